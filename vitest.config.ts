@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    pool: "forks",
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // Wire tests bind ports and store tests make databases; two workers
+    // match the machines this runs on.
+    maxWorkers: 2,
+  },
+});
