@@ -1,0 +1,62 @@
+// Interceptors that run for every call, over every protocol (the REST
+// gateway calls through the same router). They give each call a request id,
+// log its outcome without payloads, and make sure no internal detail (stack,
+// SQL, file path) reaches a client.
+import { randomUUID } from "node:crypto";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { internal } from "../errors.js";
+import type { Logger } from "../log.js";
+
+const REQUEST_ID = "x-request-id";
+const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Codes whose messages we wrote ourselves for the client. */
+function isClientFacing(err: ConnectError): boolean {
+  return err.code !== Code.Internal && err.code !== Code.Unknown && err.code !== Code.DataLoss;
+}
+
+function sanitize(err: unknown, log: Logger, ctx: Record<string, unknown>): ConnectError {
+  if (err instanceof ConnectError && isClientFacing(err)) return err;
+  log.error({ ...ctx, err }, "call failed with an internal error");
+  return internal();
+}
+
+export function createCallInterceptor(log: Logger): Interceptor {
+  return (next) => async (req) => {
+    const incoming = req.header.get(REQUEST_ID);
+    const requestId = incoming !== null && SAFE_ID.test(incoming) ? incoming : randomUUID();
+    const ctx = { request_id: requestId, rpc: `${req.service.typeName}/${req.method.name}` };
+    const started = process.hrtime.bigint();
+    const done = (code: string): void => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      log.info({ ...ctx, code, duration_ms: Math.round(ms * 1000) / 1000 }, "call");
+    };
+    try {
+      const res = await next(req);
+      res.header.set(REQUEST_ID, requestId);
+      if (res.stream) {
+        const source = res.message;
+        return {
+          ...res,
+          message: (async function* () {
+            try {
+              yield* source;
+              done("ok");
+            } catch (err) {
+              const safe = sanitize(err, log, ctx);
+              done(Code[safe.code]);
+              throw safe;
+            }
+          })(),
+        };
+      }
+      done("ok");
+      return res;
+    } catch (err) {
+      const safe = sanitize(err, log, ctx);
+      safe.metadata.set(REQUEST_ID, requestId);
+      done(Code[safe.code]);
+      throw safe;
+    }
+  };
+}
