@@ -1,0 +1,54 @@
+// grpc.health.v1.Health: SERVING while the database answers. The overall
+// health ("") and every service this server exposes can be asked for.
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  type Health,
+  HealthCheckResponse_ServingStatus as Status,
+} from "../../gen/grpc/health/v1/health_pb.js";
+import { notFound } from "../errors.js";
+
+export interface HealthDeps {
+  /** Whether the service can serve (database reachable). */
+  readonly ready: () => Promise<boolean>;
+  /** Fully qualified names of the services that can be asked for. */
+  readonly services: readonly string[];
+  /** How often Watch re-checks. */
+  readonly watchIntervalMs?: number;
+}
+
+export function createHealthService(deps: HealthDeps): ServiceImpl<typeof Health> {
+  const known = new Set(["", ...deps.services]);
+  const status = async (): Promise<Status> => ((await deps.ready()) ? Status.SERVING : Status.NOT_SERVING);
+  const interval = deps.watchIntervalMs ?? 5000;
+  return {
+    async check(req) {
+      if (!known.has(req.service)) throw notFound(`unknown service ${req.service}`);
+      return { status: await status() };
+    },
+    async list() {
+      const s = await status();
+      return { statuses: Object.fromEntries([...known].map((name) => [name, { status: s }])) };
+    },
+    async *watch(req, ctx) {
+      if (!known.has(req.service)) {
+        yield { status: Status.SERVICE_UNKNOWN };
+        return;
+      }
+      let last: Status | undefined;
+      while (!ctx.signal.aborted) {
+        const s = await status();
+        if (s !== last) {
+          last = s;
+          yield { status: s };
+        }
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, interval);
+          ctx.signal.addEventListener("abort", () => {
+            clearTimeout(t);
+            resolve();
+          }, { once: true });
+        });
+      }
+    },
+  };
+}
