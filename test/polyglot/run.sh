@@ -12,8 +12,8 @@ root="$(cd "$here/../.." && pwd)"
 need=()
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v grpc_python_plugin >/dev/null || need+=(protobuf-compiler-grpc)
-python3 -c 'import grpc' 2>/dev/null || need+=(python3-grpcio)
-python3 -c 'import google.protobuf' 2>/dev/null || need+=(python3-protobuf)
+/usr/bin/python3 -c 'import grpc' 2>/dev/null || need+=(python3-grpcio)
+/usr/bin/python3 -c 'import google.protobuf' 2>/dev/null || need+=(python3-protobuf)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "installing ${need[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
@@ -21,9 +21,9 @@ if [ "${#need[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-# Debian's Python gRPC sits in the system interpreter's dist-packages.
+# Debian's Python gRPC sits in the system interpreter's dist-packages, which
+# another python3 first on PATH (pyenv, a venv) would not see.
 py=/usr/bin/python3
-[ -x "$py" ] || py="$(command -v python3)"
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
@@ -31,7 +31,7 @@ cd "$root/proto"
 protos=$(find resourcestore google -name '*.proto' | sort)
 protoc -I . --python_out="$out" --grpc_out="$out" \
   --plugin=protoc-gen-grpc="$(command -v grpc_python_plugin)" $protos
-# Make the generated packages importable as packages.
-find "$out" -type d -exec touch {}/__init__.py \;
+# No __init__.py: the generated folders stay namespace packages, so the
+# generated google/api does not hide the installed google.protobuf.
 
 PYTHONPATH="$out" "$py" "$here/client.py" "$target"
