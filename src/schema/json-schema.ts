@@ -1,7 +1,9 @@
 // JSON Schemas (draft 2020-12) of the payload types, derived from the payload
 // registry so that the schemas, validation and the REST codec share one source
 // of truth. Values are described as the service accepts them: proto3 JSON.
+import { getOption, hasOption } from "@bufbuild/protobuf";
 import type { JsonObject } from "@bufbuild/protobuf";
+import { rules } from "../../gen/resourcestore/type/v1/options_pb.js";
 import { payloadTypes } from "./payload-registry.js";
 import type { FieldInfo, PayloadType } from "./payload-registry.js";
 
@@ -54,7 +56,10 @@ export function doubleJsonSchema(): JsonObject {
 function stringJsonSchema(field: FieldInfo): JsonObject {
   const schema: JsonObject = { type: "string" };
   if (field.rules.oneOf) schema["enum"] = [...field.rules.oneOf];
-  if (field.rules.pattern) schema["pattern"] = field.rules.pattern.source;
+  // The pattern as written in the .proto: RegExp.source would escape "/".
+  if (field.rules.pattern) {
+    schema["pattern"] = hasOption(field.desc, rules) ? getOption(field.desc, rules).pattern : field.rules.pattern.source;
+  }
   if (field.rules.format) schema["format"] = field.rules.format;
   return schema;
 }
