@@ -62,6 +62,12 @@ function writeOptionsFor(input: DescMessage, request: MessageShape<DescMessage>)
   };
 }
 
+/** True once the client can no longer be answered (either HTTP version). */
+function isGone(res: AnyResponse): boolean {
+  if (res.writableEnded) return true;
+  return "stream" in res ? res.stream.destroyed : res.destroyed;
+}
+
 function abortOnClose(res: AnyResponse): AbortSignal {
   const controller = new AbortController();
   res.once("close", () => {
@@ -146,7 +152,7 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
       await serve(opts, match.route, req, res, url, match.bindings);
     } catch (err) {
       // A client that went away needs no answer.
-      if (res.writableEnded || (res as { destroyed?: boolean }).destroyed) return true;
+      if (isGone(res)) return true;
       const closeAfter = err instanceof ConnectError && req.httpVersionMajor === 1 && !req.complete;
       writeRestError(res, err, closeAfter ? { connection: "close" } : undefined);
     }

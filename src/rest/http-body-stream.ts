@@ -11,8 +11,12 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
 const DEFAULT_CONTENT_TYPE = "application/octet-stream";
 
 /** Resolves when the response can take more, false if it closed first. */
-function drained(res: AnyResponse): Promise<boolean> {
+function drained(res: AnyResponse, isClosed: () => boolean): Promise<boolean> {
   return new Promise((resolve) => {
+    if (isClosed()) {
+      resolve(false);
+      return;
+    }
     const onDrain = () => {
       res.off("close", onClose);
       resolve(true);
@@ -32,6 +36,12 @@ export async function writeHttpBodyStream(
   extraHeaders: Record<string, string>,
 ): Promise<void> {
   let contentType: string | undefined;
+  // Http2ServerResponse has no `destroyed`; the close event serves both.
+  let closed = false;
+  res.once("close", () => {
+    closed = true;
+  });
+  const isClosed = () => closed;
   const start = () => {
     (res as ServerResponse).writeHead(200, { ...extraHeaders, "content-type": contentType ?? DEFAULT_CONTENT_TYPE });
   };
@@ -39,9 +49,9 @@ export async function writeHttpBodyStream(
     contentType ??= message.contentType === "" ? DEFAULT_CONTENT_TYPE : message.contentType;
     if (message.data.length === 0) continue;
     if (!res.headersSent) start();
-    if (res.destroyed) return; // the client left; leaving the loop cancels the call
+    if (closed) return; // the client left; leaving the loop cancels the call
     const ok = (res as ServerResponse).write(message.data);
-    if (!ok && !(await drained(res))) return;
+    if (!ok && !(await drained(res, isClosed))) return;
   }
   if (!res.headersSent) start();
   res.end();

@@ -183,6 +183,12 @@ describe("flat update decoding", () => {
     expect(u.updateMask?.paths).toEqual([]);
   });
 
+  it("ignores output-only keys sent back in an update but refuses to change the identifier", () => {
+    const u = decodeUpdate({ version: 3, created_at: "2026-01-01T00:00:00.000000Z", children: [], license: "MIT" });
+    expect(u.updateMask?.paths).toEqual(["license"]);
+    expectInvalid(() => flatUpdateToProtoJson({ identifier: "other" }), '"identifier"');
+  });
+
   it("rejects keys of no payload type, of another payload type, and the Connect-only keys", () => {
     expectInvalid(() => flatUpdateToProtoJson({ warp_factor: 9 }), '"warp_factor"');
     expectInvalid(() => flatUpdateToProtoJson({ payload_type: "study", size_bytes: 3 }), '"size_bytes"');
