@@ -131,7 +131,8 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
     const verb = (req.method ?? "GET").toUpperCase();
     let url: URL;
     try {
-      url = new URL(req.url ?? "/", "http://rest.invalid");
+      // Prefixing (not resolving) keeps "//x" a path instead of a host.
+      url = new URL(`http://rest.invalid${req.url?.startsWith("/") ? req.url : "/"}`);
     } catch {
       return false;
     }
