@@ -1,0 +1,177 @@
+// ResourceService handlers, shared by resourcestore.v1 and resourcestore.v2
+// (the messages are the same; v1 simply has no Restore). Messages become
+// store rows here: the payload oneof member is the payload type, and its
+// message travels to the store as proto3 JSON with proto field names.
+import { create, fromJson, toJson } from "@bufbuild/protobuf";
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  ResourceSchema,
+  type Resource,
+  type ResourceUpdate,
+  CreateResponseSchema,
+  DeleteResponseSchema,
+  ReadResponseSchema,
+  RestoreResponseSchema,
+  UpdateResponseSchema,
+} from "../../gen/resourcestore/type/v1/resource_pb.js";
+import type { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
+import { invalidArgument } from "../errors.js";
+import { metadataFieldByName, payloadTypeOf } from "../schema/payload-registry.js";
+import { toServiceError, type NewResource, type ResourcePatch, type ResourceStore, type StoredResource } from "../store/index.js";
+import { optionalAsOf } from "./as-of.js";
+
+export interface ResourceServiceDeps {
+  readonly store: ResourceStore;
+  readonly limits: { readonly maxBatchItems: number };
+}
+
+export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<typeof ResourceService> {
+  const { store, limits } = deps;
+  const checkSize = (n: number, what: string) => {
+    if (n > limits.maxBatchItems) throw invalidArgument(`too many ${what}: ${n} (at most ${limits.maxBatchItems})`);
+  };
+  // Store errors are ConnectErrors already; anything else must not leak.
+  const guarded =
+    <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      try {
+        return await fn(...args);
+      } catch (err) {
+        throw toServiceError(err);
+      }
+    };
+
+  return {
+    create: guarded(async (req) => {
+      checkSize(req.resources.length, "resources");
+      const { count } = await store.create(req.resources.map(toNewResource));
+      return create(CreateResponseSchema, { created: BigInt(count) });
+    }),
+    read: guarded(async (req) => {
+      checkSize(req.identifiers.length, "identifiers");
+      const asOf = optionalAsOf(req.asOf);
+      const rows = await store.read(req.identifiers, {
+        ...(asOf !== undefined ? { asOf } : {}),
+        excludeChildren: req.excludeChildren === true,
+      });
+      return create(ReadResponseSchema, { resources: rows.map(toResourceMessage) });
+    }),
+    update: guarded(async (req) => {
+      const entries = Object.entries(req.updates);
+      checkSize(entries.length, "updates");
+      const { count } = await store.update(entries.map(([id, u]) => [id, toResourcePatch(id, u)] as const));
+      return create(UpdateResponseSchema, { updated: BigInt(count) });
+    }),
+    delete: guarded(async (req) => {
+      checkSize(req.identifiers.length, "identifiers");
+      const { count } = await store.delete(req.identifiers, { cascade: req.cascade ?? true });
+      return create(DeleteResponseSchema, { deleted: BigInt(count) });
+    }),
+    restore: guarded(async (req) => {
+      checkSize(req.identifiers.length, "identifiers");
+      const { count } = await store.restore(req.identifiers, { cascade: req.cascade ?? true });
+      return create(RestoreResponseSchema, { restored: BigInt(count) });
+    }),
+  };
+}
+
+type PayloadOneof = Resource["payload"] | ResourceUpdate["payload"];
+
+function payloadJson(payload: PayloadOneof): { type: string; json: JsonObject } | undefined {
+  if (payload.case === undefined) return undefined;
+  const type = payloadTypeOf(payload.case);
+  if (!type) throw invalidArgument(`unknown payload_type ${payload.case}`);
+  return { type: type.name, json: toJson(type.message, payload.value, { useProtoFieldName: true }) as JsonObject };
+}
+
+export function toNewResource(msg: Resource): NewResource {
+  const payload = payloadJson(msg.payload);
+  if (!payload) throw invalidArgument(`resource ${JSON.stringify(msg.identifier)} has no payload (payload_type)`);
+  // created_at, updated_at, version and children are output only: ignored on input.
+  return {
+    identifier: msg.identifier,
+    payloadType: payload.type,
+    parentIdentifier: msg.parentIdentifier ?? null,
+    license: msg.license ?? null,
+    ...(msg.accessLevel !== undefined ? { accessLevel: msg.accessLevel } : {}),
+    derivedFrom: msg.derivedFrom,
+    payload: payload.json,
+  };
+}
+
+export function toResourceMessage(row: StoredResource): Resource {
+  const type = payloadTypeOf(row.payloadType);
+  if (!type) throw new Error(`stored payload_type ${row.payloadType} is unknown`);
+  return create(ResourceSchema, {
+    identifier: row.identifier,
+    ...(row.parentIdentifier !== null ? { parentIdentifier: row.parentIdentifier } : {}),
+    ...(row.license !== null ? { license: row.license } : {}),
+    accessLevel: row.accessLevel,
+    derivedFrom: row.derivedFrom,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+    version: BigInt(row.version),
+    children: row.children ?? [],
+    payload: { case: type.name, value: fromJson(type.message, row.payload, { ignoreUnknownFields: true }) } as Resource["payload"],
+  });
+}
+
+const UPDATABLE_METADATA = new Set(["parent_identifier", "license", "access_level", "derived_from"]);
+
+/**
+ * A ResourceUpdate as a store patch. With an update_mask the named fields
+ * change (unset = cleared); without one, the fields that are set change.
+ * is_deleted goes by presence either way.
+ */
+export function toResourcePatch(id: string, msg: ResourceUpdate): ResourcePatch {
+  const patch: ResourcePatch = {};
+  const member = payloadJson(msg.payload);
+  if (member) patch.payloadType = member.type;
+  const fromStruct: JsonObject = msg.payloadFields ?? {};
+  if (member) {
+    for (const k of Object.keys(fromStruct)) {
+      if (k in member.json) throw invalidArgument(`${id}: field ${k} given twice (payload and payload_fields)`);
+    }
+  }
+  const payload: Record<string, unknown> = {};
+  const paths = msg.updateMask?.paths ?? [];
+  if (paths.length > 0) {
+    for (const path of paths) {
+      switch (path) {
+        case "parent_identifier":
+          patch.parentIdentifier = msg.parentIdentifier ?? null;
+          break;
+        case "license":
+          patch.license = msg.license ?? null;
+          break;
+        case "access_level":
+          patch.accessLevel = msg.accessLevel ?? null;
+          break;
+        case "derived_from":
+          patch.derivedFrom = msg.derivedFrom;
+          break;
+        case "is_deleted":
+        case "payload_type":
+          break;
+        default: {
+          if (metadataFieldByName.has(path)) throw invalidArgument(`${id}: ${path} cannot be changed`);
+          if (member && !payloadTypeOf(member.type)?.fieldByName.has(path)) {
+            throw invalidArgument(`${id}: ${member.type} has no field ${JSON.stringify(path)}`);
+          }
+          payload[path] = member?.json[path] ?? fromStruct[path] ?? null;
+        }
+      }
+    }
+  } else {
+    if (msg.parentIdentifier !== undefined) patch.parentIdentifier = msg.parentIdentifier;
+    if (msg.license !== undefined) patch.license = msg.license;
+    if (msg.accessLevel !== undefined) patch.accessLevel = msg.accessLevel;
+    if (msg.derivedFrom.length > 0) patch.derivedFrom = msg.derivedFrom;
+    Object.assign(payload, member?.json ?? {}, fromStruct);
+  }
+  if (Object.keys(payload).length > 0) patch.payload = payload;
+  if (msg.isDeleted !== undefined) patch.isDeleted = msg.isDeleted;
+  return patch;
+}
+

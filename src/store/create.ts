@@ -1,0 +1,102 @@
+// Batch create: one transaction, a handful of set-based statements whatever
+// the batch size.
+import { failedPrecondition, invalidArgument } from "../errors.js";
+import {
+  DEFAULT_ACCESS_LEVEL,
+  checkAccessLevel,
+  checkIdentifier,
+  checkIdentifiers,
+  normalizePayload,
+  payloadTypeOrThrow,
+} from "../schema/validate.js";
+import type { Db } from "./db.js";
+import { closeVersionsAndCheckParents, listIds, openVersions, tickClock } from "./sql.js";
+import type { MutationResult, NewResource } from "./types.js";
+
+interface CreateRow {
+  identifier: string;
+  payload_type: string;
+  parent_identifier: string | null;
+  license: string | null;
+  access_level: string;
+  derived_from: string[];
+  payload: unknown;
+}
+
+/** Checks everything that does not depend on what is stored (invalid_argument). */
+export function prepareCreate(items: readonly NewResource[]): CreateRow[] {
+  const seen = new Set<string>();
+  const rows = items.map((item): CreateRow => {
+    const identifier = checkIdentifier(item.identifier);
+    if (seen.has(identifier)) throw invalidArgument(`identifier ${identifier} appears more than once in the batch`);
+    seen.add(identifier);
+    const type = payloadTypeOrThrow(item.payloadType);
+    const parent = item.parentIdentifier ?? null;
+    if (parent !== null) {
+      checkIdentifier(parent, "parent_identifier");
+      if (parent === identifier) throw invalidArgument(`${identifier} cannot be its own parent`);
+    }
+    return {
+      identifier,
+      payload_type: type.name,
+      parent_identifier: parent,
+      license: item.license ?? null,
+      access_level: item.accessLevel === undefined ? DEFAULT_ACCESS_LEVEL : checkAccessLevel(item.accessLevel),
+      derived_from: checkIdentifiers(item.derivedFrom ?? [], "derived_from"),
+      payload: normalizePayload(type, item.payload),
+    };
+  });
+  return rows;
+}
+
+export async function createResources(db: Db, items: readonly NewResource[]): Promise<MutationResult> {
+  const rows = prepareCreate(items);
+  return db.transaction(async (tx) => {
+    const at = await tickClock(tx);
+    if (rows.length === 0) return { count: 0, at };
+    const ids = rows.map((r) => r.identifier);
+    // Over a tombstone the row is taken over (history kept, version goes on);
+    // over an active row nothing happens, and the missing RETURNING row tells.
+    const { rows: written } = await tx.query<{ identifier: string }>(
+      `WITH input AS (
+          SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS x(identifier text, payload_type text,
+            parent_identifier text, license text, access_level text, derived_from text[], payload jsonb)
+       ), t AS (SELECT last FROM clock)
+       INSERT INTO resources AS r (identifier, payload_type, parent_identifier, license, access_level,
+          derived_from, payload, created_at, updated_at, version, is_deleted, deleted_by)
+       SELECT i.identifier, i.payload_type, i.parent_identifier, i.license, i.access_level,
+          coalesce(i.derived_from, '{}'), i.payload, t.last, t.last, 1, false, NULL
+         FROM input i CROSS JOIN t
+       ON CONFLICT (identifier) DO UPDATE SET
+          payload_type = excluded.payload_type, parent_identifier = excluded.parent_identifier,
+          license = excluded.license, access_level = excluded.access_level,
+          derived_from = excluded.derived_from, payload = excluded.payload,
+          created_at = excluded.created_at, updated_at = excluded.updated_at,
+          version = r.version + 1, is_deleted = false, deleted_by = NULL
+        WHERE r.is_deleted
+       RETURNING r.identifier`,
+      [JSON.stringify(rows)],
+    );
+    if (written.length !== rows.length) {
+      const done = new Set(written.map((w) => w.identifier));
+      const active = ids.filter((id) => !done.has(id));
+      throw failedPrecondition(`already active: ${listIds(active)}`);
+    }
+    const withParent = rows.filter((r) => r.parent_identifier !== null).map((r) => r.identifier);
+    const problems = await closeVersionsAndCheckParents(tx, ids, withParent);
+    throwParentProblems(problems);
+    await openVersions(tx, ids);
+    return { count: rows.length, at };
+  });
+}
+
+export function throwParentProblems(problems: readonly { problem: string; identifier: string; other: string | null }[]): void {
+  const dangling = problems.filter((p) => p.problem === "parent");
+  if (dangling.length > 0) {
+    throw failedPrecondition(
+      `parent is not an active resource: ${listIds(dangling.map((p) => `${p.identifier} -> ${p.other ?? ""}`))}`,
+    );
+  }
+  const cycles = problems.filter((p) => p.problem === "cycle");
+  if (cycles.length > 0) throw failedPrecondition(`parent would make a cycle: ${listIds(cycles.map((p) => p.identifier))}`);
+}

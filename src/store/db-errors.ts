@@ -1,0 +1,45 @@
+// The one place where database failures become service errors. Client
+// mistakes are caught before SQL runs; what reaches here is either a
+// conflict the database noticed, an outage, or a bug. Messages never carry
+// SQL text, table names or stacks.
+import { ConnectError } from "@connectrpc/connect";
+import { failedPrecondition, internal, invalidArgument, unavailable } from "../errors.js";
+
+const CONNECTION_ERRNOS = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "ENOTFOUND", "EHOSTUNREACH"]);
+
+function codeOf(err: unknown): string | undefined {
+  if (typeof err === "object" && err !== null && "code" in err) {
+    const code = (err as { code: unknown }).code;
+    return typeof code === "string" ? code : undefined;
+  }
+  return undefined;
+}
+
+function looksLikeLostConnection(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  return /connection terminated|connection ended|not queryable|client has encountered a connection error|timeout exceeded when trying to connect|pglite is closed/i.test(
+    err.message,
+  );
+}
+
+/** Maps anything thrown on the data path to a ConnectError fit for a client. */
+export function toServiceError(err: unknown): ConnectError {
+  if (err instanceof ConnectError) return err;
+  const code = codeOf(err);
+  if (code !== undefined) {
+    if (CONNECTION_ERRNOS.has(code)) return unavailable("database unavailable");
+    if (code === "23505") return failedPrecondition("the request conflicts with a stored resource");
+    if (code === "23503") return failedPrecondition("the request refers to a resource that does not exist");
+    if (code === "40001" || code === "40P01") return unavailable("the request conflicted with a concurrent one; retry");
+    // 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now, 08xxx connection exceptions.
+    if (code.startsWith("57P") || code.startsWith("08")) return unavailable("database unavailable");
+    if (code === "53300") return unavailable("database unavailable");
+    // Class 22: a value the database refused; validation should have caught it first.
+    if (code.startsWith("22")) return invalidArgument("a value is out of range or malformed");
+  }
+  if (looksLikeLostConnection(err)) return unavailable("database unavailable");
+  const e = internal();
+  // Kept for server-side logs only: the client sees "internal error".
+  (e as { cause: unknown }).cause = err;
+  return e;
+}

@@ -1,0 +1,44 @@
+// Reads by identifier, now or at an as_of read point, in one statement each
+// (children included) so the answer is one consistent snapshot.
+import { checkIdentifiers } from "../schema/validate.js";
+import type { Queryable } from "./db.js";
+import { resourceColumns, toStoredResource, type ResourceRow } from "./sql.js";
+import type { ReadOptions, StoredResource } from "./types.js";
+
+const CURRENT_CHILDREN = `ARRAY(SELECT c.identifier FROM resources c
+    WHERE c.parent_identifier = r.identifier AND NOT c.is_deleted ORDER BY c.created_at, c.identifier) AS children`;
+
+// The read point is least(as_of, committed clock): a writer that holds the
+// clock but has not committed stamps a later time, so it can never appear
+// afterwards at a point already answered.
+const AS_OF_CHILDREN = `ARRAY(SELECT c.identifier FROM resource_versions c
+    WHERE c.parent_identifier = r.identifier AND NOT c.is_deleted AND c.tx_from <= p.t AND c.tx_to > p.t
+    ORDER BY c.created_at, c.identifier) AS children`;
+
+export async function readResources(db: Queryable, identifiers: readonly string[], options: ReadOptions = {}): Promise<StoredResource[]> {
+  checkIdentifiers(identifiers);
+  const unique = [...new Set(identifiers)];
+  if (unique.length === 0) return [];
+  const withChildren = options.excludeChildren !== true;
+  let sql: string;
+  const params: unknown[] = [unique];
+  if (options.asOf === undefined) {
+    sql = `SELECT ${resourceColumns("r")}${withChildren ? `, ${CURRENT_CHILDREN}` : ""}
+             FROM resources r WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`;
+  } else {
+    sql = `WITH p AS (SELECT least($2::timestamptz, last) AS t FROM clock)
+           SELECT ${resourceColumns("r")}${withChildren ? `, ${AS_OF_CHILDREN}` : ""}
+             FROM p JOIN resource_versions r ON r.tx_from <= p.t AND r.tx_to > p.t
+            WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`;
+    params.push(options.asOf);
+  }
+  const { rows } = await db.query<ResourceRow>(sql, params);
+  const byId = new Map(rows.map((row) => [row.identifier, toStoredResource(row, withChildren)]));
+  const out: StoredResource[] = [];
+  for (const id of identifiers) {
+    const r = byId.get(id);
+    // Repeats get their own copy so a caller mutating one does not change another.
+    if (r) out.push(out.includes(r) ? structuredClone(r) : r);
+  }
+  return out;
+}

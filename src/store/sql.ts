@@ -1,0 +1,128 @@
+// SQL fragments shared by the store's statements.
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { Queryable } from "./db.js";
+import type { StoredResource } from "./types.js";
+
+/** A timestamptz as RFC 3339 UTC with exactly six fractional digits. */
+export function ts(expr: string): string {
+  return `to_char(${expr} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+}
+
+/** The select list of a resource row (from `resources` or `resource_versions`) aliased `a`. */
+export function resourceColumns(a: string): string {
+  return `${a}.identifier, ${a}.payload_type, ${a}.parent_identifier, ${a}.license, ${a}.access_level,
+    ${a}.derived_from, ${a}.payload, ${ts(`${a}.created_at`)} AS created_at, ${ts(`${a}.updated_at`)} AS updated_at,
+    ${a}.version::text AS version`;
+}
+
+export interface ResourceRow {
+  identifier: string;
+  payload_type: string;
+  parent_identifier: string | null;
+  license: string | null;
+  access_level: string;
+  derived_from: string[];
+  payload: JsonObject;
+  created_at: string;
+  updated_at: string;
+  version: string;
+  children?: string[] | null;
+}
+
+export function toStoredResource(row: ResourceRow, withChildren: boolean): StoredResource {
+  const out: StoredResource = {
+    identifier: row.identifier,
+    payloadType: row.payload_type,
+    parentIdentifier: row.parent_identifier,
+    license: row.license,
+    accessLevel: row.access_level,
+    derivedFrom: row.derived_from,
+    payload: row.payload,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    version: Number(row.version),
+  };
+  if (withChildren) out.children = row.children ?? [];
+  return out;
+}
+
+/**
+ * Takes the clock: the first statement of every write transaction. The row
+ * lock serialises writers, so later READ COMMITTED statements of this
+ * transaction see every earlier commit; the stamp strictly increases.
+ */
+export async function tickClock(tx: Queryable): Promise<string> {
+  const { rows } = await tx.query<{ at: string }>(
+    `UPDATE clock SET last = greatest(clock_timestamp(), last + interval '1 microsecond') RETURNING ${ts("last")} AS at`,
+  );
+  const at = rows[0]?.at;
+  if (at === undefined) throw new Error("clock row missing");
+  return at;
+}
+
+/**
+ * Appends the current rows of `ids` (just written in this transaction) to
+ * the history: closes their open versions at the stamp, then opens new ones.
+ * Two statements because the open-version unique index is checked row by row.
+ */
+export async function closeVersions(tx: Queryable, ids: readonly string[]): Promise<void> {
+  await tx.query(
+    `UPDATE resource_versions SET tx_to = (SELECT last FROM clock)
+      WHERE identifier = ANY($1::text[]) AND tx_to = 'infinity'`,
+    [ids],
+  );
+}
+
+export async function openVersions(tx: Queryable, ids: readonly string[]): Promise<void> {
+  await tx.query(
+    `INSERT INTO resource_versions (identifier, version, tx_from, payload_type, parent_identifier, license,
+        access_level, derived_from, payload, created_at, updated_at, is_deleted, deleted_by)
+     SELECT identifier, version, updated_at, payload_type, parent_identifier, license,
+        access_level, derived_from, payload, created_at, updated_at, is_deleted, deleted_by
+       FROM resources WHERE identifier = ANY($1::text[])`,
+    [ids],
+  );
+}
+
+/**
+ * Closes the open versions of `ids` and, in the same statement, finds what the
+ * write broke among `changedParents` (resources whose parent was just set):
+ * a parent that is not active, or a cycle. Rows: {problem, identifier, other}.
+ */
+export async function closeVersionsAndCheckParents(
+  tx: Queryable,
+  ids: readonly string[],
+  changedParents: readonly string[],
+): Promise<{ problem: "parent" | "cycle"; identifier: string; other: string | null }[]> {
+  const { rows } = await tx.query<{ problem: "parent" | "cycle"; identifier: string; other: string | null }>(
+    `WITH RECURSIVE closed AS (
+        UPDATE resource_versions SET tx_to = (SELECT last FROM clock)
+         WHERE identifier = ANY($1::text[]) AND tx_to = 'infinity' RETURNING 1
+     ),
+     -- Only a node with children can sit on a cycle, and every new cycle runs through a changed edge.
+     starts AS (
+        SELECT s.identifier, s.parent_identifier FROM resources s
+         WHERE s.identifier = ANY($2::text[]) AND s.parent_identifier IS NOT NULL
+           AND EXISTS (SELECT 1 FROM resources c WHERE c.parent_identifier = s.identifier)
+     ),
+     walk(start, cur) AS (
+        SELECT identifier, parent_identifier FROM starts
+        UNION
+        SELECT w.start, r.parent_identifier FROM walk w JOIN resources r ON r.identifier = w.cur
+         WHERE w.cur <> w.start AND r.parent_identifier IS NOT NULL
+     )
+     SELECT 'parent' AS problem, c.identifier, c.parent_identifier AS other FROM resources c
+      WHERE c.identifier = ANY($2::text[]) AND c.parent_identifier IS NOT NULL AND NOT c.is_deleted
+        AND NOT EXISTS (SELECT 1 FROM resources p WHERE p.identifier = c.parent_identifier AND NOT p.is_deleted)
+     UNION ALL
+     SELECT DISTINCT 'cycle', start, NULL FROM walk WHERE cur = start`,
+    [ids, changedParents],
+  );
+  return rows;
+}
+
+/** A short list of identifiers for an error message. */
+export function listIds(ids: readonly string[], max = 5): string {
+  const shown = ids.slice(0, max).join(", ");
+  return ids.length > max ? `${shown} and ${ids.length - max} more` : shown;
+}

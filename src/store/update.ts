@@ -1,0 +1,140 @@
+// Batch update: read the stored rows once, merge and validate in memory,
+// write every changed row in one statement, then append the versions.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { failedPrecondition, invalidArgument } from "../errors.js";
+import { checkAccessLevel, checkIdentifier, checkIdentifiers, mergePayload, normalizePayload, payloadTypeOrThrow } from "../schema/validate.js";
+import { throwParentProblems } from "./create.js";
+import type { Db } from "./db.js";
+import { jsonEqual } from "./json-equal.js";
+import { closeVersionsAndCheckParents, listIds, openVersions, tickClock } from "./sql.js";
+import type { MutationResult, ResourcePatch } from "./types.js";
+
+interface CurrentRow {
+  identifier: string;
+  payload_type: string;
+  parent_identifier: string | null;
+  license: string | null;
+  access_level: string;
+  derived_from: string[];
+  payload: JsonObject;
+  is_deleted: boolean;
+}
+
+/** Checks what does not depend on the stored state (invalid_argument). */
+export function prepareUpdate(updates: Iterable<readonly [string, ResourcePatch]>): Map<string, ResourcePatch> {
+  const out = new Map<string, ResourcePatch>();
+  for (const [id, patch] of updates) {
+    checkIdentifier(id);
+    if (out.has(id)) throw invalidArgument(`identifier ${id} appears more than once in the batch`);
+    if (patch.payloadType !== undefined) payloadTypeOrThrow(patch.payloadType);
+    if (patch.parentIdentifier !== undefined && patch.parentIdentifier !== null) {
+      checkIdentifier(patch.parentIdentifier, "parent_identifier");
+      if (patch.parentIdentifier === id) throw invalidArgument(`${id} cannot be its own parent`);
+    }
+    if (patch.accessLevel !== undefined) {
+      if (patch.accessLevel === null) throw invalidArgument("access_level cannot be cleared");
+      checkAccessLevel(patch.accessLevel);
+    }
+    if (patch.derivedFrom !== undefined) checkIdentifiers(patch.derivedFrom, "derived_from");
+    if (patch.payload !== undefined && patch.payloadType !== undefined) {
+      // Field names are known already when the type is named.
+      const type = payloadTypeOrThrow(patch.payloadType);
+      for (const k of Object.keys(patch.payload)) {
+        if (!type.fieldByName.has(k)) throw invalidArgument(`${type.name} has no field ${JSON.stringify(k)}`);
+      }
+    }
+    out.set(id, patch);
+  }
+  return out;
+}
+
+function changesContent(p: ResourcePatch): boolean {
+  return (
+    p.parentIdentifier !== undefined ||
+    p.license !== undefined ||
+    p.accessLevel !== undefined ||
+    p.derivedFrom !== undefined ||
+    (p.payload !== undefined && Object.keys(p.payload).length > 0)
+  );
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+export async function updateResources(
+  db: Db,
+  updates: Iterable<readonly [string, ResourcePatch]>,
+): Promise<MutationResult> {
+  const patches = prepareUpdate(updates);
+  const ids = [...patches.keys()];
+  return db.transaction(async (tx) => {
+    const at = await tickClock(tx);
+    if (ids.length === 0) return { count: 0, at };
+    const { rows } = await tx.query<CurrentRow>(
+      `SELECT identifier, payload_type, parent_identifier, license, access_level, derived_from, payload, is_deleted
+         FROM resources WHERE identifier = ANY($1::text[])`,
+      [ids],
+    );
+    const current = new Map(rows.map((r) => [r.identifier, r]));
+    const unknown = ids.filter((id) => !current.has(id));
+    if (unknown.length > 0) throw failedPrecondition(`unknown identifiers: ${listIds(unknown)}`);
+
+    const next: (CurrentRow & { newly_deleted: boolean })[] = [];
+    const changedParents: string[] = [];
+    for (const [id, patch] of patches) {
+      const cur = current.get(id) as CurrentRow;
+      if (patch.payloadType !== undefined && patch.payloadType !== cur.payload_type) {
+        throw failedPrecondition(`${id} is a ${cur.payload_type}; its payload_type cannot change to ${patch.payloadType}`);
+      }
+      const isDeleted = patch.isDeleted ?? cur.is_deleted;
+      let payload = cur.payload;
+      if (patch.payload !== undefined && Object.keys(patch.payload).length > 0) {
+        const type = payloadTypeOrThrow(cur.payload_type);
+        payload = normalizePayload(type, mergePayload(cur.payload, patch.payload));
+      }
+      if (cur.is_deleted && isDeleted && changesContent(patch)) {
+        throw failedPrecondition(`${id} is deleted; restore it (is_deleted: false) to change it`);
+      }
+      const row = {
+        identifier: id,
+        payload_type: cur.payload_type,
+        parent_identifier: patch.parentIdentifier === undefined ? cur.parent_identifier : patch.parentIdentifier,
+        license: patch.license === undefined ? cur.license : patch.license,
+        access_level: patch.accessLevel ?? cur.access_level,
+        derived_from: patch.derivedFrom === undefined ? cur.derived_from : [...patch.derivedFrom],
+        payload,
+        is_deleted: isDeleted,
+        newly_deleted: isDeleted && !cur.is_deleted,
+      };
+      const changed =
+        row.is_deleted !== cur.is_deleted ||
+        row.parent_identifier !== cur.parent_identifier ||
+        row.license !== cur.license ||
+        row.access_level !== cur.access_level ||
+        !sameList(row.derived_from, cur.derived_from) ||
+        !jsonEqual(row.payload, cur.payload);
+      if (!changed) continue;
+      if (row.parent_identifier !== null && row.parent_identifier !== cur.parent_identifier) changedParents.push(id);
+      next.push(row);
+    }
+    if (next.length === 0) return { count: 0, at };
+
+    const changedIds = next.map((r) => r.identifier);
+    await tx.query(
+      `WITH t AS (SELECT last FROM clock)
+       UPDATE resources r SET parent_identifier = x.parent_identifier, license = x.license,
+          access_level = x.access_level, derived_from = coalesce(x.derived_from, '{}'), payload = x.payload,
+          is_deleted = x.is_deleted,
+          deleted_by = CASE WHEN NOT x.is_deleted THEN NULL WHEN x.newly_deleted THEN t.last ELSE r.deleted_by END,
+          updated_at = t.last, version = r.version + 1
+         FROM jsonb_to_recordset($1::text::jsonb) AS x(identifier text, parent_identifier text, license text,
+            access_level text, derived_from text[], payload jsonb, is_deleted boolean, newly_deleted boolean), t
+        WHERE r.identifier = x.identifier`,
+      [JSON.stringify(next)],
+    );
+    throwParentProblems(await closeVersionsAndCheckParents(tx, changedIds, changedParents));
+    await openVersions(tx, changedIds);
+    return { count: next.length, at };
+  });
+}

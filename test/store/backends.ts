@@ -1,0 +1,52 @@
+// Runs a store suite once per backend: PGlite in memory, and PostgreSQL in a
+// fresh database of its own (skipped when unreachable, unless REQUIRE_POSTGRES=1).
+import { afterAll, beforeAll, describe } from "vitest";
+import { createResourceStore, migrate, openDatabase, type Db, type ResourceStore } from "../../src/store/index.js";
+import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+
+export type BackendKind = "pglite" | "postgres";
+
+export interface Backend {
+  readonly kind: BackendKind;
+  readonly db: Db;
+  readonly store: ResourceStore;
+  /** The PostgreSQL URL of this suite's database (postgres only). */
+  readonly url: string | undefined;
+}
+
+const pgReachable = await postgresReachable();
+
+let counter = 0;
+/** A prefix unique in this worker, so tests sharing a database do not meet. */
+export function uid(label = "t"): string {
+  counter += 1;
+  return `${label}${counter}x${Math.random().toString(36).slice(2, 7)}`;
+}
+
+export function describeBackends(name: string, suite: (backend: () => Backend) => void): void {
+  for (const kind of ["pglite", "postgres"] as const) {
+    describe.skipIf(kind === "postgres" && !pgReachable)(`${name} [${kind}]`, () => {
+      let current: Backend | undefined;
+      let testDb: TestDatabase | undefined;
+      beforeAll(async () => {
+        let db: Db;
+        if (kind === "postgres") {
+          testDb = await createTestDatabase();
+          db = await openDatabase({ databaseUrl: testDb.url, poolSize: 8 });
+        } else {
+          db = await openDatabase({});
+        }
+        await migrate(db);
+        current = { kind, db, store: createResourceStore(db), url: testDb?.url };
+      });
+      afterAll(async () => {
+        await current?.db.close();
+        await testDb?.drop();
+      });
+      suite(() => {
+        if (!current) throw new Error("backend not ready");
+        return current;
+      });
+    });
+  }
+}
