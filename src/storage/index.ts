@@ -14,3 +14,5 @@ export {
   validateRelpath,
 } from "./keys.js";
 export { storageError } from "./s3-errors.js";
+export type { ParquetColumnInfo, ParquetPreview } from "./parquet-preview.js";
+export { PREVIEW_DEFAULT_LIMIT, PREVIEW_MAX_LIMIT, previewParquet } from "./parquet-preview.js";
