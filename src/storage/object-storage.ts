@@ -5,7 +5,7 @@ import { join } from "node:path";
 import {
   GetObjectCommand,
   HeadObjectCommand,
-  ListObjectsV2Command,
+  ListObjectsCommand,
   PutObjectCommand,
   S3Client,
 } from "@aws-sdk/client-s3";
@@ -41,6 +41,8 @@ export interface S3Connection {
   readonly accessKeyId?: string | undefined;
   readonly secretAccessKey?: string | undefined;
   readonly forcePathStyle?: boolean | undefined;
+  /** Keys per listing page; unset = the server's (1,000 on S3). */
+  readonly listPageSize?: number | undefined;
   /** Called by close() after the clients are released. */
   readonly onClose?: (() => Promise<void>) | undefined;
 }
@@ -85,15 +87,19 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
     },
     async listKeys(prefix) {
       const keys: string[] = [];
-      let token: string | undefined;
+      // ListObjects (v1) paged by marker: every S3 clone has it, while
+      // s3rver's v2 continuation tokens need DES, which OpenSSL 3 dropped.
+      let marker: string | undefined;
       try {
-        do {
+        for (;;) {
           const page = await client.send(
-            new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }),
+            new ListObjectsCommand({ Bucket: bucket, Prefix: prefix, Marker: marker, MaxKeys: c.listPageSize }),
           );
           for (const object of page.Contents ?? []) if (object.Key !== undefined) keys.push(object.Key);
-          token = page.IsTruncated === true ? page.NextContinuationToken : undefined;
-        } while (token !== undefined);
+          const last = keys[keys.length - 1];
+          if (page.IsTruncated !== true || last === undefined || last === marker) break;
+          marker = last;
+        }
       } catch (err) {
         throw storageError(err, "prefix");
       }

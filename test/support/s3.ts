@@ -16,7 +16,14 @@ export interface TestS3 {
   stop(): Promise<void>;
 }
 
-export async function startTestS3(bucket: string = TEST_BUCKET): Promise<TestS3> {
+export interface TestS3Options {
+  readonly bucket?: string;
+  /** Small pages make a short listing take several requests. */
+  readonly listPageSize?: number;
+}
+
+export async function startTestS3(options: TestS3Options = {}): Promise<TestS3> {
+  const bucket = options.bucket ?? TEST_BUCKET;
   const directory = await mkdtemp(join(tmpdir(), "rs-s3-"));
   const server = await startEmbeddedS3({ directory, bucket });
   const storage = connectObjectStorage({
@@ -24,6 +31,7 @@ export async function startTestS3(bucket: string = TEST_BUCKET): Promise<TestS3>
     bucket,
     region: "us-east-1",
     ...EMBEDDED_CREDENTIALS,
+    listPageSize: options.listPageSize,
   });
   return {
     endpoint: server.endpoint,
