@@ -6,12 +6,11 @@ import {
   GetObjectCommand,
   HeadObjectCommand,
   ListObjectsCommand,
-  PutObjectCommand,
   S3Client,
 } from "@aws-sdk/client-s3";
-import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import type { Config } from "../config.js";
 import { EMBEDDED_CREDENTIALS, startEmbeddedS3 } from "./embedded-s3.js";
+import { createUrlPresigner } from "./presigner.js";
 import { storageError } from "./s3-errors.js";
 
 export interface ObjectStorage {
@@ -70,9 +69,10 @@ function makeClient(endpoint: string, c: S3Connection): S3Client {
 export function connectObjectStorage(c: S3Connection): ObjectStorage {
   const client = makeClient(c.endpoint, c);
   const publicEndpoint = c.publicEndpoint ?? c.endpoint;
-  // Presigning is offline; a second client puts the public host into the URL.
-  const presigner = publicEndpoint === c.endpoint ? client : makeClient(publicEndpoint, c);
   const bucket = c.bucket;
+  // Presigning is offline: the public endpoint goes into the URL, the client
+  // lends its credentials and region.
+  const presigner = createUrlPresigner(client, publicEndpoint, bucket, c.forcePathStyle ?? true);
   let closed = false;
 
   return {
@@ -80,10 +80,10 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
     bucket,
     publicEndpoint,
     presignUpload(key, expiresIn) {
-      return getSignedUrl(presigner, new PutObjectCommand({ Bucket: bucket, Key: key }), { expiresIn });
+      return presigner.presign("PUT", key, expiresIn);
     },
     presignDownload(key, expiresIn) {
-      return getSignedUrl(presigner, new GetObjectCommand({ Bucket: bucket, Key: key }), { expiresIn });
+      return presigner.presign("GET", key, expiresIn);
     },
     async listKeys(prefix) {
       const keys: string[] = [];
@@ -130,7 +130,6 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
       if (closed) return;
       closed = true;
       client.destroy();
-      if (presigner !== client) presigner.destroy();
       await c.onClose?.();
     },
   };

@@ -1,5 +1,7 @@
 import { createServer } from "node:net";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
+import { StorageService as V1StorageService } from "../../gen/resourcestore/v1/storage_service_pb.js";
+import { createStorageService } from "../../src/rpc/storage-service.js";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { EMBEDDED_CREDENTIALS } from "../../src/storage/embedded-s3.js";
 import { connectObjectStorage } from "../../src/storage/index.js";
@@ -162,6 +164,19 @@ describe("PresignBatch", () => {
   });
 });
 
+describe("the default limit", () => {
+  test("a batch of 10,000 uploads is signed, one URL per item, in order", async () => {
+    const big = storageClient({ storage: s3.storage, limits: { maxBatchItems: 10_000 }, presignExpiresSeconds: EXPIRES });
+    const items = Array.from({ length: 10_000 }, (_, i) => ({ group: "many", filename: `f${i}.bin` }));
+    const res = await big.presignBatch({ direction: "upload", items });
+    expect(res.urls).toHaveLength(10_000);
+    res.urls.forEach((u, i) => expect(u.path!.endsWith(`/f${i}.bin`)).toBe(true));
+    await upload(res.urls[9_999]!.url, "last");
+    const down = await big.presign({ direction: "download", path: res.urls[9_999]!.path });
+    expect(Buffer.from(await download(down.url)).toString()).toBe("last");
+  });
+});
+
 describe("PresignUploadDir and List", () => {
   test("one fresh prefix for all relpaths; the listing finds every upload, in byte order, across pages", async () => {
     const relpaths = ["sub/b.txt", "a.txt", "Z/é.txt", "sub/deeper/_.txt", "B.txt"];
@@ -205,6 +220,22 @@ describe("PresignUploadDir and List", () => {
     for (const prefix of ["", "runs/", "s3://other/runs/", `s3://${s3.bucket}/a/../b`, `s3://${s3.bucket}//a`]) {
       await expectCode(client.list({ prefix }), Code.InvalidArgument);
     }
+  });
+});
+
+describe("revision 1", () => {
+  test("the same handlers serve resourcestore.v1.StorageService, which lacks upload-dir and list", async () => {
+    const transport = createRouterTransport((router) => {
+      router.service(
+        V1StorageService,
+        createStorageService({ storage: s3.storage, limits: { maxBatchItems: MAX_ITEMS }, presignExpiresSeconds: EXPIRES }),
+      );
+    });
+    const v1 = createClient(V1StorageService, transport);
+    expect((await v1.config({})).s3Bucket).toBe(s3.bucket);
+    const up = await v1.presign({ direction: "upload", group: "v1", filename: "x" });
+    expect(up.path).toMatch(new RegExp(`^s3://${s3.bucket}/v1/${UUID}/x$`));
+    expect(Object.keys(V1StorageService.method)).not.toContain("list");
   });
 });
 
