@@ -1,0 +1,123 @@
+// StorageService (API.md section 10): presigned URLs, listing and parquet
+// previews. One object of handlers serves both revisions; v1 lists fewer methods.
+import { ConnectError } from "@connectrpc/connect";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { LimitsConfig } from "../config.js";
+import { invalidArgument } from "../errors.js";
+import type { PresignItem } from "../../gen/resourcestore/type/v1/storage_pb.js";
+import type { StorageService } from "../../gen/resourcestore/v2/storage_service_pb.js";
+import type { ObjectStorage } from "../storage/index.js";
+import {
+  PREVIEW_DEFAULT_LIMIT,
+  PREVIEW_MAX_LIMIT,
+  parseListPrefix,
+  parseObjectPath,
+  previewParquet,
+  toS3Path,
+  uploadDirKeys,
+  uploadKey,
+} from "../storage/index.js";
+
+export interface StorageServiceDeps {
+  readonly storage: ObjectStorage;
+  readonly limits: Pick<LimitsConfig, "maxBatchItems">;
+  /** Lifetime of every presigned URL. */
+  readonly presignExpiresSeconds: number;
+}
+
+type Direction = "upload" | "download";
+
+function parseDirection(direction: string): Direction {
+  const d = direction.toLowerCase();
+  if (d === "upload" || d === "download") return d;
+  throw invalidArgument('direction must be "upload" or "download"');
+}
+
+function checkCount(count: number, max: number, what: string): void {
+  if (count > max) throw invalidArgument(`at most ${max} ${what} in one call, got ${count}`);
+}
+
+interface SignedItem {
+  url: string;
+  path?: string;
+}
+
+export function createStorageService(deps: StorageServiceDeps): ServiceImpl<typeof StorageService> {
+  const { storage, limits, presignExpiresSeconds: expires } = deps;
+
+  /** Checks one item and returns a signer, so a batch signs nothing until every item passed. */
+  function planItem(direction: Direction, item: Omit<PresignItem, "$typeName">): () => Promise<SignedItem> {
+    if (direction === "upload") {
+      if (item.path !== undefined) throw invalidArgument("path is for downloads; an upload takes filename and group");
+      const key = uploadKey(item.group, item.filename);
+      return async () => ({ url: await storage.presignUpload(key, expires), path: toS3Path(storage.bucket, key) });
+    }
+    if (item.filename !== undefined || item.group !== undefined) {
+      throw invalidArgument("filename and group are for uploads; a download takes path");
+    }
+    const key = parseObjectPath(item.path, storage.bucket);
+    return async () => ({ url: await storage.presignDownload(key, expires) });
+  }
+
+  return {
+    config() {
+      return { s3Endpoint: storage.publicEndpoint, s3Bucket: storage.bucket };
+    },
+
+    async presign(req) {
+      return planItem(parseDirection(req.direction), req)();
+    },
+
+    async presignBatch(req) {
+      // An empty batch is an answer of its own, even without a direction.
+      if (req.items.length === 0 && req.direction === "") return { urls: [] };
+      const direction = parseDirection(req.direction);
+      checkCount(req.items.length, limits.maxBatchItems, "items");
+      const signers = req.items.map((item, i) => {
+        try {
+          return planItem(direction, item);
+        } catch (err) {
+          // Say which item was refused; the code stays the same.
+          if (err instanceof ConnectError) throw new ConnectError(`items[${i}]: ${err.rawMessage}`, err.code);
+          throw err;
+        }
+      });
+      return { urls: await Promise.all(signers.map((sign) => sign())) };
+    },
+
+    async presignUploadDir(req) {
+      checkCount(req.relpaths.length, limits.maxBatchItems, "relpaths");
+      const { prefix, keys } = uploadDirKeys(req.group, req.relpaths);
+      const items = await Promise.all(
+        keys.map(async (key) => ({ url: await storage.presignUpload(key, expires), path: toS3Path(storage.bucket, key) })),
+      );
+      return { root: toS3Path(storage.bucket, prefix), items };
+    },
+
+    async list(req) {
+      const prefix = parseListPrefix(req.prefix, storage.bucket);
+      return { keys: await storage.listKeys(prefix) };
+    },
+
+    async parquetPreview(req) {
+      const limit = req.limit ?? PREVIEW_DEFAULT_LIMIT;
+      if (limit < 1 || limit > PREVIEW_MAX_LIMIT) {
+        throw invalidArgument(`limit must be between 1 and ${PREVIEW_MAX_LIMIT}`);
+      }
+      const offset = req.offset ?? 0n;
+      if (offset < 0n) throw invalidArgument("offset must not be negative");
+      const key = parseObjectPath(req.path, storage.bucket);
+      // Past MAX_SAFE_INTEGER there are no rows anyway; clamping keeps Number safe.
+      const start = offset > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(offset);
+      const preview = await previewParquet(storage, key, start, limit);
+      return {
+        columns: preview.columns,
+        schema: preview.schema,
+        totalRows: BigInt(preview.totalRows),
+        returnedRows: BigInt(preview.returnedRows),
+        offset,
+        data: preview.data,
+      };
+    },
+  };
+}

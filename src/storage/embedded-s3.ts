@@ -1,0 +1,48 @@
+// The embedded default: an in-process s3rver on a folder, so a service (or a
+// test) without S3 configured still has real presigned URLs to hand out.
+import { mkdir } from "node:fs/promises";
+import S3rver from "s3rver";
+
+/** s3rver accepts exactly this key pair unless told to ignore signatures. */
+export const EMBEDDED_CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } as const;
+
+export interface EmbeddedS3Options {
+  /** Folder that holds the buckets (created when missing). */
+  readonly directory: string;
+  /** Bucket to create on start (kept when it exists already). */
+  readonly bucket: string;
+  /** Interface to bind; loopback by default because s3rver has no real auth. */
+  readonly host?: string;
+  /** 0 (the default) picks a free port. */
+  readonly port?: number;
+}
+
+export interface EmbeddedS3 {
+  /** `http://host:port`, path-style. */
+  readonly endpoint: string;
+  close(): Promise<void>;
+}
+
+export async function startEmbeddedS3(options: EmbeddedS3Options): Promise<EmbeddedS3> {
+  const host = options.host ?? "127.0.0.1";
+  await mkdir(options.directory, { recursive: true });
+  const server = new S3rver({
+    address: host,
+    port: options.port ?? 0,
+    directory: options.directory,
+    silent: true,
+    // Path-style only: a bucket name in the Host header would need DNS.
+    vhostBuckets: false,
+    configureBuckets: [{ name: options.bucket, configs: [] }],
+  });
+  const address = await server.run();
+  let closed = false;
+  return {
+    endpoint: `http://${host}:${address.port}`,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await server.close();
+    },
+  };
+}

@@ -1,0 +1,18 @@
+// Object storage: S3 client, presigning, listing, parquet preview.
+export type { ObjectStorage, S3Connection } from "./object-storage.js";
+export { connectObjectStorage, createObjectStorage } from "./object-storage.js";
+export type { EmbeddedS3, EmbeddedS3Options } from "./embedded-s3.js";
+export { startEmbeddedS3 } from "./embedded-s3.js";
+export {
+  parseListPrefix,
+  parseObjectPath,
+  toS3Path,
+  uploadDirKeys,
+  uploadKey,
+  validateFilename,
+  validateGroup,
+  validateRelpath,
+} from "./keys.js";
+export { storageError } from "./s3-errors.js";
+export type { ParquetColumnInfo, ParquetPreview } from "./parquet-preview.js";
+export { PREVIEW_DEFAULT_LIMIT, PREVIEW_MAX_LIMIT, previewParquet } from "./parquet-preview.js";

@@ -1,0 +1,16 @@
+// The v2 StorageService client over an in-memory router, as the REST gateway
+// and the Connect listener will call the handlers.
+import { createClient, createRouterTransport } from "@connectrpc/connect";
+import type { Client } from "@connectrpc/connect";
+import { StorageService } from "../../gen/resourcestore/v2/storage_service_pb.js";
+import { createStorageService } from "../../src/rpc/storage-service.js";
+import type { StorageServiceDeps } from "../../src/rpc/storage-service.js";
+
+export type StorageClient = Client<typeof StorageService>;
+
+export function storageClient(deps: StorageServiceDeps): StorageClient {
+  const transport = createRouterTransport((router) => {
+    router.service(StorageService, createStorageService(deps));
+  });
+  return createClient(StorageService, transport);
+}
