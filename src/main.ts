@@ -1,0 +1,43 @@
+// The entry point of `npm start`: read the configuration, build the app,
+// listen, and shut down gracefully on SIGTERM or SIGINT.
+import { ConfigError, loadConfig } from "./config.js";
+import { createApp } from "./app.js";
+import { createLogger } from "./log.js";
+import { startServer } from "./server.js";
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+  const app = await createApp(config, log);
+  const server = await startServer({ port: config.port, host: config.host, handler: app.handler });
+  log.info({ host: server.host, port: server.port, database: app.db.kind }, "listening");
+
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "shutting down: draining in-flight calls");
+    void (async () => {
+      await server.close(config.shutdownGraceMs);
+      await app.close();
+      log.info("stopped");
+      process.exit(0);
+    })();
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

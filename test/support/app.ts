@@ -1,0 +1,36 @@
+// A real server on port 0 for wire tests: the same app as `npm start`, on an
+// embedded PGlite (or a PostgreSQL database of the test's own) and an embedded
+// s3rver, in a temporary data directory removed afterwards.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createApp, type App } from "../../src/app.js";
+import { loadConfig } from "../../src/config.js";
+import { createLogger } from "../../src/log.js";
+import { startServer, type RunningServer } from "../../src/server.js";
+
+export interface TestServer {
+  readonly url: string;
+  readonly port: number;
+  readonly app: App;
+  readonly server: RunningServer;
+  close(): Promise<void>;
+}
+
+export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const dataDir = await mkdtemp(join(tmpdir(), "rs-test-"));
+  const config = loadConfig({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "silent", ...env });
+  const app = await createApp(config, createLogger(config.logLevel));
+  const server = await startServer({ port: 0, host: "127.0.0.1", handler: app.handler });
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    port: server.port,
+    app,
+    server,
+    async close() {
+      await server.close(1000);
+      await app.close();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
