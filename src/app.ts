@@ -6,8 +6,10 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { createRouterTransport } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { createAuthenticator, createAuthInterceptor, type Authenticator } from "./auth/index.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
+import { createMetrics, type Metrics } from "./metrics.js";
 import { createRestHandler, writeRestError } from "./rest/index.js";
 import { notFound } from "./errors.js";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
@@ -25,6 +27,8 @@ export interface App {
   readonly handler: RequestHandler;
   readonly db: Db;
   readonly storage: ObjectStorage;
+  readonly auth: Authenticator;
+  readonly metrics: Metrics;
   /** Whether the database answers. */
   ready(): Promise<boolean>;
   /** Close the database and object storage (after the listener has drained). */
@@ -55,7 +59,14 @@ export function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>): (
   };
 }
 
-export async function createApp(config: Config, log: Logger): Promise<App> {
+export interface AppOptions {
+  /** Defaults to the one config.auth describes. */
+  readonly auth?: Authenticator;
+}
+
+export async function createApp(config: Config, log: Logger, opts: AppOptions = {}): Promise<App> {
+  // Before anything opens: a bad token file fails start-up, not the first call.
+  const auth = opts.auth ?? createAuthenticator(config.auth);
   const db = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.databaseUrl === undefined ? config.dataDir : undefined,
@@ -78,7 +89,10 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     }
   };
   const impls = createServiceImpls({ config, db, storage });
-  const interceptors: Interceptor[] = [createCallInterceptor(log)];
+  const metrics = createMetrics({ poolStats: db.poolStats?.bind(db) });
+  // Outermost first: metrics see the codes clients see; the call interceptor
+  // gives auth refusals a request id and a log line.
+  const interceptors: Interceptor[] = [metrics.interceptor, createCallInterceptor(log), createAuthInterceptor(auth)];
   const routes = routesFor(impls, ready);
   const transport = createRouterTransport(routes, {
     router: { interceptors, readMaxBytes: config.limits.maxBodyBytes },
@@ -91,6 +105,12 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
         if (await rest(req, res)) return;
         const path = (req.url ?? "/").split("?")[0];
         if (req.method === "GET" && path === "/healthz") return sendJson(res, 200, { status: "ok" });
+        if (req.method === "GET" && path === "/metrics") {
+          const text = await metrics.render();
+          res.writeHead(200, { "content-type": metrics.contentType, "content-length": Buffer.byteLength(text) });
+          res.end(text);
+          return;
+        }
         if (req.method === "GET" && path === "/readyz") {
           const ok = await ready();
           return sendJson(res, ok ? 200 : 503, { status: ok ? "ok" : "unavailable" });
@@ -118,6 +138,8 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     handler,
     db,
     storage,
+    auth,
+    metrics,
     ready,
     async close() {
       await Promise.allSettled([db.close(), storage?.close()]);
