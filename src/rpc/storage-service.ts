@@ -107,7 +107,7 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
     },
 
     async parquetPreview(req) {
-      const limit = req.limit ?? PREVIEW_DEFAULT_LIMIT;
+      const limit = req.limit ?? Math.min(PREVIEW_DEFAULT_LIMIT, maxPreview);
       if (limit < 1 || limit > maxPreview) {
         throw invalidArgument(`limit must be between 1 and ${maxPreview}`);
       }
