@@ -5,7 +5,6 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { createRouterTransport } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { createAuthenticator, createAuthInterceptor, type Authenticator } from "./auth/index.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
@@ -15,6 +14,7 @@ import { notFound } from "./errors.js";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { createHealthService } from "./rpc/health-service.js";
+import { guardedNodeAdapter } from "./rpc/binary-guard.js";
 import { createCallInterceptor } from "./rpc/interceptors.js";
 import { createReflectionService } from "./rpc/reflection-service.js";
 import { createServiceImpls, type ServiceImpls } from "./rpc/index.js";
@@ -124,7 +124,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     })();
   };
 
-  const handler = connectNodeAdapter({
+  const handler = guardedNodeAdapter({
     routes,
     interceptors,
     readMaxBytes: config.limits.maxBodyBytes,

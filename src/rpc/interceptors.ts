@@ -4,7 +4,8 @@
 // SQL, file path) reaches a client.
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { internal } from "../errors.js";
+import { internal, invalidArgument } from "../errors.js";
+import { malformedBinaryBody } from "./binary-guard.js";
 import type { Logger } from "../log.js";
 
 const REQUEST_ID = "x-request-id";
@@ -32,6 +33,9 @@ export function createCallInterceptor(log: Logger): Interceptor {
       log.info({ ...ctx, code, duration_ms: Math.round(ms * 1000) / 1000 }, "call");
     };
     try {
+      if (req.contextValues.get(malformedBinaryBody)) {
+        throw invalidArgument(`the request body is not a valid ${req.method.input.typeName} message`);
+      }
       const res = await next(req);
       res.header.set(REQUEST_ID, requestId);
       if (res.stream) {

@@ -61,7 +61,7 @@ describe("batch limits", () => {
   it.each<Protocol>(["connect-json", "connect-binary", "grpc"])("too many items over %s is invalid_argument", async (protocol) => {
     const before = await storeFingerprint(srv.app.db);
     const msg = create(CreateRequestSchema, {
-      resources: ids(MAX_ITEMS + 1, protocol).map((identifier) => ({ identifier, payload: { case: "annotation", value: { label: "l" } } })),
+      resources: ids(MAX_ITEMS + 1, protocol).map((identifier) => ({ identifier, payload: { case: "annotation" as const, value: { label: "l" } } })),
     });
     const out = await callRpc(transportFor(srv.url, protocol), ResourceService.method.create, msg);
     expect(out.code).toBe(Code.InvalidArgument);
@@ -95,7 +95,7 @@ describe("body limit", () => {
     const msg = create(CreateRequestSchema, {
       resources: ids(3, `big-${protocol}`).map((identifier) => ({
         identifier,
-        payload: { case: "annotation", value: { label: "l", text: "x".repeat(MAX_BODY) } },
+        payload: { case: "annotation" as const, value: { label: "l", text: "x".repeat(MAX_BODY) } },
       })),
     });
     const out = await callRpc(transportFor(srv.url, protocol), ResourceService.method.create, msg);
