@@ -3,7 +3,7 @@
 import { mkdir } from "node:fs/promises";
 import S3rver from "s3rver";
 
-/** s3rver accepts exactly this key pair unless told to ignore signatures. */
+/** The one access key s3rver knows (it does not verify SigV4 signatures). */
 export const EMBEDDED_CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } as const;
 
 export interface EmbeddedS3Options {
@@ -11,7 +11,7 @@ export interface EmbeddedS3Options {
   readonly directory: string;
   /** Bucket to create on start (kept when it exists already). */
   readonly bucket: string;
-  /** Interface to bind; loopback by default because s3rver has no real auth. */
+  /** Interface to bind; loopback by default because s3rver checks no signatures. */
   readonly host?: string;
   /** 0 (the default) picks a free port. */
   readonly port?: number;

@@ -171,7 +171,7 @@ export async function createObjectStorage(config: Config): Promise<ObjectStorage
     endpoint: embedded.endpoint,
     publicEndpoint: s3.publicEndpoint,
     bucket: s3.bucket,
-    // s3rver checks signatures but not the region; any fixed one will do.
+    // s3rver knows one access key and does not check SigV4 signatures or regions.
     region: s3.region,
     ...EMBEDDED_CREDENTIALS,
     forcePathStyle: true,
