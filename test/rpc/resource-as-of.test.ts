@@ -9,7 +9,6 @@ describe("as_of parsing", () => {
     expect(parseAsOf("2026-11-21T23:05:01.123456789+05:30")).toBe("2026-11-21T23:05:01.123456+05:30");
     expect(parseAsOf("2024-02-29T00:00:00-00:00")).toBe("2024-02-29T00:00:00.000000-00:00");
     expect(optionalAsOf(undefined)).toBeUndefined();
-    expect(optionalAsOf("")).toBeUndefined();
   });
 
   it.each([
@@ -26,10 +25,11 @@ describe("as_of parsing", () => {
     "0000-01-01T00:00:00Z",
     "now",
     "1700000000",
+    "",
   ])("refuses %j with invalid_argument", (value) => {
     let caught: unknown;
     try {
-      parseAsOf(value);
+      optionalAsOf(value);
     } catch (err) {
       caught = err;
     }
