@@ -30,7 +30,8 @@ function literal(name: string): string {
 const METADATA: ReadonlyMap<string, QueryField> = new Map(
   (
     [
-      // identifier and parent_identifier are COLLATE "C" columns already.
+      // identifier and parent_identifier are COLLATE "C" columns already; payload_type
+      // is the oneof discriminator, not a field of Resource.
       ["identifier", "text", false, (a: string) => `${a}.identifier`],
       ["payload_type", "text", false, (a: string) => `(${a}.payload_type COLLATE "C")`],
       ["parent_identifier", "text", true, (a: string) => `${a}.parent_identifier`],
@@ -42,7 +43,7 @@ const METADATA: ReadonlyMap<string, QueryField> = new Map(
       ["version", "bigint", false, (a: string) => `${a}.version`],
     ] as const
   ).map(([name, type, nullable, expr]) => {
-    if (!metadataFieldByName.has(name)) throw new Error(`Resource has no metadata field ${name}`);
+    if (name !== "payload_type" && !metadataFieldByName.has(name)) throw new Error(`Resource has no metadata field ${name}`);
     return [name, { name, type, source: "metadata", nullable, expr } satisfies QueryField];
   }),
 );
