@@ -4,7 +4,6 @@ import { Code } from "@connectrpc/connect";
 import { describeBackends, uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
 import { clients, type Clients } from "../query/harness.js";
-import type { QueryRequest } from "../../gen/resourcestore/type/v1/query_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
 
@@ -42,7 +41,7 @@ describeBackends("parquet export", (backend) => {
         derivedFrom: i % 2 ? [`${p}-a`, `${p}-b${i}`] : [],
         payload: {
           case: "artefact" as const,
-          value: { repo: `r${i}`, branch: "main", path: "m.onnx", status: "succeeded", metrics: i % 3 ? { auc: i / 10 } : {} },
+          value: { repo: `r${i}`, branch: "main", path: "m.onnx", status: "succeeded", metrics: (i % 3 ? { auc: i / 10 } : {}) as Record<string, number> },
         },
       })),
     });
