@@ -1,0 +1,63 @@
+// A batch is atomic even when its database connection dies halfway: the
+// batch waits on a lock we hold (after it has already written some rows),
+// we terminate its backend, and nothing of it may remain. Then the store
+// keeps serving. PostgreSQL only: PGlite has no second connection.
+import { Code } from "@connectrpc/connect";
+import pg from "pg";
+import { expect, it } from "vitest";
+import { describeBackends, uid } from "./backends.js";
+import { ds, expectCode, study } from "./helpers.js";
+
+describeBackends("connection killed mid-batch", (backend) => {
+  it("rolls the whole batch back and keeps serving", async (ctx) => {
+    const { kind, store, url } = backend();
+    if (kind !== "postgres" || url === undefined) return ctx.skip();
+    const p = uid();
+    await store.create([ds(`${p}a`), ds(`${p}b`), study(`${p}c`, `${p}a`)]);
+    const before = await store.read([`${p}a`, `${p}b`, `${p}c`]);
+
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query("BEGIN");
+      // The batch writes `resources` first, then blocks closing b's open version.
+      await holder.query("SELECT 1 FROM resource_versions WHERE identifier = $1 AND tx_to = 'infinity' FOR UPDATE", [`${p}b`]);
+      const batch = store.update([
+        [`${p}a`, { license: "L1" }],
+        [`${p}b`, { license: "L2" }],
+        [`${p}c`, { parentIdentifier: `${p}b` }],
+      ]);
+      const settled = batch.then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      let pid: number | undefined;
+      for (let i = 0; i < 200 && pid === undefined; i++) {
+        const { rows } = await holder.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`,
+        );
+        pid = rows[0]?.pid;
+        if (pid === undefined) await new Promise((r) => setTimeout(r, 25));
+      }
+      expect(pid, "the batch should be waiting on the lock").toBeDefined();
+      await holder.query("SELECT pg_terminate_backend($1)", [pid]);
+      await expectCode(batch, Code.Unavailable);
+      expect(await settled).toBeDefined();
+      await holder.query("ROLLBACK");
+    } finally {
+      await holder.end();
+    }
+
+    expect(await store.read([`${p}a`, `${p}b`, `${p}c`])).toEqual(before);
+    const { rows } = await store.db.query<{ n: string }>(
+      "SELECT count(*)::text AS n FROM resource_versions WHERE identifier = ANY($1::text[])",
+      [[`${p}a`, `${p}b`, `${p}c`]],
+    );
+    expect(Number(rows[0]?.n)).toBe(3);
+    // still serving, on a fresh connection
+    expect((await store.update([[`${p}b`, { license: "L3" }]])).count).toBe(1);
+    expect((await store.read([`${p}b`]))[0]).toMatchObject({ license: "L3", version: 2 });
+    await store.db.ping();
+  });
+});
