@@ -78,7 +78,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
       return false;
     }
   };
-  const impls = createServiceImpls({ config, db, storage });
+  const impls = createServiceImpls({ config, db, storage, log });
   const interceptors: Interceptor[] = [createCallInterceptor(log)];
   const routes = routesFor(impls, ready);
   const transport = createRouterTransport(routes, {
