@@ -10,6 +10,7 @@ import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { createRestHandler, writeRestError } from "./rest/index.js";
+import { buildOpenApi } from "./schema/openapi.js";
 import { notFound } from "./errors.js";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
@@ -88,7 +89,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       return false;
     }
   };
-  const impls = createServiceImpls({ config, db, storage });
+  const impls = createServiceImpls({ config, db, storage, log });
   const metrics = createMetrics({ poolStats: db.poolStats?.bind(db) });
   // Outermost first: metrics see the codes clients see; the call interceptor
   // gives auth refusals a request id and a log line.
@@ -98,6 +99,8 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     router: { interceptors, readMaxBytes: config.limits.maxBodyBytes },
   });
   const rest = createRestHandler({ revisions, transport, maxBodyBytes: config.limits.maxBodyBytes });
+  let openApiDoc: unknown;
+  const openApi = (): unknown => (openApiDoc ??= buildOpenApi(revisions));
 
   const fallback = (req: Req, res: Res): void => {
     void (async () => {
@@ -105,6 +108,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
         if (await rest(req, res)) return;
         const path = (req.url ?? "/").split("?")[0];
         if (req.method === "GET" && path === "/healthz") return sendJson(res, 200, { status: "ok" });
+        if (req.method === "GET" && path === "/openapi.json") return sendJson(res, 200, openApi());
         if (req.method === "GET" && path === "/metrics") {
           const text = await metrics.render();
           res.writeHead(200, { "content-type": metrics.contentType, "content-length": Buffer.byteLength(text) });

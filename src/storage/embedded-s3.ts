@@ -1,9 +1,10 @@
 // The embedded default: an in-process s3rver on a folder, so a service (or a
 // test) without S3 configured still has real presigned URLs to hand out.
 import { mkdir } from "node:fs/promises";
+import type { Server } from "node:http";
 import S3rver from "s3rver";
 
-/** s3rver accepts exactly this key pair unless told to ignore signatures. */
+/** The one access key s3rver knows (it does not verify SigV4 signatures). */
 export const EMBEDDED_CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } as const;
 
 export interface EmbeddedS3Options {
@@ -11,7 +12,7 @@ export interface EmbeddedS3Options {
   readonly directory: string;
   /** Bucket to create on start (kept when it exists already). */
   readonly bucket: string;
-  /** Interface to bind; loopback by default because s3rver has no real auth. */
+  /** Interface to bind; loopback by default because s3rver checks no signatures. */
   readonly host?: string;
   /** 0 (the default) picks a free port. */
   readonly port?: number;
@@ -36,6 +37,15 @@ export async function startEmbeddedS3(options: EmbeddedS3Options): Promise<Embed
     configureBuckets: [{ name: options.bucket, configs: [] }],
   });
   const address = await server.run();
+  // Node closes idle keep-alive sockets after 5 s, about when clients reuse
+  // them, and a reused socket that the server just closed fails with
+  // ECONNRESET (seen under load). Outliving the clients' idle timeout avoids
+  // the race. s3rver keeps its server on an untyped field.
+  const http = (server as unknown as { httpServer?: Server }).httpServer;
+  if (http !== undefined) {
+    http.keepAliveTimeout = 65_000;
+    http.headersTimeout = 66_000;
+  }
   let closed = false;
   return {
     endpoint: `http://${host}:${address.port}`,

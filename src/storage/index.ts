@@ -2,7 +2,7 @@
 export type { ObjectStorage, S3Connection } from "./object-storage.js";
 export { connectObjectStorage, createObjectStorage } from "./object-storage.js";
 export type { EmbeddedS3, EmbeddedS3Options } from "./embedded-s3.js";
-export { startEmbeddedS3 } from "./embedded-s3.js";
+export { EMBEDDED_CREDENTIALS, startEmbeddedS3 } from "./embedded-s3.js";
 export {
   parseListPrefix,
   parseObjectPath,

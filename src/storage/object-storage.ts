@@ -4,11 +4,14 @@
 import { join } from "node:path";
 import {
   GetObjectCommand,
+  HeadBucketCommand,
   HeadObjectCommand,
   ListObjectsCommand,
   S3Client,
 } from "@aws-sdk/client-s3";
+import { Code } from "@connectrpc/connect";
 import type { Config } from "../config.js";
+import { unavailable } from "../errors.js";
 import { EMBEDDED_CREDENTIALS, startEmbeddedS3 } from "./embedded-s3.js";
 import { createUrlPresigner } from "./presigner.js";
 import { storageError } from "./s3-errors.js";
@@ -27,6 +30,8 @@ export interface ObjectStorage {
   headObject(key: string): Promise<{ size: number; etag: string | undefined }>;
   /** Bytes [start, end) of an object, refused if its ETag is no longer `etag`. */
   readRange(key: string, start: number, end: number, etag: string | undefined): Promise<Uint8Array>;
+  /** Resolves when S3 answers and the bucket exists (for /readyz); else 503 unavailable. */
+  ping(): Promise<void>;
   /** Releases the clients and stops the embedded server, if any. */
   close(): Promise<void>;
 }
@@ -126,6 +131,15 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
         throw storageError(err);
       }
     },
+    async ping() {
+      try {
+        await client.send(new HeadBucketCommand({ Bucket: bucket }));
+      } catch (err) {
+        const mapped = storageError(err);
+        // A missing bucket answers 404 to HeadBucket: for readiness that is "not ready".
+        throw mapped.code === Code.NotFound ? unavailable("object storage bucket is missing") : mapped;
+      }
+    },
     async close() {
       if (closed) return;
       closed = true;
@@ -157,7 +171,7 @@ export async function createObjectStorage(config: Config): Promise<ObjectStorage
     endpoint: embedded.endpoint,
     publicEndpoint: s3.publicEndpoint,
     bucket: s3.bucket,
-    // s3rver checks signatures but not the region; any fixed one will do.
+    // s3rver knows one access key and does not check SigV4 signatures or regions.
     region: s3.region,
     ...EMBEDDED_CREDENTIALS,
     forcePathStyle: true,

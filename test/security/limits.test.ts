@@ -21,6 +21,7 @@ beforeAll(async () => {
     MAX_BODY_BYTES: String(MAX_BODY),
     MAX_PREVIEW_ROWS: "3",
     MAX_LIST_KEYS: "2",
+    MAX_QUERY_LIMIT: "3",
   });
   const seeded = await callRest(srv.url, "POST", "/resources/create", {
     body: JSON.stringify({ resources: [{ identifier: "seed", payload_type: "annotation", label: "x" }] }),
@@ -101,6 +102,19 @@ describe("body limit", () => {
     const out = await callRpc(transportFor(srv.url, protocol), ResourceService.method.create, msg);
     expect(out.code).toBe(Code.ResourceExhausted);
     expect(await storeFingerprint(srv.app.db)).toBe(before);
+  });
+});
+
+describe("query limit", () => {
+  it("a limit above MAX_QUERY_LIMIT is 400; without one a page holds at most that many", async () => {
+    await callRest(srv.url, "POST", "/resources/create", { body: JSON.stringify({ resources: annotations(4, "q") }) });
+    const over = await callRest(srv.url, "POST", "/query", { body: JSON.stringify({ limit: 4 }) });
+    expect([over.status, (over.json as { code: string }).code]).toEqual([400, "invalid_argument"]);
+    const page = await callRest(srv.url, "POST", "/query", { body: JSON.stringify({}) });
+    expect(page.status).toBe(200);
+    const body = page.json as { results: unknown[]; next_cursor: string | null };
+    expect(body.results).toHaveLength(3);
+    expect(body.next_cursor).not.toBeNull();
   });
 });
 

@@ -8,9 +8,13 @@ import type { StorageServiceDeps } from "../../src/rpc/storage-service.js";
 
 export type StorageClient = Client<typeof StorageService>;
 
-export function storageClient(deps: StorageServiceDeps): StorageClient {
-  const transport = createRouterTransport((router) => {
-    router.service(StorageService, createStorageService(deps));
-  });
+/** `json` sends Connect JSON (as the REST gateway will) instead of binary. */
+export function storageClient(deps: StorageServiceDeps, options: { json?: boolean } = {}): StorageClient {
+  const transport = createRouterTransport(
+    (router) => {
+      router.service(StorageService, createStorageService(deps));
+    },
+    { transport: { useBinaryFormat: options.json !== true } },
+  );
   return createClient(StorageService, transport);
 }

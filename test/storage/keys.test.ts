@@ -5,8 +5,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import fc from "fast-check";
 import { afterAll, describe, expect, test } from "vitest";
-import { EMBEDDED_CREDENTIALS } from "../../src/storage/embedded-s3.js";
-import { connectObjectStorage, parseObjectPath, uploadDirKeys, uploadKey } from "../../src/storage/index.js";
+import { EMBEDDED_CREDENTIALS, connectObjectStorage, parseObjectPath, uploadDirKeys, uploadKey } from "../../src/storage/index.js";
 
 const BUCKET = "prop-bucket";
 // Presigning never touches the network, so nothing needs to listen here.

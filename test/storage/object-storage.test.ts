@@ -3,6 +3,7 @@
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { createObjectStorage } from "../../src/storage/index.js";
@@ -96,6 +97,19 @@ describe("configured S3", () => {
       expect(await storage.listKeys("cfg/")).toEqual(["cfg/direct.txt"]);
     } finally {
       await storage.close();
+    }
+  });
+
+  test("ping answers while S3 and the bucket are there, unavailable otherwise", async () => {
+    const base = { S3_ENDPOINT: s3.endpoint, S3_ACCESS_KEY_ID: "S3RVER", S3_SECRET_ACCESS_KEY: "S3RVER" };
+    const good = await createObjectStorage(loadConfig({ ...base, S3_BUCKET: s3.bucket }));
+    const noBucket = await createObjectStorage(loadConfig({ ...base, S3_BUCKET: "no-such-bucket" }));
+    try {
+      await expect(good.ping()).resolves.toBeUndefined();
+      await expect(noBucket.ping()).rejects.toMatchObject({ code: Code.Unavailable });
+    } finally {
+      await good.close();
+      await noBucket.close();
     }
   });
 

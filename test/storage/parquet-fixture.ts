@@ -4,14 +4,20 @@ import { randomBytes } from "node:crypto";
 import {
   Binary,
   DateDay,
+  Field,
   Float64,
   Int64,
+  List,
+  Struct,
   Table,
   TimestampMicrosecond,
+  TimestampMillisecond,
+  TimestampNanosecond,
   Utf8,
   makeData,
   makeVector,
   tableToIPC,
+  vectorFromArray,
 } from "apache-arrow";
 import {
   Compression,
@@ -88,4 +94,36 @@ export function writeFixture(rows: number, rowGroupRows: number): Fixture {
     name: (i) => names.subarray(i * NAME_BYTES, (i + 1) * NAME_BYTES).toString("latin1"),
     blob: (i) => blobs.subarray(i * BLOB_BYTES, (i + 1) * BLOB_BYTES),
   };
+}
+
+/**
+ * Three rows of the awkward values: nested lists and structs, nulls,
+ * non-finite doubles, timestamps in milliseconds (before 1970, after 9999)
+ * and nanoseconds.
+ */
+export function writeAwkwardFixture(): Uint8Array {
+  const table = new Table({
+    tags: vectorFromArray([[1n, 2n], [], null], new List(new Field("item", new Int64(), true))),
+    point: vectorFromArray(
+      [{ a: "x", b: 1.5 }, null, { a: null, b: Number.NaN }],
+      new Struct([new Field("a", new Utf8(), true), new Field("b", new Float64(), true)]),
+    ),
+    ratio: makeVector(makeData({ type: new Float64(), length: 3, data: new Float64Array([Number.NaN, Infinity, -0.5]) })),
+    label: vectorFromArray(["x", null, "z"], new Utf8()),
+    ms: makeVector(
+      makeData({
+        type: new TimestampMillisecond("UTC"),
+        length: 3,
+        data: new BigInt64Array([-1500n, 0n, 253_402_300_800_000n]),
+      }),
+    ),
+    ns: makeVector(
+      makeData({
+        type: new TimestampNanosecond("UTC"),
+        length: 3,
+        data: new BigInt64Array([1_700_000_000_123_456_789n, -1n, 0n]),
+      }),
+    ),
+  });
+  return writeParquet(WasmTable.fromIPCStream(tableToIPC(table, "stream")));
 }

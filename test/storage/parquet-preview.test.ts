@@ -5,7 +5,7 @@ import { startTestS3 } from "../support/s3.js";
 import type { TestS3 } from "../support/s3.js";
 import { storageClient } from "./client.js";
 import type { StorageClient } from "./client.js";
-import { writeFixture } from "./parquet-fixture.js";
+import { writeAwkwardFixture, writeFixture } from "./parquet-fixture.js";
 import type { Fixture } from "./parquet-fixture.js";
 
 let s3: TestS3;
@@ -148,6 +148,40 @@ describe("ParquetPreview", () => {
       const err = await rejection(client.parquetPreview({ path: path(key) }));
       expect(err.code).toBe(Code.InvalidArgument);
     }
+  });
+
+  test("nested values, nulls, non-finite doubles and odd timestamps come out as JSON", async () => {
+    await put("awkward/values.parquet", writeAwkwardFixture());
+    const json = storageClient({ storage: s3.storage, limits: { maxBatchItems: 100 }, presignExpiresSeconds: 600 }, { json: true });
+    const res = await json.parquetPreview({ path: path("awkward/values.parquet") });
+    expect(res.columns).toEqual(["tags", "point", "ratio", "label", "ms", "ns"]);
+    expect(res.schema.map((c) => c.type)).toEqual([
+      "LIST",
+      "STRUCT",
+      "DOUBLE",
+      "STRING",
+      "TIMESTAMP(MILLIS, UTC)",
+      "TIMESTAMP(NANOS, UTC)",
+    ]);
+    expect(res.data).toEqual([
+      {
+        tags: [1, 2],
+        point: { a: "x", b: 1.5 },
+        ratio: "NaN",
+        label: "x",
+        ms: "1969-12-31T23:59:58.500000Z",
+        ns: "2023-11-14T22:13:20.123456789Z",
+      },
+      { tags: [], point: null, ratio: "Infinity", label: null, ms: "1970-01-01T00:00:00.000000Z", ns: "1969-12-31T23:59:59.999999999Z" },
+      {
+        tags: null,
+        point: { a: null, b: "NaN" },
+        ratio: -0.5,
+        label: "z",
+        ms: "+010000-01-01T00:00:00.000000Z",
+        ns: "1970-01-01T00:00:00.000000000Z",
+      },
+    ]);
   });
 
   test("a path outside the bucket or with unsafe segments is invalid_argument", async () => {

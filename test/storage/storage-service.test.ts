@@ -3,8 +3,7 @@ import { Code, ConnectError, createClient, createRouterTransport } from "@connec
 import { StorageService as V1StorageService } from "../../gen/resourcestore/v1/storage_service_pb.js";
 import { createStorageService } from "../../src/rpc/storage-service.js";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { EMBEDDED_CREDENTIALS } from "../../src/storage/embedded-s3.js";
-import { connectObjectStorage } from "../../src/storage/index.js";
+import { EMBEDDED_CREDENTIALS, connectObjectStorage } from "../../src/storage/index.js";
 import { startTestS3 } from "../support/s3.js";
 import type { TestS3 } from "../support/s3.js";
 import { storageClient } from "./client.js";
@@ -257,6 +256,7 @@ describe("unreachable storage", () => {
     try {
       const dead = storageClient({ storage, limits: { maxBatchItems: MAX_ITEMS }, presignExpiresSeconds: EXPIRES });
       await expectCode(dead.list({ prefix: `s3://${s3.bucket}/runs/` }), Code.Unavailable);
+      await expectCode(storage.ping(), Code.Unavailable);
       await expectCode(dead.parquetPreview({ path: `s3://${s3.bucket}/x.parquet` }), Code.Unavailable);
       const err = await rejection(dead.list({ prefix: `s3://${s3.bucket}/` }));
       expect(err.rawMessage).not.toContain("127.0.0.1");

@@ -2,8 +2,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { EMBEDDED_CREDENTIALS, startEmbeddedS3 } from "../../src/storage/embedded-s3.js";
-import { connectObjectStorage } from "../../src/storage/index.js";
+import { EMBEDDED_CREDENTIALS, connectObjectStorage, startEmbeddedS3 } from "../../src/storage/index.js";
 import type { ObjectStorage } from "../../src/storage/index.js";
 
 export const TEST_BUCKET = "test-bucket";
