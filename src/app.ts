@@ -16,7 +16,7 @@ import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { createHealthService } from "./rpc/health-service.js";
 import { guardedNodeAdapter } from "./rpc/binary-guard.js";
-import { createCallInterceptor } from "./rpc/interceptors.js";
+import { createCallInterceptor, REQUEST_ID, requestIdOf } from "./rpc/interceptors.js";
 import { createReflectionService } from "./rpc/reflection-service.js";
 import { createServiceImpls, type ServiceImpls } from "./rpc/index.js";
 import { revisions, serviceName } from "./rpc/revisions.js";
@@ -103,6 +103,21 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const openApi = (): unknown => (openApiDoc ??= buildOpenApi(revisions));
 
   const fallback = (req: Req, res: Res): void => {
+    // REST requests get their request id here, so that a request refused by
+    // the gateway (bad JSON, body too large) has one too; the gateway passes
+    // it on to the call interceptor, so both log lines share it. The path is
+    // logged without its query string (which may carry values).
+    const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
+    req.headers[REQUEST_ID] = requestId;
+    res.setHeader(REQUEST_ID, requestId);
+    const started = process.hrtime.bigint();
+    res.once("finish", () => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      log.info(
+        { request_id: requestId, method: req.method, path: (req.url ?? "/").split("?")[0]?.slice(0, 200), status: res.statusCode, duration_ms: Math.round(ms * 1000) / 1000 },
+        "http",
+      );
+    });
     void (async () => {
       try {
         if (await rest(req, res)) return;

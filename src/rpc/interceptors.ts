@@ -8,8 +8,13 @@ import { internal, invalidArgument } from "../errors.js";
 import { malformedBinaryBody } from "./binary-guard.js";
 import type { Logger } from "../log.js";
 
-const REQUEST_ID = "x-request-id";
+export const REQUEST_ID = "x-request-id";
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The client's request id when it is safe to log and echo, else a fresh one. */
+export function requestIdOf(incoming: string | null | undefined): string {
+  return incoming !== null && incoming !== undefined && SAFE_ID.test(incoming) ? incoming : randomUUID();
+}
 
 /** Codes whose messages we wrote ourselves for the client. */
 function isClientFacing(err: ConnectError): boolean {
@@ -24,8 +29,7 @@ function sanitize(err: unknown, log: Logger, ctx: Record<string, unknown>): Conn
 
 export function createCallInterceptor(log: Logger): Interceptor {
   return (next) => async (req) => {
-    const incoming = req.header.get(REQUEST_ID);
-    const requestId = incoming !== null && SAFE_ID.test(incoming) ? incoming : randomUUID();
+    const requestId = requestIdOf(req.header.get(REQUEST_ID));
     const ctx = { request_id: requestId, rpc: `${req.service.typeName}/${req.method.name}` };
     const started = process.hrtime.bigint();
     const done = (code: string): void => {
