@@ -1,6 +1,8 @@
 // The ordered list of migrations. Adding one: a new numbered module that
 // exports `sql`, plus one entry here. Applied ids are never edited.
 import { sql as resources } from "./0001-resources.js";
+import { sql as registryArtefacts } from "./0003-registry-artefacts.js";
+import { sql as lineageView } from "./0004-lineage-view.js";
 
 export interface Migration {
   readonly id: number;
@@ -8,4 +10,8 @@ export interface Migration {
   readonly sql: string;
 }
 
-export const migrations: readonly Migration[] = [{ id: 1, name: "resources", sql: resources }];
+export const migrations: readonly Migration[] = [
+  { id: 1, name: "resources", sql: resources },
+  { id: 3, name: "registry-artefacts", sql: registryArtefacts },
+  { id: 4, name: "lineage-view", sql: lineageView },
+];
