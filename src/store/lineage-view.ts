@@ -20,16 +20,14 @@ export function hasLineageView(db: Db): boolean {
 }
 
 /**
- * Runs fn in one read-only snapshot. `fresh` says whether lineage_closure is
- * exact in that snapshot; it is always false without the view. On PostgreSQL
- * the snapshot is REPEATABLE READ, so the freshness check, the view and the
- * tables fn reads all agree.
+ * Runs fn in one read-only REPEATABLE READ snapshot, so that several
+ * statements agree with each other. `fresh` says whether lineage_closure is
+ * exact in that snapshot; it is always false without the view.
  */
 export async function withLineageSnapshot<T>(db: Db, fn: (q: Queryable, fresh: boolean) => Promise<T>): Promise<T> {
-  if (!hasLineageView(db)) return fn(db, false);
   return db.transaction(async (tx) => {
     await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-    return fn(tx, await isLineageViewFresh(tx));
+    return fn(tx, hasLineageView(db) ? await isLineageViewFresh(tx) : false);
   });
 }
 
