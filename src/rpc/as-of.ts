@@ -21,7 +21,7 @@ export function parseAsOf(value: string): string {
   return `${date}T${hh}:${mi}:${ss}.${micros}${offset}`;
 }
 
-/** parseAsOf for an optional field: undefined (and "") mean now. */
+/** parseAsOf for an optional field: only an absent value means now ("" is malformed). */
 export function optionalAsOf(value: string | undefined): string | undefined {
-  return value === undefined || value === "" ? undefined : parseAsOf(value);
+  return value === undefined ? undefined : parseAsOf(value);
 }

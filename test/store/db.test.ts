@@ -1,0 +1,75 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Code } from "@connectrpc/connect";
+import { expect, it } from "vitest";
+import { createResourceStore, migrate, openDatabase } from "../../src/store/index.js";
+import { createTestDatabase } from "../support/postgres.js";
+import { describeBackends, uid } from "./backends.js";
+import { ds, expectCode } from "./helpers.js";
+
+describeBackends("database layer", (backend) => {
+  it("applies migrations once, also when several processes start together", async () => {
+    const { kind, url, db } = backend();
+    expect(await migrate(db)).toEqual([]);
+    if (kind === "postgres" && url) {
+      // A database nobody migrated yet, and three processes starting on it at once.
+      const fresh = await createTestDatabase();
+      const starting = await Promise.all([1, 2, 3].map(() => openDatabase({ databaseUrl: fresh.url, poolSize: 1 })));
+      try {
+        const applied = await Promise.all(starting.map((o) => migrate(o)));
+        expect(applied.flat()).toEqual([1]);
+      } finally {
+        await Promise.all(starting.map((o) => o.close()));
+        await fresh.drop();
+      }
+    }
+    const { rows } = await db.query<{ id: number }>("SELECT id FROM schema_migrations ORDER BY id");
+    expect(rows.map((r) => Number(r.id))).toEqual([1]);
+  });
+
+  it("hands timestamps and int8 back as strings, never as Date or lossy numbers", async () => {
+    const { db } = backend();
+    const { rows } = await db.query<{ t: unknown; n: unknown }>(
+      "SELECT '2026-11-21 23:05:01.123456+00'::timestamptz AS t, 9007199254740993::int8 AS n",
+    );
+    expect(typeof rows[0]?.t).toBe("string");
+    expect(String(rows[0]?.t)).toContain("01.123456");
+    expect(rows[0]?.n).toBe("9007199254740993");
+  });
+
+  it("answers internal without SQL for a broken statement and keeps serving", async () => {
+    const { db, store } = backend();
+    const err = await expectCode(db.query("SELEC nonsense FROM nowhere"), Code.Internal);
+    expect(err.rawMessage).toBe("internal error");
+    await expectCode(db.transaction((tx) => tx.query("SELECT * FROM no_such_table")), Code.Internal);
+    const p = uid();
+    expect((await store.create([ds(`${p}a`)])).count).toBe(1);
+  });
+});
+
+it("an unreachable PostgreSQL is unavailable, not internal", async () => {
+  const db = await openDatabase({ databaseUrl: "postgres://postgres@127.0.0.1:1/nothing" });
+  try {
+    await expectCode(db.ping(), Code.Unavailable);
+    await expectCode(db.transaction((tx) => tx.query("SELECT 1")), Code.Unavailable);
+  } finally {
+    await db.close();
+  }
+});
+
+it("PGlite persists under <dataDir>/pglite", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "rs-pglite-"));
+  try {
+    const first = await openDatabase({ dataDir: dir });
+    await migrate(first);
+    await createResourceStore(first).create([ds("kept")]);
+    await first.close();
+    const again = await openDatabase({ dataDir: dir });
+    expect(await migrate(again)).toEqual([]);
+    expect((await createResourceStore(again).read(["kept"])).map((r) => r.identifier)).toEqual(["kept"]);
+    await again.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
