@@ -20,10 +20,9 @@ export function createLineageService(deps: LineageServiceDeps): ServiceImpl<type
     async children(req) {
       try {
         const asOf = optionalAsOf(req.asOf);
-        // An empty parent_identifier (a bare `?parent_identifier=`) lists the roots, as an empty as_of reads now.
-        const parent = req.parentIdentifier === undefined || req.parentIdentifier === "" ? null : req.parentIdentifier;
+        // Only an absent parent_identifier lists the roots; "" is malformed (as an empty as_of is).
         const nodes = await listChildren(db, {
-          parentIdentifier: parent,
+          parentIdentifier: req.parentIdentifier ?? null,
           withPayloads: req.withPayloads === true,
           ...(asOf !== undefined ? { asOf } : {}),
         });

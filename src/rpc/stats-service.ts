@@ -8,6 +8,7 @@ import {
   StatsResponseSchema,
 } from "../../gen/resourcestore/type/v1/stats_pb.js";
 import type { StatsService } from "../../gen/resourcestore/v2/stats_service_pb.js";
+import { invalidArgument } from "../errors.js";
 import type { Db } from "../store/db.js";
 import { toServiceError } from "../store/db-errors.js";
 import { datasourceStats } from "../store/stats.js";
@@ -41,8 +42,9 @@ export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof S
     },
     async detailedStats(req) {
       try {
-        // An empty datasource_id (a bare `?datasource_id=`) means every datasource.
-        const only = req.datasourceId === undefined || req.datasourceId === "" ? undefined : req.datasourceId;
+        // Only an absent datasource_id means every datasource; "" is malformed (as an empty as_of is).
+        const only = req.datasourceId;
+        if (only === "") throw invalidArgument("datasource_id is empty");
         const rows = await datasourceStats(db, only !== undefined ? { datasourceId: only } : {});
         return create(DetailedStatsResponseSchema, {
           datasources: rows.map((r) =>

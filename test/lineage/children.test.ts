@@ -115,7 +115,7 @@ describeBackends("GET /children without a parent lists the roots", (backend) => 
     expect(await roots(t2)).toEqual([["r1", 2n], ["r2", 0n], ["r0", 0n]]);
     expect(await roots(t3)).toEqual([["r2", 0n], ["r0", 0n]]);
     expect(await roots("2000-01-01T00:00:00Z")).toEqual([]);
-    // an empty parent_identifier means the same as none
-    expect((await svc.lineage.children({ parentIdentifier: "" })).nodes.map((n) => n.identifier)).toEqual(["r2", "r0"]);
+    // only an absent parent_identifier means the roots; an empty one is malformed
+    await expectCode(svc.lineage.children({ parentIdentifier: "" }), Code.InvalidArgument);
   });
 });

@@ -153,5 +153,6 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
     expect(ids).toEqual([`${p}B`, `${p}_`, `${p}a`, `${p}b`]);
     await expectCode(svc().stats.detailedStats({ datasourceId: `${p}nowhere` }), Code.NotFound);
     await expectCode(svc().statsV2.detailedStats({ datasourceId: `${p}nowhere` }), Code.NotFound);
+    await expectCode(svc().stats.detailedStats({ datasourceId: "" }), Code.InvalidArgument);
   });
 });
