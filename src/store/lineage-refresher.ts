@@ -8,7 +8,7 @@
 // refreshes once, since notifications sent meanwhile are lost.
 import pg from "pg";
 import type { Db } from "./db.js";
-import { LINEAGE_CHANNEL, refreshLineageView } from "./lineage-view.js";
+import { hasLineageView, LINEAGE_CHANNEL, refreshLineageView } from "./lineage-view.js";
 
 export interface LineageRefresherOptions {
   readonly db: Db;
@@ -130,6 +130,8 @@ export function createLineageRefresher(options: LineageRefresherOptions): Lineag
 
   return {
     async start() {
+      // The embedded store has no view: nothing to keep fresh.
+      if (!hasLineageView(options.db)) return;
       stopped = false;
       await connect();
       schedule();

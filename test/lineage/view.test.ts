@@ -67,6 +67,43 @@ describeBackends("lineage view refresh", (backend) => {
   });
 });
 
+describeBackends("lineage refresher", (backend) => {
+  const waitFresh = async (settled: () => Promise<void>) => {
+    const deadline = Date.now() + 30_000;
+    while (!(await fresh(backend())) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 25));
+      await settled();
+    }
+    return fresh(backend());
+  };
+
+  it("does nothing on PGlite, and on PostgreSQL comes back after its connection is killed", async () => {
+    const b = backend();
+    const refresher = createLineageRefresher({ db: b.db, databaseUrl: b.url ?? "postgres://unused", debounceMs: 20, maxDelayMs: 200, reconnectMs: 50 });
+    await refresher.start();
+    try {
+      await b.store.create([ds("k1")]);
+      if (b.kind === "pglite") {
+        await refresher.settled();
+        expect(refresher.refreshes).toBe(0);
+        return;
+      }
+      expect(await waitFresh(() => refresher.settled())).toBe(true);
+      const { rows } = await b.db.query<{ ok: boolean }>(
+        `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+          WHERE datname = current_database() AND query = 'LISTEN lineage_changed'`,
+      );
+      expect(rows.map((r) => r.ok)).toEqual([true]);
+      // Written while nobody listens, or just after: the refresher catches up either way.
+      await b.store.create([study("k2", "k1")]);
+      expect(await fresh(b)).toBe(false);
+      expect(await waitFresh(() => refresher.settled())).toBe(true);
+    } finally {
+      await refresher.stop();
+    }
+  });
+});
+
 // A random forest under random moves, deletes and restores; after every step
 // the listing of every node (and the roots) is compared with a count made here
 // from the active rows, with the view stale and again after a refresh.
