@@ -20,6 +20,7 @@ import { createServiceImpls, type ServiceImpls } from "./rpc/index.js";
 import { revisions, serviceName } from "./rpc/revisions.js";
 import type { RequestHandler } from "./server.js";
 import { openDatabase, migrate, type Db } from "./store/index.js";
+import { createLineageRefresher, type LineageRefresher } from "./store/lineage-refresher.js";
 import { createObjectStorage, type ObjectStorage } from "./storage/index.js";
 
 export interface App {
@@ -63,10 +64,22 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     poolSize: config.databasePoolSize,
   });
   let storage: ObjectStorage | undefined;
+  let refresher: LineageRefresher | undefined;
   try {
     await migrate(db);
     storage = await createObjectStorage(config);
+    // On PostgreSQL the lineage view follows committed tree changes (LISTEN/NOTIFY).
+    if (config.databaseUrl !== undefined) {
+      refresher = createLineageRefresher({
+        db,
+        databaseUrl: config.databaseUrl,
+        onError: (err) => log.warn({ err }, "lineage view refresh failed; will retry"),
+      });
+      await refresher.start();
+    }
   } catch (err) {
+    await refresher?.stop();
+    await storage?.close();
     await db.close();
     throw err;
   }
@@ -78,7 +91,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
       return false;
     }
   };
-  const impls = createServiceImpls({ config, db, storage, log });
+  const impls = await createServiceImpls({ config, db, storage, log });
   const interceptors: Interceptor[] = [createCallInterceptor(log)];
   const routes = routesFor(impls, ready);
   const transport = createRouterTransport(routes, {
@@ -124,6 +137,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     storage,
     ready,
     async close() {
+      await refresher?.stop();
       await Promise.allSettled([db.close(), storage?.close()]);
     },
   };
