@@ -22,6 +22,7 @@ import { createServiceImpls, type ServiceImpls } from "./rpc/index.js";
 import { revisions, serviceName } from "./rpc/revisions.js";
 import type { RequestHandler } from "./server.js";
 import { openDatabase, migrate, type Db } from "./store/index.js";
+import { createLineageRefresher, type LineageRefresher } from "./store/lineage-refresher.js";
 import { createObjectStorage, type ObjectStorage } from "./storage/index.js";
 
 export interface App {
@@ -74,10 +75,22 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     poolSize: config.databasePoolSize,
   });
   let storage: ObjectStorage | undefined;
+  let refresher: LineageRefresher | undefined;
   try {
     await migrate(db);
     storage = await createObjectStorage(config);
+    // On PostgreSQL the lineage view follows committed tree changes (LISTEN/NOTIFY).
+    if (config.databaseUrl !== undefined) {
+      refresher = createLineageRefresher({
+        db,
+        databaseUrl: config.databaseUrl,
+        onError: (err) => log.warn({ err }, "lineage view refresh failed; will retry"),
+      });
+      await refresher.start();
+    }
   } catch (err) {
+    await refresher?.stop();
+    await storage?.close();
     await db.close();
     throw err;
   }
@@ -89,7 +102,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       return false;
     }
   };
-  const impls = createServiceImpls({ config, db, storage, log });
+  const impls = await createServiceImpls({ config, db, storage, log });
   const metrics = createMetrics({ poolStats: db.poolStats?.bind(db) });
   // Outermost first: metrics see the codes clients see; the call interceptor
   // gives auth refusals a request id and a log line.
@@ -161,6 +174,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     metrics,
     ready,
     async close() {
+      await refresher?.stop();
       await Promise.allSettled([db.close(), storage?.close()]);
     },
   };
