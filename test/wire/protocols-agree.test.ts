@@ -83,18 +83,19 @@ async function call(p: Protocol, method: DescMethod, req: Record<string, unknown
       return { ok: await parquetRows(Buffer.concat(chunks)) };
     }
     const res = await fetch(srv.url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(req) });
-    const json = await res.json();
+    const json = (await res.json()) as JsonValue;
     return res.ok ? { ok: json } : { error: (json as { code: string }).code };
   }
   // REST: path and method from the http rule; path variables and GET query parameters from the request.
   const rule = getOption(method, http);
   const verb = rule.pattern.case!;
-  let restPath = (rule.pattern.value as string).replace(/\{(\w+)\}/g, (_, k: string) => encodeURIComponent(String(req[k])));
+  const template = rule.pattern.value as string;
+  let restPath = template.replace(/\{(\w+)\}/g, (_, k: string) => encodeURIComponent(String(req[k])));
   const body = restReq ?? req;
   const init: RequestInit = { method: verb.toUpperCase() };
   if (verb === "get") {
     const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(req)) if (!rule.pattern.value.includes(`{${k}}`)) q.set(k, String(v));
+    for (const [k, v] of Object.entries(req)) if (!template.includes(`{${k}}`)) q.set(k, String(v));
     if ([...q].length) restPath += `?${q}`;
   } else {
     init.headers = { "content-type": "application/json" };
