@@ -86,7 +86,9 @@ export function guardBinaryBodies(handler: UniversalHandler, maxBytes: number): 
     contextValues.set(malformedBinaryBody, true);
     // An empty message parses; the call interceptor refuses the call before any handler runs.
     const empty = unary ? new Uint8Array(0) : new Uint8Array(5);
-    return handler({ ...req, body: replay([empty]), contextValues });
+    const header = new Headers(req.header);
+    if (header.has("content-length")) header.set("content-length", String(empty.length));
+    return handler({ ...req, header, body: replay([empty]), contextValues });
   };
   return Object.assign(guarded, {
     service: handler.service,
