@@ -39,7 +39,6 @@ describeBackends("lineage view refresh", (backend) => {
       expect(await fresh(b)).toBe(true);
     }
   });
-
 });
 
 describeBackends("lineage view kept fresh", (backend) => {
