@@ -5,7 +5,6 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { RefreshMaterializedViewsResponseSchema } from "../../gen/resourcestore/type/v1/lineage_pb.js";
 import type { AdminService } from "../../gen/resourcestore/v1/admin_service_pb.js";
 import type { Db } from "../store/db.js";
-import { toServiceError } from "../store/db-errors.js";
 import { hasLineageView, refreshLineageView } from "../store/lineage-view.js";
 
 export interface AdminServiceDeps {
@@ -16,19 +15,15 @@ export function createAdminService(deps: AdminServiceDeps): ServiceImpl<typeof A
   const { db } = deps;
   return {
     async refreshMaterializedViews() {
-      try {
-        if (!hasLineageView(db)) {
-          return create(RefreshMaterializedViewsResponseSchema, {
-            message: "nothing to refresh: the embedded store has no materialized views",
-          });
-        }
-        // Waits for a refresh already running elsewhere, then refreshes: the
-        // answer means the view holds every write committed before the call.
-        await refreshLineageView(db, { wait: true });
-        return create(RefreshMaterializedViewsResponseSchema, { message: "refreshed materialized view lineage_closure" });
-      } catch (err) {
-        throw toServiceError(err);
+      if (!hasLineageView(db)) {
+        return create(RefreshMaterializedViewsResponseSchema, {
+          message: "nothing to refresh: the embedded store has no materialized views",
+        });
       }
+      // Waits for a refresh already running elsewhere, then refreshes: the
+      // answer means the view holds every write committed before the call.
+      await refreshLineageView(db, { wait: true });
+      return create(RefreshMaterializedViewsResponseSchema, { message: "refreshed materialized view lineage_closure" });
     },
   };
 }

@@ -6,7 +6,6 @@ import type { ArtefactService } from "../../gen/resourcestore/v1/artefact_servic
 import { notFound } from "../errors.js";
 import { latestArtefact } from "../store/artefacts.js";
 import type { Db } from "../store/db.js";
-import { toServiceError } from "../store/db-errors.js";
 import { optionalAsOf } from "./as-of.js";
 import { toResourceMessage } from "./resource-service.js";
 
@@ -18,19 +17,15 @@ export function createArtefactService(deps: ArtefactServiceDeps): ServiceImpl<ty
   const { db } = deps;
   return {
     async latest(req) {
-      try {
-        const asOf = optionalAsOf(req.asOf);
-        const found = await latestArtefact(db, {
-          repo: req.repo,
-          branch: req.branch,
-          path: req.path,
-          ...(asOf !== undefined ? { asOf } : {}),
-        });
-        if (!found) throw notFound(`no succeeded artefact for ${req.repo} ${req.branch} ${req.path}`);
-        return create(LatestResponseSchema, { resource: toResourceMessage(found) });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      const asOf = optionalAsOf(req.asOf);
+      const found = await latestArtefact(db, {
+        repo: req.repo,
+        branch: req.branch,
+        path: req.path,
+        ...(asOf !== undefined ? { asOf } : {}),
+      });
+      if (!found) throw notFound(`no succeeded artefact for ${req.repo} ${req.branch} ${req.path}`);
+      return create(LatestResponseSchema, { resource: toResourceMessage(found) });
     },
   };
 }

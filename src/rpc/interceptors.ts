@@ -7,6 +7,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { internal, invalidArgument } from "../errors.js";
 import { malformedBinaryBody } from "./binary-guard.js";
 import type { Logger } from "../log.js";
+import { toServiceError } from "../store/index.js";
 
 export const REQUEST_ID = "x-request-id";
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -21,8 +22,15 @@ function isClientFacing(err: ConnectError): boolean {
   return err.code !== Code.Internal && err.code !== Code.Unknown && err.code !== Code.DataLoss;
 }
 
+/**
+ * The one place a handler's failure becomes what the client sees: database
+ * failures get their codes (outage -> unavailable, conflict ->
+ * failed_precondition), client-facing ConnectErrors pass, and anything else
+ * is logged and answered with a bare "internal error".
+ */
 function sanitize(err: unknown, log: Logger, ctx: Record<string, unknown>): ConnectError {
-  if (err instanceof ConnectError && isClientFacing(err)) return err;
+  const mapped = toServiceError(err);
+  if (isClientFacing(mapped)) return mapped;
   log.error({ ...ctx, err }, "call failed with an internal error");
   return internal();
 }

@@ -6,7 +6,6 @@ import { ChildrenResponseSchema, ParentsResponseSchema } from "../../gen/resourc
 import { TreeNodeSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { LineageService } from "../../gen/resourcestore/v1/lineage_service_pb.js";
 import type { Db } from "../store/db.js";
-import { toServiceError } from "../store/db-errors.js";
 import { listChildren, listParents } from "../store/lineage.js";
 import { optionalAsOf } from "./as-of.js";
 
@@ -18,39 +17,31 @@ export function createLineageService(deps: LineageServiceDeps): ServiceImpl<type
   const { db } = deps;
   return {
     async children(req) {
-      try {
-        const asOf = optionalAsOf(req.asOf);
-        // Only an absent parent_identifier lists the roots; "" is malformed (as an empty as_of is).
-        const nodes = await listChildren(db, {
-          parentIdentifier: req.parentIdentifier ?? null,
-          withPayloads: req.withPayloads === true,
-          ...(asOf !== undefined ? { asOf } : {}),
-        });
-        return create(ChildrenResponseSchema, {
-          nodes: nodes.map((n) =>
-            create(TreeNodeSchema, {
-              identifier: n.identifier,
-              payloadType: n.payloadType,
-              ...(n.parentIdentifier !== null ? { parentIdentifier: n.parentIdentifier } : {}),
-              createdAt: n.createdAt,
-              childCount: BigInt(n.childCount),
-              descendantCount: BigInt(n.descendantCount),
-              ...(n.payload !== undefined ? { payload: n.payload } : {}),
-            }),
-          ),
-        });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      const asOf = optionalAsOf(req.asOf);
+      // Only an absent parent_identifier lists the roots; "" is malformed (as an empty as_of is).
+      const nodes = await listChildren(db, {
+        parentIdentifier: req.parentIdentifier ?? null,
+        withPayloads: req.withPayloads === true,
+        ...(asOf !== undefined ? { asOf } : {}),
+      });
+      return create(ChildrenResponseSchema, {
+        nodes: nodes.map((n) =>
+          create(TreeNodeSchema, {
+            identifier: n.identifier,
+            payloadType: n.payloadType,
+            ...(n.parentIdentifier !== null ? { parentIdentifier: n.parentIdentifier } : {}),
+            createdAt: n.createdAt,
+            childCount: BigInt(n.childCount),
+            descendantCount: BigInt(n.descendantCount),
+            ...(n.payload !== undefined ? { payload: n.payload } : {}),
+          }),
+        ),
+      });
     },
     async parents(req) {
-      try {
-        const asOf = optionalAsOf(req.asOf);
-        const identifiers = await listParents(db, req.identifier, asOf !== undefined ? { asOf } : {});
-        return create(ParentsResponseSchema, { identifiers });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      const asOf = optionalAsOf(req.asOf);
+      const identifiers = await listParents(db, req.identifier, asOf !== undefined ? { asOf } : {});
+      return create(ParentsResponseSchema, { identifiers });
     },
   };
 }

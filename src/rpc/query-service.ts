@@ -9,7 +9,7 @@ import { CountResponseSchema, QueryResponseSchema, type QueryRequest } from "../
 import type { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
 import { invalidArgument } from "../errors.js";
 import { exportColumns, parquetExport } from "../parquet/index.js";
-import { toServiceError, type Db, type StoredResource } from "../store/index.js";
+import type { Db, StoredResource } from "../store/index.js";
 import { createQueryEngine, MAX_LIMIT, planQuery, type QueryPlan } from "../store/query/index.js";
 import { optionalAsOf } from "./as-of.js";
 import { toResourceMessage } from "./resource-service.js";
@@ -60,36 +60,24 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
 
   return {
     async query(req) {
-      try {
-        const { plan, asOf, limit } = request(req);
-        const page = await engine.page(plan, { asOf, cursor: req.cursor, limit: limit ?? maxLimit });
-        return create(QueryResponseSchema, {
-          results: page.resources.map((r) => selectedMessage(r, plan)),
-          ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}),
-          ...(limit !== undefined ? { limit } : {}),
-        });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      const { plan, asOf, limit } = request(req);
+      const page = await engine.page(plan, { asOf, cursor: req.cursor, limit: limit ?? maxLimit });
+      return create(QueryResponseSchema, {
+        results: page.resources.map((r) => selectedMessage(r, plan)),
+        ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}),
+        ...(limit !== undefined ? { limit } : {}),
+      });
     },
 
     async count(req) {
-      try {
-        const plan = planQuery(req);
-        const count = await engine.count(plan, optionalAsOf(req.asOf));
-        return create(CountResponseSchema, { count });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      const plan = planQuery(req);
+      const count = await engine.count(plan, optionalAsOf(req.asOf));
+      return create(CountResponseSchema, { count });
     },
 
     async *queryParquet(req) {
       let setup;
-      try {
-        setup = request(req);
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      setup = request(req);
       const { plan, asOf, limit } = setup;
       const batchRows = deps.exportBatchRows ?? 10_000;
       const chunks = parquetExport({
@@ -98,11 +86,7 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
         ...(deps.chunkBytes !== undefined ? { chunkBytes: deps.chunkBytes } : {}),
         ...(deps.onError ? { onError: deps.onError } : {}),
       });
-      try {
-        for await (const data of chunks) yield create(HttpBodySchema, { contentType: PARQUET_CONTENT_TYPE, data });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      for await (const data of chunks) yield create(HttpBodySchema, { contentType: PARQUET_CONTENT_TYPE, data });
     },
   };
 }

@@ -8,7 +8,6 @@ import {
   ResolveStudyResponseSchema,
 } from "../../gen/resourcestore/type/v1/registry_pb.js";
 import type { RegistryService } from "../../gen/resourcestore/v2/registry_service_pb.js";
-import { toServiceError } from "../store/db-errors.js";
 import type { Registry } from "../store/registry.js";
 
 export interface RegistryServiceDeps {
@@ -18,29 +17,14 @@ export interface RegistryServiceDeps {
 
 export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<typeof RegistryService> {
   const { registry } = deps;
-  const guarded = async <T>(fn: () => Promise<T>): Promise<T> => {
-    try {
-      return await fn();
-    } catch (err) {
-      throw toServiceError(err);
-    }
-  };
   return {
-    registerPatient: (req) =>
-      guarded(async () =>
-        create(RegisterPatientResponseSchema, { identifier: await registry.registerPatient(req.datasourceId, req.externalUid) }),
-      ),
-    resolvePatient: (req) =>
-      guarded(async () =>
-        create(ResolvePatientResponseSchema, { identifier: await registry.resolvePatient(req.datasourceId, req.externalUid) }),
-      ),
-    registerStudy: (req) =>
-      guarded(async () =>
-        create(RegisterStudyResponseSchema, { identifier: await registry.registerStudy(req.patientIdentifier, req.externalUid) }),
-      ),
-    resolveStudy: (req) =>
-      guarded(async () =>
-        create(ResolveStudyResponseSchema, { identifier: await registry.resolveStudy(req.patientIdentifier, req.externalUid) }),
-      ),
+    registerPatient: async (req) =>
+      create(RegisterPatientResponseSchema, { identifier: await registry.registerPatient(req.datasourceId, req.externalUid) }),
+    resolvePatient: async (req) =>
+      create(ResolvePatientResponseSchema, { identifier: await registry.resolvePatient(req.datasourceId, req.externalUid) }),
+    registerStudy: async (req) =>
+      create(RegisterStudyResponseSchema, { identifier: await registry.registerStudy(req.patientIdentifier, req.externalUid) }),
+    resolveStudy: async (req) =>
+      create(ResolveStudyResponseSchema, { identifier: await registry.resolveStudy(req.patientIdentifier, req.externalUid) }),
   };
 }

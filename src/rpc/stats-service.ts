@@ -10,7 +10,6 @@ import {
 import type { StatsService } from "../../gen/resourcestore/v2/stats_service_pb.js";
 import { invalidArgument } from "../errors.js";
 import type { Db } from "../store/db.js";
-import { toServiceError } from "../store/db-errors.js";
 import { datasourceStats } from "../store/stats.js";
 
 export interface StatsServiceDeps {
@@ -24,45 +23,37 @@ export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof S
   const { db } = deps;
   return {
     async stats() {
-      try {
-        const rows = await datasourceStats(db);
-        return create(StatsResponseSchema, {
-          datasources: rows.map((r) =>
-            create(DatasourceStatsSchema, {
-              datasourceId: r.datasourceId,
-              patients: BigInt(r.patients),
-              studies: BigInt(r.studies),
-              resources: BigInt(r.resources),
-            }),
-          ),
-        });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      const rows = await datasourceStats(db);
+      return create(StatsResponseSchema, {
+        datasources: rows.map((r) =>
+          create(DatasourceStatsSchema, {
+            datasourceId: r.datasourceId,
+            patients: BigInt(r.patients),
+            studies: BigInt(r.studies),
+            resources: BigInt(r.resources),
+          }),
+        ),
+      });
     },
     async detailedStats(req) {
-      try {
-        // Only an absent datasource_id means every datasource; "" is malformed (as an empty as_of is).
-        const only = req.datasourceId;
-        if (only === "") throw invalidArgument("datasource_id is empty");
-        const rows = await datasourceStats(db, only !== undefined ? { datasourceId: only } : {});
-        return create(DetailedStatsResponseSchema, {
-          datasources: rows.map((r) =>
-            create(DatasourceDetailedStatsSchema, {
-              datasourceId: r.datasourceId,
-              patients: BigInt(r.patients),
-              studies: BigInt(r.studies),
-              resources: BigInt(r.resources),
-              byPayloadType: bigints(r.byPayloadType),
-              byAccessLevel: bigints(r.byAccessLevel),
-              totalBytes: r.totalBytes,
-              ...(r.lastUpdatedAt !== null ? { lastUpdatedAt: r.lastUpdatedAt } : {}),
-            }),
-          ),
-        });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      // Only an absent datasource_id means every datasource; "" is malformed (as an empty as_of is).
+      const only = req.datasourceId;
+      if (only === "") throw invalidArgument("datasource_id is empty");
+      const rows = await datasourceStats(db, only !== undefined ? { datasourceId: only } : {});
+      return create(DetailedStatsResponseSchema, {
+        datasources: rows.map((r) =>
+          create(DatasourceDetailedStatsSchema, {
+            datasourceId: r.datasourceId,
+            patients: BigInt(r.patients),
+            studies: BigInt(r.studies),
+            resources: BigInt(r.resources),
+            byPayloadType: bigints(r.byPayloadType),
+            byAccessLevel: bigints(r.byAccessLevel),
+            totalBytes: r.totalBytes,
+            ...(r.lastUpdatedAt !== null ? { lastUpdatedAt: r.lastUpdatedAt } : {}),
+          }),
+        ),
+      });
     },
   };
 }
