@@ -46,10 +46,11 @@ export function toJsonSafe(value: unknown): JsonValue {
       return Number.isFinite(value) ? value : String(value);
     case "bigint":
       return bigintToJson(value);
+    case "symbol":
+    case "function":
+      return String(value);
     case "object":
       break;
-    default:
-      return String(value);
   }
   if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("base64");
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString();

@@ -23,7 +23,7 @@ const NETWORK_CODES = new Set([
 ]);
 
 function shape(err: unknown): SdkErrorShape {
-  return typeof err === "object" && err !== null ? (err as SdkErrorShape) : {};
+  return typeof err === "object" && err !== null ? err : {};
 }
 
 /** True when S3 answered that the object (or key) does not exist. */

@@ -9,7 +9,7 @@ const CONNECTION_ERRNOS = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIME
 
 function codeOf(err: unknown): string | undefined {
   if (typeof err === "object" && err !== null && "code" in err) {
-    const code = (err as { code: unknown }).code;
+    const code = err.code;
     return typeof code === "string" ? code : undefined;
   }
   return undefined;

@@ -85,15 +85,14 @@ async function openPglite(dataDir: string | undefined): Promise<Db> {
   };
 }
 
-async function openPostgres(url: string, poolSize: number): Promise<Db> {
+function openPostgres(url: string, poolSize: number): Db {
+  const getTypeParser = (oid: number, format?: "text" | "binary"): ((value: string) => unknown) =>
+    KEEP_AS_TEXT.has(oid) ? (x) => x : (pg.types.getTypeParser(oid, format) as (value: string) => unknown);
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
     connectionTimeoutMillis: 10_000,
-    types: {
-      getTypeParser: ((oid: number, format?: "text" | "binary") =>
-        KEEP_AS_TEXT.has(oid) ? (x: string) => x : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
-    },
+    types: { getTypeParser },
   });
   // An idle client whose backend dies emits "error" on the pool; without a
   // listener that would crash the process. The pool drops the client itself.
