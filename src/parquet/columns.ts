@@ -2,7 +2,7 @@
 // row. Types come from the payload registry: strings, int32/int64, doubles,
 // booleans, UTC microsecond timestamps, derived_from as a list of strings,
 // maps (and the untyped payload) as JSON strings.
-import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type { JsonValue } from "@bufbuild/protobuf";
 import type { QueryField, QueryPlan, QueryRow } from "../store/query/index.js";
 import { queryMetadataNames, resolveField } from "../store/query/index.js";
 
@@ -45,7 +45,7 @@ function metadataColumn(f: QueryField): ColumnSpec {
 
 function payloadColumn(f: QueryField, lowCardinality: boolean): ColumnSpec {
   const key = f.key ?? f.name;
-  const value = (r: QueryRow): JsonValue | undefined => (r.payload as JsonObject)[key];
+  const value = (r: QueryRow): JsonValue | undefined => r.payload[key];
   const col = (kind: ColumnKind, get: ColumnSpec["get"]): ColumnSpec => ({ name: f.name, kind, lowCardinality, get });
   switch (f.type) {
     case "int":

@@ -38,7 +38,8 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
   const queue: Uint8Array[] = [];
   let queued = 0;
   let done = false;
-  let failure: unknown;
+  // Boxed so that a thrown `undefined` still counts as a failure and is rethrown as it was caught.
+  let failure: { readonly error: unknown } | undefined;
   let aborted = false;
   let wake: (() => void) | undefined;
   let room: (() => void) | undefined;
@@ -64,7 +65,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
         signal();
       },
       error(err) {
-        failure ??= err;
+        failure ??= { error: err };
         done = true;
         signal();
         room?.();
@@ -81,7 +82,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
       room = undefined;
     }
     if (aborted) throw new Aborted("export abandoned");
-    if (failure !== undefined) throw failure;
+    if (failure !== undefined) throw failure.error;
     rows += batch.length;
     await encoder.write(rowsToIpc(schema, columns, batch));
   };
@@ -92,7 +93,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
       if (rows === 0) await encoder.write(rowsToIpc(schema, columns, []));
       encoder.end();
     } catch (err) {
-      failure ??= err;
+      failure ??= { error: err };
       done = true;
       signal();
     }
@@ -134,7 +135,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
       });
     }
     await producer;
-    if (failure !== undefined) throw failure;
+    if (failure !== undefined) throw failure.error;
     const tail = take(heldBytes);
     if (footerRows(tail) !== rows) throw new Error(`parquet footer does not hold the ${rows} rows written`);
     for (let at = 0; at < tail.length; at += chunkBytes) yield tail.subarray(at, at + chunkBytes);
