@@ -54,7 +54,7 @@ export function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>): (
   return (router) => {
     for (const svc of allServices) {
       // Methods a handler object lacks answer `unimplemented`.
-      router.service(svc, (impls[serviceName(svc)] ?? {}) as never);
+      router.service(svc, impls[serviceName(svc)] ?? {});
     }
     router.service(Health, health);
     router.service(ServerReflection, reflection);
@@ -164,7 +164,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     // names the REST bodies use; it reads both spellings.
     jsonOptions: { useProtoFieldName: true },
     fallback: fallback as never,
-  }) as RequestHandler;
+  });
 
   return {
     handler,

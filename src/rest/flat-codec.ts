@@ -140,7 +140,7 @@ export function flatUpdateToProtoJson(json: unknown, where = ""): JsonObject {
 function metadataValueToRest(info: FieldInfo, value: unknown): JsonValue {
   switch (info.kind) {
     case "int64":
-      return Number(value as bigint);
+      return Number(value);
     case "double":
       return Number.isFinite(value) ? (value as number) : String(value);
     case "string_list":

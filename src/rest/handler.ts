@@ -5,6 +5,7 @@ import type { Http2ServerResponse } from "node:http2";
 import type { DescMessage, DescMethodServerStreaming, DescMethodUnary, MessageShape } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import type { Transport } from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { notFound } from "../errors.js";
 import type { HttpBody } from "../../gen/google/api/httpbody_pb.js";
 import { parseJsonBody, readBody } from "./body-reader.js";
@@ -76,10 +77,6 @@ function abortOnClose(res: AnyResponse): AbortSignal {
   return controller.signal;
 }
 
-async function* once<T>(value: T): AsyncIterable<T> {
-  yield value;
-}
-
 function methodNotAllowed(res: AnyResponse, verb: string, path: string, allowed: readonly string[]): void {
   writeJson(
     res,
@@ -100,7 +97,7 @@ async function serve(opts: RestOptions, route: Route, req: AnyRequest, res: AnyR
 
   if (method.methodKind === "server_streaming") {
     const streaming = method as DescMethodServerStreaming;
-    const response = await opts.transport.stream(streaming, signal, undefined, header, once(request));
+    const response = await opts.transport.stream(streaming, signal, undefined, header, createAsyncIterable([request]));
     if (method.output.typeName === HTTP_BODY) {
       await writeHttpBodyStream(res, response.message as AsyncIterable<HttpBody>, echoedHeaders(response.header));
       return;
@@ -116,7 +113,7 @@ async function serve(opts: RestOptions, route: Route, req: AnyRequest, res: AnyR
   const response = await opts.transport.unary(unary, signal, undefined, header, request);
   const extra = echoedHeaders(response.header);
   if (method.output.typeName === HTTP_BODY) {
-    await writeHttpBodyStream(res, once(response.message as HttpBody), extra);
+    await writeHttpBodyStream(res, createAsyncIterable([response.message as HttpBody]), extra);
     return;
   }
   const field = route.responseBody === "" ? undefined : method.output.fields.find((f) => f.name === route.responseBody);

@@ -163,7 +163,7 @@ function resolveParam(desc: DescMessage, root: JsonObject, fieldPath: readonly s
       throw invalidArgument(`${name} cannot be set from the URL`);
     }
     const next = obj[part];
-    const nested: JsonObject = isPlainObject(next) ? (next as JsonObject) : {};
+    const nested: JsonObject = isPlainObject(next) ? next : {};
     obj[part] = nested;
     obj = nested;
     msg = field.message;

@@ -26,7 +26,7 @@ function scalarToRest(scalar: ScalarType, value: unknown): JsonValue {
     case ScalarType.SFIXED64:
     case ScalarType.UINT64:
     case ScalarType.FIXED64:
-      return Number(value as bigint | string);
+      return Number(value);
     case ScalarType.DOUBLE:
     case ScalarType.FLOAT:
       return Number.isFinite(value) ? (value as number) : String(value);

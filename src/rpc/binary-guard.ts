@@ -61,14 +61,14 @@ async function* replay(chunks: Uint8Array[], rest?: AsyncIterator<Uint8Array>): 
 }
 
 export function guardBinaryBodies(handler: UniversalHandler, maxBytes: number): UniversalHandler {
-  const method = handler.method as DescMethod;
+  const method = handler.method;
   const guarded = async (req: UniversalServerRequest) => {
     const type = req.header.get("content-type") ?? "";
     const unary = UNARY_BINARY.test(type);
     if ((!unary && !ENVELOPED_BINARY.test(type)) || isCompressed(req.header) || !(typeof req.body === "object" && req.body !== null && Symbol.asyncIterator in req.body)) {
       return handler(req);
     }
-    const it = (req.body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+    const it = req.body[Symbol.asyncIterator]();
     const chunks: Uint8Array[] = [];
     let size = 0;
     for (;;) {

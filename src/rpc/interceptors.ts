@@ -3,7 +3,7 @@
 // log its outcome without payloads, and make sure no internal detail (stack,
 // SQL, file path) reaches a client.
 import { randomUUID } from "node:crypto";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { internal, invalidArgument } from "../errors.js";
 import { malformedBinaryBody } from "./binary-guard.js";
 import type { Logger } from "../log.js";

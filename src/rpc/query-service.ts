@@ -76,9 +76,7 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
     },
 
     async *queryParquet(req) {
-      let setup;
-      setup = request(req);
-      const { plan, asOf, limit } = setup;
+      const { plan, asOf, limit } = request(req);
       const batchRows = deps.exportBatchRows ?? 10_000;
       const chunks = parquetExport({
         columns: exportColumns(plan),

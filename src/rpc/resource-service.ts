@@ -107,8 +107,6 @@ export function toResourceMessage(row: StoredResource): Resource {
   });
 }
 
-const UPDATABLE_METADATA = new Set(["parent_identifier", "license", "access_level", "derived_from"]);
-
 /**
  * A ResourceUpdate as a store patch. With an update_mask the named fields
  * change (unset = cleared); without one, the fields that are set change.

@@ -409,7 +409,7 @@ export function buildOpenApi(revisions: readonly ApiRevision[]): JsonObject {
   const paths: Record<string, JsonObject> = {};
   const put = (path: string, verb: string, op: JsonObject): void => {
     paths[path] ??= {};
-    (paths[path] as JsonObject)[verb] = op;
+    paths[path][verb] = op;
   };
   // The unprefixed surface is the union; an operation in several revisions
   // takes its last one.
