@@ -8,7 +8,7 @@ import { describeBackends } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
 import { buildServices } from "./harness.js";
 
-const fresh = (b: { db: Parameters<typeof withLineageSnapshot>[0] }) => withLineageSnapshot(b.db, async (_q, f) => f);
+const fresh = (b: { db: Parameters<typeof withLineageSnapshot>[0] }) => withLineageSnapshot(b.db, (_q, f) => Promise.resolve(f));
 
 describeBackends("lineage view refresh", (backend) => {
   it("the admin endpoint refreshes it on PostgreSQL and has nothing to refresh on PGlite", async () => {

@@ -35,15 +35,18 @@ describeBackends("parquet export", (backend) => {
     c = clients(backend(), { exportBatchRows: 700, chunkBytes: 16 * 1024 });
     p = uid("pq");
     await c.resources.create({
-      resources: Array.from({ length: N }, (_, i) => ({
-        identifier: `${p}-${String(i).padStart(5, "0")}`,
-        license: i % 5 === 0 ? undefined : `L${i % 7}`,
-        derivedFrom: i % 2 ? [`${p}-a`, `${p}-b${i}`] : [],
-        payload: {
-          case: "artefact" as const,
-          value: { repo: `r${i}`, branch: "main", path: "m.onnx", status: "succeeded", metrics: (i % 3 ? { auc: i / 10 } : {}) as Record<string, number> },
-        },
-      })),
+      resources: Array.from({ length: N }, (_, i) => {
+        const metrics: Record<string, number> = i % 3 ? { auc: i / 10 } : {};
+        return {
+          identifier: `${p}-${String(i).padStart(5, "0")}`,
+          license: i % 5 === 0 ? undefined : `L${i % 7}`,
+          derivedFrom: i % 2 ? [`${p}-a`, `${p}-b${i}`] : [],
+          payload: {
+            case: "artefact" as const,
+            value: { repo: `r${i}`, branch: "main", path: "m.onnx", status: "succeeded", metrics },
+          },
+        };
+      }),
     });
     await c.resources.create({
       resources: [{ identifier: `${p}-file`, payload: { case: "file", value: { path: "s3://b/x", sizeBytes: 9007199254740993n } } }],
