@@ -6,14 +6,13 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { create, toJsonString } from "@bufbuild/protobuf";
-import type { DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { ConnectError, createRouterTransport } from "@connectrpc/connect";
 import type { HandlerContext } from "@connectrpc/connect";
 import { codeFromString } from "@connectrpc/connect/protocol-connect";
 import { createRestHandler, restStatus } from "../../src/rest/index.js";
 import type { RestRevision } from "../../src/rest/index.js";
 import { HttpBodySchema } from "../../gen/google/api/httpbody_pb.js";
-import { ResourceSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { CreateRequest, ReadRequest, UpdateRequest } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { QueryRequest } from "../../gen/resourcestore/type/v1/query_pb.js";
 import type { ParentsRequest } from "../../gen/resourcestore/type/v1/lineage_pb.js";
@@ -106,7 +105,7 @@ async function* parquetStream(req: QueryRequest, ctx: HandlerContext) {
 function echo(method: DescMethod, req: unknown, ctx: HandlerContext): void {
   calls.push(`${method.parent.typeName}.${method.name}`);
   ctx.responseHeader.set("x-echo-method", `${method.parent.typeName}.${method.name}`);
-  ctx.responseHeader.set("x-echo", encodeURIComponent(toJsonString(method.input as DescMessage, req as never, { useProtoFieldName: true })));
+  ctx.responseHeader.set("x-echo", encodeURIComponent(toJsonString(method.input, req as never, { useProtoFieldName: true })));
   ctx.responseHeader.set("x-echo-auth", ctx.requestHeader.get("authorization") ?? "");
   ctx.responseHeader.set("x-echo-request-id", ctx.requestHeader.get("x-request-id") ?? "");
   ctx.responseHeader.set("x-echo-cookie", ctx.requestHeader.get("cookie") ?? "");
@@ -356,7 +355,7 @@ describe("client mistakes", () => {
         else controller.close();
       },
     });
-    const res = await fetch(`${base}/resources/read`, { method: "POST", body: stream, duplex: "half" } as RequestInit);
+    const res = await fetch(`${base}/resources/read`, { method: "POST", body: stream, duplex: "half" });
     await expectError(res, 413, "resource_exhausted");
     expect(calls.length).toBe(before);
   });

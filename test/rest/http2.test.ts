@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, Code, createRouterTransport } from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { createRestHandler } from "../../src/rest/index.js";
 import { HttpBodySchema } from "../../gen/google/api/httpbody_pb.js";
 import { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
@@ -19,10 +20,11 @@ const transport = createRouterTransport((router) => {
     },
   });
   router.service(QueryService, {
-    async *queryParquet() {
-      yield create(HttpBodySchema, { contentType: "application/vnd.apache.parquet", data: new TextEncoder().encode("PAR1") });
-      yield create(HttpBodySchema, { data: new TextEncoder().encode("PAR1") });
-    },
+    queryParquet: () =>
+      createAsyncIterable([
+        create(HttpBodySchema, { contentType: "application/vnd.apache.parquet", data: new TextEncoder().encode("PAR1") }),
+        create(HttpBodySchema, { data: new TextEncoder().encode("PAR1") }),
+      ]),
   });
 });
 

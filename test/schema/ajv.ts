@@ -2,11 +2,10 @@
 import { Ajv2020 } from "ajv/dist/2020.js";
 import type { Options } from "ajv";
 import formatsModule from "ajv-formats";
-import type { FormatsPlugin } from "ajv-formats";
 
 // ajv-formats is CommonJS; under NodeNext its default import is module.exports,
 // which carries the plugin again as `default`.
-const addFormats = (formatsModule as unknown as { default: FormatsPlugin }).default;
+const addFormats = formatsModule.default;
 
 export function strictAjv(options: Options = {}): Ajv2020 {
   const ajv = new Ajv2020({ strict: true, allErrors: true, ...options });
