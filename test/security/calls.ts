@@ -4,16 +4,13 @@
 import type { DescMethod, DescMethodServerStreaming, DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
 
 export type Protocol = "connect-json" | "connect-binary" | "grpc";
 
 export function transportFor(baseUrl: string, protocol: Protocol): Transport {
   if (protocol === "grpc") return createGrpcTransport({ baseUrl });
   return createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: protocol === "connect-binary" });
-}
-
-async function* once<T>(v: T): AsyncIterable<T> {
-  yield v;
 }
 
 export interface RpcOutcome {
@@ -32,7 +29,7 @@ export async function callRpc(
     if (method.methodKind === "unary") {
       await transport.unary(method as DescMethodUnary, undefined, timeoutMs, headers, message as never);
     } else {
-      const res = await transport.stream(method as DescMethodServerStreaming, undefined, timeoutMs, headers, once(message as never));
+      const res = await transport.stream(method as DescMethodServerStreaming, undefined, timeoutMs, headers, createAsyncIterable([message as never]));
       for await (const _ of res.message) {
         // drain
       }

@@ -85,7 +85,7 @@ describe("body limit", () => {
       headers: { "content-type": "application/json" },
       body,
       duplex: "half",
-    } as RequestInit);
+    });
     expect(chunked.status).toBe(413);
     expect(((await chunked.json()) as { code: string }).code).toBe("resource_exhausted");
     expect(await storeFingerprint(srv.app.db)).toBe(before);

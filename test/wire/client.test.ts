@@ -4,6 +4,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -96,13 +97,13 @@ describe("grpc.health.v1 and reflection", () => {
     const health = createClient(Health, createGrpcTransport({ baseUrl: srv.url }));
     expect((await health.check({ service: "" })).status).toBe(Status.SERVING);
     const reflection = createClient(ServerReflection, createGrpcTransport({ baseUrl: srv.url }));
-    async function* requests() {
-      yield { host: "", messageRequest: { case: "listServices" as const, value: "" } };
-      yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "resourcestore.v2.QueryService" } };
-      yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "no.such.Symbol" } };
-    }
+    const requests = createAsyncIterable([
+      { host: "", messageRequest: { case: "listServices" as const, value: "" } },
+      { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "resourcestore.v2.QueryService" } },
+      { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "no.such.Symbol" } },
+    ]);
     const answers = [];
-    for await (const res of reflection.serverReflectionInfo(requests())) answers.push(res.messageResponse);
+    for await (const res of reflection.serverReflectionInfo(requests)) answers.push(res.messageResponse);
     expect(answers[0]!.case).toBe("listServicesResponse");
     const names = (answers[0]!.value as { service: { name: string }[] }).service.map((s) => s.name);
     expect(names).toEqual(expect.arrayContaining(["resourcestore.v1.AdminService", "resourcestore.v2.ResourceService", "grpc.health.v1.Health"]));

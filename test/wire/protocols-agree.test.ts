@@ -96,7 +96,7 @@ async function call(p: Protocol, method: DescMethod, req: Record<string, unknown
   if (verb === "get") {
     const q = new URLSearchParams();
     for (const [k, v] of Object.entries(req)) if (!template.includes(`{${k}}`)) q.set(k, String(v));
-    if ([...q].length) restPath += `?${q}`;
+    if ([...q].length) restPath += `?${q.toString()}`;
   } else {
     init.headers = { "content-type": "application/json" };
     init.body = JSON.stringify(body);
@@ -135,7 +135,7 @@ function normalize(v: unknown, tag: string): unknown {
   // A proto-JSON resource carries its payload in the oneof member; REST is flat.
   for (const t of payloadTypeNames) {
     if ("identifier" in o && typeof o[t] === "object" && o[t] !== null && !Array.isArray(o[t])) {
-      Object.assign(o, o[t] as object, { payload_type: t });
+      Object.assign(o, o[t], { payload_type: t });
       delete o[t];
     }
   }
@@ -150,7 +150,7 @@ function normalize(v: unknown, tag: string): unknown {
     // writes; compare without them.
     if (y === null || y === "0" || y === false || y === "") continue;
     if (Array.isArray(y) && y.length === 0) continue;
-    if (typeof y === "object" && !Array.isArray(y) && Object.keys(y as object).length === 0) continue;
+    if (typeof y === "object" && !Array.isArray(y) && Object.keys(y).length === 0) continue;
     out[k] = y;
   }
   return out;
@@ -332,7 +332,9 @@ describe("every RPC agrees over gRPC, Connect JSON and REST", () => {
     for (const p of PROTOCOLS) {
       const t = `pa${n++}${p}`;
       await sc.setup?.(t);
-      let { req, rest: restReq } = sc.ok(t);
+      const ok = sc.ok(t);
+      let req = ok.req;
+      const restReq = ok.rest;
       if (method.name === "RegisterStudy") req = { patient_identifier: await patientOf(t, "MRN-3"), external_uid: "S1" };
       if (method.name === "ResolveStudy") {
         await rest("/patients/register", { datasource_id: `${t}-dsid`, external_uid: "MRN-4" });
