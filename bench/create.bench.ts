@@ -61,7 +61,7 @@ function checkWritten(what: string, got: { resources: number; versions: number }
 }
 
 /** A writer of batch `b`; several run at once, like a client with `concurrency` batches in flight. */
-type Writer = (b: number) => Promise<void>;
+export type Writer = (b: number) => Promise<void>;
 
 async function baselineWriter(url: string, prefix: string, batches: number, batchSize: number, concurrency: number) {
   await migrateDatabase(url);
@@ -79,7 +79,7 @@ async function baselineWriter(url: string, prefix: string, batches: number, batc
   return { write, close: () => Promise.all(clients.map((c) => c.end())).then(() => undefined) };
 }
 
-async function serviceWriter(surface: "grpc" | "rest", url: string, prefix: string, batches: number, batchSize: number) {
+export async function serviceWriter(surface: "grpc" | "rest", url: string, prefix: string, batches: number, batchSize: number) {
   if (surface === "grpc") {
     const client = createResourceStoreClient({ baseUrl: url, transport: "grpc" });
     const messages = Array.from({ length: batches }, (_, b) => batchAt(prefix, b, batchSize).map(toMessage));
