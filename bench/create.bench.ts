@@ -4,24 +4,15 @@
 import type pg from "pg";
 import { createResourceStoreClient } from "../src/client/index.js";
 import { createResources } from "../src/store/create.js";
-import { migrate, openDatabase } from "../src/store/index.js";
 import { captureStatements, type Statement } from "./support/capture.js";
 import { connect, withDatabase } from "./support/database.js";
 import { context, fmt, timed, type Result } from "./support/measure.js";
+import { migrateDatabase } from "./support/load.js";
 import { startServer } from "./support/server.js";
 import { batchAt, toFlat, toMessage } from "./support/workload.js";
 import type { BenchOptions } from "./options.js";
 
 export const CREATE_TARGET = 0.7;
-
-export async function migrateDatabase(url: string): Promise<void> {
-  const db = await openDatabase({ databaseUrl: url, poolSize: 1 });
-  try {
-    await migrate(db);
-  } finally {
-    await db.close();
-  }
-}
 
 /** The statements the store sends for each batch, captured from its own code. */
 async function baselineStatements(prefix: string, batches: number, batchSize: number): Promise<Statement[][]> {

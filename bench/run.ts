@@ -5,12 +5,14 @@
 import { cpus, totalmem } from "node:os";
 import { createBenchmarks } from "./create.bench.js";
 import { parseOptions } from "./options.js";
+import { readBenchmarks } from "./read.bench.js";
 import { serverVersion } from "./support/database.js";
 import { passed, resultLine, type Result } from "./support/measure.js";
 import type { BenchOptions } from "./options.js";
 
 const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[] = [
   { name: "create", run: createBenchmarks },
+  { name: "read", run: readBenchmarks },
 ];
 
 async function main(): Promise<void> {

@@ -1,0 +1,14 @@
+import { readResources } from "../src/store/read.js";
+import { captureStatements } from "./support/capture.js";
+import { connect } from "./support/database.js";
+import { clockNow } from "./support/load.js";
+import { resourceAt } from "./support/workload.js";
+const url = "postgres://postgres@127.0.0.1:5432/h8_scratch";
+const ids = Array.from({ length: 100 }, (_, i) => resourceAt("r", (i * 197) % 20000, 1000).identifier);
+const at = process.argv[2] ?? (await clockNow(url));
+const [s] = await captureStatements((d) => readResources(d, ids, { asOf: at }));
+const c = await connect(url);
+const t = Date.now();
+const r = await c.query("EXPLAIN (ANALYZE, BUFFERS) " + s!.sql, s!.params);
+console.log(r.rows.map((x: any) => x["QUERY PLAN"]).join("\n"), Date.now() - t);
+await c.end();
