@@ -9,6 +9,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { createRestHandler, writeRestError } from "./rest/index.js";
+import { buildOpenApi } from "./schema/openapi.js";
 import { notFound } from "./errors.js";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
@@ -77,13 +78,15 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
       return false;
     }
   };
-  const impls = createServiceImpls({ config, db, storage });
+  const impls = createServiceImpls({ config, db, storage, log });
   const interceptors: Interceptor[] = [createCallInterceptor(log)];
   const routes = routesFor(impls, ready);
   const transport = createRouterTransport(routes, {
     router: { interceptors, readMaxBytes: config.limits.maxBodyBytes },
   });
   const rest = createRestHandler({ revisions, transport, maxBodyBytes: config.limits.maxBodyBytes });
+  let openApiDoc: unknown;
+  const openApi = (): unknown => (openApiDoc ??= buildOpenApi(revisions));
 
   const fallback = (req: Req, res: Res): void => {
     void (async () => {
@@ -91,6 +94,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
         if (await rest(req, res)) return;
         const path = (req.url ?? "/").split("?")[0];
         if (req.method === "GET" && path === "/healthz") return sendJson(res, 200, { status: "ok" });
+        if (req.method === "GET" && path === "/openapi.json") return sendJson(res, 200, openApi());
         if (req.method === "GET" && path === "/readyz") {
           const ok = await ready();
           return sendJson(res, ok ? 200 : 503, { status: ok ? "ok" : "unavailable" });

@@ -23,8 +23,12 @@ export function uid(label = "t"): string {
   return `${label}${counter}x${Math.random().toString(36).slice(2, 7)}`;
 }
 
-export function describeBackends(name: string, suite: (backend: () => Backend) => void): void {
-  for (const kind of ["pglite", "postgres"] as const) {
+export function describeBackends(
+  name: string,
+  suite: (backend: () => Backend) => void,
+  kinds: readonly BackendKind[] = ["pglite", "postgres"],
+): void {
+  for (const kind of kinds) {
     describe.skipIf(kind === "postgres" && !pgReachable)(`${name} [${kind}]`, () => {
       let current: Backend | undefined;
       let testDb: TestDatabase | undefined;

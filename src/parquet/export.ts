@@ -1,0 +1,161 @@
+// One parquet file as a stream of ~1 MiB chunks, in bounded memory: rows
+// arrive in batches, become Arrow IPC in this thread, are encoded in a
+// worker, and the bytes wait in a small queue that the consumer drains.
+// The producer waits while that queue is full, so a slow client slows the
+// database reads instead of filling memory. The tail of the file is held
+// back until its footer proves the row count: the encoder can end with a
+// valid but truncated file after an error, which must never reach a client.
+import { ConnectError } from "@connectrpc/connect";
+import { parquetMetadata } from "hyparquet";
+import { internal } from "../errors.js";
+import type { QueryRow } from "../store/query/index.js";
+import { arrowSchema, rowsToIpc } from "./arrow-batch.js";
+import type { ColumnSpec } from "./columns.js";
+import { startEncoder } from "./encoder.js";
+
+export interface ParquetExportOptions {
+  readonly columns: readonly ColumnSpec[];
+  /** Pushes every row, batch by batch; must stop (throw) when `write` throws. */
+  readonly produce: (write: (rows: QueryRow[]) => Promise<void>) => Promise<void>;
+  readonly chunkBytes?: number;
+  readonly rowGroupRows?: number;
+  /** Encoded bytes that may wait for the consumer before the producer pauses. */
+  readonly highWaterBytes?: number;
+  /** Told about failures that the client only sees as "internal error". */
+  readonly onError?: (err: unknown) => void;
+}
+
+const MiB = 1024 * 1024;
+
+class Aborted extends Error {}
+
+export async function* parquetExport(options: ParquetExportOptions): AsyncGenerator<Uint8Array> {
+  const chunkBytes = options.chunkBytes ?? MiB;
+  const highWater = options.highWaterBytes ?? 4 * MiB;
+  const columns = options.columns;
+  const schema = arrowSchema(columns);
+
+  const queue: Uint8Array[] = [];
+  let queued = 0;
+  let done = false;
+  let failure: unknown;
+  let aborted = false;
+  let wake: (() => void) | undefined;
+  let room: (() => void) | undefined;
+  const signal = () => {
+    wake?.();
+    wake = undefined;
+  };
+
+  const encoder = startEncoder(
+    {
+      rowGroupRows: options.rowGroupRows ?? 100_000,
+      dataPageBytes: 64 * 1024,
+      dictionaryColumns: columns.filter((c) => c.lowCardinality).map((c) => c.name),
+    },
+    {
+      chunk(bytes) {
+        queue.push(bytes);
+        queued += bytes.length;
+        signal();
+      },
+      done() {
+        done = true;
+        signal();
+      },
+      error(err) {
+        failure ??= err;
+        done = true;
+        signal();
+        room?.();
+      },
+    },
+  );
+
+  let rows = 0;
+  const write = async (batch: QueryRow[]) => {
+    while (queued > highWater && !aborted && failure === undefined) {
+      await new Promise<void>((resolve) => {
+        room = resolve;
+      });
+      room = undefined;
+    }
+    if (aborted) throw new Aborted("export abandoned");
+    if (failure !== undefined) throw failure;
+    rows += batch.length;
+    await encoder.write(rowsToIpc(schema, columns, batch));
+  };
+  const producer = (async () => {
+    try {
+      await options.produce(write);
+      // An empty result still needs the schema to make a file.
+      if (rows === 0) await encoder.write(rowsToIpc(schema, columns, []));
+      encoder.end();
+    } catch (err) {
+      failure ??= err;
+      done = true;
+      signal();
+    }
+  })();
+
+  // Bytes received and not yet sent; the last 2 chunks' worth stay here until the end.
+  const held: Uint8Array[] = [];
+  let heldBytes = 0;
+  const take = (n: number): Uint8Array => {
+    const out = new Uint8Array(n);
+    let at = 0;
+    while (at < n) {
+      const first = held[0] as Uint8Array;
+      const part = Math.min(first.length, n - at);
+      out.set(first.subarray(0, part), at);
+      at += part;
+      if (part === first.length) held.shift();
+      else held[0] = first.subarray(part);
+    }
+    heldBytes -= n;
+    return out;
+  };
+
+  try {
+    for (;;) {
+      while (queue.length > 0) {
+        const b = queue.shift() as Uint8Array;
+        queued -= b.length;
+        held.push(b);
+        heldBytes += b.length;
+      }
+      room?.();
+      while (heldBytes >= 2 * chunkBytes) yield take(chunkBytes);
+      if (failure !== undefined) break;
+      if (done && queue.length === 0) break;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        if (queue.length > 0 || done) signal();
+      });
+    }
+    await producer;
+    if (failure !== undefined) throw failure;
+    const tail = take(heldBytes);
+    if (footerRows(tail) !== rows) throw new Error(`parquet footer does not hold the ${rows} rows written`);
+    for (let at = 0; at < tail.length; at += chunkBytes) yield tail.subarray(at, at + chunkBytes);
+  } catch (err) {
+    if (err instanceof ConnectError) throw err;
+    if (!(err instanceof Aborted)) options.onError?.(err);
+    throw internal();
+  } finally {
+    aborted = true;
+    room?.();
+    await encoder.terminate();
+    await producer;
+  }
+}
+
+/** The row count in the footer at the end of `tail`, or -1 when it cannot be read there. */
+function footerRows(tail: Uint8Array): number {
+  try {
+    const buf = tail.buffer.slice(tail.byteOffset, tail.byteOffset + tail.byteLength) as ArrayBuffer;
+    return Number(parquetMetadata(buf).num_rows);
+  } catch {
+    return -1;
+  }
+}

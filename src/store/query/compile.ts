@@ -1,0 +1,178 @@
+// A plan rendered as parameterized SQL. Field expressions come from the
+// registry (fields.ts), every client value is a bound parameter, and the
+// read point is either the current table or the history at a point.
+import { resourceColumns, ts } from "../sql.js";
+import { descendantsCte, type RowSource } from "./descendants.js";
+import type { QueryField } from "./fields.js";
+import type { Bound, FilterNode, QueryPlan } from "./plan.js";
+import { PARAM_CAST } from "./values.js";
+
+/** Where a query reads: now (and learn the point), at least(as_of, clock), or at a pinned point. */
+export type ReadPoint = { readonly kind: "now" } | { readonly kind: "as_of"; readonly asOf: string } | { readonly kind: "pinned"; readonly at: string };
+
+/** The last row of a page: its sort value as text (null for a null value) and its identifier. */
+export interface Keyset {
+  readonly value: string | null;
+  readonly identifier: string;
+}
+
+export interface Statement {
+  readonly sql: string;
+  readonly params: unknown[];
+}
+
+interface Params {
+  readonly values: unknown[];
+  add(value: unknown, cast: string): string;
+}
+
+function createParams(): Params {
+  const values: unknown[] = [];
+  return {
+    values,
+    add(value, cast) {
+      values.push(value);
+      return `$${values.length}::${cast}`;
+    },
+  };
+}
+
+function renderFilter(node: FilterNode, p: Params): string {
+  if (node.kind === "any") return node.items.length === 0 ? "false" : `(${node.items.map((n) => renderFilter(n, p)).join(" OR ")})`;
+  const { field, op } = node;
+  const e = field.expr("r");
+  const cast = PARAM_CAST[field.type];
+  const one = () => p.add(node.value, cast);
+  switch (op) {
+    case "is_null":
+      return `${e} IS NULL`;
+    case "is_not_null":
+      return `${e} IS NOT NULL`;
+    case "eq":
+      // Containment lets the GIN index on payload answer equality on strings and booleans.
+      if (field.source === "payload" && (field.type === "text" || field.type === "date" || field.type === "bool")) {
+        return `r.payload @> ${p.add(JSON.stringify({ [field.key ?? ""]: node.value }), "jsonb")}`;
+      }
+      return `${e} = ${one()}`;
+    case "ne":
+      // A null field is "not equal" to every value.
+      return `${e} IS DISTINCT FROM ${one()}`;
+    case "lt":
+      return `${e} < ${one()}`;
+    case "lte":
+      return `${e} <= ${one()}`;
+    case "gt":
+      return `${e} > ${one()}`;
+    case "gte":
+      return `${e} >= ${one()}`;
+    case "in":
+      return `${e} = ANY(${p.add(node.values ?? [], `${cast}[]`)})`;
+    case "not_in":
+      return `(${e} IS NULL OR NOT (${e} = ANY(${p.add(node.values ?? [], `${cast}[]`)})))`;
+    case "contains":
+      if (field.type === "text_list") return `${e} @> ARRAY[${one()}]`;
+      return `strpos(${e}, ${one()}) > 0`;
+    case "starts_with":
+      return `starts_with(${e}, ${one()})`;
+  }
+}
+
+/** The SQL of a timestamp read point as text; -infinity (no write yet) has no RFC 3339 form. */
+function pointText(t: string): string {
+  return `CASE WHEN isfinite(${t}) THEN ${ts(t)} ELSE '-infinity' END`;
+}
+
+function sortKeyText(f: QueryField): string {
+  return f.type === "timestamptz" ? ts(f.expr("r")) : `(${f.expr("r")})::text`;
+}
+
+function keysetPredicate(plan: QueryPlan, after: Keyset, p: Params): string {
+  const f = plan.sort;
+  const cmp = plan.desc ? "<" : ">";
+  const id = p.add(after.identifier, "text");
+  if (f.name === "identifier") return `r.identifier ${cmp} ${id}`;
+  const e = f.expr("r");
+  if (after.value === null) {
+    // Nulls come last ascending and first descending.
+    return plan.desc ? `((${e} IS NULL AND r.identifier < ${id}) OR ${e} IS NOT NULL)` : `(${e} IS NULL AND r.identifier > ${id})`;
+  }
+  const v = p.add(after.value, PARAM_CAST[f.type]);
+  if (!f.nullable) return `(${e}, r.identifier) ${cmp} (${v}, ${id})`;
+  const tail = plan.desc ? "" : ` OR ${e} IS NULL`;
+  return `(${e} ${cmp} ${v} OR (${e} = ${v} AND r.identifier ${cmp} ${id})${tail})`;
+}
+
+interface Body {
+  readonly with: string;
+  readonly from: string;
+  readonly where: string;
+  /** SQL of the read point, usable in the select list. */
+  readonly point: string;
+}
+
+function body(plan: QueryPlan, point: ReadPoint, p: Params): Body {
+  let source: RowSource;
+  let t: string;
+  if (point.kind === "now") {
+    source = { kind: "current" };
+    t = "(SELECT last FROM clock)";
+  } else {
+    t = point.kind === "as_of" ? `(SELECT least(${p.add(point.asOf, "timestamptz")}, last) FROM clock)` : p.add(point.at, "timestamptz");
+    source = { kind: "history", point: t };
+  }
+  const where: string[] =
+    source.kind === "current" ? ["NOT r.is_deleted"] : [`r.tx_from <= ${t}`, `r.tx_to > ${t}`, "NOT r.is_deleted"];
+  const ctes: string[] = [];
+  if (plan.payloadType) where.push(`r.payload_type = ${p.add(plan.payloadType.name, "text")}`);
+  if (plan.identifiers) where.push(`r.identifier = ANY(${p.add(plan.identifiers, "text[]")})`);
+  if (plan.parent !== undefined) {
+    const root = p.add(plan.parent, "text");
+    if (plan.indirect) {
+      ctes.push(descendantsCte(source, root));
+      where.push("r.identifier IN (SELECT identifier FROM descendants)");
+    } else {
+      where.push(`r.parent_identifier = ${root}`);
+    }
+  }
+  for (const f of plan.filters) where.push(renderFilter(f, p));
+  return {
+    with: ctes.length > 0 ? `WITH RECURSIVE ${ctes.join(", ")}` : "",
+    from: source.kind === "current" ? "resources r" : "resource_versions r",
+    where: where.join(" AND "),
+    point: t,
+  };
+}
+
+export function orderBy(plan: QueryPlan): string {
+  const dir = plan.desc ? "DESC NULLS FIRST" : "ASC NULLS LAST";
+  const id = `r.identifier ${plan.desc ? "DESC" : "ASC"}`;
+  return plan.sort.name === "identifier" ? id : `${plan.sort.expr("r")} ${dir}, ${id}`;
+}
+
+export interface PageOptions {
+  readonly after?: Keyset;
+  /** Rows to fetch; unset = all. */
+  readonly limit?: number;
+}
+
+/** Rows: resource columns plus __k (sort key text) and __t (the read point as text). */
+export function pageStatement(plan: QueryPlan, point: ReadPoint, options: PageOptions = {}): Statement {
+  const p = createParams();
+  const b = body(plan, point, p);
+  const keyset = options.after ? ` AND ${keysetPredicate(plan, options.after, p)}` : "";
+  const limit = options.limit !== undefined ? ` LIMIT ${p.add(options.limit, "int8")}` : "";
+  const sql = `${b.with}
+    SELECT ${resourceColumns("r")}, ${sortKeyText(plan.sort)} AS __k, ${pointText(b.point)} AS __t
+      FROM ${b.from}
+     WHERE ${b.where}${keyset}
+     ORDER BY ${orderBy(plan)}${limit}`;
+  return { sql, params: p.values };
+}
+
+export function countStatement(plan: QueryPlan, point: ReadPoint): Statement {
+  const p = createParams();
+  const b = body(plan, point, p);
+  return { sql: `${b.with} SELECT count(*)::text AS n FROM ${b.from} WHERE ${b.where}`, params: p.values };
+}
+
+export type { Bound };

@@ -1,0 +1,132 @@
+// Runs query plans: pages with signed keyset cursors, counts, and bounded
+// batches for exports (a server-side cursor on PostgreSQL, keyset reads at a
+// pinned point on PGlite, whose single connection a long transaction would block).
+import { invalidArgument } from "../../errors.js";
+import type { Db } from "../db.js";
+import { toStoredResource, type ResourceRow } from "../sql.js";
+import type { StoredResource } from "../types.js";
+import { countStatement, pageStatement, type Keyset, type ReadPoint } from "./compile.js";
+import { createCursorCodec, loadCursorSecret, type CursorCodec, type CursorState } from "./cursor.js";
+import type { QueryPlan } from "./plan.js";
+
+export interface QueryRow extends ResourceRow {
+  __k: string | null;
+  __t: string;
+}
+
+export interface PageRequest {
+  /** Parsed as_of (rpc/as-of.ts); unset = now, or the cursor's point. */
+  readonly asOf?: string | undefined;
+  readonly cursor?: string | undefined;
+  /** Rows wanted; unset = all (streams) or the default page (pages). */
+  readonly limit?: number | undefined;
+}
+
+export interface Page {
+  readonly resources: StoredResource[];
+  readonly nextCursor: string | undefined;
+}
+
+export interface QueryEngine {
+  page(plan: QueryPlan, request: PageRequest & { readonly limit: number }): Promise<Page>;
+  count(plan: QueryPlan, asOf: string | undefined): Promise<bigint>;
+  /** Calls onBatch with consecutive batches in query order; stops early when it throws. */
+  forEachBatch(plan: QueryPlan, request: PageRequest, batchSize: number, onBatch: (rows: QueryRow[]) => Promise<void>): Promise<void>;
+}
+
+export interface QueryEngineOptions {
+  /** config.cursorSecret; unset = the one kept in the database. */
+  readonly cursorSecret?: string | undefined;
+}
+
+/** Microseconds since the epoch of YYYY-MM-DDTHH:MM:SS.ffffff(Z|±HH:MM); NaN when not a finite stamp. */
+export function stampMicros(s: string): number {
+  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\.(\d{6})(Z|[+-]\d{2}:\d{2})$/.exec(s);
+  if (!m) return NaN;
+  return Date.parse(`${m[1]}${m[3]}`) * 1000 + Number(m[2]);
+}
+
+export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): QueryEngine {
+  let codec: Promise<CursorCodec> | undefined;
+  const getCodec = () => {
+    codec ??= loadCursorSecret(db, options.cursorSecret).then(createCursorCodec, (err: unknown) => {
+      codec = undefined;
+      throw err;
+    });
+    return codec;
+  };
+
+  async function start(plan: QueryPlan, req: PageRequest): Promise<{ point: ReadPoint; after?: Keyset; asOf?: string | undefined }> {
+    if (req.cursor === undefined || req.cursor === "") {
+      return { point: req.asOf !== undefined ? { kind: "as_of", asOf: req.asOf } : { kind: "now" }, asOf: req.asOf };
+    }
+    const state = (await getCodec()).decode(req.cursor, plan.hash);
+    // The pinned point, or the as_of that pinned it (they differ when that as_of lay in the future).
+    if (req.asOf !== undefined) {
+      const given = stampMicros(req.asOf);
+      if (given !== stampMicros(state.at) && (state.asOf === undefined || given !== stampMicros(state.asOf))) {
+        throw invalidArgument("as_of differs from the read point of the cursor");
+      }
+    }
+    return { point: { kind: "pinned", at: state.at }, after: state.after, asOf: state.asOf };
+  }
+
+  const keyOf = (row: QueryRow): Keyset => ({ value: row.__k, identifier: row.identifier });
+
+  return {
+    async page(plan, req) {
+      const { point, after, asOf } = await start(plan, req);
+      const st = pageStatement(plan, point, { ...(after ? { after } : {}), limit: req.limit + 1 });
+      const { rows } = await db.query<QueryRow>(st.sql, st.params);
+      let nextCursor: string | undefined;
+      if (rows.length > req.limit) {
+        rows.length = req.limit;
+        const last = rows[rows.length - 1] as QueryRow;
+        const state: CursorState = { at: last.__t, after: keyOf(last), hash: plan.hash, asOf };
+        nextCursor = (await getCodec()).encode(state);
+      }
+      return { resources: rows.map((r) => toStoredResource(r, false)), nextCursor };
+    },
+
+    async count(plan, asOf) {
+      const st = countStatement(plan, asOf !== undefined ? { kind: "as_of", asOf } : { kind: "now" });
+      const { rows } = await db.query<{ n: string }>(st.sql, st.params);
+      return BigInt(rows[0]?.n ?? "0");
+    },
+
+    async forEachBatch(plan, req, batchSize, onBatch) {
+      const { point, after } = await start(plan, req);
+      let remaining = req.limit ?? Number.POSITIVE_INFINITY;
+      if (db.kind === "postgres") {
+        // One statement, one snapshot: a server-side cursor hands it out in batches.
+        const st = pageStatement(plan, point, { ...(after ? { after } : {}), ...(req.limit !== undefined ? { limit: req.limit } : {}) });
+        await db.transaction(async (tx) => {
+          await tx.query(`DECLARE query_export NO SCROLL CURSOR FOR ${st.sql}`, st.params);
+          for (;;) {
+            const { rows } = await tx.query<QueryRow>(`FETCH ${batchSize} FROM query_export`);
+            if (rows.length === 0) break;
+            await onBatch(rows);
+            if (rows.length < batchSize) break;
+          }
+          await tx.query("CLOSE query_export");
+        });
+        return;
+      }
+      // Keyset batches; after the first, every batch reads the history at the first one's point.
+      let at = point;
+      let key = after;
+      while (remaining > 0) {
+        const limit = Math.min(batchSize, remaining);
+        const st = pageStatement(plan, at, { ...(key ? { after: key } : {}), limit });
+        const { rows } = await db.query<QueryRow>(st.sql, st.params);
+        if (rows.length === 0) break;
+        const last = rows[rows.length - 1] as QueryRow;
+        at = { kind: "pinned", at: last.__t };
+        key = keyOf(last);
+        remaining -= rows.length;
+        await onBatch(rows);
+        if (rows.length < limit) break;
+      }
+    },
+  };
+}

@@ -1,0 +1,70 @@
+// The common queries use the indexes of migration 0002 (and the parent index
+// of 0001) on PostgreSQL once the tables are big enough for it to matter.
+import { fromJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { create } from "@bufbuild/protobuf";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { migrate, openDatabase, type Db } from "../../src/store/index.js";
+import { pageStatement, planQuery } from "../../src/store/query/index.js";
+import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+
+const reachable = await postgresReachable();
+
+interface PlanNode {
+  "Node Type": string;
+  "Index Name"?: string;
+  Plans?: PlanNode[];
+}
+
+function indexScans(node: PlanNode, out: string[] = []): string[] {
+  if (/Index (Only )?Scan|Bitmap Index Scan/.test(node["Node Type"]) && node["Index Name"]) out.push(`${node["Node Type"]}:${node["Index Name"]}`);
+  for (const child of node.Plans ?? []) indexScans(child, out);
+  return out;
+}
+
+describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
+  let db: Db;
+  let testDb: TestDatabase;
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    db = await openDatabase({ databaseUrl: testDb.url, poolSize: 2 });
+    await migrate(db);
+    // 50,000 current rows over 5 types; one chain of parents; CT is rare.
+    await db.query(`
+      INSERT INTO resources (identifier, payload_type, parent_identifier, access_level, payload, created_at, updated_at, version)
+      SELECT 'r' || g, (ARRAY['study','series','file','annotation','dataset'])[1 + g % 5],
+             CASE WHEN g > 1 AND g % 1000 <> 0 THEN 'r' || (g / 10) END, 'internal',
+             jsonb_build_object('modality', CASE WHEN g % 997 = 0 THEN 'CT' ELSE 'MR' || (g % 50) END, 'name', 'n' || g),
+             now() - g * interval '1 second', now(), 1
+        FROM generate_series(1, 50000) g`);
+    await db.exec("ANALYZE resources; ANALYZE resource_versions");
+  });
+  afterAll(async () => {
+    await db?.close();
+    await testDb?.drop();
+  });
+
+  async function explain(req: MessageInitShape<typeof QueryRequestSchema>): Promise<string[]> {
+    const st = pageStatement(planQuery(create(QueryRequestSchema, req)), { kind: "now" }, { limit: 101 });
+    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${st.sql}`, st.params);
+    const plan = rows[0]?.["QUERY PLAN"][0]?.Plan;
+    if (!plan) throw new Error("no plan");
+    return indexScans(plan);
+  }
+
+  it("by payload type, newest first", async () => {
+    expect(await explain({ payloadType: "study" })).toContainEqual(expect.stringMatching(/Index (Only )?Scan.*:resources_type_created_idx/));
+  });
+
+  it("filtered on a payload field", async () => {
+    const scans = await explain({ payloadType: "series", filters: [{ field: "modality", op: "eq", value: fromJson(ValueSchema, "CT") }] });
+    expect(scans).toContain("Bitmap Index Scan:resources_payload_gin_idx");
+  });
+
+  it("descendants of a resource", async () => {
+    const scans = await explain({ parentIdentifier: "r5", includeIndirectParents: true });
+    expect(scans).toContainEqual(expect.stringMatching(/Index (Only )?Scan:resources_parent_idx/));
+  });
+});
