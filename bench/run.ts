@@ -5,6 +5,8 @@
 import { cpus, totalmem } from "node:os";
 import { createBenchmarks } from "./create.bench.js";
 import { parseOptions } from "./options.js";
+import { parquetBenchmarks } from "./parquet.bench.js";
+import { queryBenchmarks } from "./query.bench.js";
 import { readBenchmarks } from "./read.bench.js";
 import { serverVersion } from "./support/database.js";
 import { passed, resultLine, type Result } from "./support/measure.js";
@@ -13,6 +15,8 @@ import type { BenchOptions } from "./options.js";
 const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[] = [
   { name: "create", run: createBenchmarks },
   { name: "read", run: readBenchmarks },
+  { name: "query", run: queryBenchmarks },
+  { name: "parquet", run: parquetBenchmarks },
 ];
 
 async function main(): Promise<void> {
