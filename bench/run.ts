@@ -5,6 +5,7 @@
 import { cpus, totalmem } from "node:os";
 import { createBenchmarks } from "./create.bench.js";
 import { parseOptions } from "./options.js";
+import { pgliteBenchmarks } from "./pglite.bench.js";
 import { parquetBenchmarks } from "./parquet.bench.js";
 import { queryBenchmarks } from "./query.bench.js";
 import { readBenchmarks } from "./read.bench.js";
@@ -17,6 +18,7 @@ const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[]
   { name: "read", run: readBenchmarks },
   { name: "query", run: queryBenchmarks },
   { name: "parquet", run: parquetBenchmarks },
+  { name: "pglite", run: pgliteBenchmarks },
 ];
 
 async function main(): Promise<void> {
