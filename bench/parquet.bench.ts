@@ -135,9 +135,9 @@ async function encodingAgainstDuckDb(rows: QueryRow[]): Promise<{ ours: number; 
 }
 
 export async function parquetBenchmarks(opts: BenchOptions): Promise<Result[]> {
-  const small = opts.quick ? 200_000 : 1_000_000;
+  const small = opts.quick ? 100_000 : 1_000_000;
   const large = small * 5;
-  const encodeRows = opts.quick ? 100_000 : 500_000;
+  const encodeRows = opts.quick ? 50_000 : 500_000;
   context(`parquet: all files (no filter), ${fmt(small)} then ${fmt(large)} rows; encoding stage on ${fmt(encodeRows)} rows`);
   return withDatabase(async (db) => {
     await migrateDatabase(db.url);
