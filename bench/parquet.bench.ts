@@ -45,9 +45,13 @@ function concat(parts: readonly Uint8Array[]): Uint8Array {
 }
 
 /** POST /query/parquet on a fresh server; bytes, rows/s and the server's peak RSS. */
-async function exportThroughService(databaseUrl: string, expected: number): Promise<{ rate: number; bytes: number; peak: number }> {
+async function exportThroughService(
+  databaseUrl: string,
+  expected: number,
+): Promise<{ rate: number; bytes: number; peak: number; idle: number }> {
   const server = await startServer({ databaseUrl });
   try {
+    const idle = (await server.memory()).rss;
     let bytes = 0;
     const tail: Uint8Array[] = [];
     let tailBytes = 0;
@@ -68,7 +72,7 @@ async function exportThroughService(databaseUrl: string, expected: number): Prom
     const rows = footerRows(concat(tail));
     if (rows !== expected) throw new Error(`the export holds ${rows} rows, expected ${expected}`);
     const { peak } = await server.memory();
-    return { rate: expected / seconds, bytes, peak };
+    return { rate: expected / seconds, bytes, peak, idle };
   } finally {
     await server.close();
   }
@@ -144,13 +148,13 @@ export async function parquetBenchmarks(opts: BenchOptions): Promise<Result[]> {
     await bulkLoadFiles(db.url, 0, small);
     const svcSmall = await exportThroughService(db.url, small);
     const pgSmall = await streamThroughPg(db.url, encodeRows);
-    context(`${fmt(small)} rows: service ${fmt(svcSmall.rate)} rows/s (${mb(svcSmall.bytes)} file), pg cursor ${fmt(pgSmall.rate)} rows/s; server peak RSS ${mb(svcSmall.peak)}`);
+    context(`${fmt(small)} rows: service ${fmt(svcSmall.rate)} rows/s (${mb(svcSmall.bytes)} file), pg cursor ${fmt(pgSmall.rate)} rows/s; server RSS ${mb(svcSmall.idle)} idle, peak ${mb(svcSmall.peak)}`);
     const enc = await encodingAgainstDuckDb(pgSmall.kept);
     pgSmall.kept.length = 0;
     context(`encoding ${fmt(encodeRows)} rows: service ${fmt(enc.ours)} rows/s (${mb(enc.oursBytes)}), DuckDB ${fmt(enc.duck)} rows/s (${mb(enc.duckBytes)} of column chunks)`);
     await bulkLoadFiles(db.url, small, large);
     const svcLarge = await exportThroughService(db.url, large);
-    context(`${fmt(large)} rows: service ${fmt(svcLarge.rate)} rows/s (${mb(svcLarge.bytes)} file); server peak RSS ${mb(svcLarge.peak)}`);
+    context(`${fmt(large)} rows: service ${fmt(svcLarge.rate)} rows/s (${mb(svcLarge.bytes)} file); server RSS ${mb(svcLarge.idle)} idle, peak ${mb(svcLarge.peak)}`);
     return [
       { name: "parquet-end-to-end", ratio: svcSmall.rate / pgSmall.rate, op: ">=", target: END_TO_END_TARGET },
       { name: "parquet-encode-vs-duckdb", ratio: enc.ours / enc.duck, op: ">=", target: ENCODE_TARGET },
