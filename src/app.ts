@@ -5,27 +5,32 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { createRouterTransport } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { createAuthenticator, createAuthInterceptor, type Authenticator } from "./auth/index.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
+import { createMetrics, type Metrics } from "./metrics.js";
 import { createRestHandler, writeRestError } from "./rest/index.js";
 import { buildOpenApi } from "./schema/openapi.js";
 import { notFound } from "./errors.js";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { createHealthService } from "./rpc/health-service.js";
-import { createCallInterceptor } from "./rpc/interceptors.js";
+import { guardedNodeAdapter } from "./rpc/binary-guard.js";
+import { createCallInterceptor, REQUEST_ID, requestIdOf } from "./rpc/interceptors.js";
 import { createReflectionService } from "./rpc/reflection-service.js";
 import { createServiceImpls, type ServiceImpls } from "./rpc/index.js";
 import { revisions, serviceName } from "./rpc/revisions.js";
 import type { RequestHandler } from "./server.js";
 import { openDatabase, migrate, type Db } from "./store/index.js";
+import { createLineageRefresher, type LineageRefresher } from "./store/lineage-refresher.js";
 import { createObjectStorage, type ObjectStorage } from "./storage/index.js";
 
 export interface App {
   readonly handler: RequestHandler;
   readonly db: Db;
   readonly storage: ObjectStorage;
+  readonly auth: Authenticator;
+  readonly metrics: Metrics;
   /** Whether the database answers. */
   ready(): Promise<boolean>;
   /** Close the database and object storage (after the listener has drained). */
@@ -56,17 +61,36 @@ export function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>): (
   };
 }
 
-export async function createApp(config: Config, log: Logger): Promise<App> {
+export interface AppOptions {
+  /** Defaults to the one config.auth describes. */
+  readonly auth?: Authenticator;
+}
+
+export async function createApp(config: Config, log: Logger, opts: AppOptions = {}): Promise<App> {
+  // Before anything opens: a bad token file fails start-up, not the first call.
+  const auth = opts.auth ?? createAuthenticator(config.auth);
   const db = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.databaseUrl === undefined ? config.dataDir : undefined,
     poolSize: config.databasePoolSize,
   });
   let storage: ObjectStorage | undefined;
+  let refresher: LineageRefresher | undefined;
   try {
     await migrate(db);
     storage = await createObjectStorage(config);
+    // On PostgreSQL the lineage view follows committed tree changes (LISTEN/NOTIFY).
+    if (config.databaseUrl !== undefined) {
+      refresher = createLineageRefresher({
+        db,
+        databaseUrl: config.databaseUrl,
+        onError: (err) => log.warn({ err }, "lineage view refresh failed; will retry"),
+      });
+      await refresher.start();
+    }
   } catch (err) {
+    await refresher?.stop();
+    await storage?.close();
     await db.close();
     throw err;
   }
@@ -78,8 +102,11 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
       return false;
     }
   };
-  const impls = createServiceImpls({ config, db, storage, log });
-  const interceptors: Interceptor[] = [createCallInterceptor(log)];
+  const impls = await createServiceImpls({ config, db, storage, log });
+  const metrics = createMetrics({ poolStats: db.poolStats?.bind(db) });
+  // Outermost first: metrics see the codes clients see; the call interceptor
+  // gives auth refusals a request id and a log line.
+  const interceptors: Interceptor[] = [metrics.interceptor, createCallInterceptor(log), createAuthInterceptor(auth)];
   const routes = routesFor(impls, ready);
   const transport = createRouterTransport(routes, {
     router: { interceptors, readMaxBytes: config.limits.maxBodyBytes },
@@ -89,12 +116,33 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
   const openApi = (): unknown => (openApiDoc ??= buildOpenApi(revisions));
 
   const fallback = (req: Req, res: Res): void => {
+    // REST requests get their request id here, so that a request refused by
+    // the gateway (bad JSON, body too large) has one too; the gateway passes
+    // it on to the call interceptor, so both log lines share it. The path is
+    // logged without its query string (which may carry values).
+    const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
+    req.headers[REQUEST_ID] = requestId;
+    res.setHeader(REQUEST_ID, requestId);
+    const started = process.hrtime.bigint();
+    res.once("finish", () => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      log.info(
+        { request_id: requestId, method: req.method, path: (req.url ?? "/").split("?")[0]?.slice(0, 200), status: res.statusCode, duration_ms: Math.round(ms * 1000) / 1000 },
+        "http",
+      );
+    });
     void (async () => {
       try {
         if (await rest(req, res)) return;
         const path = (req.url ?? "/").split("?")[0];
         if (req.method === "GET" && path === "/healthz") return sendJson(res, 200, { status: "ok" });
         if (req.method === "GET" && path === "/openapi.json") return sendJson(res, 200, openApi());
+        if (req.method === "GET" && path === "/metrics") {
+          const text = await metrics.render();
+          res.writeHead(200, { "content-type": metrics.contentType, "content-length": Buffer.byteLength(text) });
+          res.end(text);
+          return;
+        }
         if (req.method === "GET" && path === "/readyz") {
           const ok = await ready();
           return sendJson(res, ok ? 200 : 503, { status: ok ? "ok" : "unavailable" });
@@ -108,7 +156,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     })();
   };
 
-  const handler = connectNodeAdapter({
+  const handler = guardedNodeAdapter({
     routes,
     interceptors,
     readMaxBytes: config.limits.maxBodyBytes,
@@ -122,8 +170,11 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     handler,
     db,
     storage,
+    auth,
+    metrics,
     ready,
     async close() {
+      await refresher?.stop();
       await Promise.allSettled([db.close(), storage?.close()]);
     },
   };

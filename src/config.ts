@@ -22,6 +22,25 @@ export interface LimitsConfig {
   readonly maxBatchItems: number;
   /** Bytes in one request body. */
   readonly maxBodyBytes: number;
+  /** The largest `limit` of a query page (and the page size without one). */
+  readonly maxQueryLimit: number;
+  /** The largest `limit` of a parquet preview. */
+  readonly maxPreviewRows: number;
+  /** Keys one /s3/list may answer; a larger listing asks for a narrower prefix. */
+  readonly maxListKeys: number;
+}
+
+export interface AuthConfig {
+  /** `token=scope,scope;token2=scope` (API_TOKENS). Secret: never log it. */
+  readonly tokens: string | undefined;
+  /** A file of such entries, one or more a line (API_TOKENS_FILE). */
+  readonly tokensFile: string | undefined;
+  /** OIDC issuer; set = JWTs from it are accepted. */
+  readonly oidcIssuer: string | undefined;
+  /** The `aud` a JWT must carry; unset = not checked. */
+  readonly oidcAudience: string | undefined;
+  /** JWKS location; unset = the issuer's discovery document's jwks_uri. */
+  readonly oidcJwksUrl: string | undefined;
 }
 
 export interface Config {
@@ -38,6 +57,7 @@ export interface Config {
   readonly cursorSecret: string | undefined;
   readonly s3: S3Config;
   readonly limits: LimitsConfig;
+  readonly auth: AuthConfig;
   /** How long SIGTERM waits for in-flight calls before closing them. */
   readonly shutdownGraceMs: number;
 }
@@ -53,6 +73,9 @@ export const DEFAULTS = {
   PRESIGN_EXPIRES_SECONDS: 3600,
   MAX_BATCH_ITEMS: 10_000,
   MAX_BODY_BYTES: 64 * 1024 * 1024,
+  MAX_QUERY_LIMIT: 10_000,
+  MAX_PREVIEW_ROWS: 10_000,
+  MAX_LIST_KEYS: 100_000,
   SHUTDOWN_GRACE_MS: 10_000,
 } as const;
 
@@ -139,6 +162,16 @@ export function loadConfig(env: Env = process.env): Config {
     limits: {
       maxBatchItems: int(env, "MAX_BATCH_ITEMS", DEFAULTS.MAX_BATCH_ITEMS, 1, 1_000_000),
       maxBodyBytes: int(env, "MAX_BODY_BYTES", DEFAULTS.MAX_BODY_BYTES, 1024, 1024 * 1024 * 1024),
+      maxQueryLimit: int(env, "MAX_QUERY_LIMIT", DEFAULTS.MAX_QUERY_LIMIT, 1, 1_000_000),
+      maxPreviewRows: int(env, "MAX_PREVIEW_ROWS", DEFAULTS.MAX_PREVIEW_ROWS, 1, 1_000_000),
+      maxListKeys: int(env, "MAX_LIST_KEYS", DEFAULTS.MAX_LIST_KEYS, 1, 100_000_000),
+    },
+    auth: {
+      tokens: str(env, "API_TOKENS"),
+      tokensFile: str(env, "API_TOKENS_FILE"),
+      oidcIssuer: url(env, "OIDC_ISSUER", ["http:", "https:"]),
+      oidcAudience: str(env, "OIDC_AUDIENCE"),
+      oidcJwksUrl: url(env, "OIDC_JWKS_URL", ["http:", "https:"]),
     },
     shutdownGraceMs: int(env, "SHUTDOWN_GRACE_MS", DEFAULTS.SHUTDOWN_GRACE_MS, 0, 600_000),
   };

@@ -1,5 +1,6 @@
 // The entry point of `npm start`: read the configuration, build the app,
 // listen, and shut down gracefully on SIGTERM or SIGINT.
+import { assertSafeBind, createAuthenticator } from "./auth/index.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { createApp } from "./app.js";
 import { createLogger } from "./log.js";
@@ -7,8 +8,11 @@ import { startServer } from "./server.js";
 
 async function main(): Promise<void> {
   let config;
+  let auth;
   try {
     config = loadConfig();
+    auth = createAuthenticator(config.auth);
+    assertSafeBind(config.host, auth.enabled);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${err.message}\n`);
@@ -17,9 +21,9 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel);
-  const app = await createApp(config, log);
+  const app = await createApp(config, log, { auth });
   const server = await startServer({ port: config.port, host: config.host, handler: app.handler });
-  log.info({ host: server.host, port: server.port, database: app.db.kind }, "listening");
+  log.info({ host: server.host, port: server.port, database: app.db.kind, auth: auth.enabled }, "listening");
 
   let stopping = false;
   const stop = (signal: string): void => {

@@ -4,27 +4,40 @@
 // SQL, file path) reaches a client.
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { internal } from "../errors.js";
+import { internal, invalidArgument } from "../errors.js";
+import { malformedBinaryBody } from "./binary-guard.js";
 import type { Logger } from "../log.js";
+import { toServiceError } from "../store/index.js";
 
-const REQUEST_ID = "x-request-id";
+export const REQUEST_ID = "x-request-id";
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The client's request id when it is safe to log and echo, else a fresh one. */
+export function requestIdOf(incoming: string | null | undefined): string {
+  return incoming !== null && incoming !== undefined && SAFE_ID.test(incoming) ? incoming : randomUUID();
+}
 
 /** Codes whose messages we wrote ourselves for the client. */
 function isClientFacing(err: ConnectError): boolean {
   return err.code !== Code.Internal && err.code !== Code.Unknown && err.code !== Code.DataLoss;
 }
 
+/**
+ * The one place a handler's failure becomes what the client sees: database
+ * failures get their codes (outage -> unavailable, conflict ->
+ * failed_precondition), client-facing ConnectErrors pass, and anything else
+ * is logged and answered with a bare "internal error".
+ */
 function sanitize(err: unknown, log: Logger, ctx: Record<string, unknown>): ConnectError {
-  if (err instanceof ConnectError && isClientFacing(err)) return err;
+  const mapped = toServiceError(err);
+  if (isClientFacing(mapped)) return mapped;
   log.error({ ...ctx, err }, "call failed with an internal error");
   return internal();
 }
 
 export function createCallInterceptor(log: Logger): Interceptor {
   return (next) => async (req) => {
-    const incoming = req.header.get(REQUEST_ID);
-    const requestId = incoming !== null && SAFE_ID.test(incoming) ? incoming : randomUUID();
+    const requestId = requestIdOf(req.header.get(REQUEST_ID));
     const ctx = { request_id: requestId, rpc: `${req.service.typeName}/${req.method.name}` };
     const started = process.hrtime.bigint();
     const done = (code: string): void => {
@@ -32,6 +45,9 @@ export function createCallInterceptor(log: Logger): Interceptor {
       log.info({ ...ctx, code, duration_ms: Math.round(ms * 1000) / 1000 }, "call");
     };
     try {
+      if (req.contextValues.get(malformedBinaryBody)) {
+        throw invalidArgument(`the request body is not a valid ${req.method.input.typeName} message`);
+      }
       const res = await next(req);
       res.header.set(REQUEST_ID, requestId);
       if (res.stream) {

@@ -9,7 +9,7 @@ import { CountResponseSchema, QueryResponseSchema, type QueryRequest } from "../
 import type { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
 import { invalidArgument } from "../errors.js";
 import { exportColumns, parquetExport } from "../parquet/index.js";
-import { toServiceError, type Db, type StoredResource } from "../store/index.js";
+import type { Db, StoredResource } from "../store/index.js";
 import { createQueryEngine, MAX_LIMIT, planQuery, type QueryPlan } from "../store/query/index.js";
 import { optionalAsOf } from "./as-of.js";
 import { toResourceMessage } from "./resource-service.js";
@@ -22,15 +22,17 @@ export interface QueryServiceDeps {
   readonly exportBatchRows?: number;
   /** Bytes per streamed parquet chunk (default 1 MiB). */
   readonly chunkBytes?: number;
+  /** The largest page `limit`, also the page size without one (config MAX_QUERY_LIMIT; default 10,000). */
+  readonly maxLimit?: number;
   /** Sees internal failures of a parquet stream (the client only sees "internal error"). */
   readonly onError?: (err: unknown) => void;
 }
 
 const PARQUET_CONTENT_TYPE = "application/octet-stream";
 
-function checkLimit(limit: number | undefined): number | undefined {
-  if (limit !== undefined && (limit < 1 || limit > MAX_LIMIT)) {
-    throw invalidArgument(`limit must be between 1 and ${MAX_LIMIT}, got ${limit}`);
+function checkLimit(limit: number | undefined, max: number): number | undefined {
+  if (limit !== undefined && (limit < 1 || limit > max)) {
+    throw invalidArgument(`limit must be between 1 and ${max}, got ${limit}`);
   }
   return limit;
 }
@@ -53,40 +55,29 @@ function selectedMessage(row: StoredResource, plan: QueryPlan): Resource {
 
 export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof QueryService> {
   const engine = createQueryEngine(deps.db, { cursorSecret: deps.cursorSecret });
-  const request = (req: QueryRequest) => ({ plan: planQuery(req), asOf: optionalAsOf(req.asOf), limit: checkLimit(req.limit) });
+  const maxLimit = deps.maxLimit ?? MAX_LIMIT;
+  const request = (req: QueryRequest) => ({ plan: planQuery(req), asOf: optionalAsOf(req.asOf), limit: checkLimit(req.limit, maxLimit) });
 
   return {
     async query(req) {
-      try {
-        const { plan, asOf, limit } = request(req);
-        const page = await engine.page(plan, { asOf, cursor: req.cursor, limit: limit ?? MAX_LIMIT });
-        return create(QueryResponseSchema, {
-          results: page.resources.map((r) => selectedMessage(r, plan)),
-          ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}),
-          ...(limit !== undefined ? { limit } : {}),
-        });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      const { plan, asOf, limit } = request(req);
+      const page = await engine.page(plan, { asOf, cursor: req.cursor, limit: limit ?? maxLimit });
+      return create(QueryResponseSchema, {
+        results: page.resources.map((r) => selectedMessage(r, plan)),
+        ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}),
+        ...(limit !== undefined ? { limit } : {}),
+      });
     },
 
     async count(req) {
-      try {
-        const plan = planQuery(req);
-        const count = await engine.count(plan, optionalAsOf(req.asOf));
-        return create(CountResponseSchema, { count });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      const plan = planQuery(req);
+      const count = await engine.count(plan, optionalAsOf(req.asOf));
+      return create(CountResponseSchema, { count });
     },
 
     async *queryParquet(req) {
       let setup;
-      try {
-        setup = request(req);
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      setup = request(req);
       const { plan, asOf, limit } = setup;
       const batchRows = deps.exportBatchRows ?? 10_000;
       const chunks = parquetExport({
@@ -95,11 +86,7 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
         ...(deps.chunkBytes !== undefined ? { chunkBytes: deps.chunkBytes } : {}),
         ...(deps.onError ? { onError: deps.onError } : {}),
       });
-      try {
-        for await (const data of chunks) yield create(HttpBodySchema, { contentType: PARQUET_CONTENT_TYPE, data });
-      } catch (err) {
-        throw toServiceError(err);
-      }
+      for await (const data of chunks) yield create(HttpBodySchema, { contentType: PARQUET_CONTENT_TYPE, data });
     },
   };
 }

@@ -18,7 +18,7 @@ import {
 import type { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
 import { invalidArgument } from "../errors.js";
 import { metadataFieldByName, payloadTypeOf } from "../schema/payload-registry.js";
-import { toServiceError, type NewResource, type ResourcePatch, type ResourceStore, type StoredResource } from "../store/index.js";
+import type { NewResource, ResourcePatch, ResourceStore, StoredResource } from "../store/index.js";
 import { optionalAsOf } from "./as-of.js";
 
 export interface ResourceServiceDeps {
@@ -31,24 +31,14 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
   const checkSize = (n: number, what: string) => {
     if (n > limits.maxBatchItems) throw invalidArgument(`too many ${what}: ${n} (at most ${limits.maxBatchItems})`);
   };
-  // Store errors are ConnectErrors already; anything else must not leak.
-  const guarded =
-    <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
-    async (...args: A): Promise<R> => {
-      try {
-        return await fn(...args);
-      } catch (err) {
-        throw toServiceError(err);
-      }
-    };
 
   return {
-    create: guarded(async (req) => {
+    create: async (req) => {
       checkSize(req.resources.length, "resources");
       const { count } = await store.create(req.resources.map(toNewResource));
       return create(CreateResponseSchema, { created: BigInt(count) });
-    }),
-    read: guarded(async (req) => {
+    },
+    read: async (req) => {
       checkSize(req.identifiers.length, "identifiers");
       const asOf = optionalAsOf(req.asOf);
       const rows = await store.read(req.identifiers, {
@@ -56,23 +46,23 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
         excludeChildren: req.excludeChildren === true,
       });
       return create(ReadResponseSchema, { resources: rows.map(toResourceMessage) });
-    }),
-    update: guarded(async (req) => {
+    },
+    update: async (req) => {
       const entries = Object.entries(req.updates);
       checkSize(entries.length, "updates");
       const { count } = await store.update(entries.map(([id, u]) => [id, toResourcePatch(id, u)] as const));
       return create(UpdateResponseSchema, { updated: BigInt(count) });
-    }),
-    delete: guarded(async (req) => {
+    },
+    delete: async (req) => {
       checkSize(req.identifiers.length, "identifiers");
       const { count } = await store.delete(req.identifiers, { cascade: req.cascade ?? true });
       return create(DeleteResponseSchema, { deleted: BigInt(count) });
-    }),
-    restore: guarded(async (req) => {
+    },
+    restore: async (req) => {
       checkSize(req.identifiers.length, "identifiers");
       const { count } = await store.restore(req.identifiers, { cascade: req.cascade ?? true });
       return create(RestoreResponseSchema, { restored: BigInt(count) });
-    }),
+    },
   };
 }
 

@@ -20,7 +20,8 @@ import {
 
 export interface StorageServiceDeps {
   readonly storage: ObjectStorage;
-  readonly limits: Pick<LimitsConfig, "maxBatchItems">;
+  /** maxPreviewRows and maxListKeys default to the API's 10,000 and 100,000. */
+  readonly limits: Pick<LimitsConfig, "maxBatchItems"> & Partial<Pick<LimitsConfig, "maxPreviewRows" | "maxListKeys">>;
   /** Lifetime of every presigned URL. */
   readonly presignExpiresSeconds: number;
 }
@@ -44,6 +45,8 @@ interface SignedItem {
 
 export function createStorageService(deps: StorageServiceDeps): ServiceImpl<typeof StorageService> {
   const { storage, limits, presignExpiresSeconds: expires } = deps;
+  const maxPreview = limits.maxPreviewRows ?? PREVIEW_MAX_LIMIT;
+  const maxListKeys = limits.maxListKeys ?? 100_000;
 
   /** Checks one item and returns a signer, so a batch signs nothing until every item passed. */
   function planItem(direction: Direction, item: Omit<PresignItem, "$typeName">): () => Promise<SignedItem> {
@@ -96,13 +99,17 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
 
     async list(req) {
       const prefix = parseListPrefix(req.prefix, storage.bucket);
-      return { keys: await storage.listKeys(prefix) };
+      const keys = await storage.listKeys(prefix);
+      if (keys.length > maxListKeys) {
+        throw invalidArgument(`more than ${maxListKeys} keys under this prefix; list a narrower prefix`);
+      }
+      return { keys };
     },
 
     async parquetPreview(req) {
-      const limit = req.limit ?? PREVIEW_DEFAULT_LIMIT;
-      if (limit < 1 || limit > PREVIEW_MAX_LIMIT) {
-        throw invalidArgument(`limit must be between 1 and ${PREVIEW_MAX_LIMIT}`);
+      const limit = req.limit ?? Math.min(PREVIEW_DEFAULT_LIMIT, maxPreview);
+      if (limit < 1 || limit > maxPreview) {
+        throw invalidArgument(`limit must be between 1 and ${maxPreview}`);
       }
       const offset = req.offset ?? 0n;
       if (offset < 0n) throw invalidArgument("offset must not be negative");

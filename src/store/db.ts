@@ -20,6 +20,14 @@ export interface Db extends Queryable {
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   ping(): Promise<void>;
   close(): Promise<void>;
+  /** Connections of the PostgreSQL pool (for metrics); absent on PGlite. */
+  poolStats?(): PoolStats;
+}
+
+export interface PoolStats {
+  readonly total: number;
+  readonly idle: number;
+  readonly waiting: number;
 }
 
 export interface OpenDatabaseOptions {
@@ -133,5 +141,6 @@ async function openPostgres(url: string, poolSize: number): Promise<Db> {
     },
     ping: () => guard(async () => void (await pool.query("SELECT 1"))),
     close: () => pool.end(),
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
   };
 }

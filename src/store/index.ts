@@ -6,7 +6,7 @@ import { deleteResources, restoreResources } from "./tombstones.js";
 import type { MutationResult, NewResource, ReadOptions, ResourcePatch, StoredResource } from "./types.js";
 import { updateResources } from "./update.js";
 
-export type { Db, OpenDatabaseOptions, Queryable } from "./db.js";
+export type { Db, OpenDatabaseOptions, PoolStats, Queryable } from "./db.js";
 export { openDatabase } from "./db.js";
 export { migrate } from "./migrate.js";
 export { toServiceError } from "./db-errors.js";

@@ -5,6 +5,7 @@
 import type { GenFile, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
 import type { RefreshMaterializedViewsRequestSchema, RefreshMaterializedViewsResponseSchema } from "../type/v1/lineage_pb.js";
 import { file_resourcestore_type_v1_lineage } from "../type/v1/lineage_pb.js";
 
@@ -12,7 +13,7 @@ import { file_resourcestore_type_v1_lineage } from "../type/v1/lineage_pb.js";
  * Describes the file resourcestore/v1/admin_service.proto.
  */
 export const file_resourcestore_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRyZXNvdXJjZXN0b3JlL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEyygEKDEFkbWluU2VydmljZRK5AQoYUmVmcmVzaE1hdGVyaWFsaXplZFZpZXdzEjYucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlZnJlc2hNYXRlcmlhbGl6ZWRWaWV3c1JlcXVlc3QaNy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUmVmcmVzaE1hdGVyaWFsaXplZFZpZXdzUmVzcG9uc2UiLILT5JMCJjoBKiIhL2FkbWluL21hdGVyaWFsaXplZC12aWV3cy9yZWZyZXNoYgZwcm90bzM", [file_google_api_annotations, file_resourcestore_type_v1_lineage]);
+  fileDesc("CiRyZXNvdXJjZXN0b3JlL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEy0wEKDEFkbWluU2VydmljZRLCAQoYUmVmcmVzaE1hdGVyaWFsaXplZFZpZXdzEjYucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlZnJlc2hNYXRlcmlhbGl6ZWRWaWV3c1JlcXVlc3QaNy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUmVmcmVzaE1hdGVyaWFsaXplZFZpZXdzUmVzcG9uc2UiNer5GAVhZG1pboLT5JMCJjoBKiIhL2FkbWluL21hdGVyaWFsaXplZC12aWV3cy9yZWZyZXNoYgZwcm90bzM", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_lineage]);
 
 /**
  * Administration.

@@ -5,6 +5,7 @@
 import type { GenFile, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
 import type { LatestRequestSchema, LatestResponseSchema } from "../type/v1/artefact_pb.js";
 import { file_resourcestore_type_v1_artefact } from "../type/v1/artefact_pb.js";
 
@@ -12,7 +13,7 @@ import { file_resourcestore_type_v1_artefact } from "../type/v1/artefact_pb.js";
  * Describes the file resourcestore/v1/artefact_service.proto.
  */
 export const file_resourcestore_v1_artefact_service: GenFile = /*@__PURE__*/
-  fileDesc("CidyZXNvdXJjZXN0b3JlL3YxL2FydGVmYWN0X3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEyjQEKD0FydGVmYWN0U2VydmljZRJ6CgZMYXRlc3QSJC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuTGF0ZXN0UmVxdWVzdBolLnJlc291cmNlc3RvcmUudHlwZS52MS5MYXRlc3RSZXNwb25zZSIjgtPkkwIdYghyZXNvdXJjZRIRL2FydGVmYWN0cy9sYXRlc3RiBnByb3RvMw", [file_google_api_annotations, file_resourcestore_type_v1_artefact]);
+  fileDesc("CidyZXNvdXJjZXN0b3JlL3YxL2FydGVmYWN0X3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEylgEKD0FydGVmYWN0U2VydmljZRKCAQoGTGF0ZXN0EiQucmVzb3VyY2VzdG9yZS50eXBlLnYxLkxhdGVzdFJlcXVlc3QaJS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuTGF0ZXN0UmVzcG9uc2UiK+r5GARyZWFkgtPkkwIdYghyZXNvdXJjZRIRL2FydGVmYWN0cy9sYXRlc3RiBnByb3RvMw", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_artefact]);
 
 /**
  * Model artefacts.

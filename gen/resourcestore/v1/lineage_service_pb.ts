@@ -5,6 +5,7 @@
 import type { GenFile, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
 import type { ChildrenRequestSchema, ChildrenResponseSchema, ParentsRequestSchema, ParentsResponseSchema } from "../type/v1/lineage_pb.js";
 import { file_resourcestore_type_v1_lineage } from "../type/v1/lineage_pb.js";
 
@@ -12,7 +13,7 @@ import { file_resourcestore_type_v1_lineage } from "../type/v1/lineage_pb.js";
  * Describes the file resourcestore/v1/lineage_service.proto.
  */
 export const file_resourcestore_v1_lineage_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZyZXNvdXJjZXN0b3JlL3YxL2xpbmVhZ2Vfc2VydmljZS5wcm90bxIQcmVzb3VyY2VzdG9yZS52MTKOAgoOTGluZWFnZVNlcnZpY2USdQoIQ2hpbGRyZW4SJi5yZXNvdXJjZXN0b3JlLnR5cGUudjEuQ2hpbGRyZW5SZXF1ZXN0GicucmVzb3VyY2VzdG9yZS50eXBlLnYxLkNoaWxkcmVuUmVzcG9uc2UiGILT5JMCEmIFbm9kZXMSCS9jaGlsZHJlbhKEAQoHUGFyZW50cxIlLnJlc291cmNlc3RvcmUudHlwZS52MS5QYXJlbnRzUmVxdWVzdBomLnJlc291cmNlc3RvcmUudHlwZS52MS5QYXJlbnRzUmVzcG9uc2UiKoLT5JMCJGILaWRlbnRpZmllcnMSFS9wYXJlbnRzL3tpZGVudGlmaWVyfWIGcHJvdG8z", [file_google_api_annotations, file_resourcestore_type_v1_lineage]);
+  fileDesc("CiZyZXNvdXJjZXN0b3JlL3YxL2xpbmVhZ2Vfc2VydmljZS5wcm90bxIQcmVzb3VyY2VzdG9yZS52MTKeAgoOTGluZWFnZVNlcnZpY2USfQoIQ2hpbGRyZW4SJi5yZXNvdXJjZXN0b3JlLnR5cGUudjEuQ2hpbGRyZW5SZXF1ZXN0GicucmVzb3VyY2VzdG9yZS50eXBlLnYxLkNoaWxkcmVuUmVzcG9uc2UiIOr5GARyZWFkgtPkkwISYgVub2RlcxIJL2NoaWxkcmVuEowBCgdQYXJlbnRzEiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLlBhcmVudHNSZXF1ZXN0GiYucmVzb3VyY2VzdG9yZS50eXBlLnYxLlBhcmVudHNSZXNwb25zZSIy6vkYBHJlYWSC0+STAiRiC2lkZW50aWZpZXJzEhUvcGFyZW50cy97aWRlbnRpZmllcn1iBnByb3RvMw", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_lineage]);
 
 /**
  * The resource tree.

@@ -5,6 +5,7 @@
 import type { GenFile, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
 import type { DetailedStatsRequestSchema, DetailedStatsResponseSchema, StatsRequestSchema, StatsResponseSchema } from "../type/v1/stats_pb.js";
 import { file_resourcestore_type_v1_stats } from "../type/v1/stats_pb.js";
 
@@ -12,7 +13,7 @@ import { file_resourcestore_type_v1_stats } from "../type/v1/stats_pb.js";
  * Describes the file resourcestore/v1/stats_service.proto.
  */
 export const file_resourcestore_v1_stats_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRyZXNvdXJjZXN0b3JlL3YxL3N0YXRzX3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEyqgIKDFN0YXRzU2VydmljZRJ7CgVTdGF0cxIjLnJlc291cmNlc3RvcmUudHlwZS52MS5TdGF0c1JlcXVlc3QaJC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU3RhdHNSZXNwb25zZSIngtPkkwIhYgtkYXRhc291cmNlcxISL2RhdGFzb3VyY2VzL3N0YXRzEpwBCg1EZXRhaWxlZFN0YXRzEisucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRldGFpbGVkU3RhdHNSZXF1ZXN0GiwucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRldGFpbGVkU3RhdHNSZXNwb25zZSIwgtPkkwIqYgtkYXRhc291cmNlcxIbL2RhdGFzb3VyY2VzL2RldGFpbGVkLXN0YXRzYgZwcm90bzM", [file_google_api_annotations, file_resourcestore_type_v1_stats]);
+  fileDesc("CiRyZXNvdXJjZXN0b3JlL3YxL3N0YXRzX3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEyuwIKDFN0YXRzU2VydmljZRKDAQoFU3RhdHMSIy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU3RhdHNSZXF1ZXN0GiQucmVzb3VyY2VzdG9yZS50eXBlLnYxLlN0YXRzUmVzcG9uc2UiL+r5GARyZWFkgtPkkwIhYgtkYXRhc291cmNlcxISL2RhdGFzb3VyY2VzL3N0YXRzEqQBCg1EZXRhaWxlZFN0YXRzEisucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRldGFpbGVkU3RhdHNSZXF1ZXN0GiwucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRldGFpbGVkU3RhdHNSZXNwb25zZSI46vkYBHJlYWSC0+STAipiC2RhdGFzb3VyY2VzEhsvZGF0YXNvdXJjZXMvZGV0YWlsZWQtc3RhdHNiBnByb3RvMw", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_stats]);
 
 /**
  * Statistics per datasource.

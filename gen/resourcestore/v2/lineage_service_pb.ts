@@ -5,6 +5,7 @@
 import type { GenFile, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
 import type { ParentsRequestSchema, ParentsResponseSchema } from "../type/v1/lineage_pb.js";
 import { file_resourcestore_type_v1_lineage } from "../type/v1/lineage_pb.js";
 
@@ -12,7 +13,7 @@ import { file_resourcestore_type_v1_lineage } from "../type/v1/lineage_pb.js";
  * Describes the file resourcestore/v2/lineage_service.proto.
  */
 export const file_resourcestore_v2_lineage_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZyZXNvdXJjZXN0b3JlL3YyL2xpbmVhZ2Vfc2VydmljZS5wcm90bxIQcmVzb3VyY2VzdG9yZS52MjKXAQoOTGluZWFnZVNlcnZpY2UShAEKB1BhcmVudHMSJS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUGFyZW50c1JlcXVlc3QaJi5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUGFyZW50c1Jlc3BvbnNlIiqC0+STAiRiC2lkZW50aWZpZXJzEhUvcGFyZW50cy97aWRlbnRpZmllcn1iBnByb3RvMw", [file_google_api_annotations, file_resourcestore_type_v1_lineage]);
+  fileDesc("CiZyZXNvdXJjZXN0b3JlL3YyL2xpbmVhZ2Vfc2VydmljZS5wcm90bxIQcmVzb3VyY2VzdG9yZS52MjKfAQoOTGluZWFnZVNlcnZpY2USjAEKB1BhcmVudHMSJS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUGFyZW50c1JlcXVlc3QaJi5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUGFyZW50c1Jlc3BvbnNlIjLq+RgEcmVhZILT5JMCJGILaWRlbnRpZmllcnMSFS9wYXJlbnRzL3tpZGVudGlmaWVyfWIGcHJvdG8z", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_lineage]);
 
 /**
  * The resource tree.

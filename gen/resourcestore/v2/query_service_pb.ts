@@ -5,6 +5,7 @@
 import type { GenFile, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
 import type { HttpBodySchema } from "../../google/api/httpbody_pb.js";
 import { file_google_api_httpbody } from "../../google/api/httpbody_pb.js";
 import type { CountResponseSchema, QueryRequestSchema, QueryResponseSchema } from "../type/v1/query_pb.js";
@@ -14,7 +15,7 @@ import { file_resourcestore_type_v1_query } from "../type/v1/query_pb.js";
  * Describes the file resourcestore/v2/query_service.proto.
  */
 export const file_resourcestore_v2_query_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRyZXNvdXJjZXN0b3JlL3YyL3F1ZXJ5X3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjIyygIKDFF1ZXJ5U2VydmljZRJlCgVRdWVyeRIjLnJlc291cmNlc3RvcmUudHlwZS52MS5RdWVyeVJlcXVlc3QaJC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUXVlcnlSZXNwb25zZSIRgtPkkwILOgEqIgYvcXVlcnkSawoFQ291bnQSIy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUXVlcnlSZXF1ZXN0GiQucmVzb3VyY2VzdG9yZS50eXBlLnYxLkNvdW50UmVzcG9uc2UiF4LT5JMCEToBKiIML3F1ZXJ5L2NvdW50EmYKDFF1ZXJ5UGFycXVldBIjLnJlc291cmNlc3RvcmUudHlwZS52MS5RdWVyeVJlcXVlc3QaFC5nb29nbGUuYXBpLkh0dHBCb2R5IhmC0+STAhM6ASoiDi9xdWVyeS9wYXJxdWV0MAFiBnByb3RvMw", [file_google_api_annotations, file_google_api_httpbody, file_resourcestore_type_v1_query]);
+  fileDesc("CiRyZXNvdXJjZXN0b3JlL3YyL3F1ZXJ5X3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjIy4gIKDFF1ZXJ5U2VydmljZRJtCgVRdWVyeRIjLnJlc291cmNlc3RvcmUudHlwZS52MS5RdWVyeVJlcXVlc3QaJC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUXVlcnlSZXNwb25zZSIZ6vkYBHJlYWSC0+STAgs6ASoiBi9xdWVyeRJzCgVDb3VudBIjLnJlc291cmNlc3RvcmUudHlwZS52MS5RdWVyeVJlcXVlc3QaJC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuQ291bnRSZXNwb25zZSIf6vkYBHJlYWSC0+STAhE6ASoiDC9xdWVyeS9jb3VudBJuCgxRdWVyeVBhcnF1ZXQSIy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUXVlcnlSZXF1ZXN0GhQuZ29vZ2xlLmFwaS5IdHRwQm9keSIh6vkYBHJlYWSC0+STAhM6ASoiDi9xdWVyeS9wYXJxdWV0MAFiBnByb3RvMw", [file_google_api_annotations, file_resourcestore_type_v1_options, file_google_api_httpbody, file_resourcestore_type_v1_query]);
 
 /**
  * Queries with filters, sorting and cursors; counts; parquet export.

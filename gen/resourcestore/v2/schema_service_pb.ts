@@ -5,6 +5,7 @@
 import type { GenFile, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
 import type { SchemasRequestSchema, SchemasResponseSchema } from "../type/v1/schema_pb.js";
 import { file_resourcestore_type_v1_schema } from "../type/v1/schema_pb.js";
 
@@ -12,7 +13,7 @@ import { file_resourcestore_type_v1_schema } from "../type/v1/schema_pb.js";
  * Describes the file resourcestore/v2/schema_service.proto.
  */
 export const file_resourcestore_v2_schema_service: GenFile = /*@__PURE__*/
-  fileDesc("CiVyZXNvdXJjZXN0b3JlL3YyL3NjaGVtYV9zZXJ2aWNlLnByb3RvEhByZXNvdXJjZXN0b3JlLnYyMoQBCg1TY2hlbWFTZXJ2aWNlEnMKB1NjaGVtYXMSJS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU2NoZW1hc1JlcXVlc3QaJi5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU2NoZW1hc1Jlc3BvbnNlIhmC0+STAhNiB3NjaGVtYXMSCC9zY2hlbWFzYgZwcm90bzM", [file_google_api_annotations, file_resourcestore_type_v1_schema]);
+  fileDesc("CiVyZXNvdXJjZXN0b3JlL3YyL3NjaGVtYV9zZXJ2aWNlLnByb3RvEhByZXNvdXJjZXN0b3JlLnYyMowBCg1TY2hlbWFTZXJ2aWNlEnsKB1NjaGVtYXMSJS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU2NoZW1hc1JlcXVlc3QaJi5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU2NoZW1hc1Jlc3BvbnNlIiHq+RgEcmVhZILT5JMCE2IHc2NoZW1hcxIIL3NjaGVtYXNiBnByb3RvMw", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_schema]);
 
 /**
  * JSON Schemas of every payload type.

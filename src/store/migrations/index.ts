@@ -2,6 +2,8 @@
 // exports `sql`, plus one entry here. Applied ids are never edited.
 import { sql as resources } from "./0001-resources.js";
 import { sql as queryIndexes } from "./0002-query-indexes.js";
+import { sql as registryArtefacts } from "./0003-registry-artefacts.js";
+import { sql as lineageView } from "./0004-lineage-view.js";
 
 export interface Migration {
   readonly id: number;
@@ -12,4 +14,6 @@ export interface Migration {
 export const migrations: readonly Migration[] = [
   { id: 1, name: "resources", sql: resources },
   { id: 2, name: "query-indexes", sql: queryIndexes },
+  { id: 3, name: "registry-artefacts", sql: registryArtefacts },
+  { id: 4, name: "lineage-view", sql: lineageView },
 ];

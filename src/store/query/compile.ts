@@ -110,7 +110,7 @@ interface Body {
   readonly point: string;
 }
 
-function body(plan: QueryPlan, point: ReadPoint, p: Params): Body {
+function body(plan: QueryPlan, point: ReadPoint, p: Params, viaView = false): Body {
   let source: RowSource;
   let t: string;
   if (point.kind === "now") {
@@ -128,7 +128,7 @@ function body(plan: QueryPlan, point: ReadPoint, p: Params): Body {
   if (plan.parent !== undefined) {
     const root = p.add(plan.parent, "text");
     if (plan.indirect) {
-      ctes.push(descendantsCte(source, root));
+      ctes.push(descendantsCte(source, root, viaView));
       where.push("r.identifier IN (SELECT identifier FROM descendants)");
     } else {
       where.push(`r.parent_identifier = ${root}`);
@@ -153,12 +153,14 @@ export interface PageOptions {
   readonly after?: Keyset;
   /** Rows to fetch; unset = all. */
   readonly limit?: number;
+  /** Descendants from the lineage view (current point only; the caller checked it is fresh). */
+  readonly viaView?: boolean;
 }
 
 /** Rows: resource columns plus __k (sort key text) and __t (the read point as text). */
 export function pageStatement(plan: QueryPlan, point: ReadPoint, options: PageOptions = {}): Statement {
   const p = createParams();
-  const b = body(plan, point, p);
+  const b = body(plan, point, p, options.viaView === true);
   const keyset = options.after ? ` AND ${keysetPredicate(plan, options.after, p)}` : "";
   const limit = options.limit !== undefined ? ` LIMIT ${p.add(options.limit, "int8")}` : "";
   const sql = `${b.with}
@@ -169,9 +171,9 @@ export function pageStatement(plan: QueryPlan, point: ReadPoint, options: PageOp
   return { sql, params: p.values };
 }
 
-export function countStatement(plan: QueryPlan, point: ReadPoint): Statement {
+export function countStatement(plan: QueryPlan, point: ReadPoint, viaView = false): Statement {
   const p = createParams();
-  const b = body(plan, point, p);
+  const b = body(plan, point, p, viaView);
   return { sql: `${b.with} SELECT count(*)::text AS n FROM ${b.from} WHERE ${b.where}`, params: p.values };
 }
 

@@ -1,29 +1,38 @@
-// The one place that says where "every descendant of a parent" comes from.
-// Today both the current state and as_of reads walk the parent edges with a
-// recursive CTE; a lineage closure view can later serve the current case
-// here without touching the compiler.
+// The one place that says where "every descendant of a parent" comes from:
+// a walk down the parent edges (the current table, or the history at a
+// point), or, for the current state on PostgreSQL, the lineage closure view
+// when the caller has checked in its own snapshot that the view is fresh.
+//
+// A descendant is what repeated /children calls reach: the walk goes only
+// through active resources, as the lineage view, cascading deletes and the
+// statistics do. An active resource under a tombstoned parent is therefore
+// nobody's descendant until that parent is restored.
 
 /** Where the rows of a query are read: the current table, or the history at a point. */
 export type RowSource = { readonly kind: "current" } | { readonly kind: "history"; readonly point: string };
 
 /**
- * A CTE body `descendants(identifier)`: every resource below `rootParam`
- * (a bound parameter), tombstoned intermediates included so an active
- * grandchild under a tombstoned child still counts (the caller filters
- * tombstones on the result). UNION stops on a cycle instead of looping.
+ * A CTE body `descendants(identifier)`: every active resource below
+ * `rootParam` (a bound parameter). UNION stops on a cycle instead of looping.
+ * `viaView` (current source only) reads lineage_closure instead of walking.
  */
-export function descendantsCte(source: RowSource, rootParam: string): string {
+export function descendantsCte(source: RowSource, rootParam: string, viaView = false): string {
   if (source.kind === "current") {
+    if (viaView) {
+      return `descendants(identifier) AS (
+      SELECT l.descendant FROM lineage_closure l WHERE l.ancestor = ${rootParam} AND l.depth > 0)`;
+    }
     return `descendants(identifier) AS (
-      SELECT c.identifier FROM resources c WHERE c.parent_identifier = ${rootParam}
+      SELECT c.identifier FROM resources c WHERE c.parent_identifier = ${rootParam} AND NOT c.is_deleted
       UNION
-      SELECT c.identifier FROM resources c JOIN descendants d ON c.parent_identifier = d.identifier)`;
+      SELECT c.identifier FROM resources c JOIN descendants d ON c.parent_identifier = d.identifier
+       WHERE NOT c.is_deleted)`;
   }
   const t = source.point;
   return `descendants(identifier) AS (
       SELECT c.identifier FROM resource_versions c
-       WHERE c.parent_identifier = ${rootParam} AND c.tx_from <= ${t} AND c.tx_to > ${t}
+       WHERE c.parent_identifier = ${rootParam} AND c.tx_from <= ${t} AND c.tx_to > ${t} AND NOT c.is_deleted
       UNION
       SELECT c.identifier FROM resource_versions c JOIN descendants d ON c.parent_identifier = d.identifier
-       WHERE c.tx_from <= ${t} AND c.tx_to > ${t})`;
+       WHERE c.tx_from <= ${t} AND c.tx_to > ${t} AND NOT c.is_deleted)`;
 }

@@ -2,7 +2,8 @@
 // batches for exports (a server-side cursor on PostgreSQL, keyset reads at a
 // pinned point on PGlite, whose single connection a long transaction would block).
 import { invalidArgument } from "../../errors.js";
-import type { Db } from "../db.js";
+import type { Db, Queryable } from "../db.js";
+import { hasLineageView, withLineageSnapshot } from "../lineage-view.js";
 import { toStoredResource, type ResourceRow } from "../sql.js";
 import type { StoredResource } from "../types.js";
 import { countStatement, pageStatement, type Keyset, type ReadPoint } from "./compile.js";
@@ -73,11 +74,21 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
 
   const keyOf = (row: QueryRow): Keyset => ({ value: row.__k, identifier: row.identifier });
 
+  /**
+   * Runs a current-time descendant query in one snapshot that also says
+   * whether the lineage view is fresh, so it can answer from the view;
+   * everything else runs as one plain statement.
+   */
+  const run = <T>(plan: QueryPlan, point: ReadPoint, fn: (q: Queryable, viaView: boolean) => Promise<T>): Promise<T> =>
+    plan.indirect && point.kind === "now" && hasLineageView(db) ? withLineageSnapshot(db, fn) : fn(db, false);
+
   return {
     async page(plan, req) {
       const { point, after, asOf } = await start(plan, req);
-      const st = pageStatement(plan, point, { ...(after ? { after } : {}), limit: req.limit + 1 });
-      const { rows } = await db.query<QueryRow>(st.sql, st.params);
+      const { rows } = await run(plan, point, (q, viaView) => {
+        const st = pageStatement(plan, point, { ...(after ? { after } : {}), limit: req.limit + 1, viaView });
+        return q.query<QueryRow>(st.sql, st.params);
+      });
       let nextCursor: string | undefined;
       if (rows.length > req.limit) {
         rows.length = req.limit;
@@ -89,8 +100,11 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
     },
 
     async count(plan, asOf) {
-      const st = countStatement(plan, asOf !== undefined ? { kind: "as_of", asOf } : { kind: "now" });
-      const { rows } = await db.query<{ n: string }>(st.sql, st.params);
+      const point: ReadPoint = asOf !== undefined ? { kind: "as_of", asOf } : { kind: "now" };
+      const { rows } = await run(plan, point, (q, viaView) => {
+        const st = countStatement(plan, point, viaView);
+        return q.query<{ n: string }>(st.sql, st.params);
+      });
       return BigInt(rows[0]?.n ?? "0");
     },
 

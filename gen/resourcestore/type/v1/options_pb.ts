@@ -4,7 +4,7 @@
 
 import type { GenExtension, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { FieldOptions } from "@bufbuild/protobuf/wkt";
+import type { FieldOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file resourcestore/type/v1/options.proto.
  */
 export const file_resourcestore_type_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("CiNyZXNvdXJjZXN0b3JlL3R5cGUvdjEvb3B0aW9ucy5wcm90bxIVcmVzb3VyY2VzdG9yZS50eXBlLnYxIj0KCkZpZWxkUnVsZXMSDgoGb25lX29mGAEgAygJEg8KB3BhdHRlcm4YAiABKAkSDgoGZm9ybWF0GAMgASgJOlgKBXJ1bGVzEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxi5jgMgASgLMiEucmVzb3VyY2VzdG9yZS50eXBlLnYxLkZpZWxkUnVsZXNSBXJ1bGVzOjsKCG51bGxhYmxlEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxi6jgMgASgIUghudWxsYWJsZWIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("CiNyZXNvdXJjZXN0b3JlL3R5cGUvdjEvb3B0aW9ucy5wcm90bxIVcmVzb3VyY2VzdG9yZS50eXBlLnYxIj0KCkZpZWxkUnVsZXMSDgoGb25lX29mGAEgAygJEg8KB3BhdHRlcm4YAiABKAkSDgoGZm9ybWF0GAMgASgJIjkKCVNjb3BlV2hlbhINCgVmaWVsZBgBIAEoCRIOCgZlcXVhbHMYAiABKAkSDQoFc2NvcGUYAyABKAk6WAoFcnVsZXMSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLmOAyABKAsyIS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuRmllbGRSdWxlc1IFcnVsZXM6OwoIbnVsbGFibGUSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLqOAyABKAhSCG51bGxhYmxlOjYKBXNjb3BlEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYnY8DIAEoCVIFc2NvcGU6YQoKc2NvcGVfd2hlbhIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGJ6PAyADKAsyIC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU2NvcGVXaGVuUglzY29wZVdoZW5iBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * Value rules for a field, read by the service's validation and by the JSON
@@ -51,6 +51,42 @@ export const FieldRulesSchema: GenMessage<FieldRules> = /*@__PURE__*/
   messageDesc(file_resourcestore_type_v1_options, 0);
 
 /**
+ * A stricter scope for an RPC when a request field holds a given value: one
+ * Presign RPC reads (download) or writes (upload) depending on `direction`.
+ *
+ * @generated from message resourcestore.type.v1.ScopeWhen
+ */
+export type ScopeWhen = Message<"resourcestore.type.v1.ScopeWhen"> & {
+  /**
+   * A top-level request field name.
+   *
+   * @generated from field: string field = 1;
+   */
+  field: string;
+
+  /**
+   * Compared without regard to case, as the service reads the field.
+   *
+   * @generated from field: string equals = 2;
+   */
+  equals: string;
+
+  /**
+   * The scope needed then.
+   *
+   * @generated from field: string scope = 3;
+   */
+  scope: string;
+};
+
+/**
+ * Describes the message resourcestore.type.v1.ScopeWhen.
+ * Use `create(ScopeWhenSchema)` to create a new message.
+ */
+export const ScopeWhenSchema: GenMessage<ScopeWhen> = /*@__PURE__*/
+  messageDesc(file_resourcestore_type_v1_options, 1);
+
+/**
  * Value rules for this field.
  *
  * @generated from extension: resourcestore.type.v1.FieldRules rules = 51001;
@@ -65,4 +101,22 @@ export const rules: GenExtension<FieldOptions, FieldRules> = /*@__PURE__*/
  */
 export const nullable: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
   extDesc(file_resourcestore_type_v1_options, 1);
+
+/**
+ * The scope a caller needs: "read", "write" or "admin". Every RPC of the
+ * resource store declares one; the auth interceptor refuses an RPC that
+ * does not, so a new RPC cannot be open by omission.
+ *
+ * @generated from extension: string scope = 51101;
+ */
+export const scope: GenExtension<MethodOptions, string> = /*@__PURE__*/
+  extDesc(file_resourcestore_type_v1_options, 2);
+
+/**
+ * Stricter scopes for some request values (see ScopeWhen).
+ *
+ * @generated from extension: repeated resourcestore.type.v1.ScopeWhen scope_when = 51102;
+ */
+export const scope_when: GenExtension<MethodOptions, ScopeWhen[]> = /*@__PURE__*/
+  extDesc(file_resourcestore_type_v1_options, 3);
 

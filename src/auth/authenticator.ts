@@ -1,0 +1,63 @@
+// Who is calling: a static bearer token or an OIDC JWT, resolved to scopes.
+// With neither configured, authentication is off (and the listener must stay
+// on loopback, see bind-check.ts).
+import { readFileSync } from "node:fs";
+import type { AuthConfig } from "../config.js";
+import { ConfigError } from "../config.js";
+import { unauthenticated } from "../errors.js";
+import { createOidcVerifier, type OidcVerifier } from "./oidc.js";
+import type { Scope } from "./scopes.js";
+import { createTokenSet, parseTokenEntries, type TokenEntry } from "./tokens.js";
+
+export interface Principal {
+  /** "API_TOKENS#2" for a static token (never the token), "oidc:<sub>" for a JWT. */
+  readonly id: string;
+  readonly scopes: ReadonlySet<Scope>;
+}
+
+export interface Authenticator {
+  readonly enabled: boolean;
+  /** Resolves the Authorization header; rejects with unauthenticated (or unavailable when the IdP is down). */
+  authenticate(authorization: string | null): Promise<Principal>;
+}
+
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+function readTokensFile(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    throw new ConfigError("API_TOKENS_FILE", `cannot be read (${typeof code === "string" ? code : "error"})`);
+  }
+}
+
+export function createAuthenticator(config: AuthConfig, deps: { oidc?: OidcVerifier } = {}): Authenticator {
+  const entries: TokenEntry[] = [];
+  if (config.tokens !== undefined) entries.push(...parseTokenEntries(config.tokens, "API_TOKENS"));
+  if (config.tokensFile !== undefined) entries.push(...parseTokenEntries(readTokensFile(config.tokensFile), "API_TOKENS_FILE"));
+  const tokens = createTokenSet(entries);
+  const oidc =
+    deps.oidc ??
+    (config.oidcIssuer !== undefined
+      ? createOidcVerifier({ issuer: config.oidcIssuer, audience: config.oidcAudience, jwksUrl: config.oidcJwksUrl })
+      : undefined);
+  const enabled = tokens.size > 0 || oidc !== undefined;
+
+  return {
+    enabled,
+    async authenticate(authorization) {
+      if (authorization === null) throw unauthenticated("this operation needs a bearer token (Authorization: Bearer <token>)");
+      const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
+      if (m === null) throw unauthenticated("the Authorization header must be Bearer <token>");
+      const presented = m[1] as string;
+      const entry = tokens.find(presented);
+      if (entry !== undefined) return { id: entry.name, scopes: entry.scopes };
+      if (oidc !== undefined && JWT_SHAPE.test(presented)) {
+        const who = await oidc.verify(presented);
+        return { id: `oidc:${who.subject}`, scopes: who.scopes };
+      }
+      throw unauthenticated("the bearer token is not valid");
+    },
+  };
+}

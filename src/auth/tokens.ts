@@ -1,0 +1,82 @@
+// Static bearer tokens from API_TOKENS / API_TOKENS_FILE, in the form
+// `token=scope,scope;token2=scope` (a file may hold one entry a line, `#`
+// starts a comment). Lookups compare SHA-256 digests with timingSafeEqual
+// against every entry, so the time taken says nothing about how close a
+// guess was, nor which entry matched.
+import { createHash, timingSafeEqual } from "node:crypto";
+import { ConfigError } from "../config.js";
+import { isScope, type Scope } from "./scopes.js";
+
+export interface TokenEntry {
+  /** Position in the configuration, the only way a token is ever named (logs, errors). */
+  readonly name: string;
+  readonly digest: Buffer;
+  readonly scopes: ReadonlySet<Scope>;
+}
+
+export interface TokenSet {
+  readonly size: number;
+  /** The entry whose token equals `presented`, or undefined. */
+  find(presented: string): TokenEntry | undefined;
+}
+
+function digest(token: string): Buffer {
+  return createHash("sha256").update(token, "utf8").digest();
+}
+
+/**
+ * Parses entries; `source` names the variable in errors. Errors never quote a
+ * token, only its position.
+ */
+export function parseTokenEntries(text: string, source: string): TokenEntry[] {
+  const out: TokenEntry[] = [];
+  const lines = text.split(/\r?\n/);
+  lines.forEach((rawLine, lineNo) => {
+    const line = rawLine.replace(/(^|\s)#.*$/, "").trim();
+    if (line === "") return;
+    line.split(";").forEach((rawEntry, entryNo) => {
+      const entry = rawEntry.trim();
+      if (entry === "") return;
+      const where = lines.length > 1 ? `line ${lineNo + 1}, entry ${entryNo + 1}` : `entry ${entryNo + 1}`;
+      // Scopes never hold "=", tokens may (base64 padding): split at the last one.
+      const eq = entry.lastIndexOf("=");
+      if (eq <= 0) throw new ConfigError(source, `${where}: expected token=scope[,scope]`);
+      const token = entry.slice(0, eq).trim();
+      if (/\s/.test(token)) throw new ConfigError(source, `${where}: a token must not contain spaces`);
+      const names = entry
+        .slice(eq + 1)
+        .split(",")
+        .map((s) => s.trim().toLowerCase())
+        .filter((s) => s !== "");
+      if (names.length === 0) throw new ConfigError(source, `${where}: a token needs at least one scope`);
+      const scopes = new Set<Scope>();
+      for (const n of names) {
+        if (!isScope(n)) throw new ConfigError(source, `${where}: unknown scope ${JSON.stringify(n)} (read, write or admin)`);
+        scopes.add(n);
+      }
+      out.push({ name: `${source}#${out.length + 1}`, digest: digest(token), scopes });
+    });
+  });
+  return out;
+}
+
+export function createTokenSet(entries: readonly TokenEntry[]): TokenSet {
+  const seen = new Set<string>();
+  for (const e of entries) {
+    const key = e.digest.toString("hex");
+    if (seen.has(key)) throw new ConfigError(e.name.split("#")[0] ?? "API_TOKENS", "holds the same token twice");
+    seen.add(key);
+  }
+  return {
+    size: entries.length,
+    find(presented) {
+      const d = digest(presented);
+      let found: TokenEntry | undefined;
+      // No early exit: every entry is compared every time.
+      for (const e of entries) {
+        if (timingSafeEqual(d, e.digest) && found === undefined) found = e;
+      }
+      return found;
+    },
+  };
+}

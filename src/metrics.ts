@@ -1,0 +1,98 @@
+// Prometheus metrics at /metrics: calls by route and code with a latency
+// histogram (recorded by an interceptor, so REST, gRPC and Connect all
+// count), the PostgreSQL pool, and the process defaults. One registry per
+// app, so several apps in one process (tests) do not share counters.
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { PoolStats } from "./store/index.js";
+
+export interface Metrics {
+  readonly registry: Registry;
+  /** Counts and times every call; put it outside the auth interceptor so refusals count too. */
+  readonly interceptor: Interceptor;
+  readonly contentType: string;
+  render(): Promise<string>;
+}
+
+export interface MetricsDeps {
+  /** The database pool, when there is one (PostgreSQL). */
+  readonly poolStats?: (() => PoolStats) | undefined;
+}
+
+function codeName(err: unknown): string {
+  return codeToString(err instanceof ConnectError ? err.code : Code.Unknown);
+}
+
+export function createMetrics(deps: MetricsDeps = {}): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const labelNames = ["route", "code"] as const;
+  const requests = new Counter({
+    name: "rs_requests_total",
+    help: "Calls answered, by route (/package.Service/Method) and code",
+    labelNames,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: "rs_request_duration_seconds",
+    help: "Call latency until the answer (or the end of a stream), by route and code",
+    labelNames,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const poolStats = deps.poolStats;
+  if (poolStats !== undefined) {
+    const gauge = (name: string, help: string, pick: (s: PoolStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          this.set(pick(poolStats()));
+        },
+      });
+    gauge("rs_db_pool_connections_total", "PostgreSQL pool: open connections", (s) => s.total);
+    gauge("rs_db_pool_connections_idle", "PostgreSQL pool: idle connections", (s) => s.idle);
+    gauge("rs_db_pool_requests_waiting", "PostgreSQL pool: queries waiting for a connection", (s) => s.waiting);
+  }
+
+  const interceptor: Interceptor = (next) => async (req) => {
+    const route = `/${req.service.typeName}/${req.method.name}`;
+    const end = duration.startTimer({ route });
+    const record = (code: string) => {
+      end({ code });
+      requests.inc({ route, code });
+    };
+    try {
+      const res = await next(req);
+      if (!res.stream) {
+        record("ok");
+        return res;
+      }
+      const source = res.message;
+      return {
+        ...res,
+        message: (async function* () {
+          try {
+            yield* source;
+            record("ok");
+          } catch (err) {
+            record(codeName(err));
+            throw err;
+          }
+        })(),
+      };
+    } catch (err) {
+      record(codeName(err));
+      throw err;
+    }
+  };
+
+  return {
+    registry,
+    interceptor,
+    contentType: registry.contentType,
+    render: () => registry.metrics(),
+  };
+}

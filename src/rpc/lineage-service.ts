@@ -1,0 +1,47 @@
+// LineageService handlers for resourcestore.v1 (Children, Parents) and
+// resourcestore.v2 (Parents only): one object serves both.
+import { create } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { ChildrenResponseSchema, ParentsResponseSchema } from "../../gen/resourcestore/type/v1/lineage_pb.js";
+import { TreeNodeSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
+import type { LineageService } from "../../gen/resourcestore/v1/lineage_service_pb.js";
+import type { Db } from "../store/db.js";
+import { listChildren, listParents } from "../store/lineage.js";
+import { optionalAsOf } from "./as-of.js";
+
+export interface LineageServiceDeps {
+  readonly db: Db;
+}
+
+export function createLineageService(deps: LineageServiceDeps): ServiceImpl<typeof LineageService> {
+  const { db } = deps;
+  return {
+    async children(req) {
+      const asOf = optionalAsOf(req.asOf);
+      // Only an absent parent_identifier lists the roots; "" is malformed (as an empty as_of is).
+      const nodes = await listChildren(db, {
+        parentIdentifier: req.parentIdentifier ?? null,
+        withPayloads: req.withPayloads === true,
+        ...(asOf !== undefined ? { asOf } : {}),
+      });
+      return create(ChildrenResponseSchema, {
+        nodes: nodes.map((n) =>
+          create(TreeNodeSchema, {
+            identifier: n.identifier,
+            payloadType: n.payloadType,
+            ...(n.parentIdentifier !== null ? { parentIdentifier: n.parentIdentifier } : {}),
+            createdAt: n.createdAt,
+            childCount: BigInt(n.childCount),
+            descendantCount: BigInt(n.descendantCount),
+            ...(n.payload !== undefined ? { payload: n.payload } : {}),
+          }),
+        ),
+      });
+    },
+    async parents(req) {
+      const asOf = optionalAsOf(req.asOf);
+      const identifiers = await listParents(db, req.identifier, asOf !== undefined ? { asOf } : {});
+      return create(ParentsResponseSchema, { identifiers });
+    },
+  };
+}

@@ -1,0 +1,59 @@
+// StatsService handlers, the same in resourcestore.v1 and v2.
+import { create } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  DatasourceDetailedStatsSchema,
+  DatasourceStatsSchema,
+  DetailedStatsResponseSchema,
+  StatsResponseSchema,
+} from "../../gen/resourcestore/type/v1/stats_pb.js";
+import type { StatsService } from "../../gen/resourcestore/v2/stats_service_pb.js";
+import { invalidArgument } from "../errors.js";
+import type { Db } from "../store/db.js";
+import { datasourceStats } from "../store/stats.js";
+
+export interface StatsServiceDeps {
+  readonly db: Db;
+}
+
+const bigints = (counts: Record<string, number>): Record<string, bigint> =>
+  Object.fromEntries(Object.entries(counts).map(([k, v]) => [k, BigInt(v)]));
+
+export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof StatsService> {
+  const { db } = deps;
+  return {
+    async stats() {
+      const rows = await datasourceStats(db);
+      return create(StatsResponseSchema, {
+        datasources: rows.map((r) =>
+          create(DatasourceStatsSchema, {
+            datasourceId: r.datasourceId,
+            patients: BigInt(r.patients),
+            studies: BigInt(r.studies),
+            resources: BigInt(r.resources),
+          }),
+        ),
+      });
+    },
+    async detailedStats(req) {
+      // Only an absent datasource_id means every datasource; "" is malformed (as an empty as_of is).
+      const only = req.datasourceId;
+      if (only === "") throw invalidArgument("datasource_id is empty");
+      const rows = await datasourceStats(db, only !== undefined ? { datasourceId: only } : {});
+      return create(DetailedStatsResponseSchema, {
+        datasources: rows.map((r) =>
+          create(DatasourceDetailedStatsSchema, {
+            datasourceId: r.datasourceId,
+            patients: BigInt(r.patients),
+            studies: BigInt(r.studies),
+            resources: BigInt(r.resources),
+            byPayloadType: bigints(r.byPayloadType),
+            byAccessLevel: bigints(r.byAccessLevel),
+            totalBytes: r.totalBytes,
+            ...(r.lastUpdatedAt !== null ? { lastUpdatedAt: r.lastUpdatedAt } : {}),
+          }),
+        ),
+      });
+    },
+  };
+}

@@ -1,0 +1,169 @@
+// The resource tree: children with their counts, and ancestor chains, now or
+// at an as_of read point. Each answer is one statement (or one snapshot), so
+// the parent check, the listing and the counts agree.
+//
+// "Active descendants" are those reachable through active resources only: a
+// walk stops at a tombstone, as /children does and as a cascading delete does.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { notFound } from "../errors.js";
+import { checkIdentifier } from "../schema/validate.js";
+import type { Db } from "./db.js";
+import { withLineageSnapshot } from "./lineage-view.js";
+import { ts } from "./sql.js";
+
+export interface TreeNodeRow {
+  identifier: string;
+  payloadType: string;
+  parentIdentifier: string | null;
+  createdAt: string;
+  childCount: number;
+  descendantCount: number;
+  /** Only when asked for: the proto3 JSON of the payload. */
+  payload?: JsonObject;
+}
+
+export interface ChildrenOptions {
+  /** Roots (resources with no parent) when null or absent. */
+  readonly parentIdentifier?: string | null;
+  readonly withPayloads?: boolean;
+  /** A checked read point (rpc/as-of.ts); now when absent. */
+  readonly asOf?: string;
+}
+
+/**
+ * Where rows come from: the current table, or the versions live at the read
+ * point. `p` is the read point CTE (least(as_of, committed clock), as every
+ * as_of read takes it).
+ */
+interface Source {
+  readonly table: string;
+  /** The row is the state at the read point (tombstoned or not). */
+  at(alias: string): string;
+  /** ...and active. */
+  live(alias: string): string;
+  readonly with: string;
+}
+
+const CURRENT: Source = {
+  table: "resources",
+  at: () => "true",
+  live: (a) => `NOT ${a}.is_deleted`,
+  with: "",
+};
+
+function asOfSource(param: string): Source {
+  const at = (a: string) => `${a}.tx_from <= (SELECT t FROM p) AND ${a}.tx_to > (SELECT t FROM p)`;
+  return {
+    table: "resource_versions",
+    at,
+    live: (a) => `${at(a)} AND NOT ${a}.is_deleted`,
+    with: `p AS (SELECT least(${param}::timestamptz, last) AS t FROM clock),`,
+  };
+}
+
+interface ChildRow {
+  parent_ok: boolean;
+  identifier: string | null;
+  payload_type: string;
+  parent_identifier: string | null;
+  created_at: string;
+  payload: JsonObject;
+  child_count: string | null;
+  descendant_count: string | null;
+}
+
+export async function listChildren(db: Db, options: ChildrenOptions = {}): Promise<TreeNodeRow[]> {
+  const parent = options.parentIdentifier ?? null;
+  if (parent !== null) checkIdentifier(parent, "parent_identifier");
+  const withPayloads = options.withPayloads === true;
+  const asOf = options.asOf;
+
+  const rows =
+    asOf === undefined
+      ? await withLineageSnapshot(db, (q, fresh) =>
+          q.query<ChildRow>(childrenSql(CURRENT, fresh, withPayloads), [parent]).then((r) => r.rows),
+        )
+      : (await db.query<ChildRow>(childrenSql(asOfSource("$2"), false, withPayloads), [parent, asOf])).rows;
+
+  if (rows[0]?.parent_ok !== true) throw notFound(`parent ${parent ?? ""} is not an active resource at that time`);
+  return rows
+    .filter((r) => r.identifier !== null)
+    .map((r) => ({
+      identifier: r.identifier as string,
+      payloadType: r.payload_type,
+      parentIdentifier: r.parent_identifier,
+      createdAt: r.created_at,
+      childCount: Number(r.child_count ?? 0),
+      descendantCount: Number(r.descendant_count ?? 0),
+      ...(withPayloads ? { payload: r.payload } : {}),
+    }));
+}
+
+/**
+ * One row per child plus, always, one leading `parent_ok` (a LEFT JOIN from
+ * the parent check), so "no children" and "no such parent" differ.
+ * With the fresh view the counts come from lineage_closure; otherwise a
+ * recursive walk below the listed nodes counts them.
+ */
+function childrenSql(src: Source, useView: boolean, withPayloads: boolean): string {
+  const counts = useView
+    ? `counts AS (
+         SELECT m.ancestor AS root, count(*) FILTER (WHERE m.depth = 1) AS child_count, count(*) AS descendant_count
+           FROM lineage_closure m WHERE m.ancestor IN (SELECT identifier FROM nodes) AND m.depth > 0
+          GROUP BY m.ancestor
+       )`
+    : `sub(root, identifier, depth) AS (
+         SELECT n.identifier, c.identifier, 1 FROM nodes n JOIN ${src.table} c ON c.parent_identifier = n.identifier
+          WHERE ${src.live("c")}
+         UNION ALL
+         SELECT s.root, c.identifier, s.depth + 1 FROM sub s JOIN ${src.table} c ON c.parent_identifier = s.identifier
+          WHERE ${src.live("c")}
+       ),
+       counts AS (
+         SELECT root, count(*) FILTER (WHERE depth = 1) AS child_count, count(*) AS descendant_count
+           FROM sub GROUP BY root
+       )`;
+  return `WITH RECURSIVE ${src.with}
+     parent_ok AS (
+       SELECT $1::text IS NULL OR EXISTS (SELECT 1 FROM ${src.table} x WHERE x.identifier = $1::text AND ${src.live("x")}) AS ok
+     ),
+     nodes AS (
+       SELECT n.identifier, n.payload_type, n.parent_identifier, n.created_at${withPayloads ? ", n.payload" : ""}
+         FROM ${src.table} n
+        WHERE ${src.live("n")}
+          AND (CASE WHEN $1::text IS NULL THEN n.parent_identifier IS NULL ELSE n.parent_identifier = $1::text END)
+     ),
+     ${counts}
+     SELECT po.ok AS parent_ok, n.identifier, n.payload_type, n.parent_identifier, ${ts("n.created_at")} AS created_at,
+            ${withPayloads ? "n.payload" : "NULL::jsonb AS payload"},
+            c.child_count::text AS child_count, c.descendant_count::text AS descendant_count
+       FROM parent_ok po
+       LEFT JOIN nodes n ON po.ok
+       LEFT JOIN counts c ON c.root = n.identifier
+      ORDER BY n.created_at, n.identifier`;
+}
+
+/**
+ * The ancestors of `identifier`, nearest first, itself excluded. The chain
+ * follows parent_identifier through tombstoned ancestors too; the resource
+ * itself must be active at the read point.
+ */
+export async function listParents(db: Db, identifier: string, options: { asOf?: string } = {}): Promise<string[]> {
+  checkIdentifier(identifier);
+  const src = options.asOf === undefined ? CURRENT : asOfSource("$2");
+  const params: unknown[] = options.asOf === undefined ? [identifier] : [identifier, options.asOf];
+  const { rows } = await db.query<{ identifier: string; depth: number }>(
+    `WITH RECURSIVE ${src.with}
+     chain(identifier, parent_identifier, depth) AS (
+       SELECT x.identifier, x.parent_identifier, 0 FROM ${src.table} x WHERE x.identifier = $1::text AND ${src.live("x")}
+       UNION ALL
+       SELECT a.identifier, a.parent_identifier, c.depth + 1
+         FROM chain c JOIN ${src.table} a ON a.identifier = c.parent_identifier
+        WHERE ${src.at("a")}
+     )
+     SELECT identifier, depth FROM chain ORDER BY depth`,
+    params,
+  );
+  if (rows.length === 0) throw notFound(`${identifier} is not an active resource at that time`);
+  return rows.slice(1).map((r) => r.identifier);
+}

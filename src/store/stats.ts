@@ -1,0 +1,125 @@
+// Statistics per datasource. A resource belongs to the datasource of its
+// nearest patient ancestor, or its own datasource_id if it is a patient;
+// like the tree listing, attribution follows active resources only, so a
+// resource under a tombstoned parent belongs to no datasource until restored.
+// The datasources listed are those seen in the registry or on an active patient.
+import { notFound } from "../errors.js";
+import type { Db, Queryable } from "./db.js";
+import { withLineageSnapshot } from "./lineage-view.js";
+import { ts } from "./sql.js";
+
+export interface DatasourceStatsRow {
+  datasourceId: string;
+  /** Registered patients. */
+  patients: number;
+  /** Registered studies (of its registered patients). */
+  studies: number;
+  /** Active resources attributed to it. */
+  resources: number;
+  byPayloadType: Record<string, number>;
+  byAccessLevel: Record<string, number>;
+  /** Sum of the active file.size_bytes, a decimal string (exact beyond 2^53). */
+  totalBytes: string;
+  /** The last change among its active resources; null when it has none. */
+  lastUpdatedAt: string | null;
+}
+
+/** Every listed datasource, or the one named (404 when it is not listed); sorted by datasource_id (bytes). */
+export async function datasourceStats(db: Db, options: { datasourceId?: string } = {}): Promise<DatasourceStatsRow[]> {
+  const only = options.datasourceId ?? null;
+  const rows = await withLineageSnapshot(db, (q, fresh) => collect(q, fresh, only));
+  if (only !== null && rows.length === 0) throw notFound(`datasource ${only} is not known`);
+  return rows;
+}
+
+interface ListedRow {
+  datasource_id: string;
+  patients: string;
+  studies: string;
+}
+
+interface GroupRow {
+  ds: string;
+  payload_type: string;
+  access_level: string;
+  n: string;
+  bytes: string;
+  last: string;
+}
+
+async function collect(q: Queryable, fresh: boolean, only: string | null): Promise<DatasourceStatsRow[]> {
+  const { rows: listed } = await q.query<ListedRow>(
+    `WITH listed AS (
+        SELECT datasource_id FROM registry_patients
+        UNION
+        SELECT (payload->>'datasource_id') COLLATE "C" FROM resources WHERE payload_type = 'patient' AND NOT is_deleted
+     ),
+     patients AS (SELECT datasource_id, count(*) AS n FROM registry_patients GROUP BY datasource_id),
+     studies AS (
+        SELECT p.datasource_id, count(*) AS n FROM registry_studies s
+          JOIN registry_patients p ON p.identifier = s.patient_identifier GROUP BY p.datasource_id
+     )
+     SELECT l.datasource_id, coalesce(p.n, 0)::text AS patients, coalesce(s.n, 0)::text AS studies
+       FROM listed l LEFT JOIN patients p USING (datasource_id) LEFT JOIN studies s USING (datasource_id)
+      WHERE l.datasource_id IS NOT NULL AND ($1::text IS NULL OR l.datasource_id = $1::text)
+      ORDER BY l.datasource_id`,
+    [only],
+  );
+  if (listed.length === 0) return [];
+
+  const attributed = fresh
+    ? // Fresh view: every path in it runs through active resources only.
+      `attr AS (
+         SELECT DISTINCT ON (m.descendant) m.descendant AS identifier, a.payload->>'datasource_id' AS ds
+           FROM lineage_closure m JOIN resources a ON a.identifier = m.ancestor AND a.payload_type = 'patient'
+          ORDER BY m.descendant, m.depth
+       )`
+    : // Down from every active patient, stopping at tombstones and at the next patient (which starts its own walk).
+      `attr(identifier, ds) AS (
+         SELECT identifier, payload->>'datasource_id' FROM resources
+          WHERE payload_type = 'patient' AND NOT is_deleted AND ($1::text IS NULL OR payload->>'datasource_id' = $1::text)
+         UNION ALL
+         SELECT c.identifier, a.ds FROM attr a JOIN resources c ON c.parent_identifier = a.identifier
+          WHERE NOT c.is_deleted AND c.payload_type <> 'patient'
+       )`;
+  const { rows: groups } = await q.query<GroupRow>(
+    `WITH RECURSIVE ${attributed}
+     SELECT a.ds, r.payload_type, r.access_level, count(*)::text AS n,
+            coalesce(sum((r.payload->>'size_bytes')::numeric) FILTER (WHERE r.payload_type = 'file'), 0)::text AS bytes,
+            ${ts("max(r.updated_at)")} AS last
+       FROM attr a JOIN resources r ON r.identifier = a.identifier
+      WHERE $1::text IS NULL OR a.ds = $1::text
+      GROUP BY a.ds, r.payload_type, r.access_level`,
+    [only],
+  );
+
+  const out = new Map<string, DatasourceStatsRow>(
+    listed.map((l) => [
+      l.datasource_id,
+      {
+        datasourceId: l.datasource_id,
+        patients: Number(l.patients),
+        studies: Number(l.studies),
+        resources: 0,
+        byPayloadType: {},
+        byAccessLevel: {},
+        totalBytes: "0",
+        lastUpdatedAt: null,
+      },
+    ]),
+  );
+  for (const g of groups) {
+    const s = out.get(g.ds);
+    // Every active patient's datasource is listed, so this only skips a datasource filtered out.
+    if (!s) continue;
+    const n = Number(g.n);
+    s.resources += n;
+    s.byPayloadType[g.payload_type] = (s.byPayloadType[g.payload_type] ?? 0) + n;
+    s.byAccessLevel[g.access_level] = (s.byAccessLevel[g.access_level] ?? 0) + n;
+    // numeric sums print as whole numbers here (size_bytes is int64).
+    s.totalBytes = (BigInt(s.totalBytes) + BigInt(g.bytes)).toString();
+    // Fixed-width UTC stamps compare as strings.
+    if (s.lastUpdatedAt === null || g.last > s.lastUpdatedAt) s.lastUpdatedAt = g.last;
+  }
+  return [...out.values()];
+}

@@ -1,0 +1,202 @@
+// Thousands of malformed and hostile requests against every REST route and
+// every RPC (Connect JSON, Connect binary and gRPC-web garbage): never a 500,
+// never a hung request (each has a timeout), never a partial write (the
+// store's fingerprint is unchanged by every failed mutation), and no message
+// that leaks SQL, stack frames or file paths.
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { declaredScope } from "../../src/auth/index.js";
+import { startTestServer, type TestServer } from "../support/app.js";
+import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { fullSamples } from "../support/samples.js";
+import { storeFingerprint } from "./fingerprint.js";
+import { hostileObject, hostileQuery, hostileSegment, hostileValue, rawGarbage } from "./hostile.js";
+import { fillTemplate, operations, type Operation } from "./operations.js";
+
+const TOKEN = "fuzz-admin-token";
+const TIMEOUT_MS = 5000;
+let srv: TestServer;
+let pgdb: TestDatabase | undefined;
+
+beforeAll(async () => {
+  const env: Record<string, string> = { API_TOKENS: `${TOKEN}=admin`, MAX_BATCH_ITEMS: "50" };
+  if (await postgresReachable()) {
+    pgdb = await createTestDatabase();
+    env.DATABASE_URL = pgdb.url;
+  }
+  srv = await startTestServer(env);
+  const seed = await send("POST", "/resources/create", JSON.stringify({
+    resources: [
+      { identifier: "root", payload_type: "datasource", name: "ds" },
+      { identifier: "child", parent_identifier: "root", payload_type: "patient", datasource_id: "root" },
+      { identifier: "gone", payload_type: "annotation", label: "l" },
+    ],
+  }));
+  expect(seed.status).toBe(200);
+  expect((await send("POST", "/resources/delete", JSON.stringify({ identifiers: ["gone"] }))).status).toBe(200);
+}, 60_000);
+afterAll(async () => {
+  await srv?.close();
+  await pgdb?.drop();
+});
+
+// What an answer must never contain (unless the request itself did: a
+// message may quote the field name a client sent).
+const LEAKS: RegExp[] = [
+  /\bSELECT\b/i,
+  /\bINSERT\s+INTO\b/i,
+  /\bUPDATE\s+\w+\s+SET\b/i,
+  /\bDELETE\s+FROM\b/i,
+  /\n\s+at\s/,
+  /\bat\s+\S+\s+\(/,
+  /\(?\S+\.[cm]?[jt]s:\d+:\d+/,
+  /\/work\//,
+  /node_modules/,
+  /\.ts:\d/,
+  /syntax error/i,
+  /relation "/i,
+  /duplicate key/i,
+  /violates .* constraint/i,
+  /\bpg_\w+/,
+];
+
+interface Answer {
+  status: number;
+  text: string;
+  headers: Headers;
+}
+
+async function send(method: string, path: string, body?: string | Uint8Array, headers: Record<string, string> = {}): Promise<Answer> {
+  const res = await fetch(srv.url + path, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
+    ...(body !== undefined && method !== "GET" && method !== "HEAD" ? { body } : {}),
+    signal: AbortSignal.timeout(TIMEOUT_MS),
+  });
+  const text = Buffer.from(await res.arrayBuffer()).toString("latin1");
+  return { status: res.status, text, headers: res.headers };
+}
+
+function checkAnswer(a: Answer, requestText: string, where: string): void {
+  // 501: an operation not implemented yet; 503: an outage. Neither is a crash.
+  if (a.status >= 500 && a.status !== 501 && a.status !== 503) throw new Error(`${where}: HTTP ${a.status} ${a.text.slice(0, 300)}`);
+  // gRPC-web and gRPC carry the code in grpc-status (a header or the trailer frame).
+  const grpc = a.headers.get("grpc-status") ?? /grpc-status:\s*(\d+)/.exec(a.text)?.[1];
+  if (grpc === "13" || grpc === "2") throw new Error(`${where}: grpc-status ${grpc} ${a.text.slice(0, 300)}`);
+  if (/"code"\s*:\s*"(internal|unknown)"/.test(a.text)) throw new Error(`${where}: internal error ${a.text.slice(0, 300)}`);
+  for (const leak of LEAKS) {
+    if (leak.test(a.text) && !leak.test(requestText)) throw new Error(`${where}: leaks ${leak}: ${a.text.slice(0, 300)}`);
+  }
+}
+
+function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s.replace(/\+/g, " "));
+  } catch {
+    return s.replace(/%20|\+/g, " ");
+  }
+}
+
+const mutating = (op: Operation) => declaredScope(op.method) !== "read";
+
+/** Sends, checks the answer, and for a mutation that failed, that nothing changed. */
+async function probe(op: Operation | undefined, method: string, path: string, body?: string | Uint8Array, headers?: Record<string, string>): Promise<void> {
+  const watch = op === undefined || mutating(op);
+  const before = watch ? await storeFingerprint(srv.app.db) : "";
+  const a = await send(method, path, body, headers);
+  const requestText = `${path} ${safeDecode(path)} ${body === undefined ? "" : typeof body === "string" ? body : Buffer.from(body).toString("latin1")}`;
+  checkAnswer(a, requestText, `${method} ${path.slice(0, 120)}`);
+  const ok = a.status === 200 && !/grpc-status:\s*[1-9]/.test(a.text) && (a.headers.get("grpc-status") ?? "0") === "0";
+  if (watch && !ok) {
+    const after = await storeFingerprint(srv.app.db);
+    if (after !== before) throw new Error(`${method} ${path}: failed with ${a.status} but changed the store: ${a.text.slice(0, 200)}`);
+  }
+}
+
+const fieldNames = (op: Operation) => op.method.input.fields.map((f) => f.name);
+const opArb = fc.constantFrom(...operations);
+/** Each REST route under its revision prefix and, for the last revision that has it, unprefixed. */
+const restPath = (op: Operation, unprefixed: boolean) => (unprefixed ? op.rest.path.replace(/^\/v[12]/, "") : op.rest.path);
+
+let serial = 0;
+/** A create batch of valid items with one hostile item among them: any write of it would be partial. */
+const mixedCreate = fc
+  .tuple(fc.constantFrom(...Object.keys(fullSamples)), fc.nat(3), fc.oneof(hostileObject(["identifier", "payload_type", "parent_identifier", "license", "access_level", "derived_from", "label", "path", "name"]), hostileValue))
+  .map(([type, at, bad]) => {
+    const n = ++serial;
+    const valid = [0, 1, 2].map((i) => ({ identifier: `mix-${n}-${i}`, payload_type: type, ...fullSamples[type] }));
+    const hostile = typeof bad === "object" && bad !== null && !Array.isArray(bad) ? { ...valid[0], identifier: `mix-${n}-h`, ...bad } : bad;
+    valid.splice(at % 3, 0, hostile as never);
+    return JSON.stringify({ resources: valid });
+  });
+
+describe("fuzz: no 500, no hang, no partial write, no leak", () => {
+  it("REST bodies on every route", async () => {
+    await fc.assert(
+      fc.asyncProperty(opArb, fc.boolean(), fc.oneof(rawGarbage, hostileValue.map((v) => JSON.stringify(v) ?? "null")), async (op, bare, body) => {
+        const { verb } = op.rest;
+        await probe(op, verb === "GET" ? "POST" : verb, restPath(op, bare), body);
+        const obj = await fc.sample(hostileObject(fieldNames(op)), 1)[0];
+        await probe(op, verb, restPath(op, bare), verb === "GET" ? undefined : JSON.stringify(obj));
+      }),
+      { numRuns: 400 },
+    );
+  }, 120_000);
+
+  it("create batches with one hostile item are all-or-nothing", async () => {
+    const create = operations.find((o) => o.method.name === "Create" && o.revision === "v2")!;
+    await fc.assert(
+      fc.asyncProperty(mixedCreate, async (body) => probe(create, "POST", "/resources/create", body)),
+      { numRuns: 200 },
+    );
+  }, 120_000);
+
+  it("query strings and paths", async () => {
+    await fc.assert(
+      fc.asyncProperty(opArb, hostileQuery(["identifier"]), fc.array(hostileSegment, { minLength: 1, maxLength: 3 }), fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH"), async (op, q, segs, verb) => {
+        const template = op.rest.path;
+        await probe(op, op.rest.verb, `${template}?${q}`, op.rest.hasBody ? "{}" : undefined);
+        await probe(op, op.rest.verb, `${fillTemplate(template.replace(/\/x$/, "/{id}"), segs.join("/"))}?${q}`, op.rest.hasBody ? "{}" : undefined);
+        await probe(undefined, verb, `/${segs.join("/")}?${q}`);
+        await probe(undefined, verb, `/v${segs.length}/${segs.join("/")}`);
+      }),
+      { numRuns: 250 },
+    );
+  }, 120_000);
+
+  it("Connect JSON, Connect binary and gRPC-web garbage on every RPC", async () => {
+    await fc.assert(
+      fc.asyncProperty(opArb, rawGarbage, fc.uint8Array({ maxLength: 300 }), async (op, text, bytes) => {
+        const path = `/${op.service.typeName}/${op.method.name}`;
+        const streaming = op.method.methodKind === "server_streaming";
+        const json = streaming ? "application/connect+json" : "application/json";
+        const proto = streaming ? "application/connect+proto" : "application/proto";
+        await probe(op, "POST", path, text, { "content-type": json });
+        const obj = await fc.sample(hostileObject(op.method.input.fields.map((f) => f.jsonName).concat(fieldNames(op))), 1)[0];
+        await probe(op, "POST", path, JSON.stringify(obj), { "content-type": json });
+        await probe(op, "POST", path, bytes, { "content-type": proto });
+        const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, bytes.length]), bytes]);
+        await probe(op, "POST", path, frame, { "content-type": "application/grpc-web+proto" });
+      }),
+      { numRuns: 250 },
+    );
+  }, 120_000);
+
+  it("hostile credentials are 401, never 500", async () => {
+    await fc.assert(
+      fc.asyncProperty(opArb, fc.string({ maxLength: 300 }).filter((s) => !/[\r\n\0]/.test(s)), async (op, junk) => {
+        let a: Answer;
+        try {
+          a = await send(op.rest.verb, op.rest.path, op.rest.hasBody ? "{}" : undefined, { authorization: `Bearer ${junk}` });
+        } catch (err) {
+          // fetch itself refuses some header values: nothing was sent.
+          if (err instanceof TypeError && !/timeout|abort/i.test(String(err))) return;
+          throw err;
+        }
+        checkAnswer(a, junk, op.label);
+        expect(a.status).toBe(401);
+      }),
+      { numRuns: 200 },
+    );
+  }, 120_000);
+});

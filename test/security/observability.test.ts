@@ -1,0 +1,124 @@
+// Logs: one JSON line per call with a request id (the client's, or a fresh
+// one echoed back), route, code and duration, and never a payload value, an
+// external uid or a token. Metrics: calls by route and code with a latency
+// histogram over every protocol, and the PostgreSQL pool.
+import { Writable } from "node:stream";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CreateRequestSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
+import { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
+import { createApp, type App } from "../../src/app.js";
+import { loadConfig } from "../../src/config.js";
+import { createLogger } from "../../src/log.js";
+import { startServer, type RunningServer } from "../../src/server.js";
+import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { callRest, callRpc, transportFor } from "./calls.js";
+
+const TOKEN = "obs-secret-token-4711";
+const pgOk = await postgresReachable();
+const SECRETS = ["PAYLOAD-SECRET-LABEL", "EXT-SECRET-UID-123", "SECRET-TEXT-VALUE", TOKEN, "SECRET-IN-BAD-BODY"];
+const lines: string[] = [];
+let app: App;
+let server: RunningServer;
+let url: string;
+let dataDir: string;
+let pgdb: TestDatabase | undefined;
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), "rs-obs-"));
+  const env: Record<string, string> = { DATA_DIR: dataDir, LOG_LEVEL: "debug", API_TOKENS: `${TOKEN}=admin` };
+  if (pgOk) {
+    pgdb = await createTestDatabase();
+    env.DATABASE_URL = pgdb.url;
+  }
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      lines.push(...chunk.toString().split("\n").filter((l) => l !== ""));
+      cb();
+    },
+  });
+  const config = loadConfig(env);
+  app = await createApp(config, createLogger(config.logLevel, sink));
+  server = await startServer({ port: 0, host: "127.0.0.1", handler: app.handler });
+  url = `http://127.0.0.1:${server.port}`;
+}, 60_000);
+afterAll(async () => {
+  await server?.close(1000);
+  await app?.close();
+  await pgdb?.drop();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+const auth = { authorization: `Bearer ${TOKEN}` };
+
+describe("logs", () => {
+  it("one line per call with a request id, and no payload, external uid or token", async () => {
+    const mine = "req-abc-123";
+    const created = await callRest(url, "POST", "/resources/create", {
+      headers: { ...auth, "x-request-id": mine },
+      body: JSON.stringify({ resources: [{ identifier: "obs-1", payload_type: "annotation", label: SECRETS[0], text: SECRETS[2] }] }),
+    });
+    expect(created.status).toBe(200);
+    const fresh = await fetch(`${url}/resources/read`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: '{"identifiers":["obs-1"]}' });
+    const freshId = fresh.headers.get("x-request-id");
+    expect(freshId).toMatch(/^[0-9a-f-]{36}$/);
+    await callRest(url, "POST", "/patients/register", { headers: auth, body: JSON.stringify({ datasource_id: "ds", external_uid: SECRETS[1] }) });
+    await callRest(url, "POST", "/patients/resolve", { headers: auth, body: JSON.stringify({ datasource_id: "ds", external_uid: SECRETS[1] }) });
+    const bad = await callRest(url, "POST", "/resources/create", {
+      headers: auth,
+      body: JSON.stringify({ resources: [{ identifier: "obs-2", payload_type: "annotation", label: 7, note: SECRETS[4] }] }),
+    });
+    expect(bad.status).toBe(400);
+    await callRest(url, "POST", "/resources/read", { headers: { authorization: "Bearer wrong" }, body: "{}" });
+    await callRpc(transportFor(url, "grpc"), ResourceService.method.create, create(CreateRequestSchema, {
+      resources: [{ identifier: "obs-3", payload: { case: "annotation", value: { label: SECRETS[0] } } }],
+    }), auth);
+
+    const records = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    const calls = records.filter((r) => r.msg === "call");
+    const byId = calls.find((r) => r.request_id === mine);
+    expect(byId).toMatchObject({ rpc: "resourcestore.v2.ResourceService/Create", code: "ok", duration_ms: expect.any(Number) });
+    expect(calls.find((r) => r.request_id === freshId)).toMatchObject({ rpc: "resourcestore.v2.ResourceService/Read" });
+    expect(calls.some((r) => r.code === "Unauthenticated")).toBe(true);
+    // Refused by the REST gateway before any RPC: the http line has it, with its id.
+    const http = records.filter((r) => r.msg === "http");
+    expect(http.some((r) => r.status === 400 && r.path === "/resources/create" && typeof r.request_id === "string")).toBe(true);
+    expect(http.find((r) => r.request_id === mine)).toMatchObject({ status: 200, method: "POST" });
+    for (const c of calls) expect(c.request_id).toEqual(expect.any(String));
+    const all = lines.join("\n");
+    for (const s of SECRETS) expect(all).not.toContain(s);
+  });
+});
+
+describe("metrics", () => {
+  it("counts calls by route and code with a latency histogram, over REST, Connect and gRPC", async () => {
+    await callRest(url, "GET", "/schemas", { headers: auth });
+    await callRpc(transportFor(url, "connect-json"), ResourceService.method.create, create(CreateRequestSchema, {}), auth);
+    await callRpc(transportFor(url, "grpc"), ResourceService.method.create, create(CreateRequestSchema, {}));
+    const res = await fetch(`${url}/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/plain");
+    const text = await res.text();
+    const count = (route: string, code: string) => {
+      const m = new RegExp(`^rs_requests_total\\{route="${route.replace(/\./g, "\\.")}",code="${code}"\\} (\\d+)`, "m").exec(text);
+      return m ? Number(m[1]) : 0;
+    };
+    expect(count("/resourcestore.v2.SchemaService/Schemas", "ok")).toBeGreaterThanOrEqual(1);
+    expect(count("/resourcestore.v2.ResourceService/Create", "ok")).toBeGreaterThanOrEqual(2);
+    expect(count("/resourcestore.v2.ResourceService/Create", "unauthenticated")).toBeGreaterThanOrEqual(1);
+    expect(text).toMatch(/^rs_request_duration_seconds_bucket\{le="0\.1",route="\/resourcestore\.v2\.SchemaService\/Schemas",code="ok"\} \d+/m);
+    expect(text).toMatch(/^rs_request_duration_seconds_count\{route="\/resourcestore\.v2\.ResourceService\/Create",code="ok"\} \d+/m);
+    expect(text).toMatch(/^process_cpu_seconds_total /m);
+  });
+
+  it.skipIf(!pgOk)("reports the PostgreSQL pool", async () => {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    for (const name of ["rs_db_pool_connections_total", "rs_db_pool_connections_idle", "rs_db_pool_requests_waiting"]) {
+      expect(text).toMatch(new RegExp(`^${name} \\d+`, "m"));
+    }
+    expect(Number(/^rs_db_pool_connections_total (\d+)/m.exec(text)?.[1])).toBeGreaterThan(0);
+  });
+});
