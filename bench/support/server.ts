@@ -1,4 +1,5 @@
-// The service under test runs as `npm start` does (src/main.ts) in a child
+// The service under test runs as `npm start` does (the compiled
+// dist/src/main.js; `npm run bench` builds it first) in a child
 // process of its own, so the benchmark's client and the server do not share
 // an event loop, and the server's memory can be read from /proc.
 import { spawn, type ChildProcess } from "node:child_process";
@@ -41,7 +42,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<BenchServer
   if (opts.databaseUrl === undefined) delete env.DATABASE_URL;
   // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server.
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== "");
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", join(ROOT, "src/main.ts")], {
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, "dist/src/main.js")], {
     cwd: ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"],
