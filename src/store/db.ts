@@ -92,6 +92,12 @@ function openPostgres(url: string, poolSize: number): Db {
     connectionString: url,
     max: poolSize,
     connectionTimeoutMillis: 10_000,
+    // The store's statements are short index lookups. Before statistics
+    // exist (a fresh database, right after a bulk load) the planner can
+    // overestimate them past jit_above_cost and spend most of a read
+    // compiling: 780 ms of an 830 ms as_of read was measured. JIT only pays
+    // for long analytic scans, which this service does not run.
+    options: "-c jit=off",
     types: { getTypeParser },
   });
   // An idle client whose backend dies emits "error" on the pool; without a

@@ -39,6 +39,10 @@ describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
              jsonb_build_object('modality', CASE WHEN g % 997 = 0 THEN 'CT' ELSE 'MR' || (g % 50) END, 'name', 'n' || g),
              now() - g * interval '1 second', now(), 1
         FROM generate_series(1, 50000) g`);
+    // Their history: one open version each, as the store writes it.
+    await db.query(`
+      INSERT INTO resource_versions (identifier, version, tx_from, payload_type, parent_identifier, access_level, payload, created_at, updated_at)
+      SELECT identifier, 1, created_at, payload_type, parent_identifier, access_level, payload, created_at, updated_at FROM resources`);
     await db.exec("ANALYZE resources; ANALYZE resource_versions");
   });
   afterAll(async () => {
@@ -64,8 +68,18 @@ describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
     // planner may instead walk the (payload_type, created_at) index for the
     // LIMIT and filter. Either is an index scan; a sequential scan is not.
     expect(scans, JSON.stringify(scans)).toContainEqual(
-      expect.stringMatching(/^(Bitmap Index Scan:resources_payload_gin_idx|Index (Only )?Scan.*:resources_type_created_idx)$/),
+      expect.stringMatching(/^(Bitmap )?Index (Only )?Scan:(resources_payload_gin_idx|resources_type_created_idx)$/),
     );
+  });
+
+  it("a later page, read at the cursor's pinned point, walks the history in sort order", async () => {
+    const st = pageStatement(
+      planQuery(create(QueryRequestSchema, { payloadType: "study" })),
+      { kind: "pinned", at: "2999-01-01T00:00:00.000000Z" },
+      { limit: 101, after: { value: "2999-01-01T00:00:00.000000Z", identifier: "r1" } },
+    );
+    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${st.sql}`, st.params);
+    expect(indexScans(rows[0]!["QUERY PLAN"][0].Plan)).toContainEqual(expect.stringMatching(/Index (Only )?Scan.*:resource_versions_type_created_idx/));
   });
 
   it("descendants of a resource", async () => {

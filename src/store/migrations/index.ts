@@ -4,6 +4,7 @@ import { sql as resources } from "./0001-resources.js";
 import { sql as queryIndexes } from "./0002-query-indexes.js";
 import { sql as registryArtefacts } from "./0003-registry-artefacts.js";
 import { sql as lineageView } from "./0004-lineage-view.js";
+import { sql as historySortIndexes } from "./0005-history-sort-indexes.js";
 
 export interface Migration {
   readonly id: number;
@@ -16,4 +17,5 @@ export const migrations: readonly Migration[] = [
   { id: 2, name: "query-indexes", sql: queryIndexes },
   { id: 3, name: "registry-artefacts", sql: registryArtefacts },
   { id: 4, name: "lineage-view", sql: lineageView },
+  { id: 5, name: "history-sort-indexes", sql: historySortIndexes },
 ];
