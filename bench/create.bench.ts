@@ -70,7 +70,7 @@ async function baselineWriter(url: string, prefix: string, batches: number, batc
   return { write, close: () => Promise.all(clients.map((c) => c.end())).then(() => undefined) };
 }
 
-export async function serviceWriter(surface: "grpc" | "rest", url: string, prefix: string, batches: number, batchSize: number) {
+export function serviceWriter(surface: "grpc" | "rest", url: string, prefix: string, batches: number, batchSize: number): Writer {
   if (surface === "grpc") {
     const client = createResourceStoreClient({ baseUrl: url, transport: "grpc" });
     const messages = Array.from({ length: batches }, (_, b) => batchAt(prefix, b, batchSize).map(toMessage));
@@ -153,8 +153,8 @@ export async function createBenchmarks(opts: BenchOptions): Promise<Result[]> {
           const rates = await interleaved(
             {
               pg: { write: baseline.write, countUrl: blDb.url },
-              grpc: { write: await serviceWriter("grpc", grpcServer.url, "grpc", batches, batchSize), countUrl: grpcDb.url },
-              rest: { write: await serviceWriter("rest", restServer.url, "rest", batches, batchSize), countUrl: restDb.url },
+              grpc: { write: serviceWriter("grpc", grpcServer.url, "grpc", batches, batchSize), countUrl: grpcDb.url },
+              rest: { write: serviceWriter("rest", restServer.url, "rest", batches, batchSize), countUrl: restDb.url },
             },
             batches,
             batchSize,

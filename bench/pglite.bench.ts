@@ -24,8 +24,8 @@ export async function pgliteBenchmarks(opts: BenchOptions): Promise<Result[]> {
     try {
       const rates = await interleaved(
         {
-          postgres: { write: await serviceWriter("grpc", pg.url, "c", batches, batchSize), countUrl: db.url },
-          pglite: { write: await serviceWriter("grpc", lite.url, "c", batches, batchSize), countUrl: undefined },
+          postgres: { write: serviceWriter("grpc", pg.url, "c", batches, batchSize), countUrl: db.url },
+          pglite: { write: serviceWriter("grpc", lite.url, "c", batches, batchSize), countUrl: undefined },
         },
         batches,
         batchSize,

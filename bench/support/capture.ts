@@ -26,12 +26,13 @@ function answer(sql: string, params: readonly unknown[] | undefined): unknown[] 
 export async function captureStatements(fn: (db: Db) => Promise<unknown>): Promise<Statement[]> {
   const statements: Statement[] = [];
   const tx: Queryable = {
-    async query<R>(sql: string, params?: readonly unknown[]) {
+    query<R>(sql: string, params?: readonly unknown[]) {
       statements.push({ sql, params: params ? [...params] : undefined });
-      return { rows: answer(sql, params) as R[] };
+      return Promise.resolve({ rows: answer(sql, params) as R[] });
     },
-    async exec(sql: string) {
+    exec(sql: string) {
       statements.push({ sql, params: undefined });
+      return Promise.resolve();
     },
   };
   const db: Db = {

@@ -27,8 +27,8 @@ export async function withDatabase<T>(fn: (db: BenchDatabase) => Promise<T>): Pr
 // baseline parses results the same way so neither pays for a Date.
 const KEEP_AS_TEXT = new Set([20, 1082, 1114, 1184]);
 const types = {
-  getTypeParser: ((oid: number, format?: "text" | "binary") =>
-    KEEP_AS_TEXT.has(oid) ? (x: string) => x : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+  getTypeParser: (oid: number, format?: "text" | "binary"): ((value: string) => unknown) =>
+    KEEP_AS_TEXT.has(oid) ? (x) => x : (pg.types.getTypeParser(oid, format) as (value: string) => unknown),
 };
 
 /** A plain pg client on the database: what the baselines use. */

@@ -52,7 +52,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<BenchServer
     stderr = (stderr + d.toString()).slice(-4000);
   });
   const port = await new Promise<number>((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout! });
+    const lines = createInterface({ input: child.stdout });
     let found = false;
     lines.on("line", (line) => {
       if (found) return; // keep draining the per-call log so the pipe never blocks the server

@@ -50,8 +50,8 @@ export function toFlat(r: NewResource): Record<string, unknown> {
   return {
     identifier: r.identifier,
     payload_type: r.payloadType,
-    ...(r.parentIdentifier != null ? { parent_identifier: r.parentIdentifier } : {}),
-    ...(r.license != null ? { license: r.license } : {}),
+    ...(typeof r.parentIdentifier === "string" ? { parent_identifier: r.parentIdentifier } : {}),
+    ...(typeof r.license === "string" ? { license: r.license } : {}),
     ...(r.accessLevel !== undefined ? { access_level: r.accessLevel } : {}),
     ...(r.derivedFrom !== undefined ? { derived_from: r.derivedFrom } : {}),
     ...r.payload,
@@ -64,8 +64,8 @@ export function toMessage(r: NewResource): Resource {
   if (!type) throw new Error(`unknown payload type ${r.payloadType}`);
   return create(ResourceSchema, {
     identifier: r.identifier,
-    ...(r.parentIdentifier != null ? { parentIdentifier: r.parentIdentifier } : {}),
-    ...(r.license != null ? { license: r.license } : {}),
+    ...(typeof r.parentIdentifier === "string" ? { parentIdentifier: r.parentIdentifier } : {}),
+    ...(typeof r.license === "string" ? { license: r.license } : {}),
     ...(r.accessLevel !== undefined ? { accessLevel: r.accessLevel } : {}),
     derivedFrom: [...(r.derivedFrom ?? [])],
     payload: { case: type.name, value: fromJson(type.message, r.payload as JsonObject) } as Resource["payload"],
