@@ -11,6 +11,9 @@ COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
 # Runtime stage: production dependencies and the compiled service only.
+# It listens on 0.0.0.0, which the service allows only with authentication:
+# run it with API_TOKENS (or API_TOKENS_FILE) or OIDC_ISSUER set, and
+# DATABASE_URL / S3_* for a production database and object store.
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \

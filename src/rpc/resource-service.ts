@@ -87,6 +87,7 @@ export function toNewResource(msg: Resource): NewResource {
     ...(msg.accessLevel !== undefined ? { accessLevel: msg.accessLevel } : {}),
     derivedFrom: msg.derivedFrom,
     payload: payload.json,
+    canonicalPayload: true,
   };
 }
 

@@ -43,7 +43,7 @@ export function prepareCreate(items: readonly NewResource[]): CreateRow[] {
       license: item.license ?? null,
       access_level: item.accessLevel === undefined ? DEFAULT_ACCESS_LEVEL : checkAccessLevel(item.accessLevel),
       derived_from: checkIdentifiers(item.derivedFrom ?? [], "derived_from"),
-      payload: normalizePayload(type, item.payload),
+      payload: normalizePayload(type, item.payload, { canonical: item.canonicalPayload === true }),
     };
   });
   return rows;

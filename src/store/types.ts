@@ -27,6 +27,11 @@ export interface NewResource {
   derivedFrom?: readonly string[];
   /** Flat payload fields, proto3 JSON values; null = unset. */
   payload: Readonly<Record<string, unknown>>;
+  /**
+   * The payload is toJson output of its typed message (proto field names,
+   * canonical values), so only the value rules need checking.
+   */
+  canonicalPayload?: boolean;
 }
 
 /** A change to one resource: only the keys present change; null clears. */

@@ -1,0 +1,177 @@
+// Issue 9, item 1: batch create over gRPC and over REST against the same rows
+// written by the same SQL straight through `pg`. Ratio = service rows/s over
+// baseline rows/s; target 0.7.
+import type pg from "pg";
+import { createResourceStoreClient } from "../src/client/index.js";
+import { createResources } from "../src/store/create.js";
+import { captureStatements, type Statement } from "./support/capture.js";
+import { connect, withDatabase } from "./support/database.js";
+import { context, fmt, timed, type Result } from "./support/measure.js";
+import { migrateDatabase } from "./support/load.js";
+import { startServer } from "./support/server.js";
+import { batchAt, toFlat, toMessage } from "./support/workload.js";
+import type { BenchOptions } from "./options.js";
+
+export const CREATE_TARGET = 0.7;
+
+/** The statements the store sends for each batch, captured from its own code. */
+async function baselineStatements(prefix: string, batches: number, batchSize: number): Promise<Statement[][]> {
+  const out: Statement[][] = [];
+  for (let b = 0; b < batches; b++) out.push(await captureStatements((db) => createResources(db, batchAt(prefix, b, batchSize))));
+  return out;
+}
+
+/** One transaction a batch, every statement as the store sends it. */
+export async function replay(client: pg.Client, statements: readonly Statement[]): Promise<void> {
+  await client.query("BEGIN");
+  try {
+    for (const s of statements) await client.query(s.sql, s.params);
+    await client.query("COMMIT");
+  } catch (err) {
+    await client.query("ROLLBACK");
+    throw err;
+  }
+}
+
+async function countRows(url: string): Promise<{ resources: number; versions: number }> {
+  const c = await connect(url);
+  try {
+    const { rows } = await c.query<{ r: string; v: string }>(
+      "SELECT (SELECT count(*) FROM resources) AS r, (SELECT count(*) FROM resource_versions) AS v",
+    );
+    return { resources: Number(rows[0]?.r), versions: Number(rows[0]?.v) };
+  } finally {
+    await c.end();
+  }
+}
+
+function checkWritten(what: string, got: { resources: number; versions: number }, expected: number): void {
+  if (got.resources !== expected || got.versions !== expected) {
+    throw new Error(`${what} wrote ${got.resources} resources and ${got.versions} versions, expected ${expected} of each`);
+  }
+}
+
+/** A writer of batch `b`; several run at once, like a client with `concurrency` batches in flight. */
+export type Writer = (b: number) => Promise<void>;
+
+async function baselineWriter(url: string, prefix: string, batches: number, batchSize: number, concurrency: number) {
+  await migrateDatabase(url);
+  const statements = await baselineStatements(prefix, batches, batchSize);
+  const clients = await Promise.all(Array.from({ length: concurrency }, () => connect(url)));
+  const idle = [...clients];
+  const write: Writer = async (b) => {
+    const client = idle.pop()!;
+    try {
+      await replay(client, statements[b]!);
+    } finally {
+      idle.push(client);
+    }
+  };
+  return { write, close: () => Promise.all(clients.map((c) => c.end())).then(() => undefined) };
+}
+
+export async function serviceWriter(surface: "grpc" | "rest", url: string, prefix: string, batches: number, batchSize: number) {
+  if (surface === "grpc") {
+    const client = createResourceStoreClient({ baseUrl: url, transport: "grpc" });
+    const messages = Array.from({ length: batches }, (_, b) => batchAt(prefix, b, batchSize).map(toMessage));
+    const write: Writer = async (b) => {
+      const res = await client.resources.create({ resources: messages[b]! });
+      if (res.created !== BigInt(batchSize)) throw new Error(`created ${res.created}`);
+    };
+    return write;
+  }
+  const bodies = Array.from({ length: batches }, (_, b) => batchAt(prefix, b, batchSize).map(toFlat));
+  const write: Writer = async (b) => {
+    const res = await fetch(`${url}/resources/create`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ resources: bodies[b] }),
+    });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`REST create answered ${res.status}: ${text}`);
+  };
+  return write;
+}
+
+/** Batches first..last-1 with `concurrency` in flight; returns the seconds taken. */
+async function writeRange(write: Writer, first: number, last: number, concurrency: number): Promise<number> {
+  let next = first;
+  const { seconds } = await timed(() =>
+    Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < last) await write(next++);
+      }),
+    ),
+  );
+  return seconds;
+}
+
+export interface CreateRun {
+  /** rows/s of each writer, measured in interleaved rounds so load changes on the machine hit all alike. */
+  readonly rates: Record<string, number>;
+}
+
+/**
+ * Runs the writers round by round (a slice of batches each, writer after
+ * writer) into their own databases, then checks every database holds exactly
+ * the rows and versions written.
+ */
+export async function interleaved(
+  writers: Record<string, { write: Writer; countUrl: string | undefined }>,
+  batches: number,
+  batchSize: number,
+  concurrency: number,
+  rounds: number,
+): Promise<Record<string, number>> {
+  const seconds: Record<string, number> = Object.fromEntries(Object.keys(writers).map((k) => [k, 0]));
+  const per = Math.ceil(batches / rounds);
+  for (let first = 0; first < batches; first += per) {
+    const last = Math.min(batches, first + per);
+    for (const [name, w] of Object.entries(writers)) seconds[name]! += await writeRange(w.write, first, last, concurrency);
+  }
+  for (const [name, w] of Object.entries(writers)) {
+    if (w.countUrl !== undefined) checkWritten(name, await countRows(w.countUrl), batches * batchSize);
+  }
+  return Object.fromEntries(Object.entries(seconds).map(([k, s]) => [k, (batches * batchSize) / s]));
+}
+
+export async function createBenchmarks(opts: BenchOptions): Promise<Result[]> {
+  const batchSize = 1000;
+  const batches = opts.quick ? 20 : 200;
+  const concurrency = 2;
+  context(
+    `batch create: ${fmt(batches)} batches of ${fmt(batchSize)} (10 series + 990 files with a parent in the batch), ` +
+      `${concurrency} batches in flight, pg baseline / gRPC / REST interleaved in ${opts.quick ? 4 : 10} rounds`,
+  );
+  return withDatabase((blDb) =>
+    withDatabase((grpcDb) =>
+      withDatabase(async (restDb) => {
+        const baseline = await baselineWriter(blDb.url, "bl", batches, batchSize, concurrency);
+        const grpcServer = await startServer({ databaseUrl: grpcDb.url });
+        const restServer = await startServer({ databaseUrl: restDb.url });
+        try {
+          const rates = await interleaved(
+            {
+              pg: { write: baseline.write, countUrl: blDb.url },
+              grpc: { write: await serviceWriter("grpc", grpcServer.url, "grpc", batches, batchSize), countUrl: grpcDb.url },
+              rest: { write: await serviceWriter("rest", restServer.url, "rest", batches, batchSize), countUrl: restDb.url },
+            },
+            batches,
+            batchSize,
+            concurrency,
+            opts.quick ? 4 : 10,
+          );
+          const bl = rates.pg!;
+          context(`pg baseline (the store's statements through pg): ${fmt(bl)} rows/s`);
+          context(`gRPC: ${fmt(rates.grpc!)} rows/s, REST: ${fmt(rates.rest!)} rows/s`);
+          return [
+            { name: "create-grpc", ratio: rates.grpc! / bl, op: ">=", target: CREATE_TARGET },
+            { name: "create-rest", ratio: rates.rest! / bl, op: ">=", target: CREATE_TARGET },
+          ];
+        } finally {
+          await Promise.all([grpcServer.close(), restServer.close(), baseline.close()]);
+        }
+      }),
+    ),
+  );
+}

@@ -1,0 +1,18 @@
+// Command-line options of `npm run bench`.
+export interface BenchOptions {
+  /** Smaller sizes: the whole run in under three minutes. */
+  readonly quick: boolean;
+  /** Run only the benchmarks whose group is listed (create, read, query, parquet, pglite). */
+  readonly only: ReadonlySet<string> | undefined;
+}
+
+export function parseOptions(argv: readonly string[]): BenchOptions {
+  let quick = false;
+  let only: Set<string> | undefined;
+  for (const arg of argv) {
+    if (arg === "--quick") quick = true;
+    else if (arg.startsWith("--only=")) only = new Set(arg.slice("--only=".length).split(","));
+    else throw new Error(`unknown option ${arg} (use --quick, --only=create,read,query,parquet,pglite)`);
+  }
+  return { quick, only };
+}

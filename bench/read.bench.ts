@@ -1,0 +1,101 @@
+// Issue 9, item 2: batch reads of 100 identifiers through the service against
+// the same statement through pg, and `as_of` reads against current reads
+// (target: an as_of read costs at most 1.5 times a current one).
+import { readResources } from "../src/store/read.js";
+import { createResourceStoreClient } from "../src/client/index.js";
+import { captureStatements, type Statement } from "./support/capture.js";
+import { connect, withDatabase } from "./support/database.js";
+import { context, fmt, median, percentile, type Result } from "./support/measure.js";
+import { clockNow, loadThroughStoreSql, migrateDatabase } from "./support/load.js";
+import { startServer } from "./support/server.js";
+import { resourceAt } from "./support/workload.js";
+import type { BenchOptions } from "./options.js";
+
+export const AS_OF_TARGET = 1.5;
+/** Contract silent; chosen so a read is dominated by the database, not by encoding. */
+export const READ_TARGET = 0.5;
+
+/** A small deterministic generator, so every run reads the same identifiers. */
+function random(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+export async function readBenchmarks(opts: BenchOptions): Promise<Result[]> {
+  const batchSize = 1000;
+  const batches = opts.quick ? 20 : 100;
+  const total = batches * batchSize;
+  const calls = opts.quick ? 100 : 400;
+  const perRead = 100;
+  context(`batch read: ${fmt(total)} resources with 2 versions each (create, then a license change); ${fmt(perRead)} random identifiers a read, ${calls} reads a variant`);
+  return withDatabase(async (db) => {
+    await migrateDatabase(db.url);
+    await loadThroughStoreSql(db.url, "r", batches, batchSize);
+    const afterCreate = await clockNow(db.url);
+    const server = await startServer({ databaseUrl: db.url });
+    const pgClient = await connect(db.url);
+    try {
+      const client = createResourceStoreClient({ baseUrl: server.url, transport: "grpc" });
+      // Second versions through the service, so the history is the service's own.
+      for (let b = 0; b < batches; b++) {
+        const updates: Record<string, { license: string }> = {};
+        for (let k = 0; k < batchSize; k++) updates[resourceAt("r", b * batchSize + k, batchSize).identifier] = { license: "CC0-1.0" };
+        await client.resources.update({ updates });
+      }
+      // Statistics as autovacuum would have them a minute later. Without them
+      // the as_of plan is costed high enough to be JIT-compiled (~0.8 s a
+      // read): see BENCHMARKS.md.
+      await pgClient.query("ANALYZE");
+      const rnd = random(9);
+      const idSets = Array.from({ length: calls * 2 }, () => {
+        const ids = new Set<string>();
+        while (ids.size < perRead) ids.add(resourceAt("r", Math.floor(rnd() * total), batchSize).identifier);
+        return [...ids];
+      });
+      // The statement the store sends for each read, captured from its own code.
+      const sqlOf = async (ids: string[], asOf?: string): Promise<Statement> => {
+        const [s] = await captureStatements((d) => readResources(d, ids, asOf !== undefined ? { asOf } : {}));
+        return s!;
+      };
+      const currentSql = await Promise.all(idSets.map((ids) => sqlOf(ids)));
+      const asOfSql = await Promise.all(idSets.map((ids) => sqlOf(ids, afterCreate)));
+
+      type Variant = { name: string; run: (i: number) => Promise<number> };
+      const variants: Variant[] = [
+        { name: "pg current", run: async (i) => (await pgClient.query(currentSql[i]!.sql, currentSql[i]!.params)).rows.length },
+        { name: "pg as_of", run: async (i) => (await pgClient.query(asOfSql[i]!.sql, asOfSql[i]!.params)).rows.length },
+        { name: "service current", run: async (i) => (await client.resources.read({ identifiers: idSets[i]! })).resources.length },
+        {
+          name: "service as_of",
+          run: async (i) => (await client.resources.read({ identifiers: idSets[i]!, asOf: afterCreate })).resources.length,
+        },
+      ];
+      // Interleaved call by call, so a change of load on the machine hits every variant alike.
+      const times = new Map(variants.map((v) => [v.name, [] as number[]]));
+      for (let i = 0; i < calls + calls / 10; i++) {
+        for (const v of variants) {
+          const start = process.hrtime.bigint();
+          const n = await v.run(i);
+          const ms = Number(process.hrtime.bigint() - start) / 1e6;
+          if (n !== perRead) throw new Error(`${v.name} returned ${n} resources, expected ${perRead}`);
+          if (i >= calls / 10) times.get(v.name)!.push(ms); // the first tenth warms up
+        }
+      }
+      const med = (name: string) => median(times.get(name)!);
+      for (const v of variants) {
+        context(`${v.name}: median ${fmt(med(v.name), 2)} ms, p95 ${fmt(percentile(times.get(v.name)!, 95), 2)} ms`);
+      }
+      context(`as_of over current straight through pg: ${fmt(med("pg as_of") / med("pg current"), 2)}`);
+      return [
+        { name: "read-100", ratio: med("pg current") / med("service current"), op: ">=", target: READ_TARGET },
+        { name: "read-as-of", ratio: med("service as_of") / med("service current"), op: "<=", target: AS_OF_TARGET },
+      ];
+    } finally {
+      await pgClient.end();
+      await server.close();
+    }
+  });
+}

@@ -1,0 +1,51 @@
+// `npm run bench [-- --quick] [-- --only=create,read]`: every benchmark on
+// PostgreSQL, each ending with `bench <name>: ratio <x> target >= <t>` (or
+// <=). The exit code is 0 even when a target is missed: the figures are the
+// output, and BENCHMARKS.md explains each miss.
+import { cpus, totalmem } from "node:os";
+import { createBenchmarks } from "./create.bench.js";
+import { parseOptions } from "./options.js";
+import { pgliteBenchmarks } from "./pglite.bench.js";
+import { parquetBenchmarks } from "./parquet.bench.js";
+import { queryBenchmarks } from "./query.bench.js";
+import { readBenchmarks } from "./read.bench.js";
+import { serverVersion } from "./support/database.js";
+import { passed, resultLine, type Result } from "./support/measure.js";
+import type { BenchOptions } from "./options.js";
+
+const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[] = [
+  { name: "create", run: createBenchmarks },
+  { name: "read", run: readBenchmarks },
+  { name: "query", run: queryBenchmarks },
+  { name: "parquet", run: parquetBenchmarks },
+  { name: "pglite", run: pgliteBenchmarks },
+];
+
+async function main(): Promise<void> {
+  const opts = parseOptions(process.argv.slice(2));
+  const started = Date.now();
+  process.stdout.write(
+    `machine: ${cpus().length} cpus (${cpus()[0]?.model ?? "?"}), ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, PostgreSQL ${await serverVersion()}${opts.quick ? ", --quick" : ""}\n`,
+  );
+  const all: Result[] = [];
+  for (const g of groups) {
+    if (opts.only && !opts.only.has(g.name)) continue;
+    process.stdout.write(`\n== ${g.name}\n`);
+    const t = Date.now();
+    const results = await g.run(opts);
+    for (const r of results) {
+      process.stdout.write(`${resultLine(r)}\n`);
+      if (!passed(r)) process.stdout.write("  missed: see BENCHMARKS.md\n");
+      if (r.note) process.stdout.write(`  ${r.note}\n`);
+    }
+    process.stdout.write(`  (${((Date.now() - t) / 1000).toFixed(0)} s)\n`);
+    all.push(...results);
+  }
+  process.stdout.write(`\n== summary (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+  for (const r of all) process.stdout.write(`${resultLine(r)}\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,46 @@
+// The baselines send the SAME SQL as the store. Rather than copy the
+// statements (and drift), the store's own code runs against a recording Db:
+// every statement and its parameters are kept, with answers just good
+// enough for the store to carry on (the clock stamp, one RETURNING row per
+// input row, no parent problems). A change to the store's SQL changes the
+// baseline with it; a change to its control flow fails here loudly.
+import type { Db, Queryable } from "../../src/store/index.js";
+
+export interface Statement {
+  readonly sql: string;
+  readonly params: unknown[] | undefined;
+}
+
+const STAMP = "2026-01-01T00:00:00.000000Z";
+
+function answer(sql: string, params: readonly unknown[] | undefined): unknown[] {
+  if (/UPDATE clock/i.test(sql)) return [{ at: STAMP }];
+  // The create INSERT ... RETURNING: one row per input row means "none was active".
+  if (/RETURNING r\.identifier/.test(sql) && typeof params?.[0] === "string") {
+    return (JSON.parse(params[0]) as { identifier: string }[]).map((r) => ({ identifier: r.identifier }));
+  }
+  return [];
+}
+
+/** Runs `fn` (a store operation) on a Db that only records; returns the statements of its transaction. */
+export async function captureStatements(fn: (db: Db) => Promise<unknown>): Promise<Statement[]> {
+  const statements: Statement[] = [];
+  const tx: Queryable = {
+    async query<R>(sql: string, params?: readonly unknown[]) {
+      statements.push({ sql, params: params ? [...params] : undefined });
+      return { rows: answer(sql, params) as R[] };
+    },
+    async exec(sql: string) {
+      statements.push({ sql, params: undefined });
+    },
+  };
+  const db: Db = {
+    kind: "postgres",
+    ...tx,
+    transaction: (body) => body(tx),
+    ping: async () => {},
+    close: async () => {},
+  };
+  await fn(db);
+  return statements;
+}

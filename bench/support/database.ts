@@ -1,0 +1,50 @@
+// Every benchmark makes its own PostgreSQL database and drops it, like the
+// tests (test/support/postgres.ts), on the server of TEST_DATABASE_URL.
+import pg from "pg";
+import { ADMIN_URL, createTestDatabase, postgresReachable } from "../../test/support/postgres.js";
+
+export interface BenchDatabase {
+  readonly url: string;
+  drop(): Promise<void>;
+}
+
+export async function createBenchDatabase(): Promise<BenchDatabase> {
+  if (!(await postgresReachable())) throw new Error(`PostgreSQL at ${ADMIN_URL} is not reachable`);
+  return createTestDatabase();
+}
+
+/** Runs fn with a fresh database, dropped afterwards whatever happens. */
+export async function withDatabase<T>(fn: (db: BenchDatabase) => Promise<T>): Promise<T> {
+  const db = await createBenchDatabase();
+  try {
+    return await fn(db);
+  } finally {
+    await db.drop();
+  }
+}
+
+// The service keeps timestamps and int8 as text (src/store/db.ts); the
+// baseline parses results the same way so neither pays for a Date.
+const KEEP_AS_TEXT = new Set([20, 1082, 1114, 1184]);
+const types = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") =>
+    KEEP_AS_TEXT.has(oid) ? (x: string) => x : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+};
+
+/** A plain pg client on the database: what the baselines use. */
+export async function connect(url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url, types });
+  await client.connect();
+  return client;
+}
+
+/** The PostgreSQL version string, for the report. */
+export async function serverVersion(): Promise<string> {
+  const c = await connect(ADMIN_URL);
+  try {
+    const { rows } = await c.query<{ v: string }>("SELECT current_setting('server_version') AS v");
+    return rows[0]?.v ?? "?";
+  } finally {
+    await c.end();
+  }
+}

@@ -1,0 +1,61 @@
+// Timing and the one result line per benchmark that a script can check:
+//   bench <name>: ratio <x> target >= <t>     (or <=)
+// Times are printed only as context, never as the result.
+
+export interface Result {
+  readonly name: string;
+  readonly ratio: number;
+  readonly op: ">=" | "<=";
+  readonly target: number;
+  /** Printed after the line for a human; not part of the contract. */
+  readonly note?: string;
+}
+
+export function passed(r: Result): boolean {
+  return r.op === ">=" ? r.ratio >= r.target : r.ratio <= r.target;
+}
+
+export function resultLine(r: Result): string {
+  return `bench ${r.name}: ratio ${r.ratio.toFixed(3)} target ${r.op} ${r.target}`;
+}
+
+export function context(text: string): void {
+  process.stdout.write(`  ${text}\n`);
+}
+
+export async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; seconds: number }> {
+  const start = process.hrtime.bigint();
+  const value = await fn();
+  return { value, seconds: Number(process.hrtime.bigint() - start) / 1e9 };
+}
+
+/** Latencies of `runs` sequential calls after `warmup` untimed ones, in ms. */
+export async function latencies(fn: (i: number) => Promise<unknown>, runs: number, warmup = Math.ceil(runs / 10)): Promise<number[]> {
+  for (let i = 0; i < warmup; i++) await fn(i);
+  const out: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const start = process.hrtime.bigint();
+    await fn(warmup + i);
+    out.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  return out;
+}
+
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 === 1 ? s[mid]! : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
+}
+
+export function percentile(xs: readonly number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
+}
+
+export function fmt(n: number, digits = 0): string {
+  return n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+export function mb(bytes: number): string {
+  return `${fmt(bytes / 1024 / 1024)} MB`;
+}

@@ -1,0 +1,97 @@
+// The service under test runs as `npm start` does (the compiled
+// dist/src/main.js; `npm run bench` builds it first) in a child
+// process of its own, so the benchmark's client and the server do not share
+// an event loop, and the server's memory can be read from /proc.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+export interface BenchServer {
+  readonly url: string;
+  readonly pid: number;
+  /** Resident memory now and its high-water mark, in bytes (Linux /proc). */
+  memory(): Promise<{ rss: number; peak: number }>;
+  close(): Promise<void>;
+}
+
+export interface ServerOptions {
+  /** PostgreSQL URL; unset = the embedded PGlite under dataDir. */
+  readonly databaseUrl?: string;
+  /** Where PGlite and s3rver keep their files; a fresh temporary folder when unset. */
+  readonly dataDir?: string;
+  readonly env?: Record<string, string>;
+}
+
+export async function startServer(opts: ServerOptions = {}): Promise<BenchServer> {
+  const ownDir = opts.dataDir === undefined ? await mkdtemp(join(tmpdir(), "rs-bench-")) : undefined;
+  const dataDir = opts.dataDir ?? ownDir ?? "";
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    PORT: "0",
+    HOST: "127.0.0.1",
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "info",
+    ...(opts.databaseUrl !== undefined ? { DATABASE_URL: opts.databaseUrl } : {}),
+    ...opts.env,
+  };
+  if (opts.databaseUrl === undefined) delete env.DATABASE_URL;
+  // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server.
+  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== "");
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, "dist/src/main.js")], {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! });
+    let found = false;
+    lines.on("line", (line) => {
+      if (found) return; // keep draining the per-call log so the pipe never blocks the server
+      try {
+        const entry = JSON.parse(line) as { msg?: string; port?: number };
+        if (entry.msg === "listening" && typeof entry.port === "number") {
+          found = true;
+          resolve(entry.port);
+        }
+      } catch {
+        // not a log line
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`server exited with ${String(code)} before listening: ${stderr}`)));
+  });
+  const pid = child.pid!;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid,
+    memory: () => processMemory(pid),
+    async close() {
+      await stop(child);
+      if (ownDir !== undefined) await rm(ownDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** VmRSS and VmHWM of a process, in bytes. */
+export async function processMemory(pid: number): Promise<{ rss: number; peak: number }> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
+  return { rss: kb("VmRSS"), peak: kb("VmHWM") };
+}
