@@ -4,6 +4,7 @@
 import { Bool, Field, Float64, Int32, Int64, List, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, TimeUnit, Timestamp, Utf8 } from "apache-arrow";
 import type { Data, DataType } from "apache-arrow";
 import type { QueryRow } from "../store/query/index.js";
+import { int64Buffer, timestampBuffer, utf8Buffers } from "./column-buffers.js";
 import type { ColumnKind, ColumnSpec } from "./columns.js";
 
 function arrowType(kind: ColumnKind): DataType {
@@ -29,27 +30,9 @@ export function arrowSchema(columns: readonly ColumnSpec[]): Schema {
   return new Schema(columns.map((c) => new Field(c.name, arrowType(c.kind), true)));
 }
 
-const encoder = new TextEncoder();
-
 function utf8Data(values: readonly (string | null)[], validity: Uint8Array | undefined, nullCount: number): Data<Utf8> {
-  const offsets = new Int32Array(values.length + 1);
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  values.forEach((v, i) => {
-    if (v !== null && v !== "") {
-      const b = encoder.encode(v);
-      parts.push(b);
-      total += b.length;
-    }
-    offsets[i + 1] = total;
-  });
-  const bytes = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    bytes.set(p, at);
-    at += p.length;
-  }
-  return makeData({ type: new Utf8(), length: values.length, nullCount, ...(validity ? { nullBitmap: validity } : {}), valueOffsets: offsets, data: bytes });
+  const { offsets, data } = utf8Buffers(values);
+  return makeData({ type: new Utf8(), length: values.length, nullCount, ...(validity ? { nullBitmap: validity } : {}), valueOffsets: offsets, data });
 }
 
 function columnData(col: ColumnSpec, type: DataType, rows: readonly QueryRow[]): Data {
@@ -71,15 +54,9 @@ function columnData(col: ColumnSpec, type: DataType, rows: readonly QueryRow[]):
     case "float64":
       return makeData({ type: type as Float64, ...common, data: Float64Array.from(values, (v) => (v as number | null) ?? 0) });
     case "int64":
-    case "timestamp": {
-      const data = new BigInt64Array(n);
-      values.forEach((v, i) => {
-        if (v !== null) data[i] = v as bigint;
-      });
-      return col.kind === "int64"
-        ? makeData({ type: type as Int64, ...common, data })
-        : makeData({ type: type as Timestamp, ...common, data });
-    }
+      return makeData({ type: type as Int64, ...common, data: int64Buffer(values as (string | number | bigint | null)[]) });
+    case "timestamp":
+      return makeData({ type: type as Timestamp, ...common, data: timestampBuffer(values as (string | null)[]) });
     case "bool": {
       const bits = new Uint8Array((n + 7) >> 3);
       values.forEach((v, i) => {

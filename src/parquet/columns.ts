@@ -5,6 +5,7 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { QueryField, QueryPlan, QueryRow } from "../store/query/index.js";
 import { queryMetadataNames, resolveField } from "../store/query/index.js";
+import { stampMicrosExact, stampMicrosSlow } from "./column-buffers.js";
 
 export type ColumnKind = "utf8" | "int32" | "int64" | "float64" | "bool" | "timestamp" | "utf8_list";
 
@@ -13,13 +14,18 @@ export interface ColumnSpec {
   readonly kind: ColumnKind;
   /** Few distinct values: dictionary encoding pays off. */
   readonly lowCardinality: boolean;
-  /** The value of this column in a row; null = null. */
+  /**
+   * The value of this column in a row; null = null. int64 columns give a
+   * decimal string, a safe integer or a bigint, timestamp columns the stamp
+   * string: the batch builder converts them without a BigInt per value.
+   */
   get(row: QueryRow): string | number | bigint | boolean | readonly string[] | null;
 }
 
 /** Microseconds since the epoch of a stamp "YYYY-MM-DDTHH:MM:SS.ffffffZ". */
 export function stampToMicros(s: string): bigint {
-  return BigInt(Date.parse(`${s.slice(0, 19)}Z`)) * 1000n + BigInt(s.slice(20, 26));
+  const n = stampMicrosExact(s);
+  return Number.isNaN(n) ? stampMicrosSlow(s) : BigInt(n);
 }
 
 const LOW_CARDINALITY_METADATA = new Set(["payload_type", "access_level", "license"]);
@@ -31,11 +37,11 @@ function metadataColumn(f: QueryField): ColumnSpec {
     case "derived_from":
       return col("utf8_list", (r) => r.derived_from);
     case "created_at":
-      return col("timestamp", (r) => stampToMicros(r.created_at));
+      return col("timestamp", (r) => r.created_at);
     case "updated_at":
-      return col("timestamp", (r) => stampToMicros(r.updated_at));
+      return col("timestamp", (r) => r.updated_at);
     case "version":
-      return col("int64", (r) => BigInt(r.version));
+      return col("int64", (r) => r.version);
     default: {
       const key = f.name as "identifier" | "payload_type" | "parent_identifier" | "license" | "access_level";
       return col("utf8", (r) => r[key]);
@@ -53,7 +59,7 @@ function payloadColumn(f: QueryField, lowCardinality: boolean): ColumnSpec {
     case "bigint":
       return col("int64", (r) => {
         const v = value(r);
-        return typeof v === "string" || typeof v === "number" ? BigInt(v) : null;
+        return typeof v === "string" || typeof v === "number" ? v : null;
       });
     case "float8":
       return col("float64", (r) => {
