@@ -5,28 +5,13 @@
 import { parquetMetadata } from "hyparquet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { restCaller, type RestAnswer } from "../support/rest.js";
 
 let srv: TestServer;
 let bucket: string;
 
-interface Answer {
-  status: number;
-  json: any;
-  bytes?: Uint8Array;
-}
-
-async function rest(method: "GET" | "POST", path: string, body?: unknown): Promise<Answer> {
-  const res = await fetch(srv.url + path, {
-    method,
-    ...(body === undefined ? {} : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
-  });
-  if (res.headers.get("content-type")?.startsWith("application/octet-stream")) {
-    return { status: res.status, json: undefined, bytes: new Uint8Array(await res.arrayBuffer()) };
-  }
-  return { status: res.status, json: await res.json() };
-}
-const get = (path: string) => rest("GET", path);
-const post = (path: string, body: unknown) => rest("POST", path, body);
+type Answer = RestAnswer;
+const { get, post } = restCaller(() => srv.url);
 
 async function expectError(a: Promise<Answer>, status: number, code: string): Promise<void> {
   const r = await a;
