@@ -50,7 +50,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
 
   const encoder = startEncoder(
     {
-      rowGroupRows: options.rowGroupRows ?? 100_000,
+      rowGroupRows: options.rowGroupRows ?? 50_000,
       dataPageBytes: 64 * 1024,
       dictionaryColumns: columns.filter((c) => c.lowCardinality).map((c) => c.name),
     },
