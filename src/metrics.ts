@@ -6,6 +6,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { PoolStats } from "./store/index.js";
+import { onResponseEnd } from "./rpc/response-end.js";
 
 export interface Metrics {
   readonly registry: Registry;
@@ -65,24 +66,14 @@ export function createMetrics(deps: MetricsDeps = {}): Metrics {
       requests.inc({ route, code });
     };
     try {
-      const res = await next(req);
-      if (!res.stream) {
-        record("ok");
-        return res;
-      }
-      const source = res.message;
-      return {
-        ...res,
-        message: (async function* () {
-          try {
-            yield* source;
-            record("ok");
-          } catch (err) {
-            record(codeName(err));
-            throw err;
-          }
-        })(),
-      };
+      return onResponseEnd(
+        await next(req),
+        () => record("ok"),
+        (err) => {
+          record(codeName(err));
+          return err;
+        },
+      );
     } catch (err) {
       record(codeName(err));
       throw err;

@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import { Code, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { internal, invalidArgument } from "../errors.js";
 import { malformedBinaryBody } from "./binary-guard.js";
+import { onResponseEnd } from "./response-end.js";
 import type { Logger } from "../log.js";
 import { toServiceError } from "../store/index.js";
 
@@ -50,24 +51,15 @@ export function createCallInterceptor(log: Logger): Interceptor {
       }
       const res = await next(req);
       res.header.set(REQUEST_ID, requestId);
-      if (res.stream) {
-        const source = res.message;
-        return {
-          ...res,
-          message: (async function* () {
-            try {
-              yield* source;
-              done("ok");
-            } catch (err) {
-              const safe = sanitize(err, log, ctx);
-              done(Code[safe.code]);
-              throw safe;
-            }
-          })(),
-        };
-      }
-      done("ok");
-      return res;
+      return onResponseEnd(
+        res,
+        () => done("ok"),
+        (err) => {
+          const safe = sanitize(err, log, ctx);
+          done(Code[safe.code]);
+          return safe;
+        },
+      );
     } catch (err) {
       const safe = sanitize(err, log, ctx);
       safe.metadata.set(REQUEST_ID, requestId);
