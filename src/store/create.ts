@@ -10,18 +10,10 @@ import {
   payloadTypeOrThrow,
 } from "../schema/validate.js";
 import type { Db } from "./db.js";
-import { closeVersionsAndCheckParents, listIds, openVersions, tickClock } from "./sql.js";
+import { closeVersionsAndCheckParents, listIds, openVersions, tickClock, type WritableRow } from "./sql.js";
 import type { MutationResult, NewResource } from "./types.js";
 
-interface CreateRow {
-  identifier: string;
-  payload_type: string;
-  parent_identifier: string | null;
-  license: string | null;
-  access_level: string;
-  derived_from: string[];
-  payload: unknown;
-}
+type CreateRow = WritableRow;
 
 /** Checks everything that does not depend on what is stored (invalid_argument). */
 export function prepareCreate(items: readonly NewResource[]): CreateRow[] {

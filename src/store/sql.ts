@@ -15,7 +15,8 @@ export function resourceColumns(a: string): string {
     ${a}.version::text AS version`;
 }
 
-export interface ResourceRow {
+/** The client-written columns of `resources` and `resource_versions`, as the tables hold them. */
+export interface WritableRow {
   identifier: string;
   payload_type: string;
   parent_identifier: string | null;
@@ -23,6 +24,9 @@ export interface ResourceRow {
   access_level: string;
   derived_from: string[];
   payload: JsonObject;
+}
+
+export interface ResourceRow extends WritableRow {
   created_at: string;
   updated_at: string;
   version: string;

@@ -1,22 +1,14 @@
 // Batch update: read the stored rows once, merge and validate in memory,
 // write every changed row in one statement, then append the versions.
-import type { JsonObject } from "@bufbuild/protobuf";
 import { failedPrecondition, invalidArgument } from "../errors.js";
 import { checkAccessLevel, checkIdentifier, checkIdentifiers, mergePayload, normalizePayload, payloadTypeOrThrow } from "../schema/validate.js";
 import { throwParentProblems } from "./create.js";
 import type { Db } from "./db.js";
 import { jsonEqual } from "./json-equal.js";
-import { closeVersionsAndCheckParents, listIds, openVersions, tickClock } from "./sql.js";
+import { closeVersionsAndCheckParents, listIds, openVersions, tickClock, type WritableRow } from "./sql.js";
 import type { MutationResult, ResourcePatch } from "./types.js";
 
-interface CurrentRow {
-  identifier: string;
-  payload_type: string;
-  parent_identifier: string | null;
-  license: string | null;
-  access_level: string;
-  derived_from: string[];
-  payload: JsonObject;
+interface CurrentRow extends WritableRow {
   is_deleted: boolean;
 }
 
