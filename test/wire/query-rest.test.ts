@@ -4,6 +4,7 @@
 import { parquetMetadata, parquetReadObjects } from "hyparquet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { restCaller } from "../support/rest.js";
 
 let srv: TestServer;
 const N = 25;
@@ -26,14 +27,7 @@ afterAll(async () => {
   await srv?.close();
 });
 
-async function post(path: string, body: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(srv.url + path, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, json: await res.json() };
-}
+const { post } = restCaller(() => srv.url);
 
 const big = { payload_type: "file", filters: [{ field: "size_bytes", op: "gte", value: 1010 }], sort_by: "identifier", sort_order: "ASC" };
 

@@ -4,6 +4,7 @@
 // both backends; this proves the REST path keeps them.)
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { restCaller } from "../support/rest.js";
 
 let srv: TestServer;
 beforeAll(async () => {
@@ -13,14 +14,7 @@ afterAll(async () => {
   await srv?.close();
 });
 
-async function post(path: string, body: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(srv.url + path, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, json: await res.json() };
-}
+const { post } = restCaller(() => srv.url);
 const read = async (ids: string[], extra: object = {}) => (await post("/resources/read", { identifiers: ids, ...extra })).json;
 const micro = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
 
