@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# Build stage: install everything, check the generated code compiles, build.
-FROM node:20-bookworm-slim AS build
+# Build stage: install everything, check the generated code compiles, build
+# (the service, and the explorer bundled into dist/ui).
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -8,13 +9,15 @@ COPY tsconfig.json tsconfig.build.json buf.yaml buf.gen.yaml ./
 COPY proto ./proto
 COPY gen ./gen
 COPY src ./src
+COPY ui ./ui
+COPY scripts ./scripts
 RUN npm run build && npm prune --omit=dev
 
 # Runtime stage: production dependencies and the compiled service only.
 # It listens on 0.0.0.0, which the service allows only with authentication:
 # run it with API_TOKENS (or API_TOKENS_FILE) or OIDC_ISSUER set, and
 # DATABASE_URL / S3_* for a production database and object store.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080 \

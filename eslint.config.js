@@ -4,6 +4,7 @@ import js from "@eslint/js";
 import { defineConfig, globalIgnores } from "eslint/config";
 import globals from "globals";
 import tseslint from "typescript-eslint";
+import local from "./eslint/index-boundaries.js";
 
 export default defineConfig(
   // gen/ is protoc-gen-es output: never edited, never linted (habit 5).
@@ -36,6 +37,14 @@ export default defineConfig(
         { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" },
       ],
     },
+  },
+
+  {
+    // A folder with an index.ts is reached through it only (issue 12): the
+    // index is the folder's public surface, its other files are its own.
+    files: ["**/*.ts"],
+    plugins: { local },
+    rules: { "local/index-boundaries": "error" },
   },
 
   {

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { QueryRequestSchema } from "../gen/resourcestore/type/v1/query_pb.js";
 import { exportColumns, parquetExport } from "../src/parquet/index.js";
-import { pageStatement, planQuery, type QueryRow } from "../src/store/query/index.js";
+import { pageStatement, planQuery, type QueryRow } from "../src/store/index.js";
 import { bulkLoadFiles } from "./support/bulk.js";
 import { connect, withDatabase } from "./support/database.js";
 import { migrateDatabase } from "./support/load.js";

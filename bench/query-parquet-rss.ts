@@ -4,7 +4,7 @@
 // Usage: tsx bench/query-parquet-rss.ts [rows]   (DATABASE_URL = PostgreSQL, else PGlite in memory)
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { QueryService } from "../gen/resourcestore/v2/query_service_pb.js";
-import { createQueryService } from "../src/rpc/query-service.js";
+import { createQueryService } from "../src/rpc/index.js";
 import { migrate, openDatabase } from "../src/store/index.js";
 
 const rows = Number(process.argv[2] ?? 1_000_000);
@@ -13,7 +13,7 @@ const db = await openDatabase(url ? { databaseUrl: url } : {});
 await migrate(db);
 await db.query("DELETE FROM resources WHERE identifier LIKE 'bench-%'");
 const clock = await db.query<{ t: string }>("SELECT now()::text AS t");
-// Rows straight into the current table and its history (what the write path would leave behind).
+// Rows straight into the current table (what the write path would leave behind; nothing superseded yet).
 await db.query(
   `INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload, created_at, updated_at, version)
    SELECT 'bench-' || lpad(g::text, 8, '0'), 'file', NULL, CASE WHEN g % 3 = 0 THEN 'MIT' END, 'internal',
@@ -24,11 +24,6 @@ await db.query(
   [clock.rows[0]?.t, rows],
 );
 await db.query("UPDATE clock SET last = greatest(last, now() + interval '1 second')");
-await db.query(
-  `INSERT INTO resource_versions (identifier, version, tx_from, payload_type, parent_identifier, license, access_level, derived_from, payload, created_at, updated_at)
-   SELECT identifier, version, updated_at, payload_type, parent_identifier, license, access_level, derived_from, payload, created_at, updated_at
-     FROM resources WHERE identifier LIKE 'bench-%'`,
-);
 const client = createClient(QueryService, createRouterTransport((r) => r.service(QueryService, createQueryService({ db }))));
 
 global.gc?.();
@@ -50,6 +45,5 @@ peak = Math.max(peak, process.memoryUsage().rss);
 const mb = (n: number) => (n / 1024 / 1024).toFixed(0);
 console.log(`backend ${db.kind}, ${rows} rows, ${chunks} chunks, ${mb(bytes)} MiB of parquet, ${(rows / seconds).toFixed(0)} rows/s`);
 console.log(`RSS before export ${mb(baseline)} MiB, peak during export ${mb(peak)} MiB (x${(peak / baseline).toFixed(2)} of baseline)`);
-await db.query("DELETE FROM resource_versions WHERE identifier LIKE 'bench-%'");
 await db.query("DELETE FROM resources WHERE identifier LIKE 'bench-%'");
 await db.close();

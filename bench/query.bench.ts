@@ -3,7 +3,7 @@
 // (row 500,000). Target: the deep page within 1.5 times the first.
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { QueryRequestSchema } from "../gen/resourcestore/type/v1/query_pb.js";
-import { pageStatement, planQuery } from "../src/store/query/index.js";
+import { pageStatement, planQuery } from "../src/store/index.js";
 import { bulkLoadFiles } from "./support/bulk.js";
 import { connect, withDatabase } from "./support/database.js";
 import { migrateDatabase } from "./support/load.js";

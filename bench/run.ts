@@ -3,12 +3,16 @@
 // <=). The exit code is 0 even when a target is missed: the figures are the
 // output, and BENCHMARKS.md explains each miss.
 import { cpus, totalmem } from "node:os";
+import { cliImportBenchmarks } from "./cli-import.bench.js";
 import { createBenchmarks } from "./create.bench.js";
+import { eventsBenchmarks } from "./events.bench.js";
+import { loadBenchmarks } from "./load.bench.js";
 import { parseOptions } from "./options.js";
 import { pgliteBenchmarks } from "./pglite.bench.js";
 import { parquetBenchmarks } from "./parquet.bench.js";
 import { queryBenchmarks } from "./query.bench.js";
 import { readBenchmarks } from "./read.bench.js";
+import { replicaBenchmarks } from "./replica.bench.js";
 import { serverVersion } from "./support/database.js";
 import { passed, resultLine, type Result } from "./support/measure.js";
 import type { BenchOptions } from "./options.js";
@@ -19,6 +23,10 @@ const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[]
   { name: "query", run: queryBenchmarks },
   { name: "parquet", run: parquetBenchmarks },
   { name: "pglite", run: pgliteBenchmarks },
+  { name: "events", run: eventsBenchmarks },
+  { name: "cli", run: cliImportBenchmarks },
+  { name: "replica", run: replicaBenchmarks },
+  { name: "load", run: loadBenchmarks },
 ];
 
 async function main(): Promise<void> {

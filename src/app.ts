@@ -4,26 +4,40 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
-import { createRouterTransport } from "@connectrpc/connect";
-import { createAuthenticator, createAuthInterceptor, type Authenticator } from "./auth/index.js";
+import { Code, createRouterTransport } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { checkScope, createAuthenticator, createAuthInterceptor, type Authenticator } from "./auth/index.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { createRestHandler, writeRestError } from "./rest/index.js";
+import { buildRouteTable, findRoute } from "./rest/index.js";
+import { createFrontDoor } from "./http/front-door.js";
+import type { DescMethod } from "@bufbuild/protobuf";
 import { buildOpenApi } from "./schema/openapi.js";
+import { constantDocument, sendConstant, type ConstantDocument } from "./http/constant-document.js";
 import { notFound } from "./errors.js";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
-import { createHealthService } from "./rpc/health-service.js";
-import { guardedNodeAdapter } from "./rpc/binary-guard.js";
-import { createCallInterceptor, REQUEST_ID, requestIdOf } from "./rpc/interceptors.js";
-import { createReflectionService } from "./rpc/reflection-service.js";
-import { createServiceImpls, type ServiceImpls } from "./rpc/index.js";
-import { revisions, serviceName } from "./rpc/revisions.js";
+import {
+  createCallInterceptor,
+  createHealthService,
+  createReflectionService,
+  createReflectionServiceV1alpha,
+  createServiceImpls,
+  guardedNodeAdapter,
+  REQUEST_ID,
+  requestIdOf,
+  revisions,
+  ServerReflectionV1alpha,
+  serviceName,
+  type ServiceImpls,
+} from "./rpc/index.js";
 import type { RequestHandler } from "./server.js";
-import { openDatabase, migrate, type Db } from "./store/index.js";
-import { createLineageRefresher, type LineageRefresher } from "./store/lineage-refresher.js";
+import { createEventFeed, createLineageRefresher, createNotifications, loadRegistryKeys, migrate, openDatabase, type Db, type EventFeed, type LineageRefresher, type Notifications, type RegistryKey } from "./store/index.js";
 import { createObjectStorage, type ObjectStorage } from "./storage/index.js";
+import { withCors } from "./cors.js";
+import { defaultUiDir, withUi } from "./ui-assets.js";
 
 export interface App {
   readonly handler: RequestHandler;
@@ -33,6 +47,8 @@ export interface App {
   readonly metrics: Metrics;
   /** Whether the database answers. */
   ready(): Promise<boolean>;
+  /** Ends every open change-feed stream (Watch, /events) cleanly: call on shutdown, before draining. */
+  endStreams(): Promise<void>;
   /** Close the database and object storage (after the listener has drained). */
   close(): Promise<void>;
 }
@@ -50,7 +66,7 @@ const allServices = revisions.flatMap((r) => r.services);
 
 export function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>): (router: ConnectRouter) => void {
   const health = createHealthService({ ready, services: allServices.map((s) => s.typeName) });
-  const reflection = createReflectionService([...allServices, Health, ServerReflection]);
+  const reflection = createReflectionService([...allServices, Health, ServerReflection, ServerReflectionV1alpha]);
   return (router) => {
     for (const svc of allServices) {
       // Methods a handler object lacks answer `unimplemented`.
@@ -58,12 +74,15 @@ export function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>): (
     }
     router.service(Health, health);
     router.service(ServerReflection, reflection);
+    router.service(ServerReflectionV1alpha, createReflectionServiceV1alpha(reflection));
   };
 }
 
 export interface AppOptions {
   /** Defaults to the one config.auth describes. */
   readonly auth?: Authenticator;
+  /** The built explorer (index.html and assets); defaults to dist/ui of the package. */
+  readonly uiDir?: string;
 }
 
 export async function createApp(config: Config, log: Logger, opts: AppOptions = {}): Promise<App> {
@@ -71,25 +90,41 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const auth = opts.auth ?? createAuthenticator(config.auth);
   const db = await openDatabase({
     databaseUrl: config.databaseUrl,
-    dataDir: config.databaseUrl === undefined ? config.dataDir : undefined,
+    dataDir: config.dataDir,
     poolSize: config.databasePoolSize,
+    readUrls: config.readReplicas.urls,
+    readTimeoutMs: config.readReplicas.timeoutMs,
+    readStampTtlMs: config.readReplicas.stampTtlMs,
+    statementTimeoutMs: config.defence.databaseStatementTimeoutMs,
+    idleInTransactionMs: config.defence.databaseIdleInTransactionMs,
   });
   let storage: ObjectStorage | undefined;
   let refresher: LineageRefresher | undefined;
+  let registryKeys: RegistryKey[];
+  let notifications: Notifications | undefined;
+  let feed: EventFeed | undefined;
   try {
     await migrate(db);
+    // Before anything else starts: no key on PostgreSQL, or one left in the database, stops start-up here.
+    registryKeys = await loadRegistryKeys({ configured: config.registryKeys, db, dataDir: db.dataDir });
     storage = await createObjectStorage(config);
-    // On PostgreSQL the lineage view follows committed tree changes (LISTEN/NOTIFY).
-    if (config.databaseUrl !== undefined) {
+    // One listening hub per process for the change feed (LISTEN/NOTIFY on PostgreSQL, in-process on PGlite).
+    notifications = createNotifications(db, {
+      onError: (err) => log.warn({ err }, "listening connection lost; reconnecting"),
+    });
+    feed = createEventFeed({ db, notifications, pageSize: config.events.pageSize });
+    // Where there is a lineage view and LISTEN, the view follows committed tree changes.
+    if (db.capabilities.lineageView && db.capabilities.listen) {
       refresher = createLineageRefresher({
         db,
-        databaseUrl: config.databaseUrl,
         onError: (err) => log.warn({ err }, "lineage view refresh failed; will retry"),
       });
       await refresher.start();
     }
   } catch (err) {
+    await feed?.close();
     await refresher?.stop();
+    await notifications?.close();
     await storage?.close();
     await db.close();
     throw err;
@@ -102,8 +137,8 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       return false;
     }
   };
-  const impls = await createServiceImpls({ config, db, storage, log });
-  const metrics = createMetrics({ poolStats: db.poolStats?.bind(db) });
+  const impls = await createServiceImpls({ config, db, storage, log, registryKeys, feed });
+  const metrics = createMetrics({ poolStats: db.poolStats?.bind(db), readCounts: db.readCounts?.bind(db) });
   // Outermost first: metrics see the codes clients see; the call interceptor
   // gives auth refusals a request id and a log line.
   const interceptors: Interceptor[] = [metrics.interceptor, createCallInterceptor(log), createAuthInterceptor(auth)];
@@ -111,9 +146,18 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const transport = createRouterTransport(routes, {
     router: { interceptors, readMaxBytes: config.limits.maxBodyBytes },
   });
-  const rest = createRestHandler({ revisions, transport, maxBodyBytes: config.limits.maxBodyBytes });
-  let openApiDoc: unknown;
-  const openApi = (): unknown => (openApiDoc ??= buildOpenApi(revisions));
+  // handOver: the router runs the call interceptor, which takes REST messages in process.
+  const rest = createRestHandler({
+    revisions,
+    transport,
+    maxBodyBytes: config.limits.maxBodyBytes,
+    handOver: true,
+    stallMs: config.defence.exportStallMs,
+    // Constant documents, once cached, are answered after the auth interceptor's own check.
+    authorize: (method, message, authorization) => checkScope(auth, method, message, authorization),
+  });
+  let openApiDoc: ConstantDocument | undefined;
+  const openApi = (): ConstantDocument => (openApiDoc ??= constantDocument(JSON.stringify(buildOpenApi(revisions))));
 
   const fallback = (req: Req, res: Res): void => {
     // REST requests get their request id here, so that a request refused by
@@ -136,7 +180,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
         if (await rest(req, res)) return;
         const path = (req.url ?? "/").split("?")[0];
         if (req.method === "GET" && path === "/healthz") return sendJson(res, 200, { status: "ok" });
-        if (req.method === "GET" && path === "/openapi.json") return sendJson(res, 200, openApi());
+        if (req.method === "GET" && path === "/openapi.json") return sendConstant(req, res, openApi());
         if (req.method === "GET" && path === "/metrics") {
           const text = await metrics.render();
           res.writeHead(200, { "content-type": metrics.contentType, "content-length": Buffer.byteLength(text) });
@@ -147,7 +191,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
           const ok = await ready();
           return sendJson(res, ok ? 200 : 503, { status: ok ? "ok" : "unavailable" });
         }
-        writeRestError(res, notFound(`no route for ${req.method ?? "?"} ${path ?? "/"}`));
+        writeRestError(res, notFound(`no route for ${req.method ?? "?"} ${path ?? "/"}`, "NO_OPERATION"));
       } catch (err) {
         log.error({ err }, "fallback failed");
         if (!res.headersSent) writeRestError(res, err);
@@ -156,7 +200,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     })();
   };
 
-  const handler = guardedNodeAdapter({
+  const rpc = guardedNodeAdapter({
     routes,
     interceptors,
     readMaxBytes: config.limits.maxBodyBytes,
@@ -165,6 +209,31 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     jsonOptions: { useProtoFieldName: true },
     fallback: fallback as never,
   });
+  // Paths as sent and credentials before any body is read (API.md section 16).
+  const rpcPaths = new Map<string, DescMethod>();
+  for (const svc of [...allServices, Health, ServerReflection]) for (const m of svc.methods) rpcPaths.set(`/${svc.typeName}/${m.name}`, m);
+  const restTable = buildRouteTable(revisions);
+  const frontDoor = createFrontDoor(
+    {
+      auth,
+      resolve: (verb, rawPath) => {
+        const rpc = rpcPaths.get(rawPath);
+        if (rpc !== undefined) return rpc;
+        const rest = findRoute(restTable, verb, rawPath);
+        return rest.kind === "found" ? rest.route.method : undefined;
+      },
+      // A refusal before the body is still a call: one log line and the metrics, as the interceptors would write.
+      onRefused: (method, err, req, started) => {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        metrics.record(`/${method.parent.typeName}/${method.name}`, codeToString(err.code), seconds);
+        const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
+        log.info({ request_id: requestId, rpc: `${method.parent.typeName}/${method.name}`, code: Code[err.code], duration_ms: Math.round(seconds * 1e6) / 1000 }, "call");
+      },
+    },
+    rpc,
+  );
+  // Browsers (API.md section 15): CORS in front of every route (so refusals carry it too), then the explorer.
+  const handler = withCors(config.corsOrigins, withUi(opts.uiDir ?? defaultUiDir(), frontDoor));
 
   return {
     handler,
@@ -173,8 +242,11 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     auth,
     metrics,
     ready,
+    endStreams: () => feed.close(),
     async close() {
+      await feed.close();
       await refresher?.stop();
+      await notifications.close();
       await Promise.allSettled([db.close(), storage?.close()]);
     },
   };

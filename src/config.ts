@@ -1,6 +1,7 @@
 // One typed configuration, read once from the environment. Every default
 // lives in DEFAULTS; an invalid value fails start-up with a message that
 // names the variable.
+import { readFileSync } from "node:fs";
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
 
@@ -50,9 +51,15 @@ export interface Config {
   /** PostgreSQL connection string; unset = embedded PGlite in DATA_DIR. */
   readonly databaseUrl: string | undefined;
   readonly databasePoolSize: number;
+  /** Hot standbys for reads (DATABASE_READ_URLS and its two bounds; issue 18). */
+  readonly readReplicas: ReadReplicasConfig;
   readonly logLevel: LogLevel;
-  /** HMAC key for external uids; unset = generated once and kept under DATA_DIR. */
-  readonly registrySecret: string | undefined;
+  /**
+   * The registry's HMAC keys, newest first (REGISTRY_SECRET, REGISTRY_SECRET_FILE
+   * or REGISTRY_SECRETS); unset = the embedded store generates one under
+   * DATA_DIR, and PostgreSQL refuses to start.
+   */
+  readonly registryKeys: readonly RegistryKeyConfig[] | undefined;
   /** Signing key for query cursors; unset = generated once and kept under DATA_DIR. */
   readonly cursorSecret: string | undefined;
   readonly s3: S3Config;
@@ -60,13 +67,113 @@ export interface Config {
   readonly auth: AuthConfig;
   /** How long SIGTERM waits for in-flight calls before closing them. */
   readonly shutdownGraceMs: number;
+  /** The change feed (API.md section 14). */
+  readonly events: EventsConfig;
+  // --- browsers (API.md section 15) ---
+  /** CORS_ORIGINS: the origins allowed to call from a browser, or "*"; unset = no CORS headers at all. */
+  readonly corsOrigins: readonly string[] | "*" | undefined;
+  readonly defence: DefenceConfig;
 }
+
+export interface EventsConfig {
+  /** A watch with nothing to send sends an empty message this often (EVENTS_HEARTBEAT_MS). */
+  readonly heartbeatMs: number;
+  /** Versions read per page of history, so per stream message, commits never split (EVENTS_PAGE_SIZE). */
+  readonly pageSize: number;
+}
+
+/** One registry key: an id recorded on the rows it hashed, and the key text (its UTF-8 bytes are the HMAC key). */
+export interface RegistryKeyConfig {
+  readonly id: string;
+  readonly secret: string;
+}
+
+// --- Defence limits (API.md section 16) ---------------------------------
+export interface DefenceConfig {
+  /** Request headers (and the first bytes that pick HTTP/1.1 or HTTP/2) must arrive within this. */
+  readonly headersTimeoutMs: number;
+  /** A request body must be complete within this (408 or closed). */
+  readonly requestTimeoutMs: number;
+  /** Idle keep-alive connections and HTTP/2 sessions are closed after this. */
+  readonly idleTimeoutMs: number;
+  /** Open connections at most; further ones are refused until others close. */
+  readonly maxConnections: number;
+  /** HTTP/2 streams one connection may have open at once (REFUSED_STREAM beyond). */
+  readonly maxConcurrentStreams: number;
+  /** Ancestors a resource may have (create, update, restore). */
+  readonly maxTreeDepth: number;
+  /** Children GET /children lists at most. */
+  readonly maxChildren: number;
+  /** Nested `any` groups in a filter. */
+  readonly maxFilterDepth: number;
+  /** Parquet exports running at once. */
+  readonly maxConcurrentExports: number;
+  /** How long an export beyond the cap waits for a slot before 429. */
+  readonly exportQueueMs: number;
+  /** An export whose client reads nothing for this long is ended. */
+  readonly exportStallMs: number;
+  /** Bytes of an object one parquet preview may read, footer included. */
+  readonly maxPreviewBytes: number;
+  /** statement_timeout of every PostgreSQL pool connection. */
+  readonly databaseStatementTimeoutMs: number;
+  /** idle_in_transaction_session_timeout of every PostgreSQL pool connection. */
+  readonly databaseIdleInTransactionMs: number;
+}
+
+export const DEFENCE_DEFAULTS = {
+  HEADERS_TIMEOUT_MS: 10_000,
+  REQUEST_TIMEOUT_MS: 120_000,
+  IDLE_TIMEOUT_MS: 65_000,
+  MAX_CONNECTIONS: 10_000,
+  MAX_CONCURRENT_STREAMS: 100,
+  MAX_TREE_DEPTH: 64,
+  MAX_CHILDREN: 10_000,
+  MAX_FILTER_DEPTH: 8,
+  MAX_CONCURRENT_EXPORTS: 4,
+  EXPORT_QUEUE_MS: 10_000,
+  EXPORT_STALL_MS: 60_000,
+  MAX_PREVIEW_BYTES: 64 * 1024 * 1024,
+  DATABASE_STATEMENT_TIMEOUT_MS: 300_000,
+  DATABASE_IDLE_IN_TRANSACTION_MS: 120_000,
+} as const;
+
+function loadDefence(env: Env): DefenceConfig {
+  const d = DEFENCE_DEFAULTS;
+  const ms = (name: keyof typeof d, min = 1) => int(env, name, d[name], min, 24 * 3600 * 1000);
+  return {
+    headersTimeoutMs: ms("HEADERS_TIMEOUT_MS"),
+    requestTimeoutMs: ms("REQUEST_TIMEOUT_MS"),
+    idleTimeoutMs: ms("IDLE_TIMEOUT_MS"),
+    maxConnections: int(env, "MAX_CONNECTIONS", d.MAX_CONNECTIONS, 1, 10_000_000),
+    maxConcurrentStreams: int(env, "MAX_CONCURRENT_STREAMS", d.MAX_CONCURRENT_STREAMS, 1, 2 ** 31 - 1),
+    maxTreeDepth: int(env, "MAX_TREE_DEPTH", d.MAX_TREE_DEPTH, 1, 100_000),
+    maxChildren: int(env, "MAX_CHILDREN", d.MAX_CHILDREN, 1, 100_000_000),
+    maxFilterDepth: int(env, "MAX_FILTER_DEPTH", d.MAX_FILTER_DEPTH, 1, 100),
+    maxConcurrentExports: int(env, "MAX_CONCURRENT_EXPORTS", d.MAX_CONCURRENT_EXPORTS, 1, 10_000),
+    exportQueueMs: ms("EXPORT_QUEUE_MS", 0),
+    exportStallMs: ms("EXPORT_STALL_MS"),
+    maxPreviewBytes: int(env, "MAX_PREVIEW_BYTES", d.MAX_PREVIEW_BYTES, 1024, Number.MAX_SAFE_INTEGER),
+    databaseStatementTimeoutMs: ms("DATABASE_STATEMENT_TIMEOUT_MS"),
+    databaseIdleInTransactionMs: ms("DATABASE_IDLE_IN_TRANSACTION_MS"),
+  };
+}
+
+/** With OIDC_ISSUER, OIDC_AUDIENCE is required (API.md section 16): a token minted for another service must not pass. */
+function checkOidc(auth: AuthConfig): AuthConfig {
+  if (auth.oidcIssuer !== undefined && auth.oidcAudience === undefined) {
+    throw new ConfigError("OIDC_AUDIENCE", "is required when OIDC_ISSUER is set");
+  }
+  return auth;
+}
+// --- end of defence limits -----------------------------------------------
 
 export const DEFAULTS = {
   PORT: 8080,
   HOST: "127.0.0.1",
   DATA_DIR: "./data",
   DATABASE_POOL_SIZE: 10,
+  DATABASE_READ_TIMEOUT_MS: 1000,
+  DATABASE_READ_STAMP_TTL_MS: 100,
   LOG_LEVEL: "info" as LogLevel,
   S3_BUCKET: "resources",
   S3_REGION: "us-east-1",
@@ -77,6 +184,8 @@ export const DEFAULTS = {
   MAX_PREVIEW_ROWS: 10_000,
   MAX_LIST_KEYS: 100_000,
   SHUTDOWN_GRACE_MS: 10_000,
+  EVENTS_HEARTBEAT_MS: 15_000,
+  EVENTS_PAGE_SIZE: 1000,
 } as const;
 
 export class ConfigError extends Error {
@@ -113,6 +222,32 @@ function bool(env: Env, name: string, dflt: boolean): boolean {
   throw new ConfigError(name, `must be true or false, got ${JSON.stringify(raw)}`);
 }
 
+/** CORS_ORIGINS: "*" or comma-separated origins (scheme://host[:port], no path). */
+function origins(env: Env, name: string): readonly string[] | "*" | undefined {
+  const raw = str(env, name);
+  if (raw === undefined) return undefined;
+  if (raw === "*") return "*";
+  const list: string[] = [];
+  for (const entry of raw.split(",").map((e) => e.trim())) {
+    if (entry === "") continue;
+    if (entry === "*") throw new ConfigError(name, "must be \"*\" alone or a list of origins, not a list holding \"*\"");
+    let origin: string;
+    try {
+      const parsed = new URL(entry);
+      if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error("scheme");
+      origin = parsed.origin;
+    } catch {
+      throw new ConfigError(name, `must hold origins such as https://example.org, got ${JSON.stringify(entry)}`);
+    }
+    if (origin !== entry.replace(/\/$/, "").toLowerCase() && origin !== entry.replace(/\/$/, "")) {
+      throw new ConfigError(name, `must hold origins only (scheme://host[:port], no path), got ${JSON.stringify(entry)}`);
+    }
+    list.push(origin);
+  }
+  if (list.length === 0) throw new ConfigError(name, "must name at least one origin (or be unset)");
+  return list;
+}
+
 function url(env: Env, name: string, protocols: readonly string[]): string | undefined {
   const raw = str(env, name);
   if (raw === undefined) return undefined;
@@ -146,8 +281,9 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: str(env, "DATA_DIR") ?? DEFAULTS.DATA_DIR,
     databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
     databasePoolSize: int(env, "DATABASE_POOL_SIZE", DEFAULTS.DATABASE_POOL_SIZE, 1, 1000),
+    readReplicas: readReplicas(env),
     logLevel: logLevel as LogLevel,
-    registrySecret: str(env, "REGISTRY_SECRET"),
+    registryKeys: registryKeys(env),
     cursorSecret: str(env, "CURSOR_SECRET"),
     s3: {
       endpoint: url(env, "S3_ENDPOINT", ["http:", "https:"]),
@@ -166,13 +302,117 @@ export function loadConfig(env: Env = process.env): Config {
       maxPreviewRows: int(env, "MAX_PREVIEW_ROWS", DEFAULTS.MAX_PREVIEW_ROWS, 1, 1_000_000),
       maxListKeys: int(env, "MAX_LIST_KEYS", DEFAULTS.MAX_LIST_KEYS, 1, 100_000_000),
     },
-    auth: {
+    auth: checkOidc({
       tokens: str(env, "API_TOKENS"),
       tokensFile: str(env, "API_TOKENS_FILE"),
       oidcIssuer: url(env, "OIDC_ISSUER", ["http:", "https:"]),
       oidcAudience: str(env, "OIDC_AUDIENCE"),
       oidcJwksUrl: url(env, "OIDC_JWKS_URL", ["http:", "https:"]),
-    },
+    }),
     shutdownGraceMs: int(env, "SHUTDOWN_GRACE_MS", DEFAULTS.SHUTDOWN_GRACE_MS, 0, 600_000),
+    events: {
+      heartbeatMs: int(env, "EVENTS_HEARTBEAT_MS", DEFAULTS.EVENTS_HEARTBEAT_MS, 10, 3_600_000),
+      pageSize: int(env, "EVENTS_PAGE_SIZE", DEFAULTS.EVENTS_PAGE_SIZE, 1, 100_000),
+    },
+    // --- browsers (API.md section 15) ---
+    corsOrigins: origins(env, "CORS_ORIGINS"),
+    defence: loadDefence(env),
+  };
+}
+
+// --- registry keys (issue 20) ---------------------------------------------
+/** The id of a key given alone (REGISTRY_SECRET, a one-key file, the key moved out of the database). */
+export const DEFAULT_REGISTRY_KEY_ID = "default";
+const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * REGISTRY_SECRETS: `id:key,id:key,...`, newest first (commas or newlines
+ * between entries; a key may contain ":" but not "," or a newline). A text
+ * without any "id:" entry is one key with the id "default".
+ */
+export function parseRegistryKeys(text: string, variable: string): RegistryKeyConfig[] {
+  const entries = text
+    .split(/[,\n]/)
+    .map((e) => e.trim())
+    .filter((e) => e !== "" && !e.startsWith("#"));
+  if (entries.length === 0) throw new ConfigError(variable, "holds no key");
+  const keys = entries.map((entry, i) => {
+    const colon = entry.indexOf(":");
+    const id = colon < 0 ? "" : entry.slice(0, colon).trim();
+    const secret = colon < 0 ? "" : entry.slice(colon + 1).trim();
+    // Never quote the entry: it is a secret.
+    if (!KEY_ID.test(id) || secret === "") {
+      throw new ConfigError(variable, `entry ${i + 1} is not id:key (id: letters, digits, _ or -, at most 64)`);
+    }
+    return { id, secret };
+  });
+  const ids = new Set<string>();
+  for (const k of keys) {
+    if (ids.has(k.id)) throw new ConfigError(variable, `lists key id ${k.id} twice`);
+    ids.add(k.id);
+  }
+  return keys;
+}
+
+function registryKeys(env: Env): RegistryKeyConfig[] | undefined {
+  const names = ["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS"].filter((n) => str(env, n) !== undefined);
+  if (names.length > 1) throw new ConfigError(names[1] as string, `cannot be set together with ${names[0] as string}; set one`);
+  const single = str(env, "REGISTRY_SECRET");
+  if (single !== undefined) return [{ id: DEFAULT_REGISTRY_KEY_ID, secret: single }];
+  const list = str(env, "REGISTRY_SECRETS");
+  if (list !== undefined) return parseRegistryKeys(list, "REGISTRY_SECRETS");
+  const file = str(env, "REGISTRY_SECRET_FILE");
+  if (file === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8").trim();
+  } catch (err) {
+    throw new ConfigError("REGISTRY_SECRET_FILE", `cannot be read (${(err as NodeJS.ErrnoException).code ?? "error"})`);
+  }
+  if (text === "") throw new ConfigError("REGISTRY_SECRET_FILE", "is empty");
+  // One line without an "id:" entry is a single key; otherwise the REGISTRY_SECRETS format.
+  const lines = text.split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
+  if (lines.length === 1 && !lines[0]?.includes(",") && !/^[A-Za-z0-9_-]{1,64}:/.test(lines[0] ?? "")) {
+    return [{ id: DEFAULT_REGISTRY_KEY_ID, secret: lines[0] as string }];
+  }
+  return parseRegistryKeys(text, "REGISTRY_SECRET_FILE");
+}
+
+// --- read standbys (issue 18) ---------------------------------------------
+export interface ReadReplicasConfig {
+  /** PostgreSQL hot standbys of DATABASE_URL, in order of preference; empty = every read on the primary. */
+  readonly urls: readonly string[];
+  /** Longest wait for a standby's connection or its replayed clock before it is skipped. */
+  readonly timeoutMs: number;
+  /** How long a standby's replayed clock stamp is trusted before it is asked again. */
+  readonly stampTtlMs: number;
+}
+
+function readReplicas(env: Env): ReadReplicasConfig {
+  const name = "DATABASE_READ_URLS";
+  const raw = str(env, name);
+  const urls = (raw ?? "")
+    .split(",")
+    .map((u) => u.trim())
+    .filter((u) => u !== "");
+  urls.forEach((u, i) => {
+    let parsed: URL;
+    try {
+      parsed = new URL(u);
+    } catch {
+      // Never quote the entry: it may carry a password.
+      throw new ConfigError(name, `entry ${i + 1} is not a URL`);
+    }
+    if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") {
+      throw new ConfigError(name, `entry ${i + 1} must be a postgres: or postgresql: URL`);
+    }
+  });
+  if (urls.length > 0 && str(env, "DATABASE_URL") === undefined) {
+    throw new ConfigError(name, "needs DATABASE_URL (the primary): standbys serve reads of a PostgreSQL store");
+  }
+  return {
+    urls,
+    timeoutMs: int(env, "DATABASE_READ_TIMEOUT_MS", DEFAULTS.DATABASE_READ_TIMEOUT_MS, 1, 60_000),
+    stampTtlMs: int(env, "DATABASE_READ_STAMP_TTL_MS", DEFAULTS.DATABASE_READ_STAMP_TTL_MS, 0, 60_000),
   };
 }

@@ -1,42 +1,210 @@
-// The error catalogue: every error the service answers is made here, with
-// its Connect code. REST statuses come from one table (rest/status.ts).
+// The error catalogue: every error the service answers is made here, from
+// one entry of the table below. An entry names a stable machine-readable
+// reason (UPPER_SNAKE), its Connect code and when it happens. The reason
+// travels as a google.rpc.ErrorInfo detail (domain "resourcestore") over
+// gRPC and Connect, and as `reason` in REST error bodies; the REST status
+// comes from the code (rest/status.ts) unless the entry sets its own.
+// docs/errors.md is generated from this table (npm run docs).
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+
+/** The ErrorInfo domain of every reason this service writes. */
+export const ERROR_DOMAIN = "resourcestore";
+
+export interface CatalogueEntry {
+  readonly code: Code;
+  /** Only where REST answers something other than the code's status. */
+  readonly httpStatus?: number;
+  /** When it happens, for the reference (docs/errors.md). */
+  readonly when: string;
+}
+
+export const errorCatalogue = {
+  // invalid_argument: the request is malformed whatever is stored.
+  INVALID_ARGUMENT: { code: Code.InvalidArgument, when: "The request is malformed whatever is stored: a bad shape, type or format." },
+  MALFORMED_BODY: { code: Code.InvalidArgument, when: "The body is not JSON, not a JSON object where one is needed, or not a valid binary message." },
+  UNKNOWN_FIELD: { code: Code.InvalidArgument, when: "The request names a field that its message, or the stored payload type, does not have." },
+  INVALID_PAYLOAD: { code: Code.InvalidArgument, when: "A payload field breaks its rules (required, pattern, allowed values, format, range)." },
+  DUPLICATE_IDENTIFIER: { code: Code.InvalidArgument, when: "The same identifier appears twice in one batch." },
+  SELF_PARENT: { code: Code.InvalidArgument, when: "A resource names itself as its parent." },
+  BATCH_TOO_LARGE: { code: Code.InvalidArgument, when: "A batch has more items than the configured limit (MAX_BATCH_ITEMS)." },
+  LIMIT_OUT_OF_RANGE: { code: Code.InvalidArgument, when: "A page size, preview limit or offset is outside its range." },
+  INVALID_AS_OF: { code: Code.InvalidArgument, when: "as_of is not an RFC 3339 timestamp with Z or an offset." },
+  INVALID_CURSOR: { code: Code.InvalidArgument, when: "A page cursor was altered, expired with its secret, or belongs to another query." },
+  INVALID_QUERY: { code: Code.InvalidArgument, when: "A query's filter, sort or column selection names an unknown field or uses it wrongly." },
+  INVALID_OBJECT_PATH: { code: Code.InvalidArgument, when: "An object path, prefix, group, file name or relative path is not acceptable." },
+  TOO_MANY_KEYS: { code: Code.InvalidArgument, when: "More keys lie under a listed prefix than the configured limit (MAX_LIST_KEYS)." },
+  NOT_PARQUET: { code: Code.InvalidArgument, when: "The object to preview is not a readable parquet file." },
+  UNSUPPORTED_MEDIA_TYPE: { code: Code.InvalidArgument, httpStatus: 415, when: "REST: a request body whose content type is not application/json; nothing runs." },
+  FILTER_TOO_DEEP: { code: Code.InvalidArgument, when: "Filter any groups nest deeper than the configured limit (MAX_FILTER_DEPTH)." },
+  PREVIEW_TOO_LARGE: { code: Code.InvalidArgument, when: "A parquet preview would read more bytes of the object, footer included, than the configured limit (MAX_PREVIEW_BYTES)." },
+  // failed_precondition: the request conflicts with what is stored.
+  FAILED_PRECONDITION: { code: Code.FailedPrecondition, when: "The request conflicts with what is stored." },
+  IDENTIFIER_ACTIVE: { code: Code.FailedPrecondition, when: "A create names an identifier that is already active." },
+  UNKNOWN_IDENTIFIER: { code: Code.FailedPrecondition, when: "An update, delete or restore names an identifier that was never created." },
+  DANGLING_PARENT: { code: Code.FailedPrecondition, when: "A parent is not an active resource (never created, or deleted)." },
+  CYCLE: { code: Code.FailedPrecondition, when: "A new parent would make a cycle through other resources." },
+  PAYLOAD_TYPE_CHANGED: { code: Code.FailedPrecondition, when: "An update would change a resource's payload_type." },
+  TOMBSTONED: { code: Code.FailedPrecondition, when: "An update changes a deleted resource without restoring it." },
+  ALREADY_REGISTERED: { code: Code.FailedPrecondition, when: "A patient or study is registered already." },
+  NOT_REGISTERED: { code: Code.FailedPrecondition, when: "A patient or study to look up or register under is not registered." },
+  CONFLICT: { code: Code.FailedPrecondition, when: "The database refused the change as conflicting with stored data." },
+  TREE_TOO_DEEP: { code: Code.FailedPrecondition, when: "A create, update or restore would put a resource deeper than the configured number of ancestors (MAX_TREE_DEPTH); nothing is written." },
+  TOO_MANY_CHILDREN: { code: Code.FailedPrecondition, when: "GET /children of a node with more children than the configured limit (MAX_CHILDREN); query by parent_identifier with a cursor instead." },
+  // not_found
+  NOT_FOUND: { code: Code.NotFound, when: "A resource, object, artefact, datasource or service asked for does not exist (at that time)." },
+  NO_OPERATION: { code: Code.NotFound, when: "No operation at this REST path (or not in this revision)." },
+  // unimplemented
+  UNIMPLEMENTED: { code: Code.Unimplemented, when: "The method is not served." },
+  METHOD_NOT_ALLOWED: { code: Code.Unimplemented, httpStatus: 405, when: "REST: the path exists, but not for this HTTP verb (the Allow header lists those it has)." },
+  // credentials
+  UNAUTHENTICATED: { code: Code.Unauthenticated, when: "No bearer token, a malformed Authorization header, or a token that is not valid." },
+  PERMISSION_DENIED: { code: Code.PermissionDenied, when: "The token is valid but lacks the scope the operation needs." },
+  // limits
+  RESOURCE_EXHAUSTED: { code: Code.ResourceExhausted, when: "A limit of the service was reached." },
+  BODY_TOO_LARGE: { code: Code.ResourceExhausted, when: "The request body is larger than the configured limit (MAX_BODY_BYTES)." },
+  TOO_MANY_EXPORTS: { code: Code.ResourceExhausted, httpStatus: 429, when: "MAX_CONCURRENT_EXPORTS parquet exports are running and none finished within EXPORT_QUEUE_MS." },
+  // unavailable: try again later.
+  UNAVAILABLE: { code: Code.Unavailable, when: "A dependency is unavailable." },
+  DATABASE_UNAVAILABLE: { code: Code.Unavailable, when: "The database cannot be reached or is shutting down." },
+  CONCURRENT_CONFLICT: { code: Code.Unavailable, when: "The change collided with a concurrent one (serialization failure, deadlock); retrying succeeds." },
+  STORAGE_UNAVAILABLE: { code: Code.Unavailable, when: "Object storage cannot be reached, answers with an error, or its bucket is missing." },
+  OBJECT_CHANGED: { code: Code.Unavailable, when: "An object changed while it was being read; retrying reads the new one." },
+  IDENTITY_PROVIDER_UNAVAILABLE: { code: Code.Unavailable, when: "The OIDC provider's signing keys could not be fetched." },
+  // anything else
+  INTERNAL: { code: Code.Internal, when: "Anything else; the message never carries internals (stack, SQL, paths) and the server logs the cause." },
+  // Codes the service does not raise itself; the RPC framework may.
+  CANCELED: { code: Code.Canceled, when: "The client cancelled the call (raised by the RPC framework)." },
+  DEADLINE_EXCEEDED: { code: Code.DeadlineExceeded, when: "The client's deadline passed (raised by the RPC framework)." },
+} as const satisfies Record<string, CatalogueEntry>;
+
+export type Reason = keyof typeof errorCatalogue;
+
+/** The reasons whose entry has Connect code C. */
+export type ReasonFor<C extends Code> = {
+  [R in Reason]: (typeof errorCatalogue)[R]["code"] extends C ? R : never;
+}[Reason];
+
+export interface ServiceErrorOptions {
+  /** Machine-readable context in the ErrorInfo (never values a client did not send). */
+  readonly metadata?: Readonly<Record<string, string>>;
+  /** For the server's log only: ConnectError never puts a cause on the wire. */
+  readonly cause?: unknown;
+}
+
+/** Makes the error of a catalogue entry: its code, the message, an ErrorInfo with the reason. */
+export function serviceError(reason: Reason, message: string, options: ServiceErrorOptions = {}): ConnectError {
+  const info = create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN, metadata: { ...options.metadata } });
+  return new ConnectError(message, errorCatalogue[reason].code, undefined, [{ desc: ErrorInfoSchema, value: info }], options.cause);
+}
+
+function isReason(value: string): value is Reason {
+  return Object.hasOwn(errorCatalogue, value);
+}
+
+/** The reason a client is told for a code when the error carries none (framework errors). */
+export function genericReason(code: Code): string {
+  if (code === Code.Unknown || code === Code.DataLoss) return "INTERNAL";
+  return codeToString(code).toUpperCase();
+}
+
+/** The catalogue reason an error carries; for any other error, its code's generic reason. */
+export function reasonOf(err: unknown): string {
+  if (!(err instanceof ConnectError)) return "INTERNAL";
+  const info = err.findDetails(ErrorInfoSchema).find((d) => d.domain === ERROR_DOMAIN && isReason(d.reason));
+  return info?.reason ?? genericReason(err.code);
+}
+
+/** The catalogue entry of an error (its reason's, else its code's generic one). */
+export function entryOf(err: unknown): CatalogueEntry | undefined {
+  const reason = reasonOf(err);
+  return isReason(reason) ? errorCatalogue[reason] : undefined;
+}
+
+/** The error itself when it carries a catalogue reason, else the same error with its code's generic reason. */
+export function withReason(err: ConnectError): ConnectError {
+  if (err.findDetails(ErrorInfoSchema).some((d) => d.domain === ERROR_DOMAIN)) return err;
+  const generic = genericReason(err.code);
+  if (!isReason(generic) || errorCatalogue[generic].code !== err.code) return err;
+  const out = new ConnectError(err.rawMessage, err.code, err.metadata, undefined, err.cause);
+  out.details = [...err.details, { desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason: generic, domain: ERROR_DOMAIN }) }];
+  return out;
+}
+
+/** The same error (code, reason, details) with `prefix: ` before its message, e.g. "items[3]". */
+export function prefixMessage(err: ConnectError, prefix: string): ConnectError {
+  const out = new ConnectError(`${prefix}: ${err.rawMessage}`, err.code, err.metadata, undefined, err.cause);
+  out.details = [...err.details];
+  return out;
+}
+
+// One maker per code, the reason defaulting to the code's generic one.
 
 /** The request is malformed whatever is stored. */
-export function invalidArgument(message: string): ConnectError {
-  return new ConnectError(message, Code.InvalidArgument);
+export function invalidArgument(message: string, reason: ReasonFor<Code.InvalidArgument> = "INVALID_ARGUMENT"): ConnectError {
+  return serviceError(reason, message);
 }
 
 /** The request conflicts with what is stored. */
-export function failedPrecondition(message: string): ConnectError {
-  return new ConnectError(message, Code.FailedPrecondition);
+export function failedPrecondition(message: string, reason: ReasonFor<Code.FailedPrecondition> = "FAILED_PRECONDITION"): ConnectError {
+  return serviceError(reason, message);
 }
 
-export function notFound(message: string): ConnectError {
-  return new ConnectError(message, Code.NotFound);
+export function notFound(message: string, reason: ReasonFor<Code.NotFound> = "NOT_FOUND"): ConnectError {
+  return serviceError(reason, message);
 }
 
 export function unauthenticated(message: string): ConnectError {
-  return new ConnectError(message, Code.Unauthenticated);
+  return serviceError("UNAUTHENTICATED", message);
 }
 
 export function permissionDenied(message: string): ConnectError {
-  return new ConnectError(message, Code.PermissionDenied);
+  return serviceError("PERMISSION_DENIED", message);
 }
 
-export function resourceExhausted(message: string): ConnectError {
-  return new ConnectError(message, Code.ResourceExhausted);
+export function resourceExhausted(message: string, reason: ReasonFor<Code.ResourceExhausted> = "RESOURCE_EXHAUSTED"): ConnectError {
+  return serviceError(reason, message);
 }
 
-export function unavailable(message: string): ConnectError {
-  return new ConnectError(message, Code.Unavailable);
+export function unavailable(message: string, reason: ReasonFor<Code.Unavailable> = "UNAVAILABLE", cause?: unknown): ConnectError {
+  return serviceError(reason, message, { cause });
 }
 
-export function unimplemented(message: string): ConnectError {
-  return new ConnectError(message, Code.Unimplemented);
+export function unimplemented(message: string, reason: ReasonFor<Code.Unimplemented> = "UNIMPLEMENTED"): ConnectError {
+  return serviceError(reason, message);
 }
 
-/** Anything else: the message never carries internals (stack, SQL, paths). */
-export function internal(): ConnectError {
-  return new ConnectError("internal error", Code.Internal);
+/** Anything else: the message never carries internals (stack, SQL, paths); `cause` is for the log. */
+export function internal(cause?: unknown): ConnectError {
+  return serviceError("INTERNAL", "internal error", { cause });
 }
+
+// --- Defence limits (docs/limits.md) ----------------------------------------
+/** A REST body that is not application/json: 415 invalid_argument, nothing runs. */
+export function unsupportedMediaType(contentType: string): ConnectError {
+  const shown = contentType === "" ? "none" : JSON.stringify(contentType.slice(0, 100));
+  return invalidArgument(`a REST request body must be application/json, got content type ${shown}`, "UNSUPPORTED_MEDIA_TYPE");
+}
+
+/** More exports than MAX_CONCURRENT_EXPORTS, and no slot within EXPORT_QUEUE_MS: 429 resource_exhausted. */
+export function tooManyExports(max: number, waitedMs: number): ConnectError {
+  return resourceExhausted(`${max} parquet exports are running; none finished within ${waitedMs} ms, try again later`, "TOO_MANY_EXPORTS");
+}
+
+/** A write that would put a resource deeper than MAX_TREE_DEPTH ancestors. */
+export function treeTooDeep(identifier: string, max: number): ConnectError {
+  return failedPrecondition(`resource ${JSON.stringify(identifier)} would have more than ${max} ancestors (MAX_TREE_DEPTH)`, "TREE_TOO_DEEP");
+}
+
+/** Filter `any` groups nested deeper than MAX_FILTER_DEPTH (or a request nested past any sane depth). */
+export function filterTooDeep(max: number): ConnectError {
+  return invalidArgument(`filter groups nest too deep (at most ${max} nested any groups)`, "FILTER_TOO_DEEP");
+}
+
+/** A parquet preview that would read more than MAX_PREVIEW_BYTES of the object. */
+export function previewTooLarge(needed: number, max: number): ConnectError {
+  return invalidArgument(`the parquet preview would read ${needed} bytes of the object, more than ${max} (MAX_PREVIEW_BYTES)`, "PREVIEW_TOO_LARGE");
+}
+// --- end of defence limits ---------------------------------------------------

@@ -22,7 +22,7 @@ async function main(): Promise<void> {
   }
   const log = createLogger(config.logLevel);
   const app = await createApp(config, log, { auth });
-  const server = await startServer({ port: config.port, host: config.host, handler: app.handler });
+  const server = await startServer({ port: config.port, host: config.host, handler: app.handler, limits: config.defence });
   log.info({ host: server.host, port: server.port, database: app.db.kind, auth: auth.enabled }, "listening");
 
   let stopping = false;
@@ -31,7 +31,9 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, "shutting down: draining in-flight calls");
     void (async () => {
-      await server.close(config.shutdownGraceMs);
+      // Change-feed streams never finish on their own: end them now, so they
+      // close cleanly instead of holding the drain for the whole grace period.
+      await Promise.all([app.endStreams(), server.close(config.shutdownGraceMs)]);
       await app.close();
       log.info("stopped");
       process.exit(0);

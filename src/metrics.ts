@@ -5,8 +5,8 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { PoolStats } from "./store/index.js";
-import { onResponseEnd } from "./rpc/response-end.js";
+import type { PoolStats, ReadCounts } from "./store/index.js";
+import { onResponseEnd } from "./rpc/index.js";
 
 export interface Metrics {
   readonly registry: Registry;
@@ -14,11 +14,15 @@ export interface Metrics {
   readonly interceptor: Interceptor;
   readonly contentType: string;
   render(): Promise<string>;
+  /** Counts and times a call answered before the interceptors ran (refused at the front door). */
+  record(route: string, code: string, seconds: number): void;
 }
 
 export interface MetricsDeps {
   /** The database pool, when there is one (PostgreSQL). */
   readonly poolStats?: (() => PoolStats) | undefined;
+  /** Reads by where they ran, when there are read standbys (DATABASE_READ_URLS). */
+  readonly readCounts?: (() => ReadCounts) | undefined;
 }
 
 function codeName(err: unknown): string {
@@ -58,6 +62,22 @@ export function createMetrics(deps: MetricsDeps = {}): Metrics {
     gauge("rs_db_pool_requests_waiting", "PostgreSQL pool: queries waiting for a connection", (s) => s.waiting);
   }
 
+  const readCounts = deps.readCounts;
+  if (readCounts !== undefined) {
+    new Counter({
+      name: "rs_db_reads_total",
+      help: "Reads routed, by where they ran: primary, or a standby that had replayed the read point",
+      labelNames: ["target"] as const,
+      registers: [registry],
+      collect() {
+        const c = readCounts();
+        this.reset();
+        this.inc({ target: "primary" }, c.primary);
+        this.inc({ target: "standby" }, c.standby);
+      },
+    });
+  }
+
   const interceptor: Interceptor = (next) => async (req) => {
     const route = `/${req.service.typeName}/${req.method.name}`;
     const end = duration.startTimer({ route });
@@ -85,5 +105,9 @@ export function createMetrics(deps: MetricsDeps = {}): Metrics {
     interceptor,
     contentType: registry.contentType,
     render: () => registry.metrics(),
+    record(route, code, seconds) {
+      duration.observe({ route, code }, seconds);
+      requests.inc({ route, code });
+    },
   };
 }

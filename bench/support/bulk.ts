@@ -1,6 +1,6 @@
 // Millions of resources in seconds: set-based SQL in the shape the store
-// writes (resources, their open versions in resource_versions, and the clock
-// at the last stamp), 1,000 resources a stamp as if written in batches of
+// writes (resources, an empty history since nothing was replaced yet, and the
+// clock at the last stamp), 1,000 resources a stamp as if written in batches of
 // 1,000. Secondary indexes are dropped during the load and rebuilt from their
 // own definitions, as a bulk load would; statistics are refreshed after.
 import type pg from "pg";
@@ -40,14 +40,6 @@ export async function bulkLoadFiles(url: string, from: number, to: number): Prom
                 LATERAL (SELECT timestamptz '2026-01-01T00:00:00Z' + (i / 1000) * interval '1 millisecond' AS s) AS t`,
         [lo, hi],
       );
-      await c.query(
-        `INSERT INTO resource_versions (identifier, version, tx_from, payload_type, parent_identifier, license,
-            access_level, derived_from, payload, created_at, updated_at, is_deleted, deleted_by)
-         SELECT identifier, version, updated_at, payload_type, parent_identifier, license,
-            access_level, derived_from, payload, created_at, updated_at, is_deleted, deleted_by
-           FROM resources WHERE created_at >= $1::timestamptz`,
-        [stampOf(lo)],
-      );
     }
     for (const ix of indexes) await c.query(ix.def);
     await c.query(
@@ -60,6 +52,3 @@ export async function bulkLoadFiles(url: string, from: number, to: number): Prom
   }
 }
 
-function stampOf(i: number): string {
-  return new Date(Date.parse("2026-01-01T00:00:00Z") + Math.floor(i / 1000)).toISOString();
-}

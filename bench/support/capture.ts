@@ -23,12 +23,16 @@ function answer(sql: string, params: readonly unknown[] | undefined): unknown[] 
 }
 
 /** Runs `fn` (a store operation) on a Db that only records; returns the statements of its transaction. */
-export async function captureStatements(fn: (db: Db) => Promise<unknown>): Promise<Statement[]> {
+export async function captureStatements(
+  fn: (db: Db) => Promise<unknown>,
+  /** Rows for a statement the default answers cannot satisfy; undefined = the default. */
+  override?: (sql: string) => unknown[] | undefined,
+): Promise<Statement[]> {
   const statements: Statement[] = [];
   const tx: Queryable = {
     query<R>(sql: string, params?: readonly unknown[]) {
       statements.push({ sql, params: params ? [...params] : undefined });
-      return Promise.resolve({ rows: answer(sql, params) as R[] });
+      return Promise.resolve({ rows: (override?.(sql) ?? answer(sql, params)) as R[] });
     },
     exec(sql: string) {
       statements.push({ sql, params: undefined });
@@ -37,6 +41,7 @@ export async function captureStatements(fn: (db: Db) => Promise<unknown>): Promi
   };
   const db: Db = {
     kind: "postgres",
+    capabilities: { lineageView: true, streamedBatches: true, listen: false, embedded: false },
     ...tx,
     transaction: (body) => body(tx),
     ping: async () => {},

@@ -1,9 +1,7 @@
 // Loading a database quickly in the store's exact shape: the store's own
 // create statements (captured, see capture.ts) replayed through pg, one
 // transaction a batch, as the service would write them.
-import { createResources } from "../../src/store/create.js";
-import { migrate, openDatabase } from "../../src/store/index.js";
-import { ts } from "../../src/store/sql.js";
+import { createResources, migrate, openDatabase, ts } from "../../src/store/index.js";
 import { captureStatements } from "./capture.js";
 import { connect } from "./database.js";
 import { batchAt } from "./workload.js";

@@ -3,6 +3,7 @@
 // process of its own, so the benchmark's client and the server do not share
 // an event loop, and the server's memory can be read from /proc.
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -40,6 +41,10 @@ export async function startServer(opts: ServerOptions = {}): Promise<BenchServer
     ...opts.env,
   };
   if (opts.databaseUrl === undefined) delete env.DATABASE_URL;
+  // On PostgreSQL the registry key must be given (it never lives in the database): one per benchmark server.
+  else if (!["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS"].some((k) => env[k] !== undefined)) {
+    env.REGISTRY_SECRET = randomBytes(32).toString("base64url");
+  }
   // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server.
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== "");
   const child = spawn(process.execPath, [...nodeArgs, join(ROOT, "dist/src/main.js")], {

@@ -1,8 +1,8 @@
-// Authentication and scopes (API.md section 12).
+// Authentication and scopes (README, "Authentication"; docs/operations.md lists each operation's scope).
 export { createAuthenticator } from "./authenticator.js";
 export type { Authenticator, Principal } from "./authenticator.js";
 export { assertSafeBind, isLoopback } from "./bind-check.js";
-export { createAuthInterceptor } from "./interceptor.js";
+export { checkScope, createAuthInterceptor } from "./interceptor.js";
 export { declaredScope, requiredScope } from "./method-scope.js";
 export { createOidcVerifier, scopesOf } from "./oidc.js";
 export type { OidcOptions, OidcVerifier } from "./oidc.js";

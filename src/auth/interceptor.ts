@@ -3,6 +3,7 @@
 // every protocol is checked the same way. Unauthenticated calls get 401,
 // calls without the scope 403; a method that declares no scope is refused,
 // so a new RPC is never open by omission.
+import type { DescMethod } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { internal, permissionDenied } from "../errors.js";
 import type { Authenticator, Principal } from "./authenticator.js";
@@ -11,17 +12,20 @@ import { grants } from "./scopes.js";
 
 export function createAuthInterceptor(auth: Authenticator): Interceptor {
   return (next) => async (req) => {
-    const needed = requiredScope(req.method, req.stream ? undefined : req.message);
-    if (needed === undefined) {
-      const err = internal();
-      (err as { cause: unknown }).cause = new Error(`${req.method.parent.typeName}.${req.method.name} declares no scope`);
-      throw err;
-    }
-    if (needed === "open" || !auth.enabled) return next(req);
-    const principal: Principal = await auth.authenticate(req.header.get("authorization"));
-    if (!grants(principal.scopes, needed)) {
-      throw permissionDenied(`this operation needs the "${needed}" scope`);
-    }
+    await checkScope(auth, req.method, req.stream ? undefined : req.message, req.header.get("authorization"));
     return next(req);
   };
+}
+
+/** Throws unless the credentials may call the method (what the interceptor checks before every call). */
+export async function checkScope(auth: Authenticator, method: DescMethod, message: Parameters<typeof requiredScope>[1], authorization: string | null): Promise<void> {
+  const needed = requiredScope(method, message);
+  if (needed === undefined) {
+    throw internal(new Error(`${method.parent.typeName}.${method.name} declares no scope`));
+  }
+  if (needed === "open" || !auth.enabled) return;
+  const principal: Principal = await auth.authenticate(authorization);
+  if (!grants(principal.scopes, needed)) {
+    throw permissionDenied(`this operation needs the "${needed}" scope`);
+  }
 }

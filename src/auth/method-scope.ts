@@ -9,6 +9,7 @@ import { isScope, stricter, type Scope } from "./scopes.js";
 const FOREIGN: Readonly<Record<string, Scope | "open">> = {
   "grpc.health.v1.Health": "open",
   "grpc.reflection.v1.ServerReflection": "read",
+  "grpc.reflection.v1alpha.ServerReflection": "read",
 };
 
 /** The declared base scope, "open", or undefined when the method declares none. */

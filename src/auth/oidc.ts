@@ -81,7 +81,7 @@ export function createOidcVerifier(opts: OidcOptions): OidcVerifier {
         }));
       } catch (err) {
         if (err instanceof errors.JOSEError && TOKEN_ERRORS.has(err.code)) throw unauthenticated("the bearer token is not valid");
-        throw unavailable("the identity provider's keys could not be fetched");
+        throw unavailable("the identity provider's keys could not be fetched", "IDENTITY_PROVIDER_UNAVAILABLE");
       }
       return { subject: typeof payload.sub === "string" ? payload.sub : "", scopes: scopesOf(payload) };
     },

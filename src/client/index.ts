@@ -1,7 +1,7 @@
 // The TypeScript client: the generated Connect clients of one revision over
 // the transport of your choice, with an optional bearer token and an
 // optional default `as_of` injected into every read that does not set its
-// own (API.md section 13).
+// own (README, "Calling it"; docs/time.md for as_of).
 import type { DescMessage, DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
@@ -21,6 +21,11 @@ import * as v2Resource from "../../gen/resourcestore/v2/resource_service_pb.js";
 import * as v2Schema from "../../gen/resourcestore/v2/schema_service_pb.js";
 import * as v2Stats from "../../gen/resourcestore/v2/stats_service_pb.js";
 import * as v2Storage from "../../gen/resourcestore/v2/storage_service_pb.js";
+import * as v1Event from "../../gen/resourcestore/v1/event_service_pb.js";
+import * as v2Event from "../../gen/resourcestore/v2/event_service_pb.js";
+import { watchEvents, type WatchParams } from "./watch.js";
+
+export { watchEvents, type WatchParams } from "./watch.js";
 
 export type TransportKind = "connect" | "grpc" | "grpc-web";
 
@@ -89,20 +94,25 @@ function clientsOf<S extends Record<string, DescService>>(services: S, transport
   return out as { [K in keyof S]: Client<S[K]> };
 }
 
-/** Clients of the second revision (the default). */
+/** Clients of the second revision (the default), and `watch()`: the change feed, resumed by itself after a dropped connection. */
 export function createResourceStoreClient(opts: ClientOptions) {
-  return clientsOf(
-    {
-      resources: v2Resource.ResourceService,
-      query: v2Query.QueryService,
-      lineage: v2Lineage.LineageService,
-      registry: v2Registry.RegistryService,
-      stats: v2Stats.StatsService,
-      schemas: v2Schema.SchemaService,
-      storage: v2Storage.StorageService,
-    },
-    createTransport(opts),
-  );
+  const transport = createTransport(opts);
+  return {
+    ...clientsOf(
+      {
+        resources: v2Resource.ResourceService,
+        query: v2Query.QueryService,
+        lineage: v2Lineage.LineageService,
+        registry: v2Registry.RegistryService,
+        stats: v2Stats.StatsService,
+        schemas: v2Schema.SchemaService,
+        storage: v2Storage.StorageService,
+        events: v2Event.EventService,
+      },
+      transport,
+    ),
+    watch: (params?: WatchParams) => watchEvents(transport, params),
+  };
 }
 
 /** Clients of the first revision. */
@@ -118,6 +128,7 @@ export function createResourceStoreClientV1(opts: ClientOptions) {
       schemas: v1Schema.SchemaService,
       storage: v1Storage.StorageService,
       admin: AdminService,
+      events: v1Event.EventService,
     },
     createTransport(opts),
   );

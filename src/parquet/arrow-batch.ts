@@ -3,7 +3,7 @@
 // IPC stream for the encoder worker.
 import { Bool, Field, Float64, Int32, Int64, List, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, TimeUnit, Timestamp, Utf8 } from "apache-arrow";
 import type { Data, DataType } from "apache-arrow";
-import type { QueryRow } from "../store/query/index.js";
+import type { QueryRow } from "../store/index.js";
 import { int64Buffer, timestampBuffer, utf8Buffers } from "./column-buffers.js";
 import type { ColumnKind, ColumnSpec } from "./columns.js";
 

@@ -1,6 +1,7 @@
 // The value buffers of Arrow columns, filled without a heap object per
 // value: the export builds tens of thousands of rows a second on the main
 // thread, and per-value Uint8Arrays and BigInts were most of its cost.
+import { stampMicros, stampMicrosNumber } from "../time.js";
 
 export interface Utf8Buffers {
   /** Byte offset of each value's start, plus the end: length n + 1. */
@@ -50,39 +51,6 @@ function digits(s: string, from: number, to: number): number {
   return n;
 }
 
-/** Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil). */
-function daysFromCivil(year: number, month: number, day: number): number {
-  const y = month <= 2 ? year - 1 : year;
-  const era = Math.floor(y / 400);
-  const yoe = y - era * 400;
-  const doy = Math.floor((153 * ((month + 9) % 12) + 2) / 5) + day - 1;
-  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
-  return era * 146097 + doe - 719468;
-}
-
-/**
- * Microseconds since the epoch of "YYYY-MM-DDTHH:MM:SS.ffffffZ" as an exact
- * integer Number; NaN for any other shape, an out-of-range field, or an
- * instant outside 1685-2255, where microseconds pass 2^53 and a Number
- * would round them (the BigInt path handles those).
- */
-export function stampMicrosExact(s: string): number {
-  if (s.length !== 27 || s.charCodeAt(26) !== 90 /* Z */ || s.charCodeAt(19) !== 46 /* . */) return NaN;
-  if (s[4] !== "-" || s[7] !== "-" || s[10] !== "T" || s[13] !== ":" || s[16] !== ":") return NaN;
-  const year = digits(s, 0, 4);
-  const month = digits(s, 5, 7);
-  const day = digits(s, 8, 10);
-  const hour = digits(s, 11, 13);
-  const minute = digits(s, 14, 16);
-  const second = digits(s, 17, 19);
-  const micros = digits(s, 20, 26);
-  // NaN fails every comparison, so a non-digit lands here too.
-  if (!(month >= 1 && month <= 12 && day >= 1 && day <= 31 && hour <= 23 && minute <= 59 && second <= 59 && micros >= 0)) return NaN;
-  const seconds = ((daysFromCivil(year, month, day) * 24 + hour) * 60 + minute) * 60 + second;
-  const value = seconds * 1_000_000 + micros;
-  return Number.isSafeInteger(value) ? value : NaN;
-}
-
 const TWO_32 = 4294967296;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -130,9 +98,8 @@ export function int64Buffer(values: readonly (string | number | bigint | null)[]
   return out;
 }
 
-/** Microseconds since the epoch of a stamp whose first 26 characters are "YYYY-MM-DDTHH:MM:SS.ffffff" in UTC; throws when it is none. */
-export function stampMicrosSlow(s: string): bigint {
-  return BigInt(Date.parse(`${s.slice(0, 19)}Z`)) * 1000n + BigInt(s.slice(20, 26));
+function notAStamp(v: string): never {
+  throw new RangeError(`not a timestamp: ${JSON.stringify(v.slice(0, 40))}`);
 }
 
 /** A timestamp (microseconds, UTC) value buffer from stamps; null = 0. */
@@ -143,8 +110,8 @@ export function timestampBuffer(values: readonly (string | null)[]): BigInt64Arr
   for (let i = 0; i < n; i++) {
     const v = values[i];
     if (v === null || v === undefined) continue;
-    const num = stampMicrosExact(v);
-    if (Number.isNaN(num)) out[i] = stampMicrosSlow(v);
+    const num = stampMicrosNumber(v);
+    if (Number.isNaN(num)) out[i] = stampMicros(v) ?? notAStamp(v);
     else setInt64(out, words, i, num);
   }
   return out;

@@ -3,9 +3,8 @@
 // booleans, UTC microsecond timestamps, derived_from as a list of strings,
 // maps (and the untyped payload) as JSON strings.
 import type { JsonValue } from "@bufbuild/protobuf";
-import type { QueryField, QueryPlan, QueryRow } from "../store/query/index.js";
-import { queryMetadataNames, resolveField } from "../store/query/index.js";
-import { stampMicrosExact, stampMicrosSlow } from "./column-buffers.js";
+import type { QueryField, QueryPlan, QueryRow } from "../store/index.js";
+import { queryMetadataNames, resolveField } from "../store/index.js";
 
 export type ColumnKind = "utf8" | "int32" | "int64" | "float64" | "bool" | "timestamp" | "utf8_list";
 
@@ -20,12 +19,6 @@ export interface ColumnSpec {
    * string: the batch builder converts them without a BigInt per value.
    */
   get(row: QueryRow): string | number | bigint | boolean | readonly string[] | null;
-}
-
-/** Microseconds since the epoch of a stamp "YYYY-MM-DDTHH:MM:SS.ffffffZ". */
-export function stampToMicros(s: string): bigint {
-  const n = stampMicrosExact(s);
-  return Number.isNaN(n) ? stampMicrosSlow(s) : BigInt(n);
 }
 
 const LOW_CARDINALITY_METADATA = new Set(["payload_type", "access_level", "license"]);

@@ -7,8 +7,8 @@
 // valid but truncated file after an error, which must never reach a client.
 import { ConnectError } from "@connectrpc/connect";
 import { parquetMetadata } from "hyparquet";
-import { internal } from "../errors.js";
-import type { QueryRow } from "../store/query/index.js";
+import { internal, unavailable } from "../errors.js";
+import type { QueryRow } from "../store/index.js";
 import { arrowSchema, rowsToIpc } from "./arrow-batch.js";
 import type { ColumnSpec } from "./columns.js";
 import { startEncoder } from "./encoder.js";
@@ -23,11 +23,21 @@ export interface ParquetExportOptions {
   readonly highWaterBytes?: number;
   /** Told about failures that the client only sees as "internal error". */
   readonly onError?: (err: unknown) => void;
+  /**
+   * EXPORT_STALL_MS: when the consumer takes nothing for this long, the export
+   * is ended (the producer stops, so its transaction and connection go back to
+   * the pool) and `onStall` is told; a later read fails.
+   */
+  readonly stallMs?: number;
+  readonly onStall?: () => void;
 }
 
 const MiB = 1024 * 1024;
 
 class Aborted extends Error {}
+
+/** The client of an export read nothing for EXPORT_STALL_MS. */
+export class ExportStalled extends Error {}
 
 export async function* parquetExport(options: ParquetExportOptions): AsyncGenerator<Uint8Array> {
   const chunkBytes = options.chunkBytes ?? MiB;
@@ -117,6 +127,28 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
     return out;
   };
 
+  let stalled = false;
+  let stallTimer: ReturnType<typeof setTimeout> | undefined;
+  // Hands chunks out; a chunk nobody takes within stallMs ends the export.
+  const out = function* (chunks: Iterable<Uint8Array>): Generator<Uint8Array> {
+    for (const chunk of chunks) {
+      if (options.stallMs !== undefined) {
+        stallTimer = setTimeout(() => {
+          stalled = true;
+          aborted = true;
+          room?.();
+          options.onStall?.();
+        }, options.stallMs);
+      }
+      yield chunk;
+      clearTimeout(stallTimer);
+      if (stalled) throw new ExportStalled("export client read nothing within EXPORT_STALL_MS");
+    }
+  };
+  function* pieces(n: number): Iterable<Uint8Array> {
+    while (heldBytes >= n) yield take(chunkBytes);
+  }
+
   try {
     for (;;) {
       while (queue.length > 0) {
@@ -126,7 +158,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
         heldBytes += b.length;
       }
       room?.();
-      while (heldBytes >= 2 * chunkBytes) yield take(chunkBytes);
+      yield* out(pieces(2 * chunkBytes));
       if (failure !== undefined) break;
       if (done && queue.length === 0) break;
       await new Promise<void>((resolve) => {
@@ -138,12 +170,16 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
     if (failure !== undefined) throw failure.error;
     const tail = take(heldBytes);
     if (footerRows(tail) !== rows) throw new Error(`parquet footer does not hold the ${rows} rows written`);
-    for (let at = 0; at < tail.length; at += chunkBytes) yield tail.subarray(at, at + chunkBytes);
+    const parts: Uint8Array[] = [];
+    for (let at = 0; at < tail.length; at += chunkBytes) parts.push(tail.subarray(at, at + chunkBytes));
+    yield* out(parts);
   } catch (err) {
     if (err instanceof ConnectError) throw err;
+    if (stalled) throw unavailable("the export client read nothing within EXPORT_STALL_MS; the export was ended");
     if (!(err instanceof Aborted)) options.onError?.(err);
     throw internal();
   } finally {
+    clearTimeout(stallTimer);
     aborted = true;
     room?.();
     await encoder.terminate();

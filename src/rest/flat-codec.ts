@@ -3,7 +3,7 @@
 // beside the metadata. Everything is read off the descriptors through the
 // payload registry; no payload type is named here.
 import { create, toJson } from "@bufbuild/protobuf";
-import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue, Message } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { invalidArgument } from "../errors.js";
 import {
@@ -14,6 +14,7 @@ import {
   payloadTypes,
 } from "../schema/payload-registry.js";
 import type { FieldInfo, PayloadType } from "../schema/payload-registry.js";
+import { payloadMessageToJson } from "../schema/payload-json.js";
 import { ResourceSchema, ResourceUpdateSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { Resource, ResourceUpdate } from "../../gen/resourcestore/type/v1/resource_pb.js";
 
@@ -49,12 +50,13 @@ function at(where: string, message: string): string {
   return where === "" ? message : `${where}: ${message}`;
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
+/** A JSON object: not null, not an array. */
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function expectObject(json: unknown, where: string, what: string): Record<string, unknown> {
-  if (!isPlainObject(json)) throw invalidArgument(at(where, `${what} must be a JSON object`));
+  if (!isPlainObject(json)) throw invalidArgument(at(where, `${what} must be a JSON object`), "MALFORMED_BODY");
   return json;
 }
 
@@ -82,7 +84,7 @@ export function flatResourceToProtoJson(json: unknown, where = ""): JsonObject {
     if (key === PAYLOAD_TYPE) continue;
     const meta = metadataFieldByName.get(key);
     const target = meta ? out : pt.fieldByName.has(key) ? payload : undefined;
-    if (!target) throw invalidArgument(at(where, `unknown field "${key}" for payload_type "${pt.name}"`));
+    if (!target) throw invalidArgument(at(where, `unknown field "${key}" for payload_type "${pt.name}"`), "UNKNOWN_FIELD");
     // AIP-203: output-only fields sent back by a client are ignored.
     if (meta?.outputOnly) continue;
     if (value === null || value === undefined) continue;
@@ -121,7 +123,7 @@ export function flatUpdateToProtoJson(json: unknown, where = ""): JsonObject {
     const known = pt ? pt.fieldByName.has(key) : payloadTypesByField.has(key);
     if (!known) {
       const scope = pt ? `payload_type "${pt.name}"` : "any payload type";
-      throw invalidArgument(at(where, `"${key}" is not an updatable field of ${scope}`));
+      throw invalidArgument(at(where, `"${key}" is not an updatable field of ${scope}`), "UNKNOWN_FIELD");
     }
     mask.push(key);
     if (value !== null && value !== undefined) payload[key] = value as JsonValue;
@@ -172,7 +174,7 @@ export interface FlatWriteOptions {
 
 /** Payload message -> its proto3 JSON (proto names, int64 as strings). */
 function payloadToJson(pt: PayloadType, value: unknown): JsonObject {
-  return toJson(pt.message, value as never, { useProtoFieldName: true }) as JsonObject;
+  return payloadMessageToJson(pt, value as Message);
 }
 
 /** Resource -> the flat REST object. */

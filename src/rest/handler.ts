@@ -2,34 +2,62 @@
 // method through the transport (so every interceptor runs), write REST JSON.
 import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
-import type { DescMessage, DescMethodServerStreaming, DescMethodUnary, MessageShape } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
+import type { DescMessage, DescMethod, DescMethodServerStreaming, DescMethodUnary, Message, MessageShape } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
-import type { Transport } from "@connectrpc/connect";
+import type { Transport, UnaryResponse } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
-import { notFound } from "../errors.js";
+import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
+import { hasBody } from "../http/front-door.js";
+import { constantDocument, isConstantOperation, sendConstant } from "../http/constant-document.js";
+import type { ConstantDocument } from "../http/constant-document.js";
 import type { HttpBody } from "../../gen/google/api/httpbody_pb.js";
+import type { WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
 import { parseJsonBody, readBody } from "./body-reader.js";
 import type { AnyRequest } from "./body-reader.js";
 import type { FlatWriteOptions } from "./flat-codec.js";
+import { eventStreamQuery, isEventStream, writeEventStream } from "./event-stream.js";
 import { writeHttpBodyStream } from "./http-body-stream.js";
+import { restCallMessage } from "../rpc/index.js";
 import { decodeRestRequest } from "./request-decoder.js";
 import { fieldToRest, messageToRest } from "./response-encoder.js";
 import { buildRouteTable, findRoute } from "./routes.js";
-import type { RestRevision, Route } from "./routes.js";
+import type { Route } from "./routes.js";
+import type { Revision } from "../schema/http-rules.js";
 import { writeJson, writeRestError } from "./status.js";
 
 type AnyResponse = ServerResponse | Http2ServerResponse;
 
 export interface RestOptions {
   /** In order; the last revision that has an operation serves its unprefixed path. */
-  readonly revisions: readonly RestRevision[];
+  readonly revisions: readonly Revision[];
   /** Where calls go: an in-process router transport with the server's interceptors. */
   readonly transport: Transport;
   /** A larger body is 413 resource_exhausted and nothing runs. */
   readonly maxBodyBytes: number;
+  /**
+   * Unary requests go to the call interceptor (createCallInterceptor, which
+   * the transport's router must run) in process, not encoded and parsed
+   * again. Without it the message travels through the transport as bytes.
+   */
+  readonly handOver?: boolean;
+  /**
+   * What the auth interceptor checks (checkScope). When given, a constant
+   * operation's cached answer (constant-document.ts) is sent after this
+   * check alone, without running the call again; otherwise every request
+   * still runs the call through the transport.
+   */
+  readonly authorize?: (method: DescMethod, message: Message, authorization: string | null) => Promise<void>;
+  /** EXPORT_STALL_MS: a raw body stream whose client takes nothing for this long is closed. */
+  readonly stallMs?: number;
 }
 
 const HTTP_BODY = "google.api.HttpBody";
+
+/** application/json, with parameters such as charset allowed. */
+function isJsonContentType(value: string | undefined): boolean {
+  return /^application\/json\s*(;|$)/i.test(value ?? "");
+}
 
 /** The request headers the interceptors care about: credentials and x-* (request ids, tracing). */
 function forwardedHeaders(req: AnyRequest): Headers {
@@ -78,19 +106,26 @@ function abortOnClose(res: AnyResponse): AbortSignal {
 }
 
 function methodNotAllowed(res: AnyResponse, verb: string, path: string, allowed: readonly string[]): void {
-  writeJson(
-    res,
-    405,
-    { code: "unimplemented", message: `${verb} is not allowed on ${path}; allowed: ${allowed.join(", ")}` },
-    { allow: allowed.join(", ") },
-  );
+  const err = unimplemented(`${verb} is not allowed on ${path}; allowed: ${allowed.join(", ")}`, "METHOD_NOT_ALLOWED");
+  writeRestError(res, err, { allow: allowed.join(", ") });
 }
 
-async function serve(opts: RestOptions, route: Route, req: AnyRequest, res: AnyResponse, url: URL, bindings: Parameters<typeof decodeRestRequest>[1]["bindings"]): Promise<void> {
+/** Serialised answers of the constant operations (see constant-document.ts), per route. */
+type ConstantCache = Map<Route, ConstantDocument>;
+
+async function serve(opts: RestOptions, constants: ConstantCache, route: Route, req: AnyRequest, res: AnyResponse, url: URL, bindings: Parameters<typeof decodeRestRequest>[1]["bindings"]): Promise<void> {
+  // API.md section 15: a body must be JSON (a page on another site cannot send that without a preflight).
+  if (hasBody(req) && !isJsonContentType(req.headers["content-type"])) throw unsupportedMediaType(req.headers["content-type"] ?? "");
   let body: unknown;
   if (route.body !== "") body = parseJsonBody(await readBody(req, opts.maxBodyBytes));
   const { method } = route;
-  const request = decodeRestRequest(method.input, { bindings, query: url.searchParams, body, bodyField: route.body });
+  const query = isEventStream(method) ? eventStreamQuery(req, url.searchParams) : url.searchParams;
+  const request = decodeRestRequest(method.input, { bindings, query, body, bodyField: route.body });
+  const cached = constants.get(route);
+  if (cached !== undefined && opts.authorize !== undefined) {
+    await opts.authorize(method, request, req.headers.authorization ?? null);
+    return sendConstant(req, res, cached);
+  }
   const signal = abortOnClose(res);
   const header = forwardedHeaders(req);
   const writeOpts = writeOptionsFor(method.input, request);
@@ -99,7 +134,11 @@ async function serve(opts: RestOptions, route: Route, req: AnyRequest, res: AnyR
     const streaming = method as DescMethodServerStreaming;
     const response = await opts.transport.stream(streaming, signal, undefined, header, createAsyncIterable([request]));
     if (method.output.typeName === HTTP_BODY) {
-      await writeHttpBodyStream(res, response.message as AsyncIterable<HttpBody>, echoedHeaders(response.header));
+      await writeHttpBodyStream(res, response.message as AsyncIterable<HttpBody>, echoedHeaders(response.header), opts.stallMs);
+      return;
+    }
+    if (isEventStream(method)) {
+      await writeEventStream(res, method.output, response.message as AsyncIterable<WatchResponse>, echoedHeaders(response.header));
       return;
     }
     // Other streams have no REST shape of their own: one JSON array.
@@ -110,20 +149,52 @@ async function serve(opts: RestOptions, route: Route, req: AnyRequest, res: AnyR
   }
 
   const unary = method as DescMethodUnary;
-  const response = await opts.transport.unary(unary, signal, undefined, header, request);
+  if (opts.handOver !== true) {
+    const response = await opts.transport.unary(unary, signal, undefined, header, request);
+    await writeUnary(req, res, route, response, writeOpts, constants);
+    return;
+  }
+  // The request message goes to the call interceptor in process; the router
+  // gets an empty one, so a batch is not encoded and parsed again on the way.
+  const handOver = { method: unary as DescMethod, message: request as Message, taken: false };
+  const response = await restCallMessage.run(handOver, () =>
+    opts.transport.unary(unary, signal, undefined, header, create<DescMessage>(unary.input)),
+  );
+  if (!handOver.taken) throw new Error(`the request of ${unary.name} was not handed over to the call`);
+  await writeUnary(req, res, route, response, writeOpts, constants);
+}
+
+async function writeUnary(
+  req: AnyRequest,
+  res: AnyResponse,
+  route: Route,
+  response: UnaryResponse<DescMessage, DescMessage>,
+  writeOpts: FlatWriteOptions,
+  constants: ConstantCache,
+): Promise<void> {
+  const { method } = route;
   const extra = echoedHeaders(response.header);
+  // The call ran (every interceptor, auth included); only its serialisation is kept.
+  const cached = constants.get(route);
+  if (cached !== undefined) return sendConstant(req, res, cached, extra);
   if (method.output.typeName === HTTP_BODY) {
     await writeHttpBodyStream(res, createAsyncIterable([response.message as HttpBody]), extra);
     return;
   }
   const field = route.responseBody === "" ? undefined : method.output.fields.find((f) => f.name === route.responseBody);
   const json = field ? (fieldToRest(field, response.message, writeOpts) ?? null) : messageToRest(method.output, response.message, writeOpts);
+  if (route.verb === "GET" && isConstantOperation(method)) {
+    const doc = constantDocument(JSON.stringify(json));
+    constants.set(route, doc);
+    return sendConstant(req, res, doc, extra);
+  }
   writeJson(res, 200, json, extra);
 }
 
 /** Returns a handler that answers a REST request and resolves true, or resolves false when no REST path matches. */
 export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: AnyResponse) => Promise<boolean> {
   const table = buildRouteTable(opts.revisions);
+  const constants: ConstantCache = new Map();
   return async (req, res) => {
     const verb = (req.method ?? "GET").toUpperCase();
     let url: URL;
@@ -139,7 +210,7 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
     if (match.kind === "none") {
       const underRevision = table.prefixes.some((p) => rawPath === p || rawPath.startsWith(`${p}/`));
       if (!underRevision) return false;
-      writeRestError(res, notFound(`no operation ${verb} ${rawPath}`));
+      writeRestError(res, notFound(`no operation ${verb} ${rawPath}`, "NO_OPERATION"));
       return true;
     }
     if (match.kind === "wrong-method") {
@@ -147,7 +218,7 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
       return true;
     }
     try {
-      await serve(opts, match.route, req, res, url, match.bindings);
+      await serve(opts, constants, match.route, req, res, url, match.bindings);
     } catch (err) {
       // A client that went away needs no answer.
       if (isGone(res)) return true;

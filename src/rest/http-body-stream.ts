@@ -10,23 +10,36 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
 
 const DEFAULT_CONTENT_TYPE = "application/octet-stream";
 
-/** Resolves when the response can take more, false if it closed first. */
-function drained(res: AnyResponse, isClosed: () => boolean): Promise<boolean> {
+/** Resolves when the response can take more, false if it closed first (or took nothing for `stallMs`). */
+export function drained(res: AnyResponse, isClosed: () => boolean, stallMs?: number): Promise<boolean> {
   return new Promise((resolve) => {
     if (isClosed()) {
       resolve(false);
       return;
     }
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const onDrain = () => {
+      clearTimeout(timer);
       res.off("close", onClose);
       resolve(true);
     };
     const onClose = () => {
+      clearTimeout(timer);
       res.off("drain", onDrain);
       resolve(false);
     };
     res.once("drain", onDrain);
     res.once("close", onClose);
+    if (stallMs !== undefined) {
+      timer = setTimeout(() => {
+        res.off("drain", onDrain);
+        res.off("close", onClose);
+        // A stalled client: close its stream, the transfer shows as broken.
+        if ("stream" in res) res.stream.close(0x8);
+        else res.destroy();
+        resolve(false);
+      }, stallMs);
+    }
   });
 }
 
@@ -34,6 +47,7 @@ export async function writeHttpBodyStream(
   res: AnyResponse,
   messages: AsyncIterable<HttpBody>,
   extraHeaders: Record<string, string>,
+  stallMs?: number,
 ): Promise<void> {
   let contentType: string | undefined;
   // Http2ServerResponse has no `destroyed`; the close event serves both.
@@ -51,7 +65,7 @@ export async function writeHttpBodyStream(
     if (!res.headersSent) start();
     if (closed) return; // the client left; leaving the loop cancels the call
     const ok = (res as ServerResponse).write(message.data);
-    if (!ok && !(await drained(res, isClosed))) return;
+    if (!ok && !(await drained(res, isClosed, stallMs))) return;
   }
   if (!res.headersSent) start();
   res.end();

@@ -8,6 +8,7 @@ import { invalidArgument } from "../errors.js";
 import {
   flatResourceToProtoJson,
   flatUpdateToProtoJson,
+  isPlainObject,
   resourceTypeName,
   resourceUpdateTypeName,
 } from "./flat-codec.js";
@@ -28,10 +29,6 @@ function isWellKnown(desc: DescMessage): boolean {
   return desc.typeName.startsWith("google.protobuf.");
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 function child(where: string, key: string): string {
   return where === "" ? key : `${where}.${key}`;
 }
@@ -49,11 +46,11 @@ export function restToProtoJson(desc: DescMessage, json: unknown, where = ""): J
   if (desc.typeName === resourceTypeName) return flatResourceToProtoJson(json, where);
   if (desc.typeName === resourceUpdateTypeName) return flatUpdateToProtoJson(json, where);
   if (isWellKnown(desc)) return json as JsonValue; // Struct, Value, FieldMask...: proto3 JSON as is
-  if (!isPlainObject(json)) throw invalidArgument(`${where === "" ? "the body" : where} must be a JSON object`);
+  if (!isPlainObject(json)) throw invalidArgument(`${where === "" ? "the body" : where} must be a JSON object`, "MALFORMED_BODY");
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(json)) {
     const field = fieldByName(desc, key);
-    if (!field) throw invalidArgument(`unknown field "${child(where, key)}"`);
+    if (!field) throw invalidArgument(`unknown field "${child(where, key)}"`, "UNKNOWN_FIELD");
     const name = child(where, key);
     if (value === null) {
       // null is "absent", except for a Value, where it is the JSON null.
@@ -209,7 +206,7 @@ export function decodeRestRequest<Desc extends DescMessage>(desc: Desc, parts: R
     // Fields the body covers (all of them for "*") or the path binds are not query parameters.
     const covered = parts.bodyField === "*" || top === parts.bodyField || bound.has(top);
     if (covered || !assignParam(desc, json, path, parts.query.getAll(name), "query parameter")) {
-      throw invalidArgument(`unknown query parameter "${name}"`);
+      throw invalidArgument(`unknown query parameter "${name}"`, "UNKNOWN_FIELD");
     }
   }
   for (const b of parts.bindings) {

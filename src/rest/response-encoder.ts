@@ -3,21 +3,16 @@
 // present, implicit scalars always present, explicit-presence fields only
 // when set unless marked (nullable) = true, then null. Payload messages,
 // Structs and other well-known types keep their proto3 JSON.
-import { getOption, hasOption, ScalarType, toJson } from "@bufbuild/protobuf";
+import { ScalarType, toJson } from "@bufbuild/protobuf";
 import type { DescField, DescMessage, JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { base64Encode } from "@bufbuild/protobuf/wire";
-import { nullable } from "../../gen/resourcestore/type/v1/options_pb.js";
-import { payloadMessages } from "../schema/payload-registry.js";
+import { isNullable, payloadMessages } from "../schema/payload-registry.js";
 import type { Resource, ResourceUpdate } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { resourceToFlat, resourceTypeName, resourceUpdateTypeName, updateToFlat } from "./flat-codec.js";
 import type { FlatWriteOptions } from "./flat-codec.js";
 
 const payloadTypeNames: ReadonlySet<string> = new Set([...payloadMessages].map((m) => m.typeName));
-
-function isNullable(field: DescField): boolean {
-  return hasOption(field, nullable) && getOption(field, nullable);
-}
 
 function scalarToRest(scalar: ScalarType, value: unknown): JsonValue {
   switch (scalar) {

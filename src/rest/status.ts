@@ -1,12 +1,13 @@
-// The one table from Connect codes to REST statuses (API.md section 11), and
-// the one writer of REST error bodies.
+// The one table from Connect codes to REST statuses (docs/errors.md), and
+// the one writer of REST error bodies: `{code, message, reason}`.
 import type { Http2ServerResponse } from "node:http2";
 import type { ServerResponse } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { entryOf, reasonOf } from "../errors.js";
 
 /**
- * Connect code name -> HTTP status. API.md fixes invalid_argument,
+ * Connect code name -> HTTP status. The contract fixes invalid_argument,
  * failed_precondition (400, not Connect's 412 habit), resource_exhausted (413:
  * the only producer over REST is the body limit), and the rest follow the
  * Connect protocol's mapping.
@@ -37,20 +38,23 @@ const opaqueCodes: ReadonlySet<Code> = new Set([Code.Internal, Code.Unknown, Cod
 export interface RestErrorBody {
   readonly code: string;
   readonly message: string;
+  /** The catalogue reason (src/errors.ts), UPPER_SNAKE. */
+  readonly reason: string;
 }
 
 /** The status and body a REST client sees for any thrown value. */
 export function restErrorOf(err: unknown): { status: number; body: RestErrorBody } {
   if (err instanceof ConnectError && !opaqueCodes.has(err.code)) {
     const code = codeToString(err.code);
-    return { status: restStatus[code] ?? 500, body: { code, message: err.rawMessage } };
+    const status = entryOf(err)?.httpStatus ?? restStatus[code] ?? 500;
+    return { status, body: { code, message: err.rawMessage, reason: reasonOf(err) } };
   }
-  return { status: 500, body: { code: "internal", message: "internal error" } };
+  return { status: 500, body: { code: "internal", message: "internal error", reason: "INTERNAL" } };
 }
 
 type AnyResponse = ServerResponse | Http2ServerResponse;
 
-/** Sends `{code, message}` with the status of the table; a no-op once headers went out. */
+/** Sends `{code, message, reason}` with the status of the table; a no-op once headers went out. */
 export function writeRestError(res: AnyResponse, err: unknown, extraHeaders?: Record<string, string>): void {
   if (res.headersSent) {
     // The status line is gone; a broken transfer is the only honest signal.

@@ -4,8 +4,8 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { RefreshMaterializedViewsResponseSchema } from "../../gen/resourcestore/type/v1/lineage_pb.js";
 import type { AdminService } from "../../gen/resourcestore/v1/admin_service_pb.js";
-import type { Db } from "../store/db.js";
-import { hasLineageView, refreshLineageView } from "../store/lineage-view.js";
+import type { Db } from "../store/index.js";
+import { hasLineageView, refreshLineageView } from "../store/index.js";
 
 export interface AdminServiceDeps {
   readonly db: Db;

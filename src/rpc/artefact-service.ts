@@ -4,8 +4,8 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { LatestResponseSchema } from "../../gen/resourcestore/type/v1/artefact_pb.js";
 import type { ArtefactService } from "../../gen/resourcestore/v1/artefact_service_pb.js";
 import { notFound } from "../errors.js";
-import { latestArtefact } from "../store/artefacts.js";
-import type { Db } from "../store/db.js";
+import { latestArtefact, readerFor } from "../store/index.js";
+import type { Db } from "../store/index.js";
 import { optionalAsOf } from "./as-of.js";
 import { toResourceMessage } from "./resource-service.js";
 
@@ -18,7 +18,7 @@ export function createArtefactService(deps: ArtefactServiceDeps): ServiceImpl<ty
   return {
     async latest(req) {
       const asOf = optionalAsOf(req.asOf);
-      const found = await latestArtefact(db, {
+      const found = await latestArtefact(await readerFor(db, asOf), {
         repo: req.repo,
         branch: req.branch,
         path: req.path,

@@ -20,6 +20,17 @@ export function createHealthService(deps: HealthDeps): ServiceImpl<typeof Health
   const known = new Set(["", ...deps.services]);
   const status = async (): Promise<Status> => ((await deps.ready()) ? Status.SERVING : Status.NOT_SERVING);
   const interval = deps.watchIntervalMs ?? 5000;
+  // Watch: one database probe per interval, shared by every watcher (a thousand
+  // watchers must not make a thousand probes).
+  let shared: { readonly at: number; readonly status: Promise<Status> } | undefined;
+  const watchedStatus = (): Promise<Status> => {
+    const now = Date.now();
+    if (shared === undefined || now - shared.at >= interval) {
+      const probe = status().catch(() => Status.NOT_SERVING);
+      shared = { at: now, status: probe };
+    }
+    return shared.status;
+  };
   return {
     async check(req) {
       if (!known.has(req.service)) throw notFound(`unknown service ${req.service}`);
@@ -36,7 +47,7 @@ export function createHealthService(deps: HealthDeps): ServiceImpl<typeof Health
       }
       let last: Status | undefined;
       while (!ctx.signal.aborted) {
-        const s = await status();
+        const s = await watchedStatus();
         if (s !== last) {
           last = s;
           yield { status: s };

@@ -3,13 +3,12 @@
 // simply exposes the methods its descriptor lists.
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
-import { loadRegistrySecret } from "../registry-secret.js";
 import type { ObjectStorage } from "../storage/index.js";
-import type { Db } from "../store/index.js";
-import { createResourceStore } from "../store/index.js";
-import { createRegistry } from "../store/registry.js";
+import type { Db, EventFeed } from "../store/index.js";
+import { createRegistry, createResourceStore, loadRegistryKeys, type RegistryKey } from "../store/index.js";
 import { createAdminService } from "./admin-service.js";
 import { createArtefactService } from "./artefact-service.js";
+import { createEventService } from "./event-service.js";
 import { createLineageService } from "./lineage-service.js";
 import { createQueryService } from "./query-service.js";
 import { createRegistryService } from "./registry-service.js";
@@ -26,26 +25,28 @@ export interface ServiceDeps {
   readonly db: Db;
   readonly storage: ObjectStorage;
   readonly log: Logger;
+  /** Loaded at start-up (loadRegistryKeys); loaded here when absent. */
+  readonly registryKeys?: readonly RegistryKey[];
+  /** The change feed; without it EventService answers `unimplemented`. */
+  readonly feed?: EventFeed;
 }
 
 export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpls> {
   const { config, db, log } = deps;
   const limits = config.limits;
-  const secret = await loadRegistrySecret({
-    secret: config.registrySecret,
-    db,
-    dataDir: config.databaseUrl === undefined ? config.dataDir : undefined,
-  });
+  const keys = deps.registryKeys ?? (await loadRegistryKeys({ configured: config.registryKeys, db, dataDir: db.dataDir }));
   return {
-    ResourceService: createResourceService({ store: createResourceStore(db), limits }),
+    ResourceService: createResourceService({ store: createResourceStore(db, { maxTreeDepth: config.defence.maxTreeDepth }), limits }),
     QueryService: createQueryService({
       db,
       cursorSecret: config.cursorSecret,
       maxLimit: limits.maxQueryLimit,
+      maxFilterDepth: config.defence.maxFilterDepth,
+      exports: { max: config.defence.maxConcurrentExports, queueMs: config.defence.exportQueueMs, stallMs: config.defence.exportStallMs },
       onError: (err) => log.error({ err }, "parquet export failed"),
     }),
-    LineageService: createLineageService({ db }),
-    RegistryService: createRegistryService({ registry: createRegistry({ db, secret }) }),
+    LineageService: createLineageService({ db, maxChildren: config.defence.maxChildren }),
+    RegistryService: createRegistryService({ registry: createRegistry({ db, keys }) }),
     ArtefactService: createArtefactService({ db }),
     StatsService: createStatsService({ db }),
     SchemaService: createSchemaService(),
@@ -53,7 +54,34 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
       storage: deps.storage,
       limits,
       presignExpiresSeconds: config.s3.presignExpiresSeconds,
+      maxPreviewBytes: config.defence.maxPreviewBytes,
     }),
     AdminService: createAdminService({ db }),
+    ...(deps.feed ? { EventService: createEventService({ feed: deps.feed, heartbeatMs: config.events.heartbeatMs }) } : {}),
   };
 }
+
+// The rest of the rpc layer's public surface: the pieces app.ts assembles,
+// and each service's factory (tests build services one by one).
+export { guardedNodeAdapter, guardBinaryBodies, malformedBinaryBody, restCallMessage } from "./binary-guard.js";
+export { createHealthService, type HealthDeps } from "./health-service.js";
+export { createCallInterceptor, REQUEST_ID, requestIdOf } from "./interceptors.js";
+export { createReflectionService, createReflectionServiceV1alpha, ServerReflectionV1alpha } from "./reflection-service.js";
+export { onResponseEnd } from "./response-end.js";
+export { revisions, serviceName, type Revision, type ServiceName } from "./revisions.js";
+export { optionalAsOf, parseAsOf } from "./as-of.js";
+export { createAdminService, type AdminServiceDeps } from "./admin-service.js";
+export { createArtefactService, type ArtefactServiceDeps } from "./artefact-service.js";
+export { createLineageService, type LineageServiceDeps } from "./lineage-service.js";
+export { createQueryService, type QueryServiceDeps } from "./query-service.js";
+export { createRegistryService, type RegistryServiceDeps } from "./registry-service.js";
+export {
+  createResourceService,
+  toNewResource,
+  toResourceMessage,
+  toResourcePatch,
+  type ResourceServiceDeps,
+} from "./resource-service.js";
+export { createSchemaService, type SchemaServiceImpl } from "./schema-service.js";
+export { createStatsService, type StatsServiceDeps } from "./stats-service.js";
+export { createStorageService, type StorageServiceDeps } from "./storage-service.js";

@@ -4,8 +4,8 @@
 // SQL, file path) reaches a client.
 import { randomUUID } from "node:crypto";
 import { Code, type ConnectError, type Interceptor } from "@connectrpc/connect";
-import { internal, invalidArgument } from "../errors.js";
-import { malformedBinaryBody } from "./binary-guard.js";
+import { internal, invalidArgument, withReason } from "../errors.js";
+import { malformedBinaryBody, parsedBinaryBody, restCallMessage } from "./binary-guard.js";
 import { onResponseEnd } from "./response-end.js";
 import type { Logger } from "../log.js";
 import { toServiceError } from "../store/index.js";
@@ -31,7 +31,8 @@ function isClientFacing(err: ConnectError): boolean {
  */
 function sanitize(err: unknown, log: Logger, ctx: Record<string, unknown>): ConnectError {
   const mapped = toServiceError(err);
-  if (isClientFacing(mapped)) return mapped;
+  // Errors the framework or a library raised get their code's generic reason.
+  if (isClientFacing(mapped)) return withReason(mapped);
   log.error({ ...ctx, err }, "call failed with an internal error");
   return internal();
 }
@@ -47,9 +48,17 @@ export function createCallInterceptor(log: Logger): Interceptor {
     };
     try {
       if (req.contextValues.get(malformedBinaryBody)) {
-        throw invalidArgument(`the request body is not a valid ${req.method.input.typeName} message`);
+        throw invalidArgument(`the request body is not a valid ${req.method.input.typeName} message`, "MALFORMED_BODY");
       }
-      const res = await next(req);
+      // A unary body the binary guard parsed already, or the REST gateway's
+      // message handed over in process (the router parsed an empty one).
+      let parsed = req.stream ? undefined : req.contextValues.get(parsedBinaryBody);
+      const fromRest = req.stream ? undefined : restCallMessage.getStore();
+      if (fromRest !== undefined && !fromRest.taken && fromRest.method === req.method) {
+        fromRest.taken = true;
+        parsed = fromRest.message;
+      }
+      const res = await next(parsed === undefined || req.stream ? req : { ...req, message: parsed });
       res.header.set(REQUEST_ID, requestId);
       return onResponseEnd(
         res,

@@ -5,12 +5,14 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { ChildrenResponseSchema, ParentsResponseSchema } from "../../gen/resourcestore/type/v1/lineage_pb.js";
 import { TreeNodeSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { LineageService } from "../../gen/resourcestore/v1/lineage_service_pb.js";
-import type { Db } from "../store/db.js";
-import { listChildren, listParents } from "../store/lineage.js";
+import type { Db } from "../store/index.js";
+import { listChildren, listParents, readerFor } from "../store/index.js";
 import { optionalAsOf } from "./as-of.js";
 
 export interface LineageServiceDeps {
   readonly db: Db;
+  /** config MAX_CHILDREN (default 10,000). */
+  readonly maxChildren?: number;
 }
 
 export function createLineageService(deps: LineageServiceDeps): ServiceImpl<typeof LineageService> {
@@ -19,9 +21,10 @@ export function createLineageService(deps: LineageServiceDeps): ServiceImpl<type
     async children(req) {
       const asOf = optionalAsOf(req.asOf);
       // Only an absent parent_identifier lists the roots; "" is malformed (as an empty as_of is).
-      const nodes = await listChildren(db, {
+      const nodes = await listChildren(await readerFor(db, asOf), {
         parentIdentifier: req.parentIdentifier ?? null,
         withPayloads: req.withPayloads === true,
+        ...(deps.maxChildren !== undefined ? { maxChildren: deps.maxChildren } : {}),
         ...(asOf !== undefined ? { asOf } : {}),
       });
       return create(ChildrenResponseSchema, {
@@ -40,7 +43,7 @@ export function createLineageService(deps: LineageServiceDeps): ServiceImpl<type
     },
     async parents(req) {
       const asOf = optionalAsOf(req.asOf);
-      const identifiers = await listParents(db, req.identifier, asOf !== undefined ? { asOf } : {});
+      const identifiers = await listParents(await readerFor(db, asOf), req.identifier, asOf !== undefined ? { asOf } : {});
       return create(ParentsResponseSchema, { identifiers });
     },
   };

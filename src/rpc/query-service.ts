@@ -8,9 +8,9 @@ import type { Resource } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { CountResponseSchema, QueryResponseSchema, type QueryRequest } from "../../gen/resourcestore/type/v1/query_pb.js";
 import type { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
 import { invalidArgument } from "../errors.js";
-import { exportColumns, parquetExport } from "../parquet/index.js";
+import { createExportGate, exportColumns, parquetExport } from "../parquet/index.js";
 import type { Db, StoredResource } from "../store/index.js";
-import { createQueryEngine, MAX_LIMIT, planQuery, type QueryPlan } from "../store/query/index.js";
+import { createQueryEngine, MAX_LIMIT, planQuery, type QueryPlan } from "../store/index.js";
 import { optionalAsOf } from "./as-of.js";
 import { toResourceMessage } from "./resource-service.js";
 
@@ -26,13 +26,17 @@ export interface QueryServiceDeps {
   readonly maxLimit?: number;
   /** Sees internal failures of a parquet stream (the client only sees "internal error"). */
   readonly onError?: (err: unknown) => void;
+  /** config MAX_FILTER_DEPTH (default 8). */
+  readonly maxFilterDepth?: number;
+  /** MAX_CONCURRENT_EXPORTS / EXPORT_QUEUE_MS / EXPORT_STALL_MS; without them exports are not limited. */
+  readonly exports?: { readonly max: number; readonly queueMs: number; readonly stallMs: number };
 }
 
 const PARQUET_CONTENT_TYPE = "application/octet-stream";
 
 function checkLimit(limit: number | undefined, max: number): number | undefined {
   if (limit !== undefined && (limit < 1 || limit > max)) {
-    throw invalidArgument(`limit must be between 1 and ${max}, got ${limit}`);
+    throw invalidArgument(`limit must be between 1 and ${max}, got ${limit}`, "LIMIT_OUT_OF_RANGE");
   }
   return limit;
 }
@@ -56,7 +60,9 @@ function selectedMessage(row: StoredResource, plan: QueryPlan): Resource {
 export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof QueryService> {
   const engine = createQueryEngine(deps.db, { cursorSecret: deps.cursorSecret });
   const maxLimit = deps.maxLimit ?? MAX_LIMIT;
-  const request = (req: QueryRequest) => ({ plan: planQuery(req), asOf: optionalAsOf(req.asOf), limit: checkLimit(req.limit, maxLimit) });
+  const plan = (req: Parameters<typeof planQuery>[0]) => planQuery(req, { ...(deps.maxFilterDepth !== undefined ? { maxFilterDepth: deps.maxFilterDepth } : {}) });
+  const gate = deps.exports ? createExportGate(deps.exports.max, deps.exports.queueMs) : undefined;
+  const request = (req: QueryRequest) => ({ plan: plan(req), asOf: optionalAsOf(req.asOf), limit: checkLimit(req.limit, maxLimit) });
 
   return {
     async query(req) {
@@ -70,21 +76,27 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
     },
 
     async count(req) {
-      const plan = planQuery(req);
-      const count = await engine.count(plan, optionalAsOf(req.asOf));
+      const count = await engine.count(plan(req), optionalAsOf(req.asOf));
       return create(CountResponseSchema, { count });
     },
 
-    async *queryParquet(req) {
+    async *queryParquet(req, ctx) {
       const { plan, asOf, limit } = request(req);
       const batchRows = deps.exportBatchRows ?? 10_000;
-      const chunks = parquetExport({
-        columns: exportColumns(plan),
-        produce: (write) => engine.forEachBatch(plan, { asOf, cursor: req.cursor, limit }, batchRows, write),
-        ...(deps.chunkBytes !== undefined ? { chunkBytes: deps.chunkBytes } : {}),
-        ...(deps.onError ? { onError: deps.onError } : {}),
-      });
-      for await (const data of chunks) yield create(HttpBodySchema, { contentType: PARQUET_CONTENT_TYPE, data });
+      // One slot per export, held until it ends (or is cut for stalling).
+      const release = gate ? await gate.acquire(ctx.signal) : () => undefined;
+      try {
+        const chunks = parquetExport({
+          columns: exportColumns(plan),
+          produce: (write) => engine.forEachBatch(plan, { asOf, cursor: req.cursor, limit }, batchRows, write),
+          ...(deps.chunkBytes !== undefined ? { chunkBytes: deps.chunkBytes } : {}),
+          ...(deps.onError ? { onError: deps.onError } : {}),
+          ...(deps.exports ? { stallMs: deps.exports.stallMs, onStall: release } : {}),
+        });
+        for await (const data of chunks) yield create(HttpBodySchema, { contentType: PARQUET_CONTENT_TYPE, data });
+      } finally {
+        release();
+      }
     },
   };
 }

@@ -1,10 +1,17 @@
 // grpc.reflection.v1.ServerReflection, answered from the descriptors that
 // protoc-gen-es embeds in the generated code: no hand-written descriptors.
-import { toBinary, type DescFile, type DescMessage, type DescService } from "@bufbuild/protobuf";
+// grpc.reflection.v1alpha (which many tools still speak) is the same service
+// under its older package name, served by the same code.
+import { clone, create, createFileRegistry, fromBinary, toBinary, type DescFile, type DescMessage, type DescService } from "@bufbuild/protobuf";
+import type { GenService } from "@bufbuild/protobuf/codegenv2";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
-import { Code, type ServiceImpl } from "@connectrpc/connect";
+import { Code, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
+  file_grpc_reflection_v1_reflection,
+  ServerReflectionRequestSchema,
+  ServerReflectionResponseSchema,
   type ServerReflection,
+  type ServerReflectionRequest,
   type ServerReflectionResponse,
 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 
@@ -104,6 +111,56 @@ export function createReflectionService(services: readonly DescService[]): Servi
           originalRequest: req,
           messageResponse,
         };
+      }
+    },
+  };
+}
+
+type ServerReflectionV1alpha = GenService<{
+  serverReflectionInfo: { methodKind: "bidi_streaming"; input: DescMessage; output: DescMessage };
+}>;
+
+/**
+ * grpc.reflection.v1alpha.ServerReflection, built from v1's descriptor: v1
+ * was published as v1alpha under a new package name, with the same messages
+ * and field numbers, so renaming the package (and the type references) gives
+ * v1alpha's wire format exactly.
+ */
+function v1alphaService(): ServerReflectionV1alpha {
+  const v1 = file_grpc_reflection_v1_reflection.proto;
+  const proto = clone(FileDescriptorProtoSchema, v1);
+  const from = `.${v1.package}.`;
+  const to = ".grpc.reflection.v1alpha.";
+  const rename = (typeName: string): string => (typeName.startsWith(from) ? to + typeName.slice(from.length) : typeName);
+  proto.name = "grpc/reflection/v1alpha/reflection.proto";
+  proto.package = "grpc.reflection.v1alpha";
+  // v1's language options name v1's packages; v1alpha is deprecated in favour of v1.
+  proto.options = undefined;
+  for (const m of proto.messageType) for (const f of m.field) f.typeName = rename(f.typeName);
+  for (const svc of proto.service) {
+    for (const m of svc.method) {
+      m.inputType = rename(m.inputType);
+      m.outputType = rename(m.outputType);
+    }
+  }
+  const file = createFileRegistry(proto, () => undefined).getFile(proto.name);
+  const service = file?.services[0];
+  if (service === undefined) throw new Error("grpc.reflection.v1alpha: no service in the derived descriptor");
+  return service as ServerReflectionV1alpha;
+}
+
+export const ServerReflectionV1alpha: ServerReflectionV1alpha = v1alphaService();
+
+/** v1alpha's handler: each message crosses to v1 and back through its bytes, which the two share. */
+export function createReflectionServiceV1alpha(v1: ServiceImpl<typeof ServerReflection>): ServiceImpl<ServerReflectionV1alpha> {
+  const method = ServerReflectionV1alpha.method.serverReflectionInfo;
+  return {
+    async *serverReflectionInfo(requests, context: HandlerContext) {
+      async function* asV1(): AsyncIterable<ServerReflectionRequest> {
+        for await (const req of requests) yield fromBinary(ServerReflectionRequestSchema, toBinary(method.input, req));
+      }
+      for await (const res of v1.serverReflectionInfo(asV1(), context)) {
+        yield fromBinary(method.output, toBinary(ServerReflectionResponseSchema, create(ServerReflectionResponseSchema, res)));
       }
     },
   };

@@ -8,7 +8,7 @@ import {
   ResolveStudyResponseSchema,
 } from "../../gen/resourcestore/type/v1/registry_pb.js";
 import type { RegistryService } from "../../gen/resourcestore/v2/registry_service_pb.js";
-import type { Registry } from "../store/registry.js";
+import type { Registry } from "../store/index.js";
 
 export interface RegistryServiceDeps {
   /** createRegistry({db, secret: await loadRegistrySecret(...)}) */

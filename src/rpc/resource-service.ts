@@ -2,7 +2,7 @@
 // (the messages are the same; v1 simply has no Restore). Messages become
 // store rows here: the payload oneof member is the payload type, and its
 // message travels to the store as proto3 JSON with proto field names.
-import { create, fromJson, toJson } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
@@ -19,6 +19,7 @@ import type { ResourceService } from "../../gen/resourcestore/v2/resource_servic
 import { invalidArgument } from "../errors.js";
 import { metadataFieldByName, payloadTypeOf } from "../schema/payload-registry.js";
 import type { NewResource, ResourcePatch, ResourceStore, StoredResource } from "../store/index.js";
+import { payloadJsonToMessage, payloadMessageToJson } from "../schema/payload-json.js";
 import { optionalAsOf } from "./as-of.js";
 
 export interface ResourceServiceDeps {
@@ -29,7 +30,7 @@ export interface ResourceServiceDeps {
 export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<typeof ResourceService> {
   const { store, limits } = deps;
   const checkSize = (n: number, what: string) => {
-    if (n > limits.maxBatchItems) throw invalidArgument(`too many ${what}: ${n} (at most ${limits.maxBatchItems})`);
+    if (n > limits.maxBatchItems) throw invalidArgument(`too many ${what}: ${n} (at most ${limits.maxBatchItems})`, "BATCH_TOO_LARGE");
   };
 
   return {
@@ -72,7 +73,7 @@ function payloadJson(payload: PayloadOneof): { type: string; json: JsonObject } 
   if (payload.case === undefined) return undefined;
   const type = payloadTypeOf(payload.case);
   if (!type) throw invalidArgument(`unknown payload_type ${payload.case}`);
-  return { type: type.name, json: toJson(type.message, payload.value, { useProtoFieldName: true }) as JsonObject };
+  return { type: type.name, json: payloadMessageToJson(type, payload.value) };
 }
 
 export function toNewResource(msg: Resource): NewResource {
@@ -104,7 +105,7 @@ export function toResourceMessage(row: StoredResource): Resource {
     updatedAt: row.updatedAt,
     version: BigInt(row.version),
     children: row.children ?? [],
-    payload: { case: type.name, value: fromJson(type.message, row.payload, { ignoreUnknownFields: true }) } as Resource["payload"],
+    payload: { case: type.name, value: payloadJsonToMessage(type, row.payload) } as Resource["payload"],
   });
 }
 
@@ -146,7 +147,7 @@ export function toResourcePatch(id: string, msg: ResourceUpdate): ResourcePatch 
         default: {
           if (metadataFieldByName.has(path)) throw invalidArgument(`${id}: ${path} cannot be changed`);
           if (member && !payloadTypeOf(member.type)?.fieldByName.has(path)) {
-            throw invalidArgument(`${id}: ${member.type} has no field ${JSON.stringify(path)}`);
+            throw invalidArgument(`${id}: ${member.type} has no field ${JSON.stringify(path)}`, "UNKNOWN_FIELD");
           }
           payload[path] = member?.json[path] ?? fromStruct[path] ?? null;
         }

@@ -2,8 +2,10 @@
 // operations. Order matters: for an operation in both, the last revision
 // serves the unprefixed REST path.
 import type { DescService } from "@bufbuild/protobuf";
+import type { Revision } from "../schema/http-rules.js";
 import { AdminService } from "../../gen/resourcestore/v1/admin_service_pb.js";
 import { ArtefactService } from "../../gen/resourcestore/v1/artefact_service_pb.js";
+import { EventService as EventServiceV1 } from "../../gen/resourcestore/v1/event_service_pb.js";
 import { LineageService as LineageServiceV1 } from "../../gen/resourcestore/v1/lineage_service_pb.js";
 import { QueryService as QueryServiceV1 } from "../../gen/resourcestore/v1/query_service_pb.js";
 import { RegistryService as RegistryServiceV1 } from "../../gen/resourcestore/v1/registry_service_pb.js";
@@ -11,6 +13,7 @@ import { ResourceService as ResourceServiceV1 } from "../../gen/resourcestore/v1
 import { SchemaService as SchemaServiceV1 } from "../../gen/resourcestore/v1/schema_service_pb.js";
 import { StatsService as StatsServiceV1 } from "../../gen/resourcestore/v1/stats_service_pb.js";
 import { StorageService as StorageServiceV1 } from "../../gen/resourcestore/v1/storage_service_pb.js";
+import { EventService as EventServiceV2 } from "../../gen/resourcestore/v2/event_service_pb.js";
 import { LineageService as LineageServiceV2 } from "../../gen/resourcestore/v2/lineage_service_pb.js";
 import { QueryService as QueryServiceV2 } from "../../gen/resourcestore/v2/query_service_pb.js";
 import { RegistryService as RegistryServiceV2 } from "../../gen/resourcestore/v2/registry_service_pb.js";
@@ -29,12 +32,10 @@ export type ServiceName =
   | "StatsService"
   | "SchemaService"
   | "StorageService"
-  | "AdminService";
+  | "AdminService"
+  | "EventService";
 
-export interface Revision {
-  readonly name: "v1" | "v2";
-  readonly services: readonly DescService[];
-}
+export type { Revision };
 
 export const revisions: readonly Revision[] = [
   {
@@ -49,6 +50,7 @@ export const revisions: readonly Revision[] = [
       SchemaServiceV1,
       StorageServiceV1,
       AdminService,
+      EventServiceV1,
     ],
   },
   {
@@ -61,6 +63,7 @@ export const revisions: readonly Revision[] = [
       StatsServiceV2,
       SchemaServiceV2,
       StorageServiceV2,
+      EventServiceV2,
     ],
   },
 ];

@@ -9,8 +9,8 @@ import {
 } from "../../gen/resourcestore/type/v1/stats_pb.js";
 import type { StatsService } from "../../gen/resourcestore/v2/stats_service_pb.js";
 import { invalidArgument } from "../errors.js";
-import type { Db } from "../store/db.js";
-import { datasourceStats } from "../store/stats.js";
+import type { Db } from "../store/index.js";
+import { datasourceStats, readerFor } from "../store/index.js";
 
 export interface StatsServiceDeps {
   readonly db: Db;
@@ -23,7 +23,7 @@ export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof S
   const { db } = deps;
   return {
     async stats() {
-      const rows = await datasourceStats(db);
+      const rows = await datasourceStats(await readerFor(db, undefined));
       return create(StatsResponseSchema, {
         datasources: rows.map((r) =>
           create(DatasourceStatsSchema, {
@@ -39,7 +39,7 @@ export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof S
       // Only an absent datasource_id means every datasource; "" is malformed (as an empty as_of is).
       const only = req.datasourceId;
       if (only === "") throw invalidArgument("datasource_id is empty");
-      const rows = await datasourceStats(db, only !== undefined ? { datasourceId: only } : {});
+      const rows = await datasourceStats(await readerFor(db, undefined), only !== undefined ? { datasourceId: only } : {});
       return create(DetailedStatsResponseSchema, {
         datasources: rows.map((r) =>
           create(DatasourceDetailedStatsSchema, {

@@ -1,9 +1,9 @@
-// StorageService (API.md section 10): presigned URLs, listing and parquet
-// previews. One object of handlers serves both revisions; v1 lists fewer methods.
+// StorageService (docs/operations.md, docs/limits.md): presigned URLs,
+// listing and parquet previews. One object of handlers serves both revisions; v1 lists fewer methods.
 import { ConnectError } from "@connectrpc/connect";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { LimitsConfig } from "../config.js";
-import { invalidArgument } from "../errors.js";
+import { invalidArgument, prefixMessage } from "../errors.js";
 import type { PresignItem } from "../../gen/resourcestore/type/v1/storage_pb.js";
 import type { StorageService } from "../../gen/resourcestore/v2/storage_service_pb.js";
 import type { ObjectStorage } from "../storage/index.js";
@@ -24,6 +24,8 @@ export interface StorageServiceDeps {
   readonly limits: Pick<LimitsConfig, "maxBatchItems"> & Partial<Pick<LimitsConfig, "maxPreviewRows" | "maxListKeys">>;
   /** Lifetime of every presigned URL. */
   readonly presignExpiresSeconds: number;
+  /** MAX_PREVIEW_BYTES: bytes of an object one parquet preview may read, footer included (default unbounded). */
+  readonly maxPreviewBytes?: number;
 }
 
 type Direction = "upload" | "download";
@@ -35,7 +37,7 @@ function parseDirection(direction: string): Direction {
 }
 
 function checkCount(count: number, max: number, what: string): void {
-  if (count > max) throw invalidArgument(`at most ${max} ${what} in one call, got ${count}`);
+  if (count > max) throw invalidArgument(`at most ${max} ${what} in one call, got ${count}`, "BATCH_TOO_LARGE");
 }
 
 interface SignedItem {
@@ -81,7 +83,7 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
           return planItem(direction, item);
         } catch (err) {
           // Say which item was refused; the code stays the same.
-          if (err instanceof ConnectError) throw new ConnectError(`items[${i}]: ${err.rawMessage}`, err.code);
+          if (err instanceof ConnectError) throw prefixMessage(err, `items[${i}]`);
           throw err;
         }
       });
@@ -99,9 +101,9 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
 
     async list(req) {
       const prefix = parseListPrefix(req.prefix, storage.bucket);
-      const keys = await storage.listKeys(prefix);
+      const keys = await storage.listKeys(prefix, maxListKeys);
       if (keys.length > maxListKeys) {
-        throw invalidArgument(`more than ${maxListKeys} keys under this prefix; list a narrower prefix`);
+        throw invalidArgument(`more than ${maxListKeys} keys under this prefix; list a narrower prefix`, "TOO_MANY_KEYS");
       }
       return { keys };
     },
@@ -109,14 +111,14 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
     async parquetPreview(req) {
       const limit = req.limit ?? Math.min(PREVIEW_DEFAULT_LIMIT, maxPreview);
       if (limit < 1 || limit > maxPreview) {
-        throw invalidArgument(`limit must be between 1 and ${maxPreview}`);
+        throw invalidArgument(`limit must be between 1 and ${maxPreview}`, "LIMIT_OUT_OF_RANGE");
       }
       const offset = req.offset ?? 0n;
-      if (offset < 0n) throw invalidArgument("offset must not be negative");
+      if (offset < 0n) throw invalidArgument("offset must not be negative", "LIMIT_OUT_OF_RANGE");
       const key = parseObjectPath(req.path, storage.bucket);
       // Past MAX_SAFE_INTEGER there are no rows anyway; clamping keeps Number safe.
       const start = offset > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(offset);
-      const preview = await previewParquet(storage, key, start, limit);
+      const preview = await previewParquet(storage, key, start, limit, deps.maxPreviewBytes);
       return {
         columns: preview.columns,
         schema: preview.schema,

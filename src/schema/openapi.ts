@@ -3,24 +3,19 @@
 // (in the REST JSON shape the gateway speaks), the payload registry gives the
 // flat resource. Nothing here is written per operation or per message.
 import { getOption, hasOption, ScalarType } from "@bufbuild/protobuf";
-import type { DescField, DescMessage, DescMethod, DescService, JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type { DescField, DescMessage, DescMethod, JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
-import { http } from "../../gen/google/api/annotations_pb.js";
-import type { HttpRule } from "../../gen/google/api/http_pb.js";
 import { FieldBehavior, field_behavior } from "../../gen/google/api/field_behavior_pb.js";
-import { nullable, rules } from "../../gen/resourcestore/type/v1/options_pb.js";
+import { rules } from "../../gen/resourcestore/type/v1/options_pb.js";
 import { ResourceSchema, ResourceUpdateSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
+import { readHttpRules } from "./http-rules.js";
+import type { HttpOperation, Revision } from "./http-rules.js";
 import { fieldJsonSchema } from "./json-schema.js";
-import { payloadTypes } from "./payload-registry.js";
+import { isNullable, payloadTypes } from "./payload-registry.js";
 import type { PayloadType } from "./payload-registry.js";
 
-export interface ApiRevision {
-  /** The path prefix without slashes: "v1". */
-  readonly name: string;
-  readonly services: readonly DescService[];
-}
 
 type Direction = "input" | "output";
 
@@ -34,10 +29,10 @@ const LIST_VALUE = "google.protobuf.ListValue";
 const FIELD_MASK = "google.protobuf.FieldMask";
 
 // A query may return only some columns (select_columns), so its results carry
-// only identifier and payload_type for sure (API.md section 4).
+// only identifier and payload_type for sure (docs/queries.md).
 const SELECTION_FIELDS: ReadonlySet<string> = new Set(["resourcestore.type.v1.QueryResponse.results"]);
 
-// `children` is present only in /resources/read answers (API.md section 1).
+// `children` is present only in /resources/read answers (docs/resources.md).
 const OCCASIONAL_METADATA: ReadonlySet<string> = new Set(["children"]);
 
 const ERROR_RESPONSES: readonly (readonly [status: string, name: string, description: string])[] = [
@@ -58,10 +53,6 @@ function isRequired(field: DescField): boolean {
 
 function isOutputOnly(field: DescField): boolean {
   return hasOption(field, field_behavior) && getOption(field, field_behavior).includes(FieldBehavior.OUTPUT_ONLY);
-}
-
-function isNullable(field: DescField): boolean {
-  return hasOption(field, nullable) && getOption(field, nullable);
 }
 
 /** Fields that REST JSON always writes: implicit presence, lists, maps, and nullables (as null). */
@@ -227,7 +218,7 @@ function createSchemaBuilder() {
     const properties: JsonObject = {};
     for (const field of payload.fields) {
       const schema = fieldJsonSchema(field);
-      // A required payload field cannot be cleared (API.md section 2).
+      // A required payload field cannot be cleared (docs/resources.md).
       properties[field.name] = nullableFields && !field.required ? orNull(schema) : schema;
     }
     return properties;
@@ -301,25 +292,6 @@ function createSchemaBuilder() {
   return { schemas, collectOutput, valueSchema, messageSchema, objectSchema };
 }
 
-interface Binding {
-  readonly verb: string;
-  readonly template: string;
-  readonly body: string;
-  readonly responseBody: string;
-}
-
-function bindings(rule: HttpRule): Binding[] {
-  const out: Binding[] = [];
-  const p = rule.pattern;
-  if (p.case === "custom") {
-    out.push({ verb: p.value.kind.toLowerCase(), template: p.value.path, body: rule.body, responseBody: rule.responseBody });
-  } else if (p.case !== undefined) {
-    out.push({ verb: p.case, template: p.value, body: rule.body, responseBody: rule.responseBody });
-  }
-  for (const extra of rule.additionalBindings) out.push(...bindings(extra));
-  return out;
-}
-
 /** `/a/{name=things/*}:verb` -> OpenAPI path and the field paths bound in it. */
 function openApiPath(template: string): { path: string; params: string[] } {
   const params: string[] = [];
@@ -342,17 +314,21 @@ function errorSchema(): JsonObject {
     .map((c) => codeToString(c));
   return {
     type: "object",
-    properties: { code: { type: "string", enum: codes }, message: { type: "string" } },
-    required: ["code", "message"],
+    properties: {
+      code: { type: "string", enum: codes },
+      message: { type: "string" },
+      reason: { type: "string", pattern: "^[A-Z][A-Z0-9_]*$", description: "The stable reason of the error catalogue (docs/errors.md)." },
+    },
+    required: ["code", "message", "reason"],
   };
 }
 
-export function buildOpenApi(revisions: readonly ApiRevision[]): JsonObject {
+export function buildOpenApi(revisions: readonly Revision[]): JsonObject {
   const builder = createSchemaBuilder();
   const methods = revisions.flatMap((r) => r.services.flatMap((s) => s.methods));
   for (const method of methods) builder.collectOutput(method.output);
 
-  function operation(method: DescMethod, binding: Binding, operationId: string): JsonObject {
+  function operation(method: DescMethod, binding: HttpOperation, operationId: string): JsonObject {
     const { params } = openApiPath(binding.template);
     const input = method.input;
     const parameters: JsonValue[] = params.map((name) => ({
@@ -411,27 +387,17 @@ export function buildOpenApi(revisions: readonly ApiRevision[]): JsonObject {
     paths[path] ??= {};
     paths[path][verb] = op;
   };
-  // The unprefixed surface is the union; an operation in several revisions
-  // takes its last one.
-  const unprefixed = new Map<string, { path: string; verb: string; method: DescMethod; binding: Binding }>();
-  const prefixed: { path: string; verb: string; op: JsonObject }[] = [];
-  for (const revision of revisions) {
-    for (const service of revision.services) {
-      for (const method of service.methods) {
-        if (!hasOption(method, http)) continue;
-        for (const binding of bindings(getOption(method, http))) {
-          const { path } = openApiPath(binding.template);
-          const id = `${revision.name}.${service.name}.${method.name}`;
-          prefixed.push({ path: `/${revision.name}${path}`, verb: binding.verb, op: operation(method, binding, id) });
-          unprefixed.set(`${binding.verb} ${path}`, { path, verb: binding.verb, method, binding });
-        }
-      }
-    }
-  }
-  for (const { path, verb, method, binding } of unprefixed.values()) {
-    put(path, verb, operation(method, binding, `${method.parent.name}.${method.name}`));
-  }
-  for (const { path, verb, op } of prefixed) put(path, verb, op);
+  // Each revision's operations are built first, but the union's paths come
+  // first in the document.
+  const { operations } = readHttpRules(revisions);
+  const built = operations.map((op) => {
+    const { parent, name } = op.method;
+    const id = op.revision === undefined ? `${parent.name}.${name}` : `${op.revision}.${parent.name}.${name}`;
+    return { op, path: openApiPath(op.template).path, verb: op.verb.toLowerCase(), id };
+  });
+  const prefixed = built.filter((b) => b.op.revision !== undefined).map((b) => ({ ...b, doc: operation(b.op.method, b.op, b.id) }));
+  for (const b of built) if (b.op.revision === undefined) put(b.path, b.verb, operation(b.op.method, b.op, b.id));
+  for (const b of prefixed) put(b.path, b.verb, b.doc);
 
   const responses: JsonObject = {};
   for (const [, name, description] of ERROR_RESPONSES) {

@@ -8,6 +8,11 @@ import { nullable, rules } from "../../gen/resourcestore/type/v1/options_pb.js";
 import { ResourceSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 
 /** The value kinds a payload or metadata field can have. */
+/** Whether a field carries `(nullable) = true`: REST writes it as null when unset. */
+export function isNullable(field: DescField): boolean {
+  return hasOption(field, nullable) && getOption(field, nullable);
+}
+
 export type FieldKind = "string" | "int32" | "int64" | "double" | "bool" | "string_list" | "double_map";
 
 export interface FieldRulesInfo {
@@ -86,7 +91,7 @@ export function fieldInfo(field: DescField): FieldInfo {
     kind: kindOf(field),
     required: behaviors.includes(FieldBehavior.REQUIRED),
     outputOnly: behaviors.includes(FieldBehavior.OUTPUT_ONLY),
-    nullable: hasOption(field, nullable) && getOption(field, nullable),
+    nullable: isNullable(field),
     rules: info,
     desc: field,
   };

@@ -63,9 +63,9 @@ function checkRules(type: PayloadType, field: FieldInfo, value: JsonValue): void
     if (typeof v !== "string") continue;
     const where = `${type.name}.${field.name}`;
     const { oneOf, pattern, format } = field.rules;
-    if (oneOf && !oneOf.includes(v)) throw invalidArgument(`${where} must be one of ${oneOf.join(", ")}`);
-    if (pattern && !pattern.test(v)) throw invalidArgument(`${where} does not match ${pattern.source}`);
-    if (format === "date" && !isCalendarDate(v)) throw invalidArgument(`${where} must be a calendar date YYYY-MM-DD`);
+    if (oneOf && !oneOf.includes(v)) throw invalidArgument(`${where} must be one of ${oneOf.join(", ")}`, "INVALID_PAYLOAD");
+    if (pattern && !pattern.test(v)) throw invalidArgument(`${where} does not match ${pattern.source}`, "INVALID_PAYLOAD");
+    if (format === "date" && !isCalendarDate(v)) throw invalidArgument(`${where} must be a calendar date YYYY-MM-DD`, "INVALID_PAYLOAD");
   }
 }
 
@@ -88,7 +88,7 @@ export function normalizePayload(
   }
   const input: JsonObject = {};
   for (const [key, value] of Object.entries(payload)) {
-    if (!type.fieldByName.has(key)) throw invalidArgument(`${type.name} has no field ${JSON.stringify(key)}`);
+    if (!type.fieldByName.has(key)) throw invalidArgument(`${type.name} has no field ${JSON.stringify(key)}`, "UNKNOWN_FIELD");
     if (value === null || value === undefined) continue;
     input[key] = value as JsonValue;
   }
@@ -98,7 +98,7 @@ export function normalizePayload(
     canonical = toJson(type.message, msg, { useProtoFieldName: true }) as JsonObject;
   } catch (err) {
     const detail = err instanceof Error ? err.message.replace(/^cannot decode [^:]*: ?/, "") : "";
-    throw invalidArgument(`invalid ${type.name} payload${detail ? `: ${detail}` : ""}`);
+    throw invalidArgument(`invalid ${type.name} payload${detail ? `: ${detail}` : ""}`, "INVALID_PAYLOAD");
   }
   checkPayloadRules(type, canonical);
   return canonical;
@@ -109,7 +109,7 @@ function checkPayloadRules(type: PayloadType, canonical: JsonObject): void {
   for (const field of type.fields) {
     const value = canonical[field.name];
     if (value === undefined) {
-      if (field.required) throw invalidArgument(`${type.name}.${field.name} is required`);
+      if (field.required) throw invalidArgument(`${type.name}.${field.name} is required`, "INVALID_PAYLOAD");
       continue;
     }
     checkRules(type, field, value);

@@ -18,6 +18,23 @@ export interface EmbeddedS3Options {
   readonly port?: number;
 }
 
+// The explorer (served by the service on a loopback port) uploads through
+// presigned URLs straight to this server, another origin: pages on loopback
+// may PUT and GET, pages on any other site may not. A real bucket's CORS is
+// its operator's to set (README).
+const LOOPBACK_CORS = `<CORSConfiguration>
+  <CORSRule>
+    <AllowedOrigin>http://127.0.0.1:*</AllowedOrigin>
+    <AllowedOrigin>http://localhost:*</AllowedOrigin>
+    <AllowedMethod>GET</AllowedMethod>
+    <AllowedMethod>HEAD</AllowedMethod>
+    <AllowedMethod>PUT</AllowedMethod>
+    <AllowedHeader>*</AllowedHeader>
+    <ExposeHeader>ETag</ExposeHeader>
+    <MaxAgeSeconds>3600</MaxAgeSeconds>
+  </CORSRule>
+</CORSConfiguration>`;
+
 export interface EmbeddedS3 {
   /** `http://host:port`, path-style. */
   readonly endpoint: string;
@@ -34,7 +51,7 @@ export async function startEmbeddedS3(options: EmbeddedS3Options): Promise<Embed
     silent: true,
     // Path-style only: a bucket name in the Host header would need DNS.
     vhostBuckets: false,
-    configureBuckets: [{ name: options.bucket, configs: [] }],
+    configureBuckets: [{ name: options.bucket, configs: [LOOPBACK_CORS] }],
   });
   const address = await server.run();
   // Node closes idle keep-alive sockets after 5 s, about when clients reuse

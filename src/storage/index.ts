@@ -16,3 +16,5 @@ export {
 export { storageError } from "./s3-errors.js";
 export type { ParquetColumnInfo, ParquetPreview } from "./parquet-preview.js";
 export { PREVIEW_DEFAULT_LIMIT, PREVIEW_MAX_LIMIT, previewParquet } from "./parquet-preview.js";
+export { createUrlPresigner, encodeKey, type PresignMethod, type UrlPresigner } from "./presigner.js";
+export { bigintToJson, formatDate, formatTimestamp, toJsonSafe } from "./json-safe.js";

@@ -16,41 +16,41 @@ const GROUP_SEGMENT = /^[A-Za-z0-9._-]+$/;
 const UNPRINTABLE = /[\p{Cc}\p{Cs}\p{Cf}\p{Zl}\p{Zp}]/u;
 
 function checkSegment(segment: string, what: string): void {
-  if (segment === "") throw invalidArgument(`${what} has an empty segment`);
-  if (segment === "." || segment === "..") throw invalidArgument(`${what} has a "${segment}" segment`);
-  if (segment.includes("\\")) throw invalidArgument(`${what} contains a backslash`);
-  if (UNPRINTABLE.test(segment)) throw invalidArgument(`${what} contains a control or non-printable character`);
+  if (segment === "") throw invalidArgument(`${what} has an empty segment`, "INVALID_OBJECT_PATH");
+  if (segment === "." || segment === "..") throw invalidArgument(`${what} has a "${segment}" segment`, "INVALID_OBJECT_PATH");
+  if (segment.includes("\\")) throw invalidArgument(`${what} contains a backslash`, "INVALID_OBJECT_PATH");
+  if (UNPRINTABLE.test(segment)) throw invalidArgument(`${what} contains a control or non-printable character`, "INVALID_OBJECT_PATH");
 }
 
 function checkKeyLength(key: string): void {
   if (Buffer.byteLength(key, "utf8") > MAX_KEY_BYTES) {
-    throw invalidArgument(`the object key would exceed ${MAX_KEY_BYTES} bytes`);
+    throw invalidArgument(`the object key would exceed ${MAX_KEY_BYTES} bytes`, "INVALID_OBJECT_PATH");
   }
 }
 
 /** `group`: one or more segments of [A-Za-z0-9._-] joined by `/`. */
 export function validateGroup(group: string | undefined): string {
-  if (group === undefined || group === "") throw invalidArgument("group is required");
-  if (group.startsWith("/")) throw invalidArgument("group must not start with /");
+  if (group === undefined || group === "") throw invalidArgument("group is required", "INVALID_OBJECT_PATH");
+  if (group.startsWith("/")) throw invalidArgument("group must not start with /", "INVALID_OBJECT_PATH");
   for (const segment of group.split("/")) {
     checkSegment(segment, "group");
-    if (!GROUP_SEGMENT.test(segment)) throw invalidArgument("group segments may hold only A-Z, a-z, 0-9, '.', '_' and '-'");
+    if (!GROUP_SEGMENT.test(segment)) throw invalidArgument("group segments may hold only A-Z, a-z, 0-9, '.', '_' and '-'", "INVALID_OBJECT_PATH");
   }
   return group;
 }
 
 /** `filename`: one segment of printable characters without `/` or `\`. */
 export function validateFilename(filename: string | undefined): string {
-  if (filename === undefined || filename === "") throw invalidArgument("filename is required");
-  if (filename.includes("/")) throw invalidArgument("filename must not contain /");
+  if (filename === undefined || filename === "") throw invalidArgument("filename is required", "INVALID_OBJECT_PATH");
+  if (filename.includes("/")) throw invalidArgument("filename must not contain /", "INVALID_OBJECT_PATH");
   checkSegment(filename, "filename");
   return filename;
 }
 
 /** A relative path of an upload-dir item: segments like a filename, joined by `/`. */
 export function validateRelpath(relpath: string): string {
-  if (relpath === "") throw invalidArgument("relpath must not be empty");
-  if (relpath.startsWith("/")) throw invalidArgument("relpath must be relative");
+  if (relpath === "") throw invalidArgument("relpath must not be empty", "INVALID_OBJECT_PATH");
+  if (relpath.startsWith("/")) throw invalidArgument("relpath must be relative", "INVALID_OBJECT_PATH");
   for (const segment of relpath.split("/")) checkSegment(segment, "relpath");
   return relpath;
 }
@@ -74,7 +74,7 @@ export function uploadDirKeys(group: string, relpaths: readonly string[]): { pre
   const seen = new Set<string>();
   const keys = relpaths.map((relpath) => {
     validateRelpath(relpath);
-    if (seen.has(relpath)) throw invalidArgument(`relpath ${JSON.stringify(relpath)} is given twice`);
+    if (seen.has(relpath)) throw invalidArgument(`relpath ${JSON.stringify(relpath)} is given twice`, "INVALID_OBJECT_PATH");
     seen.add(relpath);
     const key = prefix + relpath;
     checkKeyLength(key);
@@ -89,19 +89,19 @@ export function toS3Path(bucket: string, key: string): string {
 
 /** The raw key of an `s3://bucket/...` address in the service's bucket (unchecked segments). */
 function keyInBucket(path: string | undefined, bucket: string, what: string): string {
-  if (path === undefined || path === "") throw invalidArgument(`${what} is required`);
-  if (!path.startsWith("s3://")) throw invalidArgument(`${what} must be an s3://bucket/key address`);
+  if (path === undefined || path === "") throw invalidArgument(`${what} is required`, "INVALID_OBJECT_PATH");
+  if (!path.startsWith("s3://")) throw invalidArgument(`${what} must be an s3://bucket/key address`, "INVALID_OBJECT_PATH");
   const rest = path.slice("s3://".length);
   const slash = rest.indexOf("/");
   const pathBucket = slash === -1 ? rest : rest.slice(0, slash);
-  if (pathBucket !== bucket) throw invalidArgument(`${what} is not in the service's bucket`);
+  if (pathBucket !== bucket) throw invalidArgument(`${what} is not in the service's bucket`, "INVALID_OBJECT_PATH");
   return slash === -1 ? "" : rest.slice(slash + 1);
 }
 
 /** `s3://bucket/key` of one object in the service's bucket -> key. */
 export function parseObjectPath(path: string | undefined, bucket: string, what = "path"): string {
   const key = keyInBucket(path, bucket, what);
-  if (key === "") throw invalidArgument(`${what} names no object`);
+  if (key === "") throw invalidArgument(`${what} names no object`, "INVALID_OBJECT_PATH");
   for (const segment of key.split("/")) checkSegment(segment, what);
   checkKeyLength(key);
   return key;

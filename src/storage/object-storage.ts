@@ -12,6 +12,7 @@ import {
 import { Code } from "@connectrpc/connect";
 import type { Config } from "../config.js";
 import { unavailable } from "../errors.js";
+import { quietAwsSdkNodeNotice } from "../node-support.js";
 import { EMBEDDED_CREDENTIALS, startEmbeddedS3 } from "./embedded-s3.js";
 import { createUrlPresigner } from "./presigner.js";
 import { storageError } from "./s3-errors.js";
@@ -24,8 +25,8 @@ export interface ObjectStorage {
   readonly publicEndpoint: string;
   presignUpload(key: string, expiresInSeconds: number): Promise<string>;
   presignDownload(key: string, expiresInSeconds: number): Promise<string>;
-  /** Every key under `prefix` (all listing pages), in byte order. */
-  listKeys(prefix: string): Promise<string[]>;
+  /** Every key under `prefix` (all listing pages), in byte order; stops paging once more than `stopAfter` are found. */
+  listKeys(prefix: string, stopAfter?: number): Promise<string[]>;
   /** Size and ETag of an object; 404 not_found when it is missing. */
   headObject(key: string): Promise<{ size: number; etag: string | undefined }>;
   /** Bytes [start, end) of an object, refused if its ETag is no longer `etag`. */
@@ -52,6 +53,8 @@ export interface S3Connection {
 }
 
 function makeClient(endpoint: string, c: S3Connection): S3Client {
+  // The SDK reads its switch when the client starts.
+  quietAwsSdkNodeNotice();
   return new S3Client({
     endpoint,
     region: c.region,
@@ -90,7 +93,7 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
     presignDownload(key, expiresIn) {
       return presigner.presign("GET", key, expiresIn);
     },
-    async listKeys(prefix) {
+    async listKeys(prefix, stopAfter = Number.POSITIVE_INFINITY) {
       const keys: string[] = [];
       // ListObjects (v1) paged by marker: every S3 clone has it, while
       // s3rver's v2 continuation tokens need DES, which OpenSSL 3 dropped.
@@ -101,6 +104,8 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
             new ListObjectsCommand({ Bucket: bucket, Prefix: prefix, Marker: marker, MaxKeys: c.listPageSize }),
           );
           for (const object of page.Contents ?? []) if (object.Key !== undefined) keys.push(object.Key);
+          // Past the caller's limit the answer is refused anyway: no further page is asked for.
+          if (keys.length > stopAfter) break;
           const last = keys[keys.length - 1];
           if (page.IsTruncated !== true || last === undefined || last === marker) break;
           marker = last;
@@ -137,7 +142,7 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
       } catch (err) {
         const mapped = storageError(err);
         // A missing bucket answers 404 to HeadBucket: for readiness that is "not ready".
-        throw mapped.code === Code.NotFound ? unavailable("object storage bucket is missing") : mapped;
+        throw mapped.code === Code.NotFound ? unavailable("object storage bucket is missing", "STORAGE_UNAVAILABLE") : mapped;
       }
     },
     async close() {

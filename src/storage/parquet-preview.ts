@@ -7,7 +7,7 @@ import { ConnectError } from "@connectrpc/connect";
 import { cachedAsyncBuffer, parquetMetadataAsync, parquetReadObjects, parquetSchema } from "hyparquet";
 import type { AsyncBuffer, FileMetaData, ParquetParsers, SchemaElement, SchemaTree } from "hyparquet";
 import { compressors } from "hyparquet-compressors";
-import { invalidArgument } from "../errors.js";
+import { invalidArgument, previewTooLarge } from "../errors.js";
 import { formatDate, formatTimestamp, toJsonSafe } from "./json-safe.js";
 import type { ObjectStorage } from "./object-storage.js";
 
@@ -80,7 +80,7 @@ export function describeType(element: SchemaElement, isGroup: boolean): string {
 }
 
 function notParquet(): ConnectError {
-  return invalidArgument("the object is not a readable parquet file");
+  return invalidArgument("the object is not a readable parquet file", "NOT_PARQUET");
 }
 
 /** Rethrows storage errors as they are; anything hyparquet throws means the bytes are not parquet. */
@@ -88,11 +88,16 @@ function asPreviewError(err: unknown): ConnectError {
   return err instanceof ConnectError ? err : notParquet();
 }
 
-function objectBuffer(storage: ObjectStorage, key: string, size: number, etag: string | undefined): AsyncBuffer {
+/** Reads the object, refusing (before reading) any range that would take the bytes read past `maxBytes`. */
+function objectBuffer(storage: ObjectStorage, key: string, size: number, etag: string | undefined, maxBytes: number): AsyncBuffer {
+  let read = 8; // the footer length, read before
   return cachedAsyncBuffer({
     byteLength: size,
     async slice(start: number, end?: number): Promise<ArrayBuffer> {
       const stop = Math.min(end ?? size, size);
+      const length = Math.max(0, stop - start);
+      if (read + length > maxBytes) throw previewTooLarge(read + length, maxBytes);
+      read += length;
       const bytes = await storage.readRange(key, start, stop, etag);
       if (bytes.byteLength !== stop - Math.min(start, stop)) throw notParquet();
       // hyparquet wants an ArrayBuffer of exactly this slice.
@@ -110,17 +115,25 @@ export async function previewParquet(
   key: string,
   offset: number,
   limit: number,
+  maxBytes: number = Number.MAX_SAFE_INTEGER,
 ): Promise<ParquetPreview> {
   const { size, etag } = await storage.headObject(key);
   if (size < MIN_PARQUET_BYTES) throw notParquet();
-  const file = objectBuffer(storage, key, size, etag);
+  // The footer length first (8 bytes): a forged one is refused before anything it names is read.
+  const tail = await storage.readRange(key, size - 8, size, etag);
+  if (tail.byteLength !== 8) throw notParquet();
+  const footerLength = new DataView(tail.buffer, tail.byteOffset, 8).getUint32(0, true);
+  if (footerLength + 8 > size - 4) throw notParquet();
+  if (footerLength + 16 > maxBytes) throw previewTooLarge(footerLength + 16, maxBytes);
+  const file = objectBuffer(storage, key, size, etag, maxBytes);
 
   let metadata: FileMetaData;
   let tree: SchemaTree;
   try {
     metadata = await parquetMetadataAsync(file, {
       parsers: PARSERS,
-      initialFetchSize: Math.min(size, FOOTER_FETCH_BYTES),
+      // The whole footer in one request, as far as the budget allows.
+      initialFetchSize: Math.min(size, Math.max(footerLength + 8, Math.min(FOOTER_FETCH_BYTES, maxBytes - 8))),
     });
     tree = parquetSchema(metadata);
   } catch (err) {

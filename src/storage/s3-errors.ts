@@ -1,8 +1,9 @@
-// One place that turns what the AWS SDK throws into the codes of API.md
-// section 11. The SDK's messages can carry hosts, keys and XML; none of it is
-// passed on.
-import { Code, ConnectError } from "@connectrpc/connect";
-import { notFound } from "../errors.js";
+// One place that turns what the AWS SDK throws into catalogue errors
+// (docs/errors.md). The SDK's messages can carry hosts, keys and XML; none of
+// it is passed on: the SDK error rides along as `cause` for the server's log
+// only.
+import { ConnectError } from "@connectrpc/connect";
+import { internal, notFound, unavailable } from "../errors.js";
 
 interface SdkErrorShape {
   name?: unknown;
@@ -33,27 +34,17 @@ export function isMissingObject(err: unknown): boolean {
   return e.name === "NoSuchKey" || e.name === "NotFound" || e.$metadata?.httpStatusCode === 404;
 }
 
-// The SDK error rides along as `cause` for the server's log; ConnectError
-// never puts a cause on the wire.
-function unavailable(message: string, cause: unknown): ConnectError {
-  return new ConnectError(message, Code.Unavailable, undefined, undefined, cause);
-}
-
-function internal(cause: unknown): ConnectError {
-  return new ConnectError("internal error", Code.Internal, undefined, undefined, cause);
-}
-
 /** Maps an S3 failure to a ConnectError; `what` names the object for a 404. */
 export function storageError(err: unknown, what = "object"): ConnectError {
   if (err instanceof ConnectError) return err;
   const e = shape(err);
-  if (e.name === "NoSuchBucket") return unavailable("object storage bucket is missing", err);
+  if (e.name === "NoSuchBucket") return unavailable("object storage bucket is missing", "STORAGE_UNAVAILABLE", err);
   if (isMissingObject(err)) return notFound(`${what} not found`);
   const status = typeof e.$metadata?.httpStatusCode === "number" ? e.$metadata.httpStatusCode : undefined;
   if (status === 412 || e.name === "PreconditionFailed") {
-    return unavailable("the object changed while it was being read; try again", err);
+    return unavailable("the object changed while it was being read; try again", "OBJECT_CHANGED", err);
   }
-  if (status !== undefined && status >= 500) return unavailable("object storage is unavailable", err);
+  if (status !== undefined && status >= 500) return unavailable("object storage is unavailable", "STORAGE_UNAVAILABLE", err);
   if (status === undefined) {
     // No HTTP answer at all: the connection failed or timed out.
     if (
@@ -62,7 +53,7 @@ export function storageError(err: unknown, what = "object"): ConnectError {
       e.name === "AbortError" ||
       e.name === "RequestTimeout"
     ) {
-      return unavailable("object storage is unreachable", err);
+      return unavailable("object storage is unreachable", "STORAGE_UNAVAILABLE", err);
     }
   }
   return internal(err);

@@ -30,7 +30,7 @@ export async function latestArtefact(db: Queryable, query: LatestArtefactQuery):
   } else {
     // The read point as every as_of read takes it: least(as_of, committed clock).
     sql = `WITH p AS (SELECT least($4::timestamptz, last) AS t FROM clock)
-           SELECT ${resourceColumns("r")} FROM p JOIN resource_versions r ON r.tx_from <= p.t AND r.tx_to > p.t
+           SELECT ${resourceColumns("r")} FROM p JOIN resource_history r ON r.tx_from <= p.t AND r.tx_to > p.t
             WHERE ${MATCH}
             ORDER BY r.created_at DESC, r.identifier DESC LIMIT 1`;
     params.push(query.asOf);

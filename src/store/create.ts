@@ -10,8 +10,9 @@ import {
   payloadTypeOrThrow,
 } from "../schema/validate.js";
 import type { Db } from "./db.js";
-import { closeVersionsAndCheckParents, listIds, openVersions, tickClock, type WritableRow } from "./sql.js";
+import { checkParents, listIds, tickClock, type WritableRow } from "./sql.js";
 import type { MutationResult, NewResource } from "./types.js";
+import { checkTreeDepth, DEFAULT_MAX_TREE_DEPTH } from "./tree-depth.js";
 
 type CreateRow = WritableRow;
 
@@ -20,13 +21,13 @@ export function prepareCreate(items: readonly NewResource[]): CreateRow[] {
   const seen = new Set<string>();
   const rows = items.map((item): CreateRow => {
     const identifier = checkIdentifier(item.identifier);
-    if (seen.has(identifier)) throw invalidArgument(`identifier ${identifier} appears more than once in the batch`);
+    if (seen.has(identifier)) throw invalidArgument(`identifier ${identifier} appears more than once in the batch`, "DUPLICATE_IDENTIFIER");
     seen.add(identifier);
     const type = payloadTypeOrThrow(item.payloadType);
     const parent = item.parentIdentifier ?? null;
     if (parent !== null) {
       checkIdentifier(parent, "parent_identifier");
-      if (parent === identifier) throw invalidArgument(`${identifier} cannot be its own parent`);
+      if (parent === identifier) throw invalidArgument(`${identifier} cannot be its own parent`, "SELF_PARENT");
     }
     return {
       identifier,
@@ -41,8 +42,10 @@ export function prepareCreate(items: readonly NewResource[]): CreateRow[] {
   return rows;
 }
 
-export async function createResources(db: Db, items: readonly NewResource[]): Promise<MutationResult> {
+export async function createResources(db: Db, items: readonly NewResource[], maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
   const rows = prepareCreate(items);
+  // Built before the clock is taken: writers wait for each other on the clock row.
+  const input = JSON.stringify(rows);
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
     if (rows.length === 0) return { count: 0, at };
@@ -67,17 +70,18 @@ export async function createResources(db: Db, items: readonly NewResource[]): Pr
           version = r.version + 1, is_deleted = false, deleted_by = NULL
         WHERE r.is_deleted
        RETURNING r.identifier`,
-      [JSON.stringify(rows)],
+      [input],
     );
     if (written.length !== rows.length) {
       const done = new Set(written.map((w) => w.identifier));
       const active = ids.filter((id) => !done.has(id));
-      throw failedPrecondition(`already active: ${listIds(active)}`);
+      throw failedPrecondition(`already active: ${listIds(active)}`, "IDENTIFIER_ACTIVE");
     }
     const withParent = rows.filter((r) => r.parent_identifier !== null).map((r) => r.identifier);
-    const problems = await closeVersionsAndCheckParents(tx, ids, withParent);
-    throwParentProblems(problems);
-    await openVersions(tx, ids);
+    // Before the parent/cycle walk, whose cost grows with the chain's length:
+    // this one stops one step past the limit.
+    await checkTreeDepth(tx, ids, maxTreeDepth, { descendants: false });
+    throwParentProblems(await checkParents(tx, withParent));
     return { count: rows.length, at };
   });
 }
@@ -87,8 +91,9 @@ export function throwParentProblems(problems: readonly { problem: string; identi
   if (dangling.length > 0) {
     throw failedPrecondition(
       `parent is not an active resource: ${listIds(dangling.map((p) => `${p.identifier} -> ${p.other ?? ""}`))}`,
+      "DANGLING_PARENT",
     );
   }
   const cycles = problems.filter((p) => p.problem === "cycle");
-  if (cycles.length > 0) throw failedPrecondition(`parent would make a cycle: ${listIds(cycles.map((p) => p.identifier))}`);
+  if (cycles.length > 0) throw failedPrecondition(`parent would make a cycle: ${listIds(cycles.map((p) => p.identifier))}`, "CYCLE");
 }

@@ -27,19 +27,17 @@ export function toServiceError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
   const code = codeOf(err);
   if (code !== undefined) {
-    if (CONNECTION_ERRNOS.has(code)) return unavailable("database unavailable");
-    if (code === "23505") return failedPrecondition("the request conflicts with a stored resource");
-    if (code === "23503") return failedPrecondition("the request refers to a resource that does not exist");
-    if (code === "40001" || code === "40P01") return unavailable("the request conflicted with a concurrent one; retry");
+    if (CONNECTION_ERRNOS.has(code)) return unavailable("database unavailable", "DATABASE_UNAVAILABLE");
+    if (code === "23505") return failedPrecondition("the request conflicts with a stored resource", "CONFLICT");
+    if (code === "23503") return failedPrecondition("the request refers to a resource that does not exist", "CONFLICT");
+    if (code === "40001" || code === "40P01") return unavailable("the request conflicted with a concurrent one; retry", "CONCURRENT_CONFLICT");
     // 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now, 08xxx connection exceptions.
-    if (code.startsWith("57P") || code.startsWith("08")) return unavailable("database unavailable");
-    if (code === "53300") return unavailable("database unavailable");
+    if (code.startsWith("57P") || code.startsWith("08")) return unavailable("database unavailable", "DATABASE_UNAVAILABLE");
+    if (code === "53300") return unavailable("database unavailable", "DATABASE_UNAVAILABLE");
     // Class 22: a value the database refused; validation should have caught it first.
     if (code.startsWith("22")) return invalidArgument("a value is out of range or malformed");
   }
-  if (looksLikeLostConnection(err)) return unavailable("database unavailable");
-  const e = internal();
-  // Kept for server-side logs only: the client sees "internal error".
-  (e as { cause: unknown }).cause = err;
-  return e;
+  if (looksLikeLostConnection(err)) return unavailable("database unavailable", "DATABASE_UNAVAILABLE");
+  // The cause is kept for server-side logs only: the client sees "internal error".
+  return internal(err);
 }

@@ -1,16 +1,72 @@
-// The resource store: the data layer's public surface.
+// The resource store: the data layer's one public surface. Nothing outside
+// src/store/ imports its other files (eslint: local/index-boundaries).
 import { createResources } from "./create.js";
 import type { Db } from "./db.js";
 import { readResources } from "./read.js";
+import { readerFor } from "./replicas.js";
 import { deleteResources, restoreResources } from "./tombstones.js";
 import type { MutationResult, NewResource, ReadOptions, ResourcePatch, StoredResource } from "./types.js";
 import { updateResources } from "./update.js";
 
-export type { Db, OpenDatabaseOptions, PoolStats, Queryable } from "./db.js";
+// The database: two backends, one SQL text; capabilities say what each can do.
+export type { Db, DbCapabilities, Lease, Listener, ListenHandlers, OpenDatabaseOptions, PoolStats, Queryable, ReadCounts } from "./db.js";
 export { openDatabase } from "./db.js";
-export { migrate } from "./migrate.js";
+/** Reads on standbys: readerFor(db, point) is the Db a read at that point (as_of/pinned stamp; undefined = now) runs on. */
+export { readerFor, withStandbys, type StandbyOptions } from "./replicas.js";
 export { toServiceError } from "./db-errors.js";
+// Migrations.
+export { migrate } from "./migrate.js";
+export { migrations, type Migration } from "./migrations/index.js";
+// Resources: CRUD (createResourceStore below, or the functions themselves).
 export type { MutationResult, NewResource, ReadOptions, ResourcePatch, StoredResource } from "./types.js";
+export { createResources } from "./create.js";
+export { readResources } from "./read.js";
+export { updateResources } from "./update.js";
+export { deleteResources, restoreResources } from "./tombstones.js";
+/** The SQL that formats a timestamp column as the API writes it (for tests and benchmarks writing their own SQL). */
+export { ts } from "./sql.js";
+// The query engine.
+export * from "./query/index.js";
+// Lineage: reads, the materialized view, the refresher that keeps it fresh.
+export { listChildren, listParents, type ChildrenOptions, type TreeNodeRow } from "./lineage.js";
+export {
+  hasLineageView,
+  isLineageViewFresh,
+  LINEAGE_CHANNEL,
+  refreshLineageView,
+  withLineageSnapshot,
+} from "./lineage-view.js";
+export { createLineageRefresher, type LineageRefresher, type LineageRefresherOptions } from "./lineage-refresher.js";
+// Patients and studies.
+export {
+  allocateIdentifier,
+  createRegistry,
+  MAX_REGISTRY_VALUE_LENGTH,
+  rehashRegistry,
+  RegistryRehashError,
+  type RehashOptions,
+  type RehashResult,
+  type Registry,
+  type RegistryOptions,
+} from "./registry.js";
+// Artefacts and statistics.
+export { latestArtefact, type LatestArtefactQuery } from "./artefacts.js";
+export { datasourceStats, type DatasourceStatsRow } from "./stats.js";
+// Secrets: the cursor key and the registry key.
+export {
+  DEFAULT_KEY_ID,
+  KEY_IN_DATABASE_MESSAGE,
+  loadCursorSecret,
+  loadRegistryKeys,
+  loadRegistrySecret,
+  MISSING_KEY_MESSAGE,
+  moveRegistryKeyOut,
+  REGISTRY_SECRET_FILE,
+  RegistryKeyError,
+  type RegistryKey,
+  type RegistryKeysOptions,
+  type RegistrySecretOptions,
+} from "./secrets.js";
 
 export interface ResourceStore {
   readonly db: Db;
@@ -27,13 +83,19 @@ export interface ResourceStore {
 }
 
 /** A store over a migrated database (see migrate()). */
-export function createResourceStore(db: Db): ResourceStore {
+export function createResourceStore(db: Db, limits: { maxTreeDepth?: number } = {}): ResourceStore {
+  const depth = limits.maxTreeDepth;
   return {
     db,
-    create: (items) => createResources(db, items),
-    read: (identifiers, options) => readResources(db, identifiers, options),
-    update: (updates) => updateResources(db, updates),
+    create: (items) => createResources(db, items, depth),
+    read: async (identifiers, options) => readResources(await readerFor(db, options?.asOf), identifiers, options),
+    update: (updates) => updateResources(db, updates, depth),
     delete: (identifiers, options) => deleteResources(db, identifiers, options?.cascade ?? true),
-    restore: (identifiers, options) => restoreResources(db, identifiers, options?.cascade ?? true),
+    restore: (identifiers, options) => restoreResources(db, identifiers, options?.cascade ?? true, depth),
   };
 }
+
+// The change feed (API.md section 14) and the process's LISTEN connection.
+export { BEGINNING, EVENTS_CHANNEL, checkEventFilter, createEventFeed, readHistoryPage } from "./events.js";
+export type { EventFeed, EventFilter, EventKind, EventMessage, HistoryPage, ResourceEvent, WatchOptions } from "./events.js";
+export { createNotifications, type Notifications } from "./notifications.js";

@@ -16,7 +16,7 @@ const REFRESH_LOCK_KEY = 7_362_918_004;
 
 /** Whether this database has the view (PostgreSQL; the embedded store has none). */
 export function hasLineageView(db: Db): boolean {
-  return db.kind === "postgres";
+  return db.capabilities.lineageView;
 }
 
 /**
@@ -33,13 +33,14 @@ export async function withLineageSnapshot<T>(db: Db, fn: (q: Queryable, fresh: b
 
 /**
  * True when no version stamped after the last refresh created a resource or
- * changed its parent or tombstone. A new version is compared with the one
- * before it (version - 1); the first version of an identifier is a creation.
+ * changed its parent or tombstone. A new version (current or superseded) is
+ * compared with the one before it (version - 1), which is always superseded;
+ * the first version of an identifier is a creation.
  */
 export async function isLineageViewFresh(q: Queryable): Promise<boolean> {
   const { rows } = await q.query<{ fresh: boolean }>(
     `SELECT NOT EXISTS (
-        SELECT 1 FROM resource_versions v
+        SELECT 1 FROM resource_history v
           LEFT JOIN resource_versions prev ON prev.identifier = v.identifier AND prev.version = v.version - 1
          WHERE v.tx_from > s.refreshed_at
            AND (prev.identifier IS NULL OR prev.is_deleted <> v.is_deleted

@@ -5,7 +5,7 @@
 // "Active descendants" are those reachable through active resources only: a
 // walk stops at a tombstone, as /children does and as a cascading delete does.
 import type { JsonObject } from "@bufbuild/protobuf";
-import { notFound } from "../errors.js";
+import { failedPrecondition, notFound } from "../errors.js";
 import { checkIdentifier } from "../schema/validate.js";
 import type { Db } from "./db.js";
 import { withLineageSnapshot } from "./lineage-view.js";
@@ -28,7 +28,11 @@ export interface ChildrenOptions {
   readonly withPayloads?: boolean;
   /** A checked read point (rpc/as-of.ts); now when absent. */
   readonly asOf?: string;
+  /** More children than this: failed_precondition (MAX_CHILDREN). */
+  readonly maxChildren?: number;
 }
+
+export const DEFAULT_MAX_CHILDREN = 10_000;
 
 /**
  * Where rows come from: the current table, or the versions live at the read
@@ -54,7 +58,7 @@ const CURRENT: Source = {
 function asOfSource(param: string): Source {
   const at = (a: string) => `${a}.tx_from <= (SELECT t FROM p) AND ${a}.tx_to > (SELECT t FROM p)`;
   return {
-    table: "resource_versions",
+    table: "resource_history",
     at,
     live: (a) => `${at(a)} AND NOT ${a}.is_deleted`,
     with: `p AS (SELECT least(${param}::timestamptz, last) AS t FROM clock),`,
@@ -86,6 +90,9 @@ export async function listChildren(db: Db, options: ChildrenOptions = {}): Promi
       : (await db.query<ChildRow>(childrenSql(asOfSource("$2"), false, withPayloads), [parent, asOf])).rows;
 
   if (rows[0]?.parent_ok !== true) throw notFound(`parent ${parent ?? ""} is not an active resource at that time`);
+  const max = options.maxChildren ?? DEFAULT_MAX_CHILDREN;
+  const count = rows.filter((r) => r.identifier !== null).length;
+  if (count > max) throw failedPrecondition(`${parent ?? "the root"} has ${count} children, more than ${max} (MAX_CHILDREN); use a query with parent_identifier and paging`, "TOO_MANY_CHILDREN");
   return rows
     .filter((r) => r.identifier !== null)
     .map((r) => ({

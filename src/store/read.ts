@@ -11,7 +11,7 @@ const CURRENT_CHILDREN = `ARRAY(SELECT c.identifier FROM resources c
 // The read point is least(as_of, committed clock): a writer that holds the
 // clock but has not committed stamps a later time, so it can never appear
 // afterwards at a point already answered.
-const AS_OF_CHILDREN = `ARRAY(SELECT c.identifier FROM resource_versions c
+const AS_OF_CHILDREN = `ARRAY(SELECT c.identifier FROM resource_history c
     WHERE c.parent_identifier = r.identifier AND NOT c.is_deleted AND c.tx_from <= p.t AND c.tx_to > p.t
     ORDER BY c.created_at, c.identifier) AS children`;
 
@@ -26,13 +26,25 @@ export async function readResources(db: Queryable, identifiers: readonly string[
     sql = `SELECT ${resourceColumns("r")}${withChildren ? `, ${CURRENT_CHILDREN}` : ""}
              FROM resources r WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`;
   } else {
-    sql = `WITH p AS (SELECT least($2::timestamptz, last) AS t FROM clock)
-           SELECT ${resourceColumns("r")}${withChildren ? `, ${AS_OF_CHILDREN}` : ""}
-             FROM p JOIN resource_versions r ON r.tx_from <= p.t AND r.tx_to > p.t
+    // The read point first, as a value: joined in as a parameter of the
+    // statement (least(as_of, clock.last)) the planner cannot estimate it and
+    // may walk a time index of the history instead of the keys (measured 6x
+    // slower for 100 identifiers). Every version stamped at or before the
+    // committed clock was committed before it was read, so the second
+    // statement sees exactly the state at that point.
+    const { rows: point } = await db.query<{ t: string }>(`SELECT least($1::timestamptz, last)::text AS t FROM clock`, [options.asOf]);
+    sql = `SELECT ${resourceColumns("r")}${withChildren ? `, ${AS_OF_CHILDREN}` : ""}
+             FROM (SELECT $2::timestamptz AS t) p JOIN resource_history r ON r.tx_from <= p.t AND r.tx_to > p.t
             WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`;
-    params.push(options.asOf);
+    params.push(point[0]?.t ?? options.asOf);
+    const { rows } = await db.query<ResourceRow>(sql, params);
+    return inOrder(identifiers, rows, withChildren);
   }
   const { rows } = await db.query<ResourceRow>(sql, params);
+  return inOrder(identifiers, rows, withChildren);
+}
+
+function inOrder(identifiers: readonly string[], rows: readonly ResourceRow[], withChildren: boolean): StoredResource[] {
   const byId = new Map(rows.map((row) => [row.identifier, toStoredResource(row, withChildren)]));
   const out: StoredResource[] = [];
   for (const id of identifiers) {

@@ -8,7 +8,7 @@ export function ts(expr: string): string {
   return `to_char(${expr} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 }
 
-/** The select list of a resource row (from `resources` or `resource_versions`) aliased `a`. */
+/** The select list of a resource row (from `resources`, `resource_versions` or `resource_history`) aliased `a`. */
 export function resourceColumns(a: string): string {
   return `${a}.identifier, ${a}.payload_type, ${a}.parent_identifier, ${a}.license, ${a}.access_level,
     ${a}.derived_from, ${a}.payload, ${ts(`${a}.created_at`)} AS created_at, ${ts(`${a}.updated_at`)} AS updated_at,
@@ -65,48 +65,22 @@ export async function tickClock(tx: Queryable): Promise<string> {
 }
 
 /**
- * Appends the current rows of `ids` (just written in this transaction) to
- * the history: closes their open versions at the stamp, then opens new ones.
- * Two statements because the open-version unique index is checked row by row.
+ * Finds what a write broke among `changedParents` (resources whose parent was
+ * just set): a parent that is not active, or a cycle. Rows: {problem,
+ * identifier, other}. (The replaced versions reach the history by the
+ * trigger of migration 0006, not here.)
  */
-export async function closeVersions(tx: Queryable, ids: readonly string[]): Promise<void> {
-  await tx.query(
-    `UPDATE resource_versions SET tx_to = (SELECT last FROM clock)
-      WHERE identifier = ANY($1::text[]) AND tx_to = 'infinity'`,
-    [ids],
-  );
-}
-
-export async function openVersions(tx: Queryable, ids: readonly string[]): Promise<void> {
-  await tx.query(
-    `INSERT INTO resource_versions (identifier, version, tx_from, payload_type, parent_identifier, license,
-        access_level, derived_from, payload, created_at, updated_at, is_deleted, deleted_by)
-     SELECT identifier, version, updated_at, payload_type, parent_identifier, license,
-        access_level, derived_from, payload, created_at, updated_at, is_deleted, deleted_by
-       FROM resources WHERE identifier = ANY($1::text[])`,
-    [ids],
-  );
-}
-
-/**
- * Closes the open versions of `ids` and, in the same statement, finds what the
- * write broke among `changedParents` (resources whose parent was just set):
- * a parent that is not active, or a cycle. Rows: {problem, identifier, other}.
- */
-export async function closeVersionsAndCheckParents(
+export async function checkParents(
   tx: Queryable,
-  ids: readonly string[],
   changedParents: readonly string[],
 ): Promise<{ problem: "parent" | "cycle"; identifier: string; other: string | null }[]> {
+  if (changedParents.length === 0) return [];
   const { rows } = await tx.query<{ problem: "parent" | "cycle"; identifier: string; other: string | null }>(
-    `WITH RECURSIVE closed AS (
-        UPDATE resource_versions SET tx_to = (SELECT last FROM clock)
-         WHERE identifier = ANY($1::text[]) AND tx_to = 'infinity' RETURNING 1
-     ),
+    `WITH RECURSIVE
      -- Only a node with children can sit on a cycle, and every new cycle runs through a changed edge.
      starts AS (
         SELECT s.identifier, s.parent_identifier FROM resources s
-         WHERE s.identifier = ANY($2::text[]) AND s.parent_identifier IS NOT NULL
+         WHERE s.identifier = ANY($1::text[]) AND s.parent_identifier IS NOT NULL
            AND EXISTS (SELECT 1 FROM resources c WHERE c.parent_identifier = s.identifier)
      ),
      walk(start, cur) AS (
@@ -116,11 +90,11 @@ export async function closeVersionsAndCheckParents(
          WHERE w.cur <> w.start AND r.parent_identifier IS NOT NULL
      )
      SELECT 'parent' AS problem, c.identifier, c.parent_identifier AS other FROM resources c
-      WHERE c.identifier = ANY($2::text[]) AND c.parent_identifier IS NOT NULL AND NOT c.is_deleted
+      WHERE c.identifier = ANY($1::text[]) AND c.parent_identifier IS NOT NULL AND NOT c.is_deleted
         AND NOT EXISTS (SELECT 1 FROM resources p WHERE p.identifier = c.parent_identifier AND NOT p.is_deleted)
      UNION ALL
      SELECT DISTINCT 'cycle', start, NULL FROM walk WHERE cur = start`,
-    [ids, changedParents],
+    [changedParents],
   );
   return rows;
 }

@@ -4,7 +4,8 @@
 // that delete and nothing more.
 import { checkIdentifiers } from "../schema/validate.js";
 import type { Db } from "./db.js";
-import { closeVersions, openVersions, tickClock } from "./sql.js";
+import { checkTreeDepth, DEFAULT_MAX_TREE_DEPTH } from "./tree-depth.js";
+import { tickClock } from "./sql.js";
 import type { MutationResult } from "./types.js";
 
 export async function deleteResources(db: Db, identifiers: readonly string[], cascade: boolean): Promise<MutationResult> {
@@ -25,11 +26,11 @@ export async function deleteResources(db: Db, identifiers: readonly string[], ca
        RETURNING r.identifier`,
       [ids, cascade],
     );
-    return finish(tx, rows, at);
+    return finish(rows, at);
   });
 }
 
-export async function restoreResources(db: Db, identifiers: readonly string[], cascade: boolean): Promise<MutationResult> {
+export async function restoreResources(db: Db, identifiers: readonly string[], cascade: boolean, maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
   const ids = [...new Set(checkIdentifiers(identifiers))];
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
@@ -46,19 +47,18 @@ export async function restoreResources(db: Db, identifiers: readonly string[], c
        RETURNING r.identifier`,
       [ids, cascade],
     );
-    return finish(tx, rows, at);
+    await checkTreeDepth(
+      tx,
+      rows.map((r) => r.identifier),
+      maxTreeDepth,
+      { descendants: true },
+    );
+    return finish(rows, at);
   });
 }
 
-async function finish(
-  tx: Parameters<Parameters<Db["transaction"]>[0]>[0],
-  rows: readonly { identifier: string }[],
-  at: string,
-): Promise<MutationResult> {
-  const changed = rows.map((r) => r.identifier);
-  if (changed.length > 0) {
-    await closeVersions(tx, changed);
-    await openVersions(tx, changed);
-  }
-  return { count: changed.length, at };
+function finish(rows: readonly { identifier: string }[], at: string): MutationResult {
+  // The tombstoned or restored rows' previous versions moved to the history
+  // in the same statement (the trigger of migration 0006).
+  return { count: rows.length, at };
 }

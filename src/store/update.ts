@@ -1,11 +1,13 @@
 // Batch update: read the stored rows once, merge and validate in memory,
-// write every changed row in one statement, then append the versions.
+// write every changed row in one statement (the replaced versions move to
+// the history by the trigger of migration 0006), then check the parents.
 import { failedPrecondition, invalidArgument } from "../errors.js";
 import { checkAccessLevel, checkIdentifier, checkIdentifiers, mergePayload, normalizePayload, payloadTypeOrThrow } from "../schema/validate.js";
 import { throwParentProblems } from "./create.js";
+import { checkTreeDepth, DEFAULT_MAX_TREE_DEPTH } from "./tree-depth.js";
 import type { Db } from "./db.js";
 import { jsonEqual } from "./json-equal.js";
-import { closeVersionsAndCheckParents, listIds, openVersions, tickClock, type WritableRow } from "./sql.js";
+import { checkParents, listIds, tickClock, type WritableRow } from "./sql.js";
 import type { MutationResult, ResourcePatch } from "./types.js";
 
 interface CurrentRow extends WritableRow {
@@ -17,11 +19,11 @@ export function prepareUpdate(updates: Iterable<readonly [string, ResourcePatch]
   const out = new Map<string, ResourcePatch>();
   for (const [id, patch] of updates) {
     checkIdentifier(id);
-    if (out.has(id)) throw invalidArgument(`identifier ${id} appears more than once in the batch`);
+    if (out.has(id)) throw invalidArgument(`identifier ${id} appears more than once in the batch`, "DUPLICATE_IDENTIFIER");
     if (patch.payloadType !== undefined) payloadTypeOrThrow(patch.payloadType);
     if (patch.parentIdentifier !== undefined && patch.parentIdentifier !== null) {
       checkIdentifier(patch.parentIdentifier, "parent_identifier");
-      if (patch.parentIdentifier === id) throw invalidArgument(`${id} cannot be its own parent`);
+      if (patch.parentIdentifier === id) throw invalidArgument(`${id} cannot be its own parent`, "SELF_PARENT");
     }
     if (patch.accessLevel !== undefined) {
       if (patch.accessLevel === null) throw invalidArgument("access_level cannot be cleared");
@@ -32,7 +34,7 @@ export function prepareUpdate(updates: Iterable<readonly [string, ResourcePatch]
       // Field names are known already when the type is named.
       const type = payloadTypeOrThrow(patch.payloadType);
       for (const k of Object.keys(patch.payload)) {
-        if (!type.fieldByName.has(k)) throw invalidArgument(`${type.name} has no field ${JSON.stringify(k)}`);
+        if (!type.fieldByName.has(k)) throw invalidArgument(`${type.name} has no field ${JSON.stringify(k)}`, "UNKNOWN_FIELD");
       }
     }
     out.set(id, patch);
@@ -57,6 +59,7 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
 export async function updateResources(
   db: Db,
   updates: Iterable<readonly [string, ResourcePatch]>,
+  maxTreeDepth = DEFAULT_MAX_TREE_DEPTH,
 ): Promise<MutationResult> {
   const patches = prepareUpdate(updates);
   const ids = [...patches.keys()];
@@ -70,14 +73,14 @@ export async function updateResources(
     );
     const current = new Map(rows.map((r) => [r.identifier, r]));
     const unknown = ids.filter((id) => !current.has(id));
-    if (unknown.length > 0) throw failedPrecondition(`unknown identifiers: ${listIds(unknown)}`);
+    if (unknown.length > 0) throw failedPrecondition(`unknown identifiers: ${listIds(unknown)}`, "UNKNOWN_IDENTIFIER");
 
     const next: (CurrentRow & { newly_deleted: boolean })[] = [];
     const changedParents: string[] = [];
     for (const [id, patch] of patches) {
       const cur = current.get(id) as CurrentRow;
       if (patch.payloadType !== undefined && patch.payloadType !== cur.payload_type) {
-        throw failedPrecondition(`${id} is a ${cur.payload_type}; its payload_type cannot change to ${patch.payloadType}`);
+        throw failedPrecondition(`${id} is a ${cur.payload_type}; its payload_type cannot change to ${patch.payloadType}`, "PAYLOAD_TYPE_CHANGED");
       }
       const isDeleted = patch.isDeleted ?? cur.is_deleted;
       let payload = cur.payload;
@@ -86,7 +89,7 @@ export async function updateResources(
         payload = normalizePayload(type, mergePayload(cur.payload, patch.payload));
       }
       if (cur.is_deleted && isDeleted && changesContent(patch)) {
-        throw failedPrecondition(`${id} is deleted; restore it (is_deleted: false) to change it`);
+        throw failedPrecondition(`${id} is deleted; restore it (is_deleted: false) to change it`, "TOMBSTONED");
       }
       const row = {
         identifier: id,
@@ -112,7 +115,6 @@ export async function updateResources(
     }
     if (next.length === 0) return { count: 0, at };
 
-    const changedIds = next.map((r) => r.identifier);
     await tx.query(
       `WITH t AS (SELECT last FROM clock)
        UPDATE resources r SET parent_identifier = x.parent_identifier, license = x.license,
@@ -125,8 +127,9 @@ export async function updateResources(
         WHERE r.identifier = x.identifier`,
       [JSON.stringify(next)],
     );
-    throwParentProblems(await closeVersionsAndCheckParents(tx, changedIds, changedParents));
-    await openVersions(tx, changedIds);
+    // A re-parented resource takes its subtree with it. Bounded walks, before the cycle check.
+    await checkTreeDepth(tx, changedParents, maxTreeDepth, { descendants: true });
+    throwParentProblems(await checkParents(tx, changedParents));
     return { count: next.length, at };
   });
 }

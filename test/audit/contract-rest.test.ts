@@ -19,7 +19,7 @@ const { rest, get, post } = restCaller(() => srv.url);
 async function expectError(a: Promise<Answer>, status: number, code: string): Promise<void> {
   const r = await a;
   expect({ status: r.status, code: r.json?.code }).toEqual({ status, code });
-  expect(Object.keys(r.json).sort()).toEqual(["code", "message"]);
+  expect(Object.keys(r.json).sort()).toEqual(["code", "message", "reason"]);
 }
 
 beforeAll(async () => {

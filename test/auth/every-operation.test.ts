@@ -19,9 +19,10 @@ beforeAll(async () => {
   srv = await startTestServer({
     API_TOKENS: `${cred.read}=read;${cred.write}=write;${cred.admin}=admin`,
     OIDC_ISSUER: idp.issuer,
+    OIDC_AUDIENCE: "resource-store",
   });
   // Authenticated, but with none of our scopes: the only way to lack "read".
-  cred["none-scoped"] = await idp.sign({ scope: "openid profile" });
+  cred["none-scoped"] = await idp.sign({ scope: "openid profile" }, { audience: "resource-store" });
 });
 afterAll(async () => {
   await srv?.close();
@@ -83,7 +84,7 @@ describe("every operation checks its scope", () => {
       const body = hasBody ? JSON.stringify(init) : undefined;
       const call = (headers: Record<string, string>) => callRest(srv.url, verb, path, { ...(body !== undefined ? { body } : {}), headers });
       const none = await call({});
-      expect([none.status, none.json]).toEqual([401, { code: "unauthenticated", message: expect.any(String) }]);
+      expect([none.status, none.json]).toEqual([401, { code: "unauthenticated", message: expect.any(String), reason: "UNAUTHENTICATED" }]);
       const bad = await call(bearer("not-a-token"));
       expect([bad.status, (bad.json as { code: string }).code]).toEqual([401, "unauthenticated"]);
       const below = await call(bearer(justBelow(needed)));

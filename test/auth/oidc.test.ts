@@ -16,7 +16,10 @@ afterAll(async () => {
   await idp?.close();
 });
 
-const authOf = (env: Record<string, string>) => createAuthenticator(loadConfig(env).auth);
+// The authenticator on its own (the service requires OIDC_AUDIENCE with
+// OIDC_ISSUER, see test/server/config.test.ts; unset it is not checked here).
+const authOf = (env: Record<string, string>) =>
+  createAuthenticator({ ...loadConfig({ ...env, OIDC_AUDIENCE: "resource-store" }).auth, oidcAudience: env.OIDC_AUDIENCE });
 
 async function outcome(p: Promise<{ scopes: ReadonlySet<string> }>): Promise<string> {
   try {

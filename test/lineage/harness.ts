@@ -12,15 +12,10 @@ import * as v2Lineage from "../../gen/resourcestore/v2/lineage_service_pb.js";
 import * as v2Registry from "../../gen/resourcestore/v2/registry_service_pb.js";
 import * as v2Resource from "../../gen/resourcestore/v2/resource_service_pb.js";
 import * as v2Stats from "../../gen/resourcestore/v2/stats_service_pb.js";
-import { loadRegistrySecret } from "../../src/registry-secret.js";
-import { createAdminService } from "../../src/rpc/admin-service.js";
-import { createArtefactService } from "../../src/rpc/artefact-service.js";
-import { createLineageService } from "../../src/rpc/lineage-service.js";
-import { createRegistryService } from "../../src/rpc/registry-service.js";
-import { createResourceService } from "../../src/rpc/resource-service.js";
-import { createStatsService } from "../../src/rpc/stats-service.js";
-import { createRegistry } from "../../src/store/registry.js";
+import { createAdminService, createArtefactService, createLineageService, createRegistryService, createResourceService, createStatsService } from "../../src/rpc/index.js";
+import { createRegistry, loadRegistrySecret } from "../../src/store/index.js";
 import { describeBackends, type Backend } from "../store/backends.js";
+import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
 
 export interface Services {
   readonly backend: Backend;
@@ -38,7 +33,7 @@ export interface Services {
 /** The services over one migrated database, as one app instance would wire them. */
 export async function buildServices(backend: Backend): Promise<Services> {
   const { db, store } = backend;
-  const secret = await loadRegistrySecret({ secret: undefined, db, dataDir: undefined });
+  const secret = await loadRegistrySecret({ secret: TEST_REGISTRY_SECRET, db, dataDir: undefined });
   const resource = createResourceService({ store, limits: { maxBatchItems: 10_000 } });
   const lineage = createLineageService({ db });
   const registry = createRegistryService({ registry: createRegistry({ db, secret }) });

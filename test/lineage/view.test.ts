@@ -1,9 +1,7 @@
 // The lineage view on PostgreSQL: when it may answer, how it is refreshed,
 // and that every answer is the same whether it is fresh, stale or absent.
 import { expect, it } from "vitest";
-import { createLineageRefresher } from "../../src/store/lineage-refresher.js";
-import { isLineageViewFresh, refreshLineageView, withLineageSnapshot } from "../../src/store/lineage-view.js";
-import { listChildren } from "../../src/store/lineage.js";
+import { createLineageRefresher, isLineageViewFresh, refreshLineageView, withLineageSnapshot, listChildren } from "../../src/store/index.js";
 import { describeBackends } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
 import { buildServices } from "./harness.js";
@@ -45,7 +43,7 @@ describeBackends("lineage view kept fresh", (backend) => {
   it("a listening refresher keeps it fresh after writes from any connection", async () => {
     const b = backend();
     if (b.url === undefined) throw new Error("a PostgreSQL suite without a URL");
-    const refresher = createLineageRefresher({ db: b.db, databaseUrl: b.url, debounceMs: 20, maxDelayMs: 200 });
+    const refresher = createLineageRefresher({ db: b.db, debounceMs: 20, maxDelayMs: 200 });
     await refresher.start();
     try {
       await b.store.create([ds("r"), study("r1", "r"), study("r2", "r1")]);
@@ -81,7 +79,7 @@ describeBackends("lineage refresher", (backend) => {
 
   it("does nothing on PGlite, and on PostgreSQL comes back after its connection is killed", async () => {
     const b = backend();
-    const refresher = createLineageRefresher({ db: b.db, databaseUrl: b.url ?? "postgres://unused", debounceMs: 20, maxDelayMs: 200, reconnectMs: 50 });
+    const refresher = createLineageRefresher({ db: b.db, debounceMs: 20, maxDelayMs: 200, reconnectMs: 50 });
     await refresher.start();
     try {
       await b.store.create([ds("k1")]);

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { int64Buffer, stampMicrosExact, timestampBuffer, utf8Buffers } from "../../src/parquet/column-buffers.js";
-import { stampToMicros } from "../../src/parquet/index.js";
+import { int64Buffer, stampMicrosExact, stampToMicros, timestampBuffer, utf8Buffers } from "../../src/parquet/index.js";
 
 const enc = new TextEncoder();
 

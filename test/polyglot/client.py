@@ -9,8 +9,8 @@ import uuid
 import grpc
 from google.protobuf import struct_pb2
 
-from resourcestore.type.v1 import payloads_pb2, query_pb2, resource_pb2
-from resourcestore.v2 import query_service_pb2_grpc, resource_service_pb2_grpc
+from resourcestore.type.v1 import event_pb2, payloads_pb2, query_pb2, resource_pb2
+from resourcestore.v2 import event_service_pb2_grpc, query_service_pb2_grpc, resource_service_pb2_grpc
 
 failures = []
 
@@ -68,6 +68,21 @@ def main(target):
         check("query next_cursor", page.HasField("next_cursor"), False)
         count = query.Count(query_pb2.QueryRequest(payload_type="study", parent_identifier=ds))
         check("count", count.count, 1)
+
+        # The change feed: replay this run's commits (since = before the
+        # first), filtered to its subtree; whole commits in commit order.
+        events = event_service_pb2_grpc.EventServiceStub(channel)
+        stream = events.Watch(event_pb2.WatchRequest(since="2000-01-01T00:00:00Z", root_identifier=ds,
+                                                     include_resources=True), timeout=30)
+        seen = []
+        for message in stream:
+            seen.extend((e.identifier, e.kind, e.version) for e in message.events)
+            if message.events and message.at != message.events[-1].at:
+                failures.append("a message's at is not its last commit's")
+            if len(seen) >= 3:
+                stream.cancel()
+                break
+        check("events", seen, [(ds, "created", 1), (st, "created", 1), (st, "updated", 2)])
 
         try:
             resources.Create(resource_pb2.CreateRequest(resources=[

@@ -3,7 +3,7 @@
 // current-time answer comes from the lineage view when it is fresh and from
 // a walk when it is stale; both must give the same rows.
 import { beforeAll, expect, it } from "vitest";
-import { refreshLineageView } from "../../src/store/lineage-view.js";
+import { refreshLineageView } from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { clients, type Clients } from "./harness.js";
 

@@ -1,13 +1,11 @@
 // The common queries use the indexes of migration 0002 (and the parent index
 // of 0001) on PostgreSQL once the tables are big enough for it to matter.
-import { fromJson } from "@bufbuild/protobuf";
+import { fromJson, create } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { migrate, openDatabase, type Db } from "../../src/store/index.js";
-import { pageStatement, planQuery } from "../../src/store/query/index.js";
+import { migrate, openDatabase, type Db, pageStatement, planQuery } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 
 const reachable = await postgresReachable();
@@ -37,12 +35,12 @@ describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
       SELECT 'r' || g, (ARRAY['study','series','file','annotation','dataset'])[1 + g % 5],
              CASE WHEN g > 1 AND g % 1000 <> 0 THEN 'r' || (g / 10) END, 'internal',
              jsonb_build_object('modality', CASE WHEN g % 997 = 0 THEN 'CT' ELSE 'MR' || (g % 50) END, 'name', 'n' || g),
-             now() - g * interval '1 second', now(), 1
+             now() - g * interval '1 second', now(), 2
         FROM generate_series(1, 50000) g`);
-    // Their history: one open version each, as the store writes it.
+    // Their history: one superseded version each (the current one is the row above).
     await db.query(`
-      INSERT INTO resource_versions (identifier, version, tx_from, payload_type, parent_identifier, access_level, payload, created_at, updated_at)
-      SELECT identifier, 1, created_at, payload_type, parent_identifier, access_level, payload, created_at, updated_at FROM resources`);
+      INSERT INTO resource_versions (identifier, version, tx_from, tx_to, payload_type, parent_identifier, access_level, payload, created_at, updated_at)
+      SELECT identifier, 1, created_at, updated_at, payload_type, parent_identifier, access_level, payload, created_at, created_at FROM resources`);
     await db.exec("ANALYZE resources; ANALYZE resource_versions");
   });
   afterAll(async () => {

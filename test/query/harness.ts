@@ -2,8 +2,7 @@
 import { createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
 import { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
-import { createQueryService, type QueryServiceDeps } from "../../src/rpc/query-service.js";
-import { createResourceService } from "../../src/rpc/resource-service.js";
+import { createQueryService, type QueryServiceDeps, createResourceService } from "../../src/rpc/index.js";
 import type { Backend } from "../store/backends.js";
 
 export interface Clients {

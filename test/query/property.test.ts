@@ -7,7 +7,7 @@ import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { beforeAll, expect, it } from "vitest";
 import { payloadTypeNames, payloadTypes } from "../../src/schema/payload-registry.js";
-import { OPS, queryMetadataNames } from "../../src/store/query/index.js";
+import { OPS, queryMetadataNames } from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { clients, type Clients } from "./harness.js";
 

@@ -174,7 +174,7 @@ describeBackends("query", (backend) => {
 describe("query cursor secret", () => {
   it("is shared through the database when not configured", async () => {
     const { openDatabase, migrate } = await import("../../src/store/index.js");
-    const { loadCursorSecret } = await import("../../src/store/query/index.js");
+    const { loadCursorSecret } = await import("../../src/store/index.js");
     const db = await openDatabase({});
     await migrate(db);
     const a = await loadCursorSecret(db, undefined);

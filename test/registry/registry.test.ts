@@ -3,9 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadRegistrySecret, REGISTRY_SECRET_FILE } from "../../src/registry-secret.js";
-import { createRegistry } from "../../src/store/registry.js";
-import { createResourceStore, migrate, openDatabase, type Db } from "../../src/store/index.js";
+import { createRegistry, loadRegistrySecret, REGISTRY_SECRET_FILE, createResourceStore, migrate, openDatabase, type Db } from "../../src/store/index.js";
 import { uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
@@ -122,13 +120,19 @@ describe.skipIf(!pgReachable)("registry on PostgreSQL with two app instances", (
     await testDb?.drop();
   });
 
-  it("agree on a generated secret kept in the database", async () => {
+  it("refuse to start without a configured key, and write none into the database (issue 20)", async () => {
+    for (const db of [a, b]) {
+      await expect(loadRegistrySecret({ secret: undefined, db, dataDir: undefined })).rejects.toThrow(
+        /REGISTRY_SECRET, REGISTRY_SECRET_FILE .* or REGISTRY_SECRETS/,
+      );
+    }
+    const { rows } = await a.query<{ n: string }>("SELECT count(*)::text AS n FROM registry_secret");
+    expect(rows[0]?.n).toBe("0");
     const [ka, kb] = await Promise.all([
-      loadRegistrySecret({ secret: undefined, db: a, dataDir: undefined }),
-      loadRegistrySecret({ secret: undefined, db: b, dataDir: undefined }),
+      loadRegistrySecret({ secret: "configured-key", db: a, dataDir: undefined }),
+      loadRegistrySecret({ secret: "configured-key", db: b, dataDir: undefined }),
     ]);
     expect(ka.toString()).toBe(kb.toString());
-    expect(ka.length).toBeGreaterThanOrEqual(32);
   });
 
   it("50 concurrent registrations of one pair, over two app instances, give exactly one success and one identifier", async () => {

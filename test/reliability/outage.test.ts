@@ -71,7 +71,7 @@ describe.skipIf(!pgOk)("database outage", () => {
     await new Promise((r) => setTimeout(r, 300));
 
     const write = await create1("while-down");
-    expect([write.status, write.json]).toEqual([503, { code: "unavailable", message: expect.any(String) }]);
+    expect([write.status, write.json]).toEqual([503, { code: "unavailable", message: expect.any(String), reason: "DATABASE_UNAVAILABLE" }]);
     const read = await callRest(srv.url, "POST", "/resources/read", { body: JSON.stringify({ identifiers: ["before-0"] }) });
     expect(read.status).toBe(503);
     const rpc = await callRpc(transportFor(srv.url, "connect-json"), ResourceService.method.read, create(ReadRequestSchema, { identifiers: ["before-0"] }));

@@ -11,7 +11,7 @@ import { ConnectError, createRouterTransport } from "@connectrpc/connect";
 import type { HandlerContext } from "@connectrpc/connect";
 import { codeFromString } from "@connectrpc/connect/protocol-connect";
 import { createRestHandler, restStatus } from "../../src/rest/index.js";
-import type { RestRevision } from "../../src/rest/index.js";
+import type { Revision } from "../../src/rest/index.js";
 import { HttpBodySchema } from "../../gen/google/api/httpbody_pb.js";
 import type { CreateRequest, ReadRequest, UpdateRequest } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { QueryRequest } from "../../gen/resourcestore/type/v1/query_pb.js";
@@ -37,7 +37,7 @@ function servicesOf(...modules: object[]): DescService[] {
   return modules.flatMap((m) => Object.values(m).filter((v): v is DescService => (v as { kind?: string }).kind === "service"));
 }
 
-const revisions: RestRevision[] = [
+const revisions: Revision[] = [
   { name: "v1", services: servicesOf(v1Admin, v1Artefact, v1Lineage, v1Query, v1Registry, v1Resource, v1Schema, v1Stats, v1Storage) },
   { name: "v2", services: servicesOf(v2Lineage, v2Query, v2Registry, v2Resource, v2Schema, v2Stats, v2Storage) },
 ];
@@ -165,8 +165,10 @@ function echoed(res: Response): Record<string, unknown> {
 async function expectError(res: Response, status: number, code: string, mention?: string): Promise<string> {
   expect(res.status).toBe(status);
   expect(res.headers.get("content-type")).toBe("application/json");
-  const body = (await res.json()) as { code: string; message: string };
-  expect(Object.keys(body).sort()).toEqual(["code", "message"]);
+  const body = (await res.json()) as { code: string; message: string; reason: string };
+  // The contract's {code, message}, and the catalogue's reason beside them.
+  expect(Object.keys(body).sort()).toEqual(["code", "message", "reason"]);
+  expect(body.reason).toMatch(/^[A-Z][A-Z0-9_]*$/);
   expect(body.code).toBe(code);
   if (mention !== undefined) expect(body.message).toContain(mention);
   return body.message;
@@ -355,7 +357,7 @@ describe("client mistakes", () => {
         else controller.close();
       },
     });
-    const res = await fetch(`${base}/resources/read`, { method: "POST", body: stream, duplex: "half" });
+    const res = await fetch(`${base}/resources/read`, { method: "POST", headers: { "content-type": "application/json" }, body: stream, duplex: "half" });
     await expectError(res, 413, "resource_exhausted");
     expect(calls.length).toBe(before);
   });
@@ -416,7 +418,12 @@ describe("streamed HttpBody", () => {
 
   it("cancels the call when the client goes away", async () => {
     const controller = new AbortController();
-    const res = await fetch(`${base}/query/parquet`, { method: "POST", body: JSON.stringify({ payload_type: "hang" }), signal: controller.signal });
+    const res = await fetch(`${base}/query/parquet`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ payload_type: "hang" }),
+      signal: controller.signal,
+    });
     const reader = res.body?.getReader();
     expect(new TextDecoder().decode((await reader?.read())?.value)).toBe("PAR1");
     controller.abort();

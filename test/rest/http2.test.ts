@@ -76,7 +76,7 @@ describe("REST over HTTP/2", () => {
   it("answers errors and 413 without a connection header", async () => {
     const failed = await request("/v2/resources/delete", "{}");
     expect(failed.status).toBe(400);
-    expect(JSON.parse(failed.body.toString())).toEqual({ code: "failed_precondition", message: "dangling parent" });
+    expect(JSON.parse(failed.body.toString())).toEqual({ code: "failed_precondition", message: "dangling parent", reason: "FAILED_PRECONDITION" });
     const big = await request("/resources/read", JSON.stringify({ identifiers: ["x".repeat(100)] }));
     expect(big.status).toBe(413);
     expect(JSON.parse(big.body.toString())).toMatchObject({ code: "resource_exhausted" });

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { matchPathTemplate, parsePathTemplate } from "../../src/rest/path-template.js";
-import { decodeRestRequest } from "../../src/rest/request-decoder.js";
+import { matchPathTemplate, parsePathTemplate, decodeRestRequest } from "../../src/rest/index.js";
 import { ChildrenRequestSchema, ParentsRequestSchema } from "../../gen/resourcestore/type/v1/lineage_pb.js";
 import { ParquetPreviewRequestSchema } from "../../gen/resourcestore/type/v1/storage_pb.js";
 import { ReadRequestSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";

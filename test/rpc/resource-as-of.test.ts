@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { optionalAsOf, parseAsOf } from "../../src/rpc/as-of.js";
+import { optionalAsOf, parseAsOf } from "../../src/time.js";
 
 describe("as_of parsing", () => {
   it("accepts Z or an offset, with 0 to 9 fractional digits, truncating to microseconds", () => {

@@ -4,7 +4,7 @@ import { Code, ConnectError, createClient, createRouterTransport, type Client } 
 import { expect, it } from "vitest";
 import { ResourceService as V1 } from "../../gen/resourcestore/v1/resource_service_pb.js";
 import { ResourceService as V2 } from "../../gen/resourcestore/v2/resource_service_pb.js";
-import { createResourceService } from "../../src/rpc/resource-service.js";
+import { createResourceService } from "../../src/rpc/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 
 async function code(p: Promise<unknown>): Promise<Code | "ok"> {

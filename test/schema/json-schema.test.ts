@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { SchemaService as SchemaServiceV1 } from "../../gen/resourcestore/v1/schema_service_pb.js";
 import { SchemaService as SchemaServiceV2 } from "../../gen/resourcestore/v2/schema_service_pb.js";
-import { createSchemaService } from "../../src/rpc/schema-service.js";
+import { createSchemaService } from "../../src/rpc/index.js";
 import { INT64_STRING_PATTERN, payloadJsonSchemas } from "../../src/schema/json-schema.js";
 import { payloadTypeNames, payloadTypes } from "../../src/schema/payload-registry.js";
 import { strictAjv } from "./ajv.js";

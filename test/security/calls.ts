@@ -13,6 +13,24 @@ export function transportFor(baseUrl: string, protocol: Protocol): Transport {
   return createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: protocol === "connect-binary" });
 }
 
+/** A change-feed stream (EventService.Watch) runs until the client leaves. */
+export function isEndless(method: DescMethod): boolean {
+  return method.output.typeName === "resourcestore.type.v1.WatchResponse";
+}
+
+/**
+ * The body as text; for an endless stream (Server-Sent Events, a Watch over
+ * Connect or gRPC) only what the first read brings, then the call is cancelled.
+ */
+export async function readAnswer(res: Response, endless: boolean): Promise<Uint8Array> {
+  if (!endless && !(res.headers.get("content-type") ?? "").startsWith("text/event-stream")) return new Uint8Array(await res.arrayBuffer());
+  const reader = res.body?.getReader();
+  if (!reader) return new Uint8Array();
+  const first = await reader.read();
+  await reader.cancel().catch(() => {});
+  return first.value ?? new Uint8Array();
+}
+
 export interface RpcOutcome {
   readonly code: Code | "ok";
   readonly message: string;
@@ -31,7 +49,8 @@ export async function callRpc(
     } else {
       const res = await transport.stream(method as DescMethodServerStreaming, undefined, timeoutMs, headers, createAsyncIterable([message as never]));
       for await (const _ of res.message) {
-        // drain
+        // drain; a change feed never ends: its first message says the call got through
+        if (isEndless(method)) break;
       }
     }
     return { code: "ok", message: "" };
@@ -59,7 +78,7 @@ export async function callRest(
     ...(opts.body !== undefined ? { body: opts.body } : {}),
     signal: AbortSignal.timeout(opts.timeoutMs ?? 15_000),
   });
-  const text = await res.text();
+  const text = Buffer.from(await readAnswer(res, false)).toString("utf8");
   let json: unknown;
   try {
     json = JSON.parse(text);

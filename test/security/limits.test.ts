@@ -138,3 +138,24 @@ describe("preview and list limits", () => {
     expect([over.status, (over.json as { code: string }).code]).toEqual([400, "invalid_argument"]);
   });
 });
+
+describe("filter nesting (MAX_FILTER_DEPTH, section 16)", () => {
+  // Built as text: JSON.stringify itself recurses.
+  const nested = (depth: number): string =>
+    `{"filters":[${'{"any":['.repeat(depth)}{"field":"identifier","op":"eq","value":"x"}${"]}".repeat(depth)}]}`;
+  // 8 groups are served; every deeper one, up to 20,000 (500 before), is 400 invalid_argument.
+  it.each([9, 20, 200, 2_000, 20_000])("%i nested any groups: 400 invalid_argument over REST and Connect JSON", async (depth) => {
+    const big = await startTestServer({ MAX_BODY_BYTES: String(8 * 1024 * 1024) }).catch(() => undefined);
+    const target = big ?? srv;
+    try {
+      const body = nested(depth);
+      const rest = await callRest(target.url, "POST", "/query", { body });
+      expect([rest.status, (rest.json as { code: string }).code]).toEqual([400, "invalid_argument"]);
+      const connect = await fetch(`${target.url}/resourcestore.v2.QueryService/Query`, { method: "POST", headers: { "content-type": "application/json" }, body });
+      expect([connect.status, ((await connect.json()) as { code: string }).code]).toEqual([400, "invalid_argument"]);
+      expect((await callRest(target.url, "POST", "/query", { body: nested(8) })).status).toBe(200);
+    } finally {
+      await big?.close();
+    }
+  });
+});

@@ -2,6 +2,7 @@
 // one echoed back), route, code and duration, and never a payload value, an
 // external uid or a token. Metrics: calls by route and code with a latency
 // histogram over every protocol, and the PostgreSQL pool.
+import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -14,12 +15,14 @@ import { createApp, type App } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/log.js";
 import { startServer, type RunningServer } from "../../src/server.js";
+import { KEY_IN_DATABASE_MESSAGE, loadRegistryKeys, rehashRegistry } from "../../src/store/index.js";
+import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { callRest, callRpc, transportFor } from "./calls.js";
 
 const TOKEN = "obs-secret-token-4711";
 const pgOk = await postgresReachable();
-const SECRETS = ["PAYLOAD-SECRET-LABEL", "EXT-SECRET-UID-123", "SECRET-TEXT-VALUE", TOKEN, "SECRET-IN-BAD-BODY"];
+const SECRETS = ["PAYLOAD-SECRET-LABEL", "EXT-SECRET-UID-123", "SECRET-TEXT-VALUE", TOKEN, "SECRET-IN-BAD-BODY", TEST_REGISTRY_SECRET];
 const lines: string[] = [];
 let app: App;
 let server: RunningServer;
@@ -29,7 +32,7 @@ let pgdb: TestDatabase | undefined;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), "rs-obs-"));
-  const env: Record<string, string> = { DATA_DIR: dataDir, LOG_LEVEL: "debug", API_TOKENS: `${TOKEN}=admin` };
+  const env: Record<string, string> = { DATA_DIR: dataDir, LOG_LEVEL: "debug", API_TOKENS: `${TOKEN}=admin`, REGISTRY_SECRET: TEST_REGISTRY_SECRET };
   if (pgOk) {
     pgdb = await createTestDatabase();
     env.DATABASE_URL = pgdb.url;
@@ -120,5 +123,55 @@ describe("metrics", () => {
       expect(text).toMatch(new RegExp(`^${name} \\d+`, "m"));
     }
     expect(Number(/^rs_db_pool_connections_total (\d+)/m.exec(text)?.[1])).toBeGreaterThan(0);
+  });
+});
+
+describe("registry keys (issue 20)", () => {
+  it("no uid, hash or key in logs, metrics, refusals, the rehash progress or the parquet export", async () => {
+    const uidA = "EXT-ROTATE-UID-77";
+    const body = JSON.stringify({ datasource_id: "ds-rotate", external_uid: uidA });
+    const reg = await callRest(url, "POST", "/patients/register", { headers: auth, body });
+    expect(reg.status).toBe(200);
+    const dup = await callRest(url, "POST", "/patients/register", { headers: auth, body });
+    expect(dup.status).toBe(400);
+    const hashOf = async () =>
+      (await app.db.query<{ hash: string }>("SELECT encode(uid_hash, 'hex') AS hash FROM registry_patients")).rows.map((r) => r.hash);
+    const before = await hashOf();
+
+    // Rotation: the rehash reports counts only.
+    const nextKey = randomBytes(32).toString("base64url");
+    const keys = [
+      { id: "next", secret: Buffer.from(nextKey) },
+      { id: "default", secret: Buffer.from(TEST_REGISTRY_SECRET) },
+    ];
+    const progress: string[] = [];
+    const done = await rehashRegistry(app.db, keys, { batchSize: 1, onBatch: (p) => progress.push(JSON.stringify(p)) });
+    expect(done.patients).toBeGreaterThanOrEqual(2);
+    const after = await hashOf();
+    expect(after.some((h) => before.includes(h))).toBe(false);
+
+    // Refusals at start-up name the variables, never a key.
+    const refusals: string[] = [];
+    if (app.db.capabilities.embedded === false) {
+      await app.db.query("INSERT INTO registry_secret (id, secret) VALUES (true, $1)", [nextKey]);
+      await loadRegistryKeys({ configured: keys.map((k) => ({ id: k.id, secret: k.secret.toString() })), db: app.db, dataDir: undefined }).catch(
+        (err: Error) => refusals.push(err.message),
+      );
+      await app.db.query("DELETE FROM registry_secret");
+      expect(refusals).toEqual([KEY_IN_DATABASE_MESSAGE]);
+    }
+
+    const parquet = await fetch(`${url}/query/parquet`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ payload_type: "annotation" }),
+    });
+    expect(parquet.status).toBe(200);
+    const exported = Buffer.from(await parquet.arrayBuffer()).toString("latin1");
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    const seen = [lines.join("\n"), metrics, progress.join("\n"), dup.text, ...refusals, exported].join("\n");
+    const hidden = [uidA, TEST_REGISTRY_SECRET, nextKey, ...before, ...after];
+    for (const h of [...before, ...after]) hidden.push(Buffer.from(h, "hex").toString("base64"), Buffer.from(h, "hex").toString("latin1"));
+    for (const s of hidden) expect(seen).not.toContain(s);
   });
 });

@@ -2,10 +2,10 @@
 // list), with what a test needs to call it over Connect, gRPC and REST.
 import { create, getOption, hasOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { http } from "../../gen/google/api/annotations_pb.js";
-import { revisions } from "../../src/rpc/revisions.js";
+import { revisions } from "../../src/rpc/index.js";
 
 export interface Operation {
-  readonly revision: "v1" | "v2";
+  readonly revision: string;
   readonly service: DescService;
   readonly method: DescMethod;
   /** "v2 ResourceService.Create" */

@@ -23,6 +23,12 @@ describe("config", () => {
     ["S3_FORCE_PATH_STYLE", "maybe"],
     ["S3_BUCKET", "Bad_Bucket"],
     ["MAX_BATCH_ITEMS", "0"],
+    ["HEADERS_TIMEOUT_MS", "0"],
+    ["MAX_CONNECTIONS", "many"],
+    ["MAX_TREE_DEPTH", "0"],
+    ["MAX_FILTER_DEPTH", "-1"],
+    ["MAX_CONCURRENT_EXPORTS", "0"],
+    ["MAX_PREVIEW_BYTES", "1"],
   ])("rejects %s=%s naming the variable", (name, value) => {
     let err: unknown;
     try {
@@ -33,6 +39,30 @@ describe("config", () => {
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as ConfigError).variable).toBe(name);
     expect((err as Error).message).toContain(name);
+  });
+
+  it("fills the section 16 defence limits with API.md's defaults", () => {
+    expect(loadConfig({}).defence).toEqual({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 120_000,
+      idleTimeoutMs: 65_000,
+      maxConnections: 10_000,
+      maxConcurrentStreams: 100,
+      maxTreeDepth: 64,
+      maxChildren: 10_000,
+      maxFilterDepth: 8,
+      maxConcurrentExports: 4,
+      exportQueueMs: 10_000,
+      exportStallMs: 60_000,
+      maxPreviewBytes: 67_108_864,
+      databaseStatementTimeoutMs: 300_000,
+      databaseIdleInTransactionMs: 120_000,
+    });
+  });
+
+  it("requires OIDC_AUDIENCE with OIDC_ISSUER, naming it", () => {
+    expect(() => loadConfig({ OIDC_ISSUER: "https://idp.example" })).toThrow(/OIDC_AUDIENCE/);
+    expect(loadConfig({ OIDC_ISSUER: "https://idp.example", OIDC_AUDIENCE: "rs" }).auth.oidcAudience).toBe("rs");
   });
 
   it("reads the documented variables", () => {

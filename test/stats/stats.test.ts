@@ -1,7 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { expect, it } from "vitest";
 import type { NewResource } from "../../src/store/index.js";
-import { isLineageViewFresh } from "../../src/store/lineage-view.js";
+import { isLineageViewFresh } from "../../src/store/index.js";
 import { uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
 import { describeServices, type Services } from "../lineage/harness.js";

@@ -3,8 +3,8 @@
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import type { Client } from "@connectrpc/connect";
 import { StorageService } from "../../gen/resourcestore/v2/storage_service_pb.js";
-import { createStorageService } from "../../src/rpc/storage-service.js";
-import type { StorageServiceDeps } from "../../src/rpc/storage-service.js";
+import { createStorageService } from "../../src/rpc/index.js";
+import type { StorageServiceDeps } from "../../src/rpc/index.js";
 
 export type StorageClient = Client<typeof StorageService>;
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { bigintToJson, formatDate, formatTimestamp, toJsonSafe } from "../../src/storage/json-safe.js";
+import { bigintToJson, formatDate, formatTimestamp, toJsonSafe } from "../../src/storage/index.js";
 
 describe("JSON-safe values", () => {
   test("an int64 is a number only when a double holds it exactly", () => {

@@ -4,8 +4,7 @@ import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import fc from "fast-check";
 import { afterAll, describe, expect, test } from "vitest";
-import { createUrlPresigner } from "../../src/storage/presigner.js";
-import { uploadKey } from "../../src/storage/index.js";
+import { createUrlPresigner, uploadKey } from "../../src/storage/index.js";
 
 const BUCKET = "sig-bucket";
 const clients: S3Client[] = [];

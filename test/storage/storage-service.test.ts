@@ -1,7 +1,7 @@
 import { createServer } from "node:net";
 import { Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { StorageService as V1StorageService } from "../../gen/resourcestore/v1/storage_service_pb.js";
-import { createStorageService } from "../../src/rpc/storage-service.js";
+import { createStorageService } from "../../src/rpc/index.js";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { EMBEDDED_CREDENTIALS, connectObjectStorage } from "../../src/storage/index.js";
 import { startTestS3 } from "../support/s3.js";

@@ -1,5 +1,5 @@
 import { expect, it } from "vitest";
-import { parseAsOf } from "../../src/rpc/as-of.js";
+import { parseAsOf } from "../../src/time.js";
 import { describeBackends, uid } from "./backends.js";
 import { ds, fromMicros, micros, study, TS_PATTERN } from "./helpers.js";
 

@@ -4,8 +4,7 @@
 // increasing in commit order.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { expect, it } from "vitest";
-import { createResourceStore, openDatabase } from "../../src/store/index.js";
-import { ts } from "../../src/store/sql.js";
+import { createResourceStore, openDatabase, ts } from "../../src/store/index.js";
 import { describeBackends, uid } from "./backends.js";
 import { ds, micros } from "./helpers.js";
 
@@ -25,7 +24,7 @@ describeBackends("concurrent batches", (backend) => {
     await shared.create(ids.map((id) => ds(id)));
     // Several independent clients (each its own pool) on PostgreSQL.
     const clients = kind === "postgres" && url ? await Promise.all([1, 2, 3, 4].map(() => openDatabase({ databaseUrl: url, poolSize: 3 }))) : [];
-    const stores = clients.length > 0 ? clients.map(createResourceStore) : [shared];
+    const stores = clients.length > 0 ? clients.map((d) => createResourceStore(d)) : [shared];
     const workers = 12;
     const rounds = 10;
     const stamps: string[] = [];
@@ -50,7 +49,7 @@ describeBackends("concurrent batches", (backend) => {
     const { rows } = await shared.db.query<VersionRow>(
       `SELECT v.identifier, v.version::text AS version, ${ts("v.tx_from")} AS tx_from,
               CASE WHEN v.tx_to = 'infinity' THEN 'infinity' ELSE ${ts("v.tx_to")} END AS tx_to, v.license
-         FROM resource_versions v WHERE v.identifier = ANY($1::text[]) ORDER BY v.identifier, v.version`,
+         FROM resource_history v WHERE v.identifier = ANY($1::text[]) ORDER BY v.identifier, v.version`,
       [ids],
     );
     const written = workers * rounds * ids.length / 2;
@@ -85,7 +84,7 @@ describeBackends("concurrent batches", (backend) => {
     const { kind, url, store: shared } = backend();
     const id = uid("race");
     const clients = kind === "postgres" && url ? await Promise.all([1, 2, 3, 4].map(() => openDatabase({ databaseUrl: url, poolSize: 2 }))) : [];
-    const stores = clients.length > 0 ? clients.map(createResourceStore) : [shared];
+    const stores = clients.length > 0 ? clients.map((d) => createResourceStore(d)) : [shared];
     try {
       const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => stores[i % stores.length]!.create([ds(id)])));
       expect(results.filter((r) => r.status === "fulfilled").length).toBe(1);

@@ -20,8 +20,8 @@ describeBackends("connection killed mid-batch", (backend) => {
     await holder.connect();
     try {
       await holder.query("BEGIN");
-      // The batch writes `resources` first, then blocks closing b's open version.
-      await holder.query("SELECT 1 FROM resource_versions WHERE identifier = $1 AND tx_to = 'infinity' FOR UPDATE", [`${p}b`]);
+      // The batch takes the clock (its first write), then blocks writing b's row.
+      await holder.query("SELECT 1 FROM resources WHERE identifier = $1 FOR UPDATE", [`${p}b`]);
       const batch = store.update([
         [`${p}a`, { license: "L1" }],
         [`${p}b`, { license: "L2" }],
@@ -51,7 +51,7 @@ describeBackends("connection killed mid-batch", (backend) => {
 
     expect(await store.read([`${p}a`, `${p}b`, `${p}c`])).toEqual(before);
     const { rows } = await store.db.query<{ n: string }>(
-      "SELECT count(*)::text AS n FROM resource_versions WHERE identifier = ANY($1::text[])",
+      "SELECT count(*)::text AS n FROM resource_history WHERE identifier = ANY($1::text[])",
       [[`${p}a`, `${p}b`, `${p}c`]],
     );
     expect(Number(rows[0]?.n)).toBe(3);

@@ -4,10 +4,11 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApp, type App } from "../../src/app.js";
+import { createApp, type App, type AppOptions } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/log.js";
 import { startServer, type RunningServer } from "../../src/server.js";
+import { withRegistryKey } from "./registry-key.js";
 
 export interface TestServer {
   readonly url: string;
@@ -17,18 +18,18 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+export async function startTestServer(env: Record<string, string> = {}, opts: AppOptions = {}): Promise<TestServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "rs-test-"));
-  const config = loadConfig({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "silent", ...env });
-  const app = await createApp(config, createLogger(config.logLevel));
-  const server = await startServer({ port: 0, host: "127.0.0.1", handler: app.handler });
+  const config = loadConfig(withRegistryKey({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "silent", ...env }));
+  const app = await createApp(config, createLogger(config.logLevel), opts);
+  const server = await startServer({ port: 0, host: "127.0.0.1", handler: app.handler, limits: config.defence });
   return {
     url: `http://127.0.0.1:${server.port}`,
     port: server.port,
     app,
     server,
     async close() {
-      await server.close(1000);
+      await Promise.all([app.endStreams(), server.close(1000)]);
       await app.close();
       await rm(dataDir, { recursive: true, force: true });
     },

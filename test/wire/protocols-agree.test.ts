@@ -10,7 +10,7 @@ import { Code } from "@connectrpc/connect";
 import { parquetReadObjects } from "hyparquet";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { http } from "../../gen/google/api/annotations_pb.js";
-import { revisions } from "../../src/rpc/revisions.js";
+import { revisions } from "../../src/rpc/index.js";
 import { payloadTypeNames } from "../../src/schema/payload-registry.js";
 import { startTestServer, type TestServer } from "../support/app.js";
 
@@ -33,6 +33,7 @@ async function call(p: Protocol, method: DescMethod, req: Record<string, unknown
   const service = method.parent;
   const path = `/${service.typeName}/${method.name}`;
   const streaming = method.methodKind === "server_streaming";
+  if (method.name === "Watch") return firstEvents(p, method, req);
   if (p === "grpc") {
     const client = new grpc.Client(`127.0.0.1:${srv.port}`, grpc.credentials.createInsecure());
     const msg = fromJson(method.input, req as JsonValue);
@@ -109,6 +110,81 @@ async function call(p: Protocol, method: DescMethod, req: Record<string, unknown
   const json = (await res.json()) as JsonValue;
   if (!res.ok) return { error: (json as { code: string }).code };
   return { ok: rule.responseBody ? { [rule.responseBody]: json } : json };
+}
+
+/**
+ * The change feed never ends by itself: each protocol reads until the first
+ * message that holds events (a replay of the scenario's commits) and stops.
+ */
+async function firstEvents(p: Protocol, method: DescMethod, req: Record<string, unknown>): Promise<Outcome> {
+  const path = `/${method.parent.typeName}/${method.name}`;
+  const withEvents = (m: { events?: unknown[] }) => (m.events?.length ?? 0) > 0;
+  if (p === "grpc") {
+    const client = new grpc.Client(`127.0.0.1:${srv.port}`, grpc.credentials.createInsecure());
+    const msg = fromJson(method.input, req as JsonValue);
+    try {
+      return await new Promise<Outcome>((resolve) => {
+        const s = client.makeServerStreamRequest(path, (m: typeof msg) => Buffer.from(toBinary(method.input, m)), (b: Buffer) => fromBinary(method.output, b), msg);
+        s.on("data", (m: ReturnType<typeof fromBinary>) => {
+          const json = toJson(method.output, m as never, { useProtoFieldName: true }) as { events?: unknown[] };
+          if (!withEvents(json)) return;
+          resolve({ ok: json as JsonValue });
+          s.cancel();
+        });
+        s.on("error", (err: grpc.ServiceError) => resolve({ error: codeName(err.code) }));
+      });
+    } finally {
+      client.close();
+    }
+  }
+  const abort = new AbortController();
+  try {
+    let res: Response;
+    if (p === "connect") {
+      const body = Buffer.from(JSON.stringify(req));
+      const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
+      frame.writeUInt32BE(body.length, 1);
+      res = await fetch(srv.url + path, { method: "POST", headers: { "content-type": "application/connect+json" }, body: frame, signal: abort.signal });
+    } else {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(req)) {
+        if (k === "payload_types") for (const t of v as string[]) q.append("payload_type", t);
+        else q.set(k, String(v));
+      }
+      res = await fetch(`${srv.url}/${method.parent.typeName.split(".")[1]}/events?${q.toString()}`, { signal: abort.signal });
+      if (!res.ok) return { error: ((await res.json()) as { code: string }).code };
+    }
+    const reader = res.body!.getReader();
+    let buf = Buffer.alloc(0);
+    for (;;) {
+      const r = await reader.read();
+      if (r.done) return { error: "ended without events" };
+      buf = Buffer.concat([buf, r.value]);
+      if (p === "connect") {
+        while (buf.length >= 5 && buf.length >= 5 + buf.readUInt32BE(1)) {
+          const len = buf.readUInt32BE(1);
+          const json = JSON.parse(buf.subarray(5, 5 + len).toString("utf8"));
+          const end = (buf[0]! & 2) !== 0;
+          buf = buf.subarray(5 + len);
+          if (end) return json.error ? { error: json.error.code } : { error: "ended without events" };
+          if (withEvents(json)) return { ok: json };
+        }
+      } else {
+        // Server-Sent Events: messages end with a blank line; data lines hold the flat JSON.
+        let at: number;
+        while ((at = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.subarray(0, at).toString("utf8");
+          buf = buf.subarray(at + 2);
+          const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+          if (data === "") continue;
+          const json = JSON.parse(data);
+          if (withEvents(json)) return { ok: json };
+        }
+      }
+    }
+  } finally {
+    abort.abort();
+  }
 }
 
 async function parquetRows(buf: Buffer): Promise<JsonValue> {
@@ -189,7 +265,23 @@ const seedTree = async (t: string) => {
   if (r.created !== 5) throw new Error(`seed failed: ${JSON.stringify(r)}`);
 };
 
+/** Watch replays from just before its tag's commits: the stamp of a marker written first. */
+const watchSince = new Map<string, string>();
+const seedHistory = async (t: string) => {
+  await rest("/resources/create", { resources: [{ identifier: `${t}-mark`, payload_type: "datasource", name: "M" }] });
+  const [mark] = (await rest("/resources/read", { identifiers: [`${t}-mark`] })) as { updated_at: string }[];
+  watchSince.set(t, mark!.updated_at);
+  await seedTree(t);
+  await rest("/resources/update", { updates: { [`${t}-st`]: { modality: "MR" } } });
+  await rest("/resources/delete", { identifiers: [`${t}-f`] });
+};
+
 const scenarios: Record<string, Scenario> = {
+  "EventService.Watch": {
+    setup: seedHistory,
+    ok: (t) => ({ req: { since: watchSince.get(t), root_identifier: `${t}-ds`, include_resources: true } }),
+    bad: { payload_types: ["no_such_type"] },
+  },
   "ResourceService.Create": {
     ok: (t) => ({
       req: { resources: [{ identifier: `${t}-c1`, study: { modality: "MR" } }, { identifier: `${t}-c2`, parent_identifier: `${t}-c1`, series: { series_number: 2 } }] },

@@ -5,6 +5,9 @@ import { sql as queryIndexes } from "./0002-query-indexes.js";
 import { sql as registryArtefacts } from "./0003-registry-artefacts.js";
 import { sql as lineageView } from "./0004-lineage-view.js";
 import { sql as historySortIndexes } from "./0005-history-sort-indexes.js";
+import { sql as supersededHistory } from "./0006-superseded-history.js";
+import { sql as registryKeyIds } from "./0010-registry-key-ids.js";
+import { sql as events } from "./0012-events.js";
 
 export interface Migration {
   readonly id: number;
@@ -18,4 +21,7 @@ export const migrations: readonly Migration[] = [
   { id: 3, name: "registry-artefacts", sql: registryArtefacts },
   { id: 4, name: "lineage-view", sql: lineageView },
   { id: 5, name: "history-sort-indexes", sql: historySortIndexes },
+  { id: 6, name: "superseded-history", sql: supersededHistory },
+  { id: 10, name: "registry-key-ids", sql: registryKeyIds },
+  { id: 12, name: "events", sql: events },
 ];

@@ -137,7 +137,7 @@ function body(plan: QueryPlan, point: ReadPoint, p: Params, viaView = false): Bo
   for (const f of plan.filters) where.push(renderFilter(f, p));
   return {
     with: ctes.length > 0 ? `WITH RECURSIVE ${ctes.join(", ")}` : "",
-    from: source.kind === "current" ? "resources r" : "resource_versions r",
+    from: source.kind === "current" ? "resources r" : "resource_history r",
     where: where.join(" AND "),
     point: t,
   };

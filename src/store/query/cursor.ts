@@ -2,9 +2,8 @@
 // signature makes a cursor unforgeable, the query hash ties it to the query
 // that made it, and the pinned read point keeps later pages on the snapshot
 // of the first one.
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { invalidArgument } from "../../errors.js";
-import type { Queryable } from "../db.js";
 import type { Keyset } from "./compile.js";
 
 export interface CursorState {
@@ -26,7 +25,7 @@ export interface CursorCodec {
 export function createCursorCodec(secret: string | Uint8Array): CursorCodec {
   const key = typeof secret === "string" ? Buffer.from(secret, "utf8") : Buffer.from(secret);
   const sign = (body: string) => createHmac("sha256", key).update(body).digest();
-  const bad = () => invalidArgument("cursor is invalid");
+  const bad = () => invalidArgument("cursor is invalid", "INVALID_CURSOR");
   return {
     encode(state) {
       const body = Buffer.from(JSON.stringify([1, state.at, state.after.value, state.after.identifier, state.hash, state.asOf ?? null])).toString("base64url");
@@ -50,24 +49,8 @@ export function createCursorCodec(secret: string | Uint8Array): CursorCodec {
       if (typeof at !== "string" || typeof identifier !== "string" || typeof h !== "string") throw bad();
       if (value !== null && typeof value !== "string") throw bad();
       if (asOf !== null && typeof asOf !== "string") throw bad();
-      if (h !== hash) throw invalidArgument("cursor belongs to another query");
+      if (h !== hash) throw invalidArgument("cursor belongs to another query", "INVALID_CURSOR");
       return { at, after: { value, identifier }, hash: h, ...(asOf !== null ? { asOf } : {}) };
     },
   };
-}
-
-/**
- * The cursor signing key: the configured one, or one generated once and kept
- * in the database so every service process on it signs alike. The first
- * writer wins; everyone reads what it wrote.
- */
-export async function loadCursorSecret(db: Queryable, configured: string | undefined): Promise<string> {
-  if (configured !== undefined && configured !== "") return configured;
-  await db.query("INSERT INTO secrets (name, value) VALUES ('cursor', $1) ON CONFLICT (name) DO NOTHING", [
-    randomBytes(32).toString("base64url"),
-  ]);
-  const { rows } = await db.query<{ value: string }>("SELECT value FROM secrets WHERE name = 'cursor'");
-  const value = rows[0]?.value;
-  if (value === undefined) throw new Error("cursor secret missing");
-  return value;
 }

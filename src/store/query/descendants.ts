@@ -30,9 +30,9 @@ export function descendantsCte(source: RowSource, rootParam: string, viaView = f
   }
   const t = source.point;
   return `descendants(identifier) AS (
-      SELECT c.identifier FROM resource_versions c
+      SELECT c.identifier FROM resource_history c
        WHERE c.parent_identifier = ${rootParam} AND c.tx_from <= ${t} AND c.tx_to > ${t} AND NOT c.is_deleted
       UNION
-      SELECT c.identifier FROM resource_versions c JOIN descendants d ON c.parent_identifier = d.identifier
+      SELECT c.identifier FROM resource_history c JOIN descendants d ON c.parent_identifier = d.identifier
        WHERE c.tx_from <= ${t} AND c.tx_to > ${t} AND NOT c.is_deleted)`;
 }

@@ -2,12 +2,15 @@
 // batches for exports (a server-side cursor on PostgreSQL, keyset reads at a
 // pinned point on PGlite, whose single connection a long transaction would block).
 import { invalidArgument } from "../../errors.js";
+import { stampMicros } from "../../time.js";
 import type { Db, Queryable } from "../db.js";
 import { hasLineageView, withLineageSnapshot } from "../lineage-view.js";
 import { toStoredResource, type ResourceRow } from "../sql.js";
 import type { StoredResource } from "../types.js";
 import { countStatement, pageStatement, type Keyset, type ReadPoint } from "./compile.js";
-import { createCursorCodec, loadCursorSecret, type CursorCodec, type CursorState } from "./cursor.js";
+import { readerFor } from "../replicas.js";
+import { loadCursorSecret } from "../secrets.js";
+import { createCursorCodec, type CursorCodec, type CursorState } from "./cursor.js";
 import type { QueryPlan } from "./plan.js";
 
 export interface QueryRow extends ResourceRow {
@@ -40,14 +43,11 @@ export interface QueryEngineOptions {
   readonly cursorSecret?: string | undefined;
 }
 
-/** Microseconds since the epoch of YYYY-MM-DDTHH:MM:SS.ffffff(Z|±HH:MM); NaN when not a finite stamp. */
-export function stampMicros(s: string): number {
-  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\.(\d{6})(Z|[+-]\d{2}:\d{2})$/.exec(s);
-  if (!m) return NaN;
-  return Date.parse(`${m[1]}${m[3]}`) * 1000 + Number(m[2]);
-}
+/** The stamp a read point names; undefined = now. */
+const stampOf = (point: ReadPoint): string | undefined => (point.kind === "now" ? undefined : point.kind === "as_of" ? point.asOf : point.at);
 
 export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): QueryEngine {
+  const primary = db;
   let codec: Promise<CursorCodec> | undefined;
   const getCodec = () => {
     codec ??= loadCursorSecret(db, options.cursorSecret).then(createCursorCodec, (err: unknown) => {
@@ -65,8 +65,8 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
     // The pinned point, or the as_of that pinned it (they differ when that as_of lay in the future).
     if (req.asOf !== undefined) {
       const given = stampMicros(req.asOf);
-      if (given !== stampMicros(state.at) && (state.asOf === undefined || given !== stampMicros(state.asOf))) {
-        throw invalidArgument("as_of differs from the read point of the cursor");
+      if (given === undefined || (given !== stampMicros(state.at) && (state.asOf === undefined || given !== stampMicros(state.asOf)))) {
+        throw invalidArgument("as_of differs from the read point of the cursor", "INVALID_CURSOR");
       }
     }
     return { point: { kind: "pinned", at: state.at }, after: state.after, asOf: state.asOf };
@@ -79,8 +79,11 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
    * whether the lineage view is fresh, so it can answer from the view;
    * everything else runs as one plain statement.
    */
-  const run = <T>(plan: QueryPlan, point: ReadPoint, fn: (q: Queryable, viaView: boolean) => Promise<T>): Promise<T> =>
-    plan.indirect && point.kind === "now" && hasLineageView(db) ? withLineageSnapshot(db, fn) : fn(db, false);
+  const run = async <T>(plan: QueryPlan, point: ReadPoint, fn: (q: Queryable, viaView: boolean) => Promise<T>): Promise<T> => {
+    // A standby that has replayed the read point, or the primary (replicas.ts).
+    const on = await readerFor(db, stampOf(point));
+    return plan.indirect && point.kind === "now" && hasLineageView(on) ? withLineageSnapshot(on, fn) : fn(on, false);
+  };
 
   return {
     async page(plan, req) {
@@ -111,7 +114,8 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
     async forEachBatch(plan, req, batchSize, onBatch) {
       const { point, after } = await start(plan, req);
       let remaining = req.limit ?? Number.POSITIVE_INFINITY;
-      if (db.kind === "postgres") {
+      const db = await readerFor(primary, stampOf(point));
+      if (db.capabilities.streamedBatches) {
         // One statement, one snapshot: a server-side cursor hands it out in batches.
         const st = pageStatement(plan, point, { ...(after ? { after } : {}), ...(req.limit !== undefined ? { limit: req.limit } : {}) });
         await db.transaction(async (tx) => {

@@ -93,9 +93,9 @@ export function resolveField(name: string, payloadType: PayloadType | undefined)
   const info = payloadType?.fieldByName.get(name);
   if (info) return payloadField(info);
   if (payloadType === undefined) {
-    throw invalidArgument(`unknown field ${JSON.stringify(name)}; payload fields need a payload_type`);
+    throw invalidArgument(`unknown field ${JSON.stringify(name)}; payload fields need a payload_type`, "UNKNOWN_FIELD");
   }
-  throw invalidArgument(`unknown field ${JSON.stringify(name)} for payload_type ${payloadType.name}`);
+  throw invalidArgument(`unknown field ${JSON.stringify(name)} for payload_type ${payloadType.name}`, "UNKNOWN_FIELD");
 }
 
 export function isScalar(f: QueryField): boolean {

@@ -3,7 +3,7 @@
 // type is invalid_argument; nothing here ever becomes SQL text.
 import type { JsonValue } from "@bufbuild/protobuf";
 import { invalidArgument } from "../../errors.js";
-import { parseAsOf } from "../../rpc/as-of.js";
+import { parseAsOf } from "../../time.js";
 import { isCalendarDate } from "../../schema/validate.js";
 import type { QueryField, SqlType } from "./fields.js";
 
@@ -27,7 +27,7 @@ const DECIMAL = /^-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
 /** Returns the parameter for `value`, or throws invalid_argument naming the field. */
 export function bindValue(field: QueryField, value: JsonValue | undefined): string | number | boolean {
   const bad = (want: string) =>
-    invalidArgument(`filter on ${field.name}: value ${JSON.stringify(value ?? null)} is not ${want}`);
+    invalidArgument(`filter on ${field.name}: value ${JSON.stringify(value ?? null)} is not ${want}`, "INVALID_QUERY");
   switch (field.type) {
     case "text":
     case "text_list":

@@ -1,0 +1,181 @@
+// Issue 21: throughput under concurrent load. autocannon drives one service
+// process (PostgreSQL) at 50 connections for a bounded time per route; the
+// reference, measured in the same run, is pgbench with as many clients
+// running the statements the route sends (captured from the store's own
+// code), or /healthz for the documents that never change.
+import { spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { existsSync, readdirSync } from "node:fs";
+import autocannon from "autocannon";
+import { fromJson, type JsonObject } from "@bufbuild/protobuf";
+import { QueryRequestSchema } from "../gen/resourcestore/type/v1/query_pb.js";
+import { datasourceStats, listChildren, listParents, pageStatement, planQuery, readResources } from "../src/store/index.js";
+import { captureStatements, type Statement } from "./support/capture.js";
+import { connect, withDatabase } from "./support/database.js";
+import { loadThroughStoreSql, migrateDatabase } from "./support/load.js";
+import { context, fmt, type Result } from "./support/measure.js";
+import { startServer } from "./support/server.js";
+import { resourceAt, SERIES_PER_BATCH } from "./support/workload.js";
+import type { BenchOptions } from "./options.js";
+
+export const CONNECTIONS = 50;
+/** Contract silent beyond the issue: a route within half of its statements under pgbench. */
+export const STATEMENT_TARGET = 0.5;
+/** A document built once should cost little more than /healthz. */
+export const DOCUMENT_TARGET = 0.8;
+
+interface Load {
+  readonly rps: number;
+  readonly p99: number;
+  readonly failures: number;
+}
+
+async function drive(url: string, seconds: number, req: { method?: "GET" | "POST"; body?: unknown; headers?: Record<string, string> } = {}): Promise<Load> {
+  const body = req.body === undefined ? undefined : JSON.stringify(req.body);
+  const result = await autocannon({
+    url,
+    connections: CONNECTIONS,
+    duration: seconds,
+    method: req.method ?? "GET",
+    headers: { ...(body !== undefined ? { "content-type": "application/json" } : {}), ...req.headers },
+    ...(body !== undefined ? { body } : {}),
+  });
+  return { rps: result.requests.average, p99: result.latency.p99, failures: result.non2xx + result.errors + result.timeouts };
+}
+
+/** A parameter as an SQL literal, so pgbench (simple protocol) runs the statement with the same values. */
+function literal(v: unknown): string {
+  if (v === null || v === undefined) return "NULL";
+  if (typeof v === "number" || typeof v === "bigint") return String(v);
+  if (typeof v === "boolean") return v ? "true" : "false";
+  const quote = (s: string) => `'${s.replace(/'/g, "''")}'`;
+  if (Array.isArray(v)) return quote(`{${v.map((x) => `"${String(x).replace(/["\\]/g, (c) => `\\${c}`)}"`).join(",")}}`);
+  if (typeof v === "object") return quote(JSON.stringify(v));
+  return quote(typeof v === "string" ? v : JSON.stringify(v));
+}
+
+/** One pgbench transaction: the statements of one call, parameters inlined. */
+export function pgbenchScript(statements: readonly Statement[]): string {
+  return statements.map((st) => `${st.sql.replace(/\$(\d+)\b/g, (_, n: string) => literal(st.params?.[Number(n) - 1])).trim()};\n`).join("");
+}
+
+function pgbenchPath(): string {
+  for (const dir of (process.env.PATH ?? "").split(":")) if (existsSync(join(dir, "pgbench"))) return join(dir, "pgbench");
+  const root = "/usr/lib/postgresql";
+  if (existsSync(root)) {
+    for (const v of readdirSync(root).sort().reverse()) if (existsSync(join(root, v, "bin/pgbench"))) return join(root, v, "bin/pgbench");
+  }
+  throw new Error("pgbench not found (install the PostgreSQL client tools)");
+}
+
+/** Transactions per second of the script under pgbench with CONNECTIONS clients. */
+async function pgbench(dbUrl: string, script: string, seconds: number): Promise<number> {
+  const dir = await mkdtemp(join(tmpdir(), "rs-pgbench-"));
+  try {
+    const file = join(dir, "script.sql");
+    await writeFile(file, script);
+    const out = await new Promise<string>((resolve, reject) => {
+      const child = spawn(pgbenchPath(), ["-n", "-c", String(CONNECTIONS), "-j", "2", "-T", String(seconds), "-f", file, dbUrl], { stdio: ["ignore", "pipe", "pipe"] });
+      let text = "";
+      child.stdout.on("data", (d: Buffer) => (text += d.toString()));
+      child.stderr.on("data", (d: Buffer) => (text += d.toString()));
+      child.once("error", reject);
+      child.once("exit", (code) => (code === 0 ? resolve(text) : reject(new Error(`pgbench exited with ${String(code)}: ${text.slice(-2000)}`))));
+    });
+    const tps = /tps = ([\d.]+)/.exec(out)?.[1];
+    if (tps === undefined) throw new Error(`no tps in pgbench output: ${out.slice(-2000)}`);
+    return Number(tps);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The service runs with its lineage refresher, so the view is fresh: the children come from it. */
+function childrenAnswers(sql: string): unknown[] | undefined {
+  if (/AS fresh/.test(sql)) return [{ fresh: true }];
+  if (/parent_ok/.test(sql)) return [{ parent_ok: true, identifier: null }];
+  return undefined;
+}
+
+export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
+  const seconds = opts.quick ? 3 : 10;
+  // One batch: SERIES_PER_BATCH series with 2,000 files each, so each series is a node with 2,000 children.
+  const childrenEach = 2000;
+  const batchSize = SERIES_PER_BATCH * (childrenEach + 1);
+  context(`load: ${fmt(batchSize)} resources (${SERIES_PER_BATCH} series of ${fmt(childrenEach)} files); autocannon ${CONNECTIONS} connections, pgbench ${CONNECTIONS} clients, ${seconds} s each`);
+  return withDatabase(async (db) => {
+    await migrateDatabase(db.url);
+    await loadThroughStoreSql(db.url, "r", 1, batchSize);
+    const pgClient = await connect(db.url);
+    try {
+      await pgClient.query("ANALYZE");
+    } finally {
+      await pgClient.end();
+    }
+    const ids = Array.from({ length: 10 }, (_, k) => resourceAt("r", 100 + k * 997, batchSize).identifier);
+    const parentOf = "r-s0";
+    const leaf = resourceAt("r", SERIES_PER_BATCH + 10 * SERIES_PER_BATCH, batchSize).identifier;
+    const query = { payload_type: "file", filters: [{ field: "content_type", op: "eq", value: "application/dicom" }], sort_by: "created_at", sort_order: "desc", limit: 20 };
+
+    const sql = {
+      read: await captureStatements((d) => readResources(d, ids)),
+      query: [pageStatement(planQuery(fromJson(QueryRequestSchema, query as unknown as JsonObject)), { kind: "now" }, { limit: 21 })],
+      children: await captureStatements((d) => listChildren(d, { parentIdentifier: parentOf, withPayloads: false }), childrenAnswers),
+      parents: await captureStatements((d) => listParents(d, leaf), (q) => (/FROM chain/.test(q) ? [{ identifier: leaf, depth: 0 }] : undefined)),
+      stats: await captureStatements((d) => datasourceStats(d)),
+    };
+
+    // The service reads children in one read-only snapshot (src/store/lineage-view.ts): so does pgbench.
+    sql.children = [{ sql: "BEGIN", params: undefined }, ...sql.children, { sql: "COMMIT", params: undefined }];
+    const server = await startServer({ databaseUrl: db.url });
+    const results: Result[] = [];
+    try {
+      const u = server.url;
+      const healthz = await drive(`${u}/healthz`, seconds);
+      context(`GET /healthz: ${fmt(healthz.rps)} req/s, p99 ${fmt(healthz.p99)} ms (the HTTP floor of this process)`);
+      const documents: [string, string][] = [
+        ["schemas", "/schemas"],
+        ["openapi", "/openapi.json"],
+        ["s3-config", "/s3/config"],
+      ];
+      for (const [name, path] of documents) {
+        const l = await drive(`${u}${path}`, seconds);
+        results.push(line(name, `GET ${path}`, l, healthz.rps, "/healthz", DOCUMENT_TARGET));
+      }
+      const routes: { name: string; label: string; sql: Statement[]; run: () => Promise<Load> }[] = [
+        { name: "read-rest", label: "POST /resources/read (10 ids)", sql: sql.read, run: () => drive(`${u}/resources/read`, seconds, { method: "POST", body: { identifiers: ids } }) },
+        {
+          name: "read-connect",
+          label: "Connect JSON Read (10 ids)",
+          sql: sql.read,
+          run: () => drive(`${u}/resourcestore.v1.ResourceService/Read`, seconds, { method: "POST", body: { identifiers: ids } }),
+        },
+        { name: "query", label: "POST /query (limit 20)", sql: sql.query, run: () => drive(`${u}/query`, seconds, { method: "POST", body: query }) },
+        { name: "children", label: `GET /children (${fmt(childrenEach)} children)`, sql: sql.children, run: () => drive(`${u}/children?parent_identifier=${parentOf}`, seconds) },
+        { name: "parents", label: "GET /parents/{identifier}", sql: sql.parents, run: () => drive(`${u}/parents/${leaf}`, seconds) },
+        { name: "stats", label: "GET /datasources/stats", sql: sql.stats, run: () => drive(`${u}/datasources/stats`, seconds) },
+      ];
+      for (const r of routes) {
+        const tps = await pgbench(db.url, pgbenchScript(r.sql), seconds);
+        const l = await r.run();
+        results.push(line(r.name, r.label, l, tps, `pgbench ${fmt(tps)} tps`, STATEMENT_TARGET));
+      }
+    } finally {
+      await server.close();
+    }
+    return results;
+  });
+}
+
+function line(name: string, label: string, l: Load, reference: number, referenceLabel: string, target: number): Result {
+  const failures = l.failures > 0 ? `, ${fmt(l.failures)} failed` : "";
+  return {
+    name: `load-${name}`,
+    ratio: l.rps / reference,
+    op: ">=",
+    target,
+    note: `${label}: ${fmt(l.rps)} req/s, p99 ${fmt(l.p99)} ms${failures}; reference ${referenceLabel === "/healthz" ? `/healthz ${fmt(reference)} req/s` : referenceLabel}`,
+  };
+}

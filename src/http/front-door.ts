@@ -1,0 +1,160 @@
+// The first thing every request meets, before the Connect adapter or the
+// REST gateway reads a byte of its body (API.md section 16):
+// - paths are matched as sent: a `.`/`..` segment (also percent-encoded) or
+//   a backslash is 404, so no later normalisation can route it elsewhere;
+// - with authentication on, a call to an operation that is not open must
+//   present valid credentials in its headers: otherwise it is answered 401
+//   (in the protocol the client speaks) without reading its body, and the
+//   connection (HTTP/1.1) or stream (HTTP/2) is closed so the body is never
+//   received. The auth interceptor still checks scopes afterwards.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import http2 from "node:http2";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { errorToJson } from "@connectrpc/connect/protocol-connect";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import type { Authenticator } from "../auth/index.js";
+import { declaredScope } from "../auth/index.js";
+import { notFound, unauthenticated } from "../errors.js";
+import { restErrorOf } from "../rest/index.js";
+
+type Req = IncomingMessage | http2.Http2ServerRequest;
+type Res = ServerResponse | http2.Http2ServerResponse;
+type NodeHandler = (req: Req, res: Res) => void;
+
+export interface FrontDoorOptions {
+  readonly auth: Authenticator;
+  /** The operation a request would reach (Connect/gRPC path or REST route), if any. */
+  readonly resolve: (verb: string, rawPath: string) => DescMethod | undefined;
+  /** Told of every call refused here, so it is logged and counted like one the interceptors refused. */
+  readonly onRefused?: (method: DescMethod, err: ConnectError, req: Req, started: bigint) => void;
+}
+
+const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
+
+/** Whether a raw (still percent-encoded) path has a dot segment or a backslash. */
+export function isUnsafePath(rawPath: string): boolean {
+  if (rawPath.includes("\\") || /%5c/i.test(rawPath)) return true;
+  return rawPath.split("/").some((seg) => DOT_SEGMENT.test(seg));
+}
+
+/** The bare content type, lower case, without parameters. */
+function mediaType(req: Req): string {
+  return (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
+/** The error body: REST's {code, message, reason} (rest/status.ts), or Connect's error JSON with its ErrorInfo details. */
+function jsonError(req: Req, err: ConnectError): string {
+  const path = (req.url ?? "/").split("?")[0] ?? "/";
+  return JSON.stringify(RPC_PATH.test(path) ? errorToJson(err, undefined) : restErrorOf(err).body);
+}
+
+/** /package.Service/Method: a Connect, gRPC or gRPC-Web call rather than a REST path. */
+const RPC_PATH = /^\/[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\/[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Answers `err` in the request's protocol without touching its body, then stops the body from coming. */
+export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStatus: number): void {
+  const type = mediaType(req);
+  const isH2 = "stream" in res;
+  const grpc = type.startsWith("application/grpc");
+  if (grpc) {
+    // grpc-status, grpc-message and grpc-status-details-bin (the ErrorInfo with the reason).
+    const trailer = new Headers();
+    setTrailerStatus(trailer, err);
+    const headers: Record<string, string> = { "content-type": type, ...Object.fromEntries(trailer) };
+    if (isH2) {
+      // Trailers-only: status in the one HEADERS frame that ends the stream.
+      res.stream.respond({ ":status": 200, ...headers }, { endStream: true });
+      res.stream.close(http2.constants.NGHTTP2_NO_ERROR);
+      return;
+    }
+    (res).writeHead(200, { ...headers, connection: "close" });
+    res.end();
+    return;
+  }
+  let status = httpStatus;
+  let contentType = "application/json";
+  let body: Buffer = Buffer.from(jsonError(req, err));
+  if (type.startsWith("application/connect+")) {
+    // A Connect stream: HTTP 200 and one end-of-stream envelope with the error.
+    status = 200;
+    contentType = type;
+    const payload = Buffer.from(JSON.stringify({ error: errorToJson(err, undefined) }));
+    const head = Buffer.alloc(5);
+    head.writeUInt8(0b10, 0);
+    head.writeUInt32BE(payload.length, 1);
+    body = Buffer.concat([head, payload]);
+  }
+  if (isH2) {
+    res.stream.respond({ ":status": status, "content-type": contentType, "content-length": body.length });
+    res.stream.end(body, () => res.stream.close(http2.constants.NGHTTP2_NO_ERROR));
+    return;
+  }
+  const socket = (req as IncomingMessage).socket;
+  lingerInsteadOfReset(socket);
+  (res).writeHead(status, { "content-type": contentType, "content-length": body.length, connection: "close" });
+  res.end(body);
+}
+
+const LINGER_MS = 1000;
+const LINGER_BYTES = 1024 * 1024;
+
+/**
+ * Closing a socket with unread bytes makes the kernel send a reset, which can
+ * destroy the answer before the client reads it. So after the answer the
+ * socket is half-closed and what still arrives is discarded, for at most
+ * LINGER_MS or LINGER_BYTES (never the body it declared), then destroyed.
+ */
+function lingerInsteadOfReset(socket: Socket): void {
+  socket.destroySoon = function (this: Socket) {
+    const start = this.bytesRead;
+    this.end();
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    timer.unref();
+    this.on("data", () => {
+      if (this.bytesRead - start > LINGER_BYTES) this.destroy();
+    });
+    this.once("close", () => clearTimeout(timer));
+  };
+}
+
+/** True when the request may carry a body (declared length > 0 or chunked). */
+export function hasBody(req: Req): boolean {
+  const len = req.headers["content-length"];
+  if (len !== undefined) return Number(len) > 0;
+  if (req.headers["transfer-encoding"] !== undefined) return true;
+  // HTTP/2 without a length: a body exists unless the HEADERS frame ended the stream.
+  return "stream" in req ? !req.stream.readableEnded && req.method !== "GET" && req.method !== "HEAD" : false;
+}
+
+export function createFrontDoor(opts: FrontDoorOptions, next: NodeHandler): NodeHandler {
+  return (req, res) => {
+    const rawPath = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    if (isUnsafePath(rawPath)) {
+      refuseBeforeBody(req, res, notFound(`no route for ${req.method ?? "?"} ${rawPath.slice(0, 200)} (paths are matched as sent)`), 404);
+      return;
+    }
+    if (!opts.auth.enabled) return next(req, res);
+    let method: DescMethod | undefined;
+    try {
+      method = opts.resolve((req.method ?? "GET").toUpperCase(), rawPath);
+    } catch (err) {
+      // A path the route table cannot even decode (a bad percent escape): refused here, never thrown out of the handler.
+      const e = ConnectError.from(err);
+      refuseBeforeBody(req, res, e, e.code === Code.InvalidArgument ? 400 : 404);
+      return;
+    }
+    if (method === undefined || declaredScope(method) === "open") return next(req, res);
+    const authorization = req.headers.authorization;
+    const started = process.hrtime.bigint();
+    opts.auth.authenticate(typeof authorization === "string" ? authorization : null).then(
+      () => next(req, res),
+      (err: unknown) => {
+        const e = ConnectError.from(err);
+        refuseBeforeBody(req, res, e, e.code === unauthenticated("").code ? 401 : 503);
+        opts.onRefused?.(method, e, req, started);
+      },
+    );
+  };
+}

@@ -1,0 +1,115 @@
+// LISTEN/NOTIFY for the whole process: one listener per channel (db.listen),
+// shared by every subscriber of that channel (each change-feed stream), so a
+// thousand watchers cost one listening connection, not a thousand.
+//
+// A notification only says "look again": when a listener's connection drops,
+// the hub listens again and calls every subscriber of that channel once,
+// since notifications sent meanwhile are lost.
+import type { Db, Listener } from "./db.js";
+
+export interface Notifications {
+  /** Calls onNotify after each notification on `channel` (and after a reconnect); returns the unsubscribe. */
+  subscribe(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
+  /** Stops listening and closes the connections. */
+  close(): Promise<void>;
+}
+
+export interface NotificationsOptions {
+  /** Wait before listening again after a lost connection (default 1 s). */
+  readonly reconnectMs?: number;
+  /** Told about lost connections and failed reconnects (they are retried). */
+  readonly onError?: (err: unknown) => void;
+}
+
+/** Channel names are fixed identifiers of this service, never user input; checked anyway since LISTEN takes no parameter. */
+function checkChannel(channel: string): string {
+  if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`bad channel name ${channel}`);
+  return channel;
+}
+
+interface Channel {
+  readonly subscribers: Set<() => void>;
+  listener?: Listener;
+  listening?: Promise<Listener>;
+}
+
+export function createNotifications(db: Db, options: NotificationsOptions = {}): Notifications {
+  if (!db.capabilities.listen || db.listen === undefined) throw new Error("this database cannot LISTEN");
+  const listen = db.listen.bind(db);
+  const reconnectMs = options.reconnectMs ?? 1000;
+  const onError = options.onError ?? (() => {});
+  const channels = new Map<string, Channel>();
+  let closed = false;
+
+  const notify = (ch: Channel): void => {
+    for (const fn of [...ch.subscribers]) fn();
+  };
+
+  function start(name: string, ch: Channel): Promise<Listener> {
+    ch.listening ??= listen(name, {
+      onNotify: () => notify(ch),
+      onLost: (err) => {
+        if (err !== undefined) onError(err);
+        void again(name, ch);
+      },
+    })
+      .then((l) => {
+        ch.listener = l;
+        if (closed) void l.close();
+        return l;
+      })
+      .finally(() => {
+        ch.listening = undefined;
+      });
+    return ch.listening;
+  }
+
+  async function again(name: string, ch: Channel): Promise<void> {
+    const lost = ch.listener;
+    ch.listener = undefined;
+    void lost?.close().catch(() => {});
+    while (!closed) {
+      await new Promise((r) => setTimeout(r, reconnectMs));
+      if (closed) return;
+      try {
+        await start(name, ch);
+        notify(ch);
+        return;
+      } catch (err) {
+        onError(err);
+      }
+    }
+  }
+
+  return {
+    async subscribe(channel, onNotify) {
+      if (closed) throw new Error("notifications closed");
+      const name = checkChannel(channel);
+      let ch = channels.get(name);
+      if (!ch) {
+        ch = { subscribers: new Set() };
+        channels.set(name, ch);
+      }
+      ch.subscribers.add(onNotify);
+      if (!ch.listener) await start(name, ch);
+      const mine = ch;
+      return () => {
+        mine.subscribers.delete(onNotify);
+        return Promise.resolve();
+      };
+    },
+    async close() {
+      closed = true;
+      const all = [...channels.values()];
+      channels.clear();
+      await Promise.allSettled(
+        all.map(async (ch) => {
+          ch.subscribers.clear();
+          const l = ch.listener ?? (await ch.listening?.catch(() => undefined));
+          ch.listener = undefined;
+          await l?.close();
+        }),
+      );
+    },
+  };
+}

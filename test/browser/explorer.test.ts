@@ -1,0 +1,342 @@
+// The explorer end to end in Chromium: data made through the API, then the
+// tree, the time slider and the as_of input (a deleted subtree reappears
+// before its deletion, an update reverts), a query with its rows and count,
+// the parquet download read back, an upload through a presigned URL and its
+// preview, and the token prompt. Screenshots go to test-artefacts/browser.
+import { copyFile, mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parquetReadObjects } from "hyparquet";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildUi } from "../../scripts/build-ui.js";
+import { startTestServer, type TestServer } from "../support/app.js";
+import { restCaller } from "../support/rest.js";
+import { ARTEFACTS, launchChromium } from "./chromium.js";
+
+/** The README's screenshot is refreshed by the run when this is set. */
+const README_SHOT = process.env.UPDATE_README_SCREENSHOT === "1" ? join(import.meta.dirname, "..", "..", "docs", "explorer.png") : undefined;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Microseconds since the epoch of an API stamp, and back. */
+function micros(stamp: string): bigint {
+  const m = /^(.*T\d{2}:\d{2}:\d{2})(?:\.(\d{1,6}))?Z$/.exec(stamp);
+  if (m === null) throw new Error(stamp);
+  return BigInt(Date.parse(`${m[1]}Z`)) * 1000n + BigInt((m[2] ?? "").padEnd(6, "0"));
+}
+function stamp(us: bigint): string {
+  return `${new Date(Number(us / 1_000_000n) * 1000).toISOString().slice(0, 19)}.${String(us % 1_000_000n).padStart(6, "0")}Z`;
+}
+
+describe("the explorer in Chromium", () => {
+  let server: TestServer;
+  let uiDir: string;
+  let browser: Browser;
+  let page: Page;
+  const { get, post } = restCaller(() => server.url);
+  let createdAt: string;
+  let updatedAt: string;
+
+  const treeItem = (id: string) => page.locator(`[role="treeitem"][data-id="${id}"]`);
+
+  beforeAll(async () => {
+    uiDir = await mkdtemp(join(tmpdir(), "rs-ui-"));
+    await buildUi(uiDir);
+    [server, browser] = await Promise.all([startTestServer({}, { uiDir }), launchChromium()]);
+    const created = await post("/resources/create", {
+      resources: [
+        { identifier: "ds-a", payload_type: "datasource", name: "Hospital A", country: "NL" },
+        { identifier: "pat-1", payload_type: "patient", parent_identifier: "ds-a", datasource_id: "ds-a", sex: "female", birth_year: 1970 },
+        { identifier: "stu-1", payload_type: "study", parent_identifier: "pat-1", modality: "CT", study_date: "2024-03-01", description: "chest" },
+        { identifier: "stu-2", payload_type: "study", parent_identifier: "pat-1", modality: "MR", study_date: "2024-04-02" },
+        { identifier: "stu-3", payload_type: "study", parent_identifier: "pat-1", modality: "MR", study_date: "2024-05-03" },
+        { identifier: "ser-1", payload_type: "series", parent_identifier: "stu-1", modality: "CT", series_number: 1, instance_count: 120 },
+        { identifier: "ds-gone", payload_type: "datasource", name: "Withdrawn" },
+        { identifier: "pat-gone", payload_type: "patient", parent_identifier: "ds-gone", datasource_id: "ds-gone" },
+      ],
+    });
+    expect(created).toMatchObject({ status: 200, json: { created: 8 } });
+    const read = await post("/resources/read", { identifiers: ["ds-gone"] });
+    createdAt = read.json[0].updated_at;
+    // Later commits get later stamps; the pause keeps a whole millisecond
+    // (the slider's step) between the creation and the delete.
+    await sleep(30);
+    expect(await post("/resources/delete", { identifiers: ["ds-gone"] })).toMatchObject({ status: 200, json: { deleted: 2 } });
+    expect(await post("/resources/update", { updates: { "stu-1": { modality: "MR", description: "chest, contrast" } } })).toMatchObject({ status: 200, json: { updated: 1 } });
+    updatedAt = (await post("/resources/read", { identifiers: ["stu-1"] })).json[0].updated_at;
+    page = await browser.newPage({ viewport: { width: 1360, height: 900 }, acceptDownloads: true });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    if (uiDir !== undefined) await rm(uiDir, { recursive: true, force: true });
+  });
+
+  it("serves the page without credentials: / redirects to /ui/, assets are cached", async () => {
+    const root = await fetch(server.url + "/", { redirect: "manual" });
+    expect(root.status).toBe(302);
+    expect(root.headers.get("location")).toBe("/ui/");
+    const index = await fetch(server.url + "/ui/");
+    expect(index.status).toBe(200);
+    expect(index.headers.get("cache-control")).toBe("no-cache");
+    const etag = index.headers.get("etag");
+    expect(etag).toBeTruthy();
+    const html = await index.text();
+    expect((await fetch(server.url + "/ui/", { headers: { "if-none-match": etag ?? "" } })).status).toBe(304);
+    const script = /src="(\/ui\/main-[A-Z0-9]+\.js)"/.exec(html)?.[1];
+    expect(script).toBeDefined();
+    const asset = await fetch(server.url + (script ?? ""));
+    expect(asset.status).toBe(200);
+    expect(asset.headers.get("content-type")).toMatch(/^text\/javascript/);
+    expect(asset.headers.get("cache-control")).toContain("immutable");
+    expect((await fetch(server.url + "/ui/nope.js")).status).toBe(404);
+  });
+
+  it("shows the tree from the roots, lazily, with child counts and a payload preview", async () => {
+    await page.goto(server.url + "/");
+    await expect.poll(() => page.url()).toContain("/ui/");
+    await treeItem("ds-a").waitFor();
+    expect(await treeItem("ds-gone").count()).toBe(0);
+    await expect.poll(() => treeItem("ds-a").locator(":scope > .label").innerText()).toMatch(/1 child[\s\S]*name: Hospital A/);
+    expect(await treeItem("pat-1").isVisible()).toBe(false);
+    // Keyboard: focus the first item, open it with the right arrow, go down.
+    await treeItem("ds-a").focus();
+    await page.keyboard.press("ArrowRight");
+    await treeItem("pat-1").waitFor();
+    await expect.poll(() => treeItem("pat-1").locator(":scope > .label").innerText()).toContain("3 children");
+    await page.keyboard.press("ArrowDown");
+    await page.keyboard.press("ArrowRight");
+    await treeItem("stu-1").waitFor();
+    await treeItem("stu-1").locator(":scope > .label .id").click();
+    await expect.poll(() => page.locator(".detail-panel").innerText()).toContain("chest, contrast");
+    expect(page.url()).toContain("id=stu-1");
+    await page.screenshot({ path: join(ARTEFACTS, "explorer-tree.png") });
+  });
+
+  it("shows every field, the version and the history of a resource", async () => {
+    const detail = page.locator(".detail-panel");
+    await expect.poll(() => detail.locator(".history li").count()).toBe(2);
+    const text = await detail.innerText();
+    expect(text).toMatch(/version 2/);
+    for (const field of ["identifier", "payload_type", "parent_identifier", "license", "access_level", "derived_from", "created_at", "updated_at", "modality", "study_date", "description"]) {
+      expect(text).toContain(field);
+    }
+    expect(text).toContain(updatedAt);
+    expect(await detail.locator(".history").innerText()).toMatch(/modality: CT → MR/);
+    expect(await detail.locator(".crumbs").innerText()).toMatch(/ds-a \/ pat-1 \/ stu-1/);
+  });
+
+  it("moves the slider to before the delete: the deleted subtree reappears", async () => {
+    const ms = (micros(createdAt) + 999n) / 1000n;
+    await page.locator("#as-of-slider").fill(String(ms));
+    await expect.poll(() => page.url()).toContain("as_of=");
+    await treeItem("ds-gone").waitFor();
+    await treeItem("ds-gone").locator(":scope > .label .toggle").click();
+    await treeItem("pat-gone").waitFor();
+    // What the reader had opened stays open at the new read point.
+    await treeItem("pat-1").waitFor({ state: "visible", timeout: 10_000 });
+    expect(await page.locator("#as-of-shown").innerText()).toContain(new Date(Number(ms)).toISOString());
+    await page.screenshot({ path: join(ARTEFACTS, "explorer-past.png") });
+    await page.getByRole("button", { name: "Now", exact: true }).click();
+    await expect.poll(() => treeItem("ds-gone").count()).toBe(0);
+    expect(page.url()).not.toContain("as_of=");
+  });
+
+  it("takes an instant to the microsecond, in a shareable URL: an update reverts", async () => {
+    const before = stamp(micros(updatedAt) - 1n);
+    await page.goto(`${server.url}/ui/?id=stu-1&as_of=${encodeURIComponent(before)}`);
+    const detail = page.locator(".detail-panel");
+    await expect.poll(() => detail.innerText()).toMatch(/version 1/);
+    const text = await detail.innerText();
+    expect(text).toMatch(/modality\s+CT/);
+    expect(text).not.toContain("contrast");
+    expect(await page.locator("#as-of-input").inputValue()).toBe(before);
+    // The same through the input field.
+    await page.locator("#as-of-input").fill(updatedAt);
+    await page.locator("#as-of-input").press("Enter");
+    await expect.poll(() => detail.innerText()).toMatch(/version 2/);
+    expect(await detail.innerText()).toMatch(/modality\s+MR/);
+    await page.getByRole("button", { name: "Now", exact: true }).click();
+  });
+
+  let downloaded: string;
+  it("builds a query from the type's schema, counts it, pages it and downloads it as parquet", async () => {
+    await page.locator("#q-type").selectOption("study");
+    await page.getByRole("button", { name: "+ Filter" }).click();
+    await page.locator(".filter .f-field").selectOption("modality");
+    await page.locator(".filter .f-val").fill("MR");
+    await page.locator("#q-sort").selectOption("study_date");
+    await page.locator("#q-order").selectOption("asc");
+    await page.locator("#q-limit").fill("2");
+    await page.getByRole("button", { name: "Run query" }).click();
+    await expect.poll(() => page.locator("#q-count").innerText()).toBe("3 results");
+    const ids = () => page.locator(".results tbody tr td:first-child").allInnerTexts();
+    expect(await ids()).toEqual(["stu-1", "stu-2"]);
+    await page.getByRole("button", { name: "Next page →" }).click();
+    await expect.poll(ids).toEqual(["stu-3"]);
+    expect(await page.getByRole("button", { name: "Next page →" }).isDisabled()).toBe(true);
+    await page.getByRole("button", { name: "← Previous page" }).click();
+    await expect.poll(ids).toEqual(["stu-1", "stu-2"]);
+    await page.screenshot({ path: join(ARTEFACTS, "explorer-query.png"), fullPage: true });
+
+    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download parquet" }).click()]);
+    expect(download.suggestedFilename()).toBe("study.parquet");
+    downloaded = join(ARTEFACTS, "study.parquet");
+    await download.saveAs(downloaded);
+    const bytes = await readFile(downloaded);
+    const rows = await parquetReadObjects({ file: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) });
+    expect(rows.map((r) => [r.identifier, r.modality, r.study_date])).toEqual([
+      ["stu-1", "MR", "2024-03-01"],
+      ["stu-2", "MR", "2024-04-02"],
+      ["stu-3", "MR", "2024-05-03"],
+    ]);
+  });
+
+  it("uploads a file to a group through a presigned URL and previews it", async () => {
+    await page.locator("#up-group").fill("browser/tests");
+    await page.locator("#up-file").setInputFiles(downloaded);
+    await page.getByRole("button", { name: "Upload", exact: true }).click();
+    await expect.poll(() => page.locator(".storage-panel .status").first().innerText()).toMatch(/^Uploaded \d+ bytes to s3:\/\//);
+    expect(await page.locator("#up-progress").evaluate((el) => { const p = el as unknown as { value: number; max: number }; return p.value === p.max; })).toBe(true);
+    const path = await page.locator(".uploaded-path").innerText();
+    expect(path).toMatch(/^s3:\/\/[^/]+\/browser\/tests\/[^/]+\/study\.parquet$/);
+    // The object is there, and the service's own preview of it agrees.
+    const api = await get(`/s3/parquet?path=${encodeURIComponent(path)}`);
+    expect(api.json.total_rows).toBe(3);
+    await page.getByRole("button", { name: "Preview it" }).click();
+    await expect.poll(() => page.locator(".preview-out tbody tr").count()).toBe(3);
+    expect(await page.locator(".storage-panel").innerText()).toMatch(/3 rows in the object/);
+    expect(await page.locator(".preview-out tbody").innerText()).toContain("stu-3");
+    await page.screenshot({ path: join(ARTEFACTS, "explorer-storage.png"), fullPage: true });
+  });
+
+  it("follows the change feed live: a create and a delete appear, the identifier opens the resource", async () => {
+    await page.goto(`${server.url}/ui/`);
+    const feed = page.locator(".feed-panel");
+    const rows = feed.locator("tbody tr");
+    await page.getByLabel("Payload types").fill("study");
+    await page.getByRole("button", { name: "Start" }).click();
+    expect(await page.locator("#feed-toggle").getAttribute("aria-pressed")).toBe("true");
+    // The first message (a heartbeat) gives the read point: from here on nothing is missed.
+    await expect.poll(() => feed.locator(".status").innerText()).toMatch(/^Following; read up to /);
+    expect(await rows.count()).toBe(0);
+    expect(await post("/resources/create", { resources: [{ identifier: "stu-live", payload_type: "study", parent_identifier: "pat-1", modality: "US", study_date: "2024-06-04" }] })).toMatchObject({ status: 200, json: { created: 1 } });
+    // Filtered out: another type.
+    expect(await post("/resources/create", { resources: [{ identifier: "ds-live", payload_type: "datasource", name: "Not a study" }] })).toMatchObject({ status: 200 });
+    expect(await post("/resources/delete", { identifiers: ["stu-live"] })).toMatchObject({ status: 200, json: { deleted: 1 } });
+    await expect.poll(() => rows.count()).toBe(2);
+    const cells = async (i: number) => (await rows.nth(i).locator("td").allInnerTexts()).slice(1);
+    // Newest first.
+    expect(await cells(0)).toEqual(["stu-live", "study", "deleted", "2"]);
+    expect(await cells(1)).toEqual(["stu-live", "study", "created", "1"]);
+    expect(await rows.nth(0).locator("td").first().innerText()).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/);
+    expect(await feed.innerText()).not.toContain("ds-live");
+    expect(await page.locator("#feed-live").getAttribute("aria-live")).toBe("polite");
+    expect(await page.locator("#feed-live").innerText()).toContain("deleted study stu-live version 2");
+    await page.screenshot({ path: join(ARTEFACTS, "explorer-feed.png"), fullPage: true });
+    // The identifier opens the resource (by keyboard).
+    await rows.nth(1).getByRole("button", { name: "stu-live" }).focus();
+    await page.keyboard.press("Enter");
+    await expect.poll(() => page.url()).toContain("id=stu-live");
+    await expect.poll(() => page.locator(".detail-panel").innerText()).toContain("stu-live");
+    await page.getByRole("button", { name: "Stop" }).click();
+    expect(await page.locator("#feed-toggle").getAttribute("aria-pressed")).toBe("false");
+    expect(await feed.locator(".status").innerText()).toBe("Stopped.");
+  });
+
+  it("resumes the feed from the last `at` after the stream ends", async () => {
+    // A commit made before the panel starts: only a resume from an earlier `at` can show it.
+    expect(await post("/resources/create", { resources: [{ identifier: "stu-replay", payload_type: "study", parent_identifier: "pat-1", modality: "CT", study_date: "2024-07-05" }] })).toMatchObject({ status: 200 });
+    const before = stamp(micros((await post("/resources/read", { identifiers: ["stu-replay"] })).json[0].updated_at) - 1n);
+    await page.goto(`${server.url}/ui/`);
+    // The first stream says "read up to `before`" and ends, as a server going away would.
+    const envelope = (flags: number, json: unknown) => {
+      const body = Buffer.from(JSON.stringify(json));
+      const head = Buffer.alloc(5);
+      head.writeUInt8(flags, 0);
+      head.writeUInt32BE(body.length, 1);
+      return Buffer.concat([head, body]);
+    };
+    const sent: unknown[] = [];
+    let first = true;
+    await page.route("**/resourcestore.v2.EventService/Watch", async (route) => {
+      // A streaming request is one envelope too: 5 bytes of flags and length, then the JSON.
+      sent.push(JSON.parse((route.request().postDataBuffer() ?? Buffer.alloc(5)).subarray(5).toString() || "{}"));
+      if (!first) return route.continue();
+      first = false;
+      await route.fulfill({ status: 200, contentType: "application/connect+json", body: Buffer.concat([envelope(0, { at: before }), envelope(2, {})]) });
+    });
+    const rows = page.locator(".feed-panel tbody tr");
+    await page.getByLabel("Payload types").fill("study");
+    await page.getByRole("button", { name: "Start" }).click();
+    await expect.poll(() => rows.count()).toBe(1);
+    expect((await rows.nth(0).locator("td").allInnerTexts()).slice(1)).toEqual(["stu-replay", "study", "created", "1"]);
+    expect(sent).toHaveLength(2);
+    expect(sent[0]).not.toHaveProperty("since");
+    expect(sent[1]).toMatchObject({ since: before, payloadTypes: ["study"] });
+    await page.getByRole("button", { name: "Stop" }).click();
+    await page.unrouteAll({ behavior: "ignoreErrors" });
+    expect(await post("/resources/delete", { identifiers: ["stu-replay"] })).toMatchObject({ status: 200 });
+  });
+
+  it("takes the README screenshot", async () => {
+    await page.goto(`${server.url}/ui/?id=stu-1`);
+    await treeItem("ds-a").locator(":scope > .label .toggle").click();
+    await treeItem("pat-1").locator(":scope > .label .toggle").click();
+    await treeItem("stu-1").locator(":scope > .label .toggle").click();
+    await treeItem("ser-1").waitFor();
+    await expect.poll(() => page.locator(".detail-panel .history li").count()).toBe(2);
+    await page.locator("#q-type").selectOption("study");
+    await page.getByRole("button", { name: "Run query" }).click();
+    await expect.poll(() => page.locator("#q-count").innerText()).toBe("3 results");
+    const shot = join(ARTEFACTS, "explorer.png");
+    await page.screenshot({ path: shot });
+    if (README_SHOT !== undefined) await copyFile(shot, README_SHOT);
+  });
+});
+
+describe("the explorer with authentication on", () => {
+  let server: TestServer;
+  let uiDir: string;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    uiDir = await mkdtemp(join(tmpdir(), "rs-ui-"));
+    await buildUi(uiDir);
+    [server, browser] = await Promise.all([startTestServer({ API_TOKENS: "reader-token=read;writer-token=read,write" }, { uiDir }), launchChromium()]);
+    const res = await fetch(`${server.url}/resources/create`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer writer-token" },
+      body: JSON.stringify({ resources: [{ identifier: "ds-auth", payload_type: "datasource", name: "Guarded" }] }),
+    });
+    expect(res.status).toBe(200);
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    if (uiDir !== undefined) await rm(uiDir, { recursive: true, force: true });
+  });
+
+  it("loads without a token, asks for one when the API answers 401, and keeps it for the session", async () => {
+    const page = await browser.newPage();
+    const index = await fetch(server.url + "/ui/");
+    expect(index.status).toBe(200);
+    await page.goto(server.url + "/ui/");
+    const dialog = page.locator("#token-dialog");
+    await dialog.waitFor({ state: "visible" });
+    await page.locator("#token-input").fill("reader-token");
+    await page.screenshot({ path: join(ARTEFACTS, "explorer-token.png") });
+    await page.getByRole("button", { name: "Use token" }).click();
+    await page.locator('[role="treeitem"][data-id="ds-auth"]').waitFor();
+    expect(await page.evaluate("sessionStorage.getItem(\"resource-store.token\")")).toBe("reader-token");
+    // A reload asks no more.
+    await page.reload();
+    await page.locator('[role="treeitem"][data-id="ds-auth"]').waitFor();
+    expect(await dialog.isVisible()).toBe(false);
+    await page.close();
+  });
+});

@@ -1,0 +1,140 @@
+// The change feed over the store, on both backends: kinds from consecutive
+// versions, whole commits in commit order, `since` exclusive, replay,
+// filters (root as the tree was at each event), heartbeats, wake-ups.
+import { expect, it } from "vitest";
+import { createEventFeed, createNotifications, readHistoryPage, type EventMessage, type ResourceEvent } from "../../src/store/index.js";
+import { describeBackends, uid } from "../store/backends.js";
+import { ds, study } from "../store/helpers.js";
+
+const brief = (e: ResourceEvent) => [e.identifier, e.kind, e.version];
+
+async function all(b: { db: Parameters<typeof readHistoryPage>[0] }, since: string | null, filter = {}, limit = 1000): Promise<ResourceEvent[]> {
+  const out: ResourceEvent[] = [];
+  let point = since;
+  for (;;) {
+    const page = await readHistoryPage(b.db, point, limit, filter);
+    out.push(...page.events);
+    point = page.upto;
+    if (!page.more) return out;
+  }
+}
+
+describeBackends("change feed history", (backend) => {
+  it("derives kinds from consecutive versions, one stamp per commit, since exclusive", async () => {
+    const b = backend();
+    const r = uid("r");
+    const t0 = (await b.store.create([ds(r), study(`${r}a`, r), study(`${r}b`, `${r}a`)])).at;
+    const t1 = (await b.store.update([[`${r}a`, { payload: { modality: "MR" } }]])).at;
+    const t2 = (await b.store.delete([r])).at;
+    const t3 = (await b.store.restore([r])).at;
+    await b.store.delete([`${r}b`], { cascade: false });
+    const t5 = (await b.store.create([study(`${r}b`, `${r}a`)])).at;
+    const events = (await all(b, t0)).filter((e) => e.identifier.startsWith(r));
+    expect(events.map(brief)).toEqual([
+      [`${r}a`, "updated", 2],
+      [r, "deleted", 2],
+      [`${r}a`, "deleted", 3],
+      [`${r}b`, "deleted", 2],
+      [r, "restored", 3],
+      [`${r}a`, "restored", 4],
+      [`${r}b`, "restored", 3],
+      [`${r}b`, "deleted", 4],
+      [`${r}b`, "created", 5],
+    ]);
+    expect(events.filter((e) => e.at === t2).length).toBe(3);
+    expect(events.filter((e) => e.at === t3).length).toBe(3);
+    expect(events[0]?.at).toBe(t1);
+    expect(events.at(-1)?.at).toBe(t5);
+    // Before the first commit: the creates too.
+    const replay = (await all(b, null)).filter((e) => e.identifier.startsWith(r));
+    expect(replay.slice(0, 3).map(brief)).toEqual([
+      [r, "created", 1],
+      [`${r}a`, "created", 1],
+      [`${r}b`, "created", 1],
+    ]);
+    expect(replay.slice(3)).toEqual(events);
+  });
+
+  it("pages end on commit boundaries whatever the page size", async () => {
+    const b = backend();
+    const p = uid("p");
+    const start = (await b.store.create([ds(`${p}0`)])).at;
+    for (let i = 1; i <= 5; i++) {
+      await b.store.create(Array.from({ length: i }, (_, j) => ds(`${p}${i}-${j}`)));
+    }
+    const whole = await all(b, start);
+    for (const limit of [1, 2, 3, 7]) {
+      let point: string | null = start;
+      const seen: ResourceEvent[] = [];
+      for (;;) {
+        const page = await readHistoryPage(b.db, point, limit, {});
+        const stamps = new Set(page.events.map((e) => e.at));
+        // A page holds every event of each commit it touches.
+        for (const s of stamps) expect(page.events.filter((e) => e.at === s).length).toBe(whole.filter((e) => e.at === s).length);
+        seen.push(...page.events);
+        point = page.upto;
+        if (!page.more) break;
+      }
+      expect(seen).toEqual(whole);
+    }
+  });
+
+  it("filters by payload type and by the subtree as it was at each event", async () => {
+    const b = backend();
+    const r = uid("f");
+    const t0 = (await b.store.create([ds(r), ds(`${r}other`), study(`${r}s`, r), study(`${r}t`, `${r}s`)])).at;
+    await b.store.update([[`${r}t`, { payload: { modality: "MR" } }]]);
+    // Moved out: this event is outside, and so is every later one.
+    await b.store.update([[`${r}s`, { parentIdentifier: `${r}other` }]]);
+    await b.store.update([[`${r}t`, { payload: { modality: "US" } }]]);
+    await b.store.update([[`${r}other`, { payload: { name: "x" } }]]);
+    const under = await all(b, t0, { rootIdentifier: r });
+    expect(under.map(brief)).toEqual([[`${r}t`, "updated", 2]]);
+    const fromStart = (await all(b, null, { rootIdentifier: r })).map(brief);
+    expect(fromStart).toEqual([
+      [r, "created", 1],
+      [`${r}s`, "created", 1],
+      [`${r}t`, "created", 1],
+      [`${r}t`, "updated", 2],
+    ]);
+    const studies = (await all(b, t0, { payloadTypes: ["datasource"] })).filter((e) => e.identifier.startsWith(r));
+    expect(studies.map(brief)).toEqual([[`${r}other`, "updated", 2]]);
+    const withResource = await all(b, t0, { rootIdentifier: r, includeResources: true });
+    expect(withResource[0]?.resource?.payload).toEqual({ modality: "MR" });
+    expect(withResource[0]?.resource?.version).toBe(2);
+  });
+
+  it("a watch from now sees only new commits, wakes on a commit, and sends heartbeats while idle", async () => {
+    const b = backend();
+    const notifications = createNotifications(b.db);
+    const feed = createEventFeed({ db: b.db, notifications });
+    const w = uid("w");
+    try {
+      await b.store.create([ds(`${w}old`)]);
+      const stream = feed.watch({ heartbeatMs: 300 });
+      // Heartbeat first (nothing new), at the read point.
+      const hb = await stream.next();
+      expect((hb.value as EventMessage).events).toEqual([]);
+      const created = b.store.create([ds(`${w}new`), ds(`${w}new2`)]);
+      let msg: EventMessage;
+      do {
+        msg = (await stream.next()).value as EventMessage;
+      } while (msg.events.length === 0);
+      const { at } = await created;
+      expect(msg.at).toBe(at);
+      expect(msg.events.map(brief)).toEqual([
+        [`${w}new`, "created", 1],
+        [`${w}new2`, "created", 1],
+      ]);
+      const after = (await stream.next()).value as EventMessage;
+      expect(after.events).toEqual([]);
+      expect(after.at >= at).toBe(true);
+      await feed.close();
+      expect((await stream.next()).done).toBe(true);
+    } finally {
+      await feed.close();
+      await notifications.close();
+    }
+  });
+});
+

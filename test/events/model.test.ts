@@ -1,0 +1,214 @@
+// Model-based, on PostgreSQL: two service processes on one database, each
+// writing random batches (creates, updates, deletes, cascades, restores)
+// through its own store and pool, while watchers on either process
+// disconnect at random points and resume with the last `at` they got. Every
+// watcher's events must equal the model's log: no gap, no duplicate, commit
+// order, whole commits per message. Also: a commit by one process wakes a
+// watcher on the other long before any heartbeat would.
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EventService } from "../../gen/resourcestore/v2/event_service_pb.js";
+import { createResourceStore, type ResourcePatch, type ResourceStore } from "../../src/store/index.js";
+import { startTestServer, type TestServer } from "../support/app.js";
+import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { apply, type Batch, type State } from "../store/model.js";
+
+const pgOk = await postgresReachable();
+
+const POOL = ["a", "b", "c", "d", "e"];
+const id = fc.constantFrom(...POOL);
+const parent = fc.option(id, { nil: null, freq: 3 });
+const batchArb: fc.Arbitrary<Batch> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant("create" as const), items: fc.array(fc.record({ id, parent, name: fc.constantFrom("n1", "n2") }), { maxLength: 3 }) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant("update" as const),
+      entries: fc.uniqueArray(
+        fc.record({ id, parent, name: fc.constantFrom("n1", "n3"), isDeleted: fc.boolean() }, { requiredKeys: ["id"] }),
+        { minLength: 1, maxLength: 3, selector: (e) => e.id },
+      ),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("delete" as const), ids: fc.array(id, { maxLength: 2 }), cascade: fc.boolean() }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("restore" as const), ids: fc.array(id, { maxLength: 2 }), cascade: fc.boolean() }) },
+);
+
+/** Runs a batch; the stamp when it committed. */
+async function run(store: ResourceStore, p: string, batch: Batch): Promise<string | undefined> {
+  const q = (x: string | null | undefined) => (x === null || x === undefined ? x : `${p}${x}`);
+  try {
+    switch (batch.kind) {
+      case "create":
+        return (await store.create(batch.items.map((i) => ({ identifier: `${p}${i.id}`, payloadType: "datasource", parentIdentifier: q(i.parent) ?? null, payload: { name: i.name } })))).at;
+      case "update":
+        return (
+          await store.update(
+            batch.entries.map((e) => {
+              const patch: ResourcePatch = {};
+              if (e.parent !== undefined) patch.parentIdentifier = q(e.parent) ?? null;
+              if (e.name !== undefined) patch.payload = { name: e.name };
+              if (e.isDeleted !== undefined) patch.isDeleted = e.isDeleted;
+              return [`${p}${e.id}`, patch] as const;
+            }),
+          )
+        ).at;
+      case "delete":
+        return (await store.delete(batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade })).at;
+      case "restore":
+        return (await store.restore(batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade })).at;
+    }
+  } catch (err) {
+    if (err instanceof ConnectError) return undefined;
+    throw err;
+  }
+}
+
+type LogEvent = [at: string, identifier: string, kind: string, version: number];
+
+/** The model's events of one committed batch: every row whose version moved, with its kind. */
+function modelEvents(p: string, before: State, after: State, at: string): LogEvent[] {
+  const out: LogEvent[] = [];
+  for (const [key, row] of after) {
+    const prev = before.get(key);
+    if (prev !== undefined && prev.version === row.version) continue;
+    const kind = prev === undefined ? "created" : row.deleted ? "deleted" : prev.deleted ? (row.createdAt === at ? "created" : "restored") : "updated";
+    out.push([at, `${p}${key}`, kind, row.version]);
+  }
+  return out;
+}
+
+const byCommitThenId = (a: LogEvent, b: LogEvent) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
+
+describe.skipIf(!pgOk)("the feed against a model, two processes on one PostgreSQL", () => {
+  let db: TestDatabase;
+  let servers: TestServer[] = [];
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    servers = await Promise.all([0, 1].map(() => startTestServer({ DATABASE_URL: db.url, EVENTS_HEARTBEAT_MS: "100", EVENTS_PAGE_SIZE: "7" })));
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => s.close()));
+    await db?.drop();
+  });
+
+  const clientOf = (i: number) => createClient(EventService, createGrpcTransport({ baseUrl: servers[i % 2]!.url }));
+
+  /** The read point now: the at of a fresh watch's first message. */
+  async function now(): Promise<string> {
+    for await (const m of clientOf(0).watch({})) return m.at;
+    throw new Error("no first message");
+  }
+
+  /** Reads until `final()` is set and reached, hopping between processes and resuming from its last at. */
+  async function watcher(since: string, stops: number[], final: () => string | undefined): Promise<{ events: LogEvent[]; messages: LogEvent[][] }> {
+    const messages: LogEvent[][] = [];
+    let point = since;
+    for (let hop = 0; ; hop++) {
+      const ac = new AbortController();
+      const stopAfter = stops[hop % stops.length] ?? 1;
+      let n = 0;
+      try {
+        for await (const m of clientOf(hop).watch({ since: point }, { signal: ac.signal })) {
+          if (m.events.length > 0) messages.push(m.events.map((e) => [e.at, e.identifier, e.kind, Number(e.version)]));
+          point = m.at;
+          const end = final();
+          if (end !== undefined && point >= end) return { events: messages.flat(), messages };
+          if (++n >= stopAfter) break;
+        }
+      } catch (err) {
+        if (ConnectError.from(err).code !== Code.Canceled) throw err;
+      } finally {
+        ac.abort();
+      }
+    }
+  }
+
+  it("every resuming watcher's events equal the model's log", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(batchArb, { minLength: 1, maxLength: 8 }),
+        fc.array(batchArb, { minLength: 1, maxLength: 8 }),
+        fc.array(fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 5 }), { minLength: 1, maxLength: 3 }),
+        async (batchesA, batchesB, stopsPerWatcher) => {
+          const run0 = `m${Math.random().toString(36).slice(2, 8)}`;
+          const since = await now();
+          const end: { at?: string } = {};
+          const watchers = stopsPerWatcher.map((stops) => watcher(since, stops, () => end.at));
+          const log: LogEvent[] = [];
+          // Two writers at once, each on its own process's pool, each with its own identifiers.
+          const writers = [batchesA, batchesB].map(async (batches, w) => {
+            const store = createResourceStore(servers[w]!.app.db);
+            const p = `${run0}${w}-`;
+            let state: State = new Map();
+            let last: string | undefined;
+            for (const batch of batches) {
+              const at = await run(store, p, batch);
+              if (at === undefined) continue;
+              const predicted = apply(state, batch, at);
+              log.push(...modelEvents(p, state, predicted.next, at));
+              state = predicted.next;
+              last = at;
+            }
+            return last;
+          });
+          const lasts = (await Promise.all(writers)).filter((x): x is string => x !== undefined);
+          // Nothing committed at all: wait until the watchers are past a fresh read point.
+          end.at = lasts.length > 0 ? lasts.sort().at(-1) : await now();
+          log.sort(byCommitThenId);
+          for (const { events, messages } of await Promise.all(watchers)) {
+            const mine = events.filter((e) => e[1].startsWith(run0));
+            expect(mine).toEqual(log);
+            // Whole commits: every stamp of a message has all its events there.
+            for (const m of messages) for (const at of new Set(m.map((e) => e[0]))) expect(m.filter((e) => e[0] === at).length).toBe(events.filter((e) => e[0] === at).length);
+          }
+        },
+      ),
+      { numRuns: Number(process.env.EVENTS_MODEL_RUNS ?? 15) },
+    );
+  }, 240_000);
+
+  it("replays the full history from before the first commit, across pages", async () => {
+    const all: LogEvent[] = [];
+    let point = "2000-01-01T00:00:00Z";
+    const end = await now();
+    for await (const m of clientOf(1).watch({ since: point })) {
+      all.push(...m.events.map((e): LogEvent => [e.at, e.identifier, e.kind, Number(e.version)]));
+      point = m.at;
+      if (point >= end) break;
+    }
+    const { rows } = await servers[0]!.app.db.query<{ n: string }>("SELECT count(*)::text AS n FROM resource_history");
+    expect(all.length).toBe(Number(rows[0]?.n));
+    expect(new Set(all.map((e) => `${e[1]}@${e[3]}`)).size).toBe(all.length);
+    expect([...all].sort(byCommitThenId)).toEqual(all);
+  });
+});
+
+describe.skipIf(!pgOk)("a commit by another process wakes a watcher", () => {
+  let db: TestDatabase;
+  let servers: TestServer[] = [];
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    // Heartbeats far off: only a notification can bring the event in time.
+    servers = await Promise.all([0, 1].map(() => startTestServer({ DATABASE_URL: db.url, EVENTS_HEARTBEAT_MS: "600000" })));
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => s.close()));
+    await db?.drop();
+  });
+
+  it("through LISTEN/NOTIFY, not a heartbeat", async () => {
+    const client = createClient(EventService, createGrpcTransport({ baseUrl: servers[0]!.url }));
+    const ac = new AbortController();
+    const stream = client.watch({}, { signal: ac.signal })[Symbol.asyncIterator]();
+    expect((await stream.next()).value?.events).toEqual([]);
+    const store = createResourceStore(servers[1]!.app.db);
+    const { at } = await store.create([{ identifier: "woken", payloadType: "datasource", payload: { name: "w" } }]);
+    const next = await stream.next();
+    expect(next.value?.at).toBe(at);
+    expect(next.value?.events.map((e: { identifier: string }) => e.identifier)).toEqual(["woken"]);
+    ac.abort();
+  }, 20_000);
+});

@@ -1,0 +1,74 @@
+// The documents that cannot change while the process runs are sent from
+// memory with an ETag, 304 on a matching If-None-Match, and still behind
+// their scope when authentication is on.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "../support/app.js";
+import { matchesEtag } from "../../src/http/constant-document.js";
+
+const paths = ["/schemas", "/v1/schemas", "/v2/schemas", "/s3/config", "/v1/s3/config", "/openapi.json"];
+
+describe("constant documents", () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer();
+  });
+  afterAll(async () => t?.close());
+
+  it.each(paths)("%s: same bytes every time, an ETag, 304 when it matches", async (path) => {
+    const first = await fetch(`${t.url}${path}`);
+    expect(first.status).toBe(200);
+    const etag = first.headers.get("etag");
+    expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
+    expect(first.headers.get("cache-control")).toBe("no-cache");
+    expect(first.headers.get("content-type")).toBe("application/json");
+    const body = await first.text();
+    expect(JSON.parse(body)).toBeTypeOf("object");
+    const second = await fetch(`${t.url}${path}`);
+    expect(await second.text()).toBe(body);
+    expect(second.headers.get("etag")).toBe(etag);
+
+    const notModified = await fetch(`${t.url}${path}`, { headers: { "if-none-match": `"other", W/${etag!}` } });
+    expect(notModified.status).toBe(304);
+    expect(notModified.headers.get("etag")).toBe(etag);
+    expect(await notModified.text()).toBe("");
+    const changed = await fetch(`${t.url}${path}`, { headers: { "if-none-match": '"other"' } });
+    expect(changed.status).toBe(200);
+    expect(await changed.text()).toBe(body);
+  });
+
+  it("schemas over REST are the schemas Connect answers", async () => {
+    const rest = (await (await fetch(`${t.url}/schemas`)).json()) as Record<string, unknown>;
+    const connect = await fetch(`${t.url}/resourcestore.v1.SchemaService/Schemas`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(connect.status).toBe(200);
+    expect(((await connect.json()) as { schemas: unknown }).schemas).toEqual(rest);
+    expect(Object.keys(rest).length).toBeGreaterThan(0);
+  });
+});
+
+describe("constant documents with authentication on", () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ API_TOKENS: "reader=read" });
+  });
+  afterAll(async () => t?.close());
+
+  it.each(["/schemas", "/s3/config"])("%s still needs a token once it is cached", async (path) => {
+    const ok = await fetch(`${t.url}${path}`, { headers: { authorization: "Bearer reader" } });
+    expect(ok.status).toBe(200);
+    const etag = ok.headers.get("etag")!;
+    expect((await fetch(`${t.url}${path}`)).status).toBe(401);
+    expect((await fetch(`${t.url}${path}`, { headers: { "if-none-match": etag } })).status).toBe(401);
+    expect((await fetch(`${t.url}${path}`, { headers: { authorization: "Bearer wrong", "if-none-match": etag } })).status).toBe(401);
+    expect((await fetch(`${t.url}${path}`, { headers: { authorization: "Bearer reader", "if-none-match": etag } })).status).toBe(304);
+  });
+});
+
+describe("If-None-Match", () => {
+  it("matches a listed tag, a weak one, or *", () => {
+    expect(matchesEtag(undefined, '"a"')).toBe(false);
+    expect(matchesEtag('"b", "a"', '"a"')).toBe(true);
+    expect(matchesEtag('W/"a"', '"a"')).toBe(true);
+    expect(matchesEtag("*", '"a"')).toBe(true);
+    expect(matchesEtag('"ab"', '"a"')).toBe(false);
+  });
+});

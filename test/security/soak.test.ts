@@ -1,0 +1,184 @@
+// A bounded soak (issue 14 item 9): many concurrent clients mixing creates
+// (unique identifiers, acknowledgements recorded), reads, queries, a few
+// parquet exports, slow clients (partial headers) and broken ones (sockets
+// destroyed mid-request) against one server on PostgreSQL with small
+// timeouts. Afterwards every acknowledged write reads back, no 500 was seen,
+// and the RSS of this process (which hosts the server) is back within a
+// generous bound of its start. SOAK_SECONDS sets the length (`npm run soak`
+// runs a longer one and prints its figures).
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "../support/app.js";
+import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
+
+const SECONDS = Number(process.env.SOAK_SECONDS ?? "8");
+const CLIENTS = 16;
+const SLOW_CLIENTS = 3;
+const BROKEN_CLIENTS = 3;
+const havePg = await postgresReachable();
+
+let srv: TestServer;
+let pgdb: TestDatabase;
+
+beforeAll(async () => {
+  if (!havePg) return;
+  pgdb = await createTestDatabase();
+  srv = await startTestServer({
+    DATABASE_URL: pgdb.url,
+    REGISTRY_SECRET: TEST_REGISTRY_SECRET,
+    HEADERS_TIMEOUT_MS: "1000",
+    REQUEST_TIMEOUT_MS: "2000",
+    IDLE_TIMEOUT_MS: "2000",
+  });
+}, 60_000);
+afterAll(async () => {
+  await srv?.close();
+  await pgdb?.drop();
+});
+
+interface Tally {
+  requests: number;
+  statuses: Map<number, number>;
+  fiveHundreds: string[];
+  transportErrors: number;
+  latencies: number[];
+}
+
+async function call(t: Tally, path: string, body: unknown): Promise<Response | undefined> {
+  const start = performance.now();
+  try {
+    const res = await fetch(srv.url + path, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(30_000),
+    });
+    await res.clone().arrayBuffer();
+    t.latencies.push(performance.now() - start);
+    t.requests++;
+    t.statuses.set(res.status, (t.statuses.get(res.status) ?? 0) + 1);
+    if (res.status >= 500) t.fiveHundreds.push(`${path} ${res.status} ${(await res.text()).slice(0, 200)}`);
+    return res;
+  } catch {
+    t.transportErrors++;
+    return undefined;
+  }
+}
+
+const slowCloseMs: number[] = [];
+
+/** A client that sends half its headers and waits for the server to give up on it. */
+function slowClient(until: number): Promise<number> {
+  return new Promise((resolve) => {
+    let n = 0;
+    const one = (): void => {
+      if (Date.now() >= until) return resolve(n);
+      const opened = Date.now();
+      const s = net.connect(srv.port, "127.0.0.1", () => s.write("POST /query HTTP/1.1\r\nHost: soak\r\nContent-Type: applic"));
+      s.on("error", () => undefined);
+      s.resume(); // read the 408 so that the server's close is seen
+      s.on("close", () => {
+        slowCloseMs.push(Date.now() - opened);
+        n++;
+        one();
+      });
+      // The server should close it after HEADERS_TIMEOUT_MS; a cap keeps a stuck socket from stalling the test.
+      s.setTimeout(Math.min(10_000, SECONDS * 1000), () => s.destroy());
+    };
+    one();
+  });
+}
+
+/** A client that starts a create and destroys its socket halfway through the body. */
+async function brokenClient(until: number): Promise<number> {
+  let n = 0;
+  while (Date.now() < until) {
+    await new Promise<void>((resolve) => {
+      const body = JSON.stringify({ resources: [{ identifier: `broken-${n}-${Math.random()}`, payload_type: "annotation", label: "b" }] });
+      const s = net.connect(srv.port, "127.0.0.1", () => {
+        s.write(`POST /resources/create HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, body.length >> 1)}`);
+        setTimeout(() => {
+          s.destroy();
+          resolve();
+        }, 20);
+      });
+      s.on("error", () => resolve());
+    });
+    n++;
+  }
+  return n;
+}
+
+function percentile(xs: number[], p: number): number {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? 0;
+}
+
+describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
+  it("mixed load: every acknowledged write reads back, no 500, RSS bounded", async () => {
+    const gc = (globalThis as { gc?: () => void }).gc;
+    gc?.();
+    const { rss: rssStart, heapUsed: heapStart } = process.memoryUsage();
+    const t: Tally = { requests: 0, statuses: new Map(), fiveHundreds: [], transportErrors: 0, latencies: [] };
+    const acked: string[] = [];
+    let exports = 0;
+    const started = Date.now();
+    const until = started + SECONDS * 1000;
+
+    const worker = async (w: number): Promise<void> => {
+      let i = 0;
+      while (Date.now() < until) {
+        i++;
+        const pick = (w * 7 + i) % 10;
+        if (pick < 4) {
+          const ids = [0, 1].map((k) => `soak-${w}-${i}-${k}`);
+          const res = await call(t, "/resources/create", { resources: ids.map((identifier) => ({ identifier, payload_type: "annotation", label: `w${w}` })) });
+          if (res?.status === 200) acked.push(...ids);
+        } else if (pick < 7) {
+          const id = acked[Math.floor(Math.random() * acked.length)] ?? "missing";
+          await call(t, "/resources/read", { identifiers: [id] });
+        } else if (pick < 9 || exports >= 2 * SECONDS) {
+          await call(t, "/query", { payload_type: "annotation", filters: [{ any: [{ field: "label", op: "eq", value: `w${w}` }, { field: "identifier", op: "starts_with", value: "soak-1-" }] }], limit: 20 });
+        } else {
+          exports++;
+          await call(t, "/query/parquet", { payload_type: "annotation", limit: 200 });
+        }
+      }
+    };
+
+    const [, slow, broken] = await Promise.all([
+      Promise.all(Array.from({ length: CLIENTS }, (_, w) => worker(w))),
+      Promise.all(Array.from({ length: SLOW_CLIENTS }, () => slowClient(until))),
+      Promise.all(Array.from({ length: BROKEN_CLIENTS }, () => brokenClient(until))),
+    ]);
+    const elapsed = (Date.now() - started) / 1000;
+
+    expect(t.fiveHundreds).toEqual([]);
+    expect(t.transportErrors).toBe(0);
+    expect(acked.length).toBeGreaterThan(0);
+
+    // Every acknowledged write is there.
+    const missing: string[] = [];
+    for (let k = 0; k < acked.length; k += 50) {
+      const batch = acked.slice(k, k + 50);
+      const res = await fetch(`${srv.url}/resources/read`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ identifiers: batch }) });
+      expect(res.status).toBe(200);
+      const got = new Set(((await res.json()) as { identifier: string }[]).map((r) => r.identifier));
+      missing.push(...batch.filter((id) => !got.has(id)));
+    }
+    expect(missing).toEqual([]);
+
+    gc?.();
+    const { rss: rssEnd, heapUsed: heapEnd } = process.memoryUsage();
+    const mb = (b: number) => Math.round(b / 1024 / 1024);
+    console.log(
+      `soak: ${elapsed.toFixed(1)} s, ${t.requests} requests (${(t.requests / elapsed).toFixed(0)}/s), p50 ${percentile(t.latencies, 50).toFixed(1)} ms, ` +
+        `p99 ${percentile(t.latencies, 99).toFixed(1)} ms, statuses ${JSON.stringify(Object.fromEntries(t.statuses))}, 5xx ${t.fiveHundreds.length}, ` +
+        `transport errors ${t.transportErrors}, acknowledged writes ${acked.length}, exports ${exports}, slow connections ${slow.reduce((a, b) => a + b, 0)}, ` +
+        `slowest close ${Math.max(0, ...slowCloseMs)} ms, broken connections ${broken.reduce((a, b) => a + b, 0)}, RSS ${mb(rssStart)} -> ${mb(rssEnd)} MB, heap ${mb(heapStart)} -> ${mb(heapEnd)} MB${gc ? "" : " (no gc exposed)"}`,
+    );
+    expect(rssEnd).toBeLessThan(rssStart + 200 * 1024 * 1024);
+  }, (SECONDS + 50) * 1000);
+});

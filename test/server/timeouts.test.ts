@@ -1,0 +1,172 @@
+// API.md section 16 on the one-port listener: with small timeouts, sockets
+// that send nothing, half a request line, or trickle a body are closed
+// (HTTP/1.1 and HTTP/2), idle keep-alive connections and HTTP/2 sessions are
+// closed, MAX_CONNECTIONS refuses beyond the cap and recovers, and an HTTP/2
+// client opening more than MAX_CONCURRENT_STREAMS gets REFUSED_STREAM; all
+// the while other clients are answered.
+import http2 from "node:http2";
+import net from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { startServer, type ListenerLimits, type RequestHandler, type RunningServer } from "../../src/server.js";
+
+const handler: RequestHandler = (req, res) => {
+  const answer = () => {
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end("ok");
+  };
+  if (req.url === "/hold") {
+    // Answers once the body is complete: a trickled body holds it open.
+    req.resume();
+    req.once("end", () => setTimeout(answer, 200));
+    return;
+  }
+  req.resume();
+  req.once("end", answer);
+};
+
+const SMALL: ListenerLimits = { headersTimeoutMs: 300, requestTimeoutMs: 800, idleTimeoutMs: 400, maxConnections: 10_000, maxConcurrentStreams: 100 };
+
+let srv: RunningServer | undefined;
+afterEach(async () => {
+  await srv?.close(100);
+  srv = undefined;
+});
+
+async function start(limits: Partial<ListenerLimits> = {}): Promise<RunningServer> {
+  srv = await startServer({ port: 0, host: "127.0.0.1", handler, limits: { ...SMALL, ...limits } });
+  return srv;
+}
+
+/** Opens a socket, writes `first`, and resolves what the server sent before it closed the connection. */
+function openSocket(port: number, first: string | undefined, trickle?: string): { closed: Promise<string>; socket: net.Socket } {
+  const socket = net.connect(port, "127.0.0.1");
+  let received = "";
+  let timer: NodeJS.Timeout | undefined;
+  socket.on("connect", () => {
+    if (first !== undefined) socket.write(first);
+    if (trickle !== undefined) {
+      timer = setInterval(() => {
+        if (!socket.destroyed) socket.write(trickle);
+      }, 50);
+    }
+  });
+  socket.on("data", (d: Buffer) => (received += d.toString("latin1")));
+  socket.on("error", () => undefined);
+  const closed = new Promise<string>((resolve) =>
+    socket.once("close", () => {
+      clearInterval(timer);
+      resolve(received);
+    }),
+  );
+  return { closed, socket };
+}
+
+async function get(port: number): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${port}/`);
+  await res.text();
+  return res.status;
+}
+
+describe("listener timeouts", () => {
+  it("closes hundreds of silent, half-sent and trickling connections while answering others", async () => {
+    const { port } = await start();
+    const silent = Array.from({ length: 100 }, () => openSocket(port, undefined));
+    const halfLine = Array.from({ length: 100 }, () => openSocket(port, "GET /some"));
+    const halfHeaders = Array.from({ length: 100 }, () => openSocket(port, "GET / HTTP/1.1\r\nHost: x\r\nX-Slow: "));
+    const h2Preface = Array.from({ length: 50 }, () => openSocket(port, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"));
+    const halfPreface = Array.from({ length: 50 }, () => openSocket(port, "PRI * HTTP/2"));
+    const trickling = Array.from({ length: 100 }, () =>
+      openSocket(port, "POST /hold HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n", "x"),
+    );
+    // Others are served while all of those hang on.
+    const served = await Promise.all(Array.from({ length: 20 }, () => get(port)));
+    expect(served.every((s) => s === 200)).toBe(true);
+
+    // An HTTP/2 client that sent its preface and no request: the server's SETTINGS, then closed.
+    for (const { closed } of h2Preface) expect(await closed).not.toContain("HTTP/1.1");
+    for (const { closed } of [...silent, ...halfLine, ...halfHeaders, ...halfPreface]) {
+      // Closed by the server without an answer (or with Node's 408 for a request never completed).
+      expect(await closed).toMatch(/^(|HTTP\/1\.1 408[^]*)$/);
+    }
+    for (const { closed } of trickling) expect(await closed).toMatch(/^(|HTTP\/1\.1 408[^]*)$/);
+    expect(await get(port)).toBe(200);
+  });
+
+  it("closes an idle keep-alive connection after a served request", async () => {
+    const { port } = await start();
+    const { closed } = openSocket(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    expect(await closed).toMatch(/^HTTP\/1\.1 200/);
+  });
+
+  it("closes an idle HTTP/2 session, and a session that never opens a stream", async () => {
+    const { port } = await start();
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on("error", () => undefined);
+    const sessionClosed = new Promise<void>((resolve) => session.once("close", () => resolve()));
+    const status = await new Promise<number>((resolve, reject) => {
+      const stream = session.request({ ":path": "/" });
+      stream.on("response", (h) => resolve(Number(h[":status"])));
+      stream.on("error", reject);
+      stream.resume();
+    });
+    expect(status).toBe(200);
+    await sessionClosed;
+
+    const bare = http2.connect(`http://127.0.0.1:${port}`);
+    bare.on("error", () => undefined);
+    await new Promise<void>((resolve) => bare.once("close", () => resolve()));
+    expect(await get(port)).toBe(200);
+  });
+
+  it("answers an HTTP/2 request whose body never completes with 408", async () => {
+    const { port } = await start();
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on("error", () => undefined);
+    const stream = session.request({ ":path": "/hold", ":method": "POST" });
+    stream.on("error", () => undefined);
+    const trickle = setInterval(() => stream.write("x"), 50);
+    const status = await new Promise<number>((resolve) => stream.on("response", (h) => resolve(Number(h[":status"]))));
+    clearInterval(trickle);
+    expect(status).toBe(408);
+    session.destroy();
+  });
+});
+
+describe("connection and stream caps", () => {
+  it("refuses connections beyond MAX_CONNECTIONS and recovers when others close", async () => {
+    const { port } = await start({ maxConnections: 5, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000, idleTimeoutMs: 60_000 });
+    const held = Array.from({ length: 5 }, () => openSocket(port, "GET /some"));
+    await new Promise((r) => setTimeout(r, 100));
+    const refused = openSocket(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    // Closed without an answer.
+    expect(await refused.closed).toBe("");
+    for (const h of held) h.socket.destroy();
+    await Promise.all(held.map((h) => h.closed));
+    expect(await get(port)).toBe(200);
+  });
+
+  it("refuses HTTP/2 streams beyond MAX_CONCURRENT_STREAMS with REFUSED_STREAM", async () => {
+    const { port } = await start({ maxConcurrentStreams: 2, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000, idleTimeoutMs: 60_000 });
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on("error", () => undefined);
+    // Sent at once, before the client hears the server's settings.
+    const outcomes = await Promise.all(
+      Array.from(
+        { length: 6 },
+        () =>
+          new Promise<string>((resolve) => {
+            const stream = session.request({ ":path": "/hold", ":method": "POST" });
+            stream.on("response", (h) => resolve(String(h[":status"])));
+            stream.on("error", () => resolve(`rst ${stream.rstCode ?? "?"}`));
+            stream.on("close", () => resolve(`rst ${stream.rstCode ?? "?"}`));
+            // Hold the body open a little so the streams overlap.
+            setTimeout(() => stream.end(), 300);
+          }),
+      ),
+    );
+    session.destroy();
+    expect(outcomes.filter((o) => o === "200").length).toBeGreaterThan(0);
+    expect(outcomes).toContain(`rst ${http2.constants.NGHTTP2_REFUSED_STREAM}`);
+    expect(await get(port)).toBe(200);
+  });
+});
