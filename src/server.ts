@@ -72,6 +72,28 @@ function deadlineForStream(req: http2.Http2ServerRequest, res: http2.Http2Server
   res.once("close", clear);
 }
 
+/** How long closed-but-not-yet-flushed HTTP/2 sessions get to end themselves at shutdown. */
+const FLUSH_MS = 2000;
+
+/** Resolves once every session in `sessions` has closed, or after `ms`. */
+function sessionsClosed(sessions: ReadonlySet<http2.Http2Session>, ms: number): Promise<void> {
+  const open = [...sessions].filter((s) => !s.destroyed);
+  if (open.length === 0 || ms === 0) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    let left = open.length;
+    const timer = setTimeout(resolve, ms);
+    for (const s of open) {
+      s.once("close", () => {
+        left -= 1;
+        if (left === 0) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    }
+  });
+}
+
 export async function startServer(opts: { port: number; host: string; handler: RequestHandler; limits?: ListenerLimits }): Promise<RunningServer> {
   const limits = opts.limits ?? DEFAULT_LISTENER_LIMITS;
   let inFlight = 0;
@@ -164,6 +186,7 @@ export async function startServer(opts: { port: number; host: string; handler: R
         for (const s of sessions) s.close();
         h1.closeIdleConnections();
         h1.on("request", (_req, res) => res.setHeader("connection", "close"));
+        const deadline = Date.now() + graceMs;
         if (inFlight > 0) {
           await new Promise<void>((resolve) => {
             const timer = setTimeout(resolve, graceMs);
@@ -173,6 +196,12 @@ export async function startServer(opts: { port: number; host: string; handler: R
             };
           });
         }
+        // A stream's response can be done while its last frames (the
+        // trailers, END_STREAM, GOAWAY) still sit in the session's buffers:
+        // destroying the session now would turn a clean end into a reset.
+        // Sessions asked to close end themselves once flushed; wait for that
+        // (briefly, and never past the grace period) before forcing them.
+        await sessionsClosed(sessions, Math.max(0, Math.min(FLUSH_MS, deadline - Date.now())));
         for (const s of sessions) s.destroy();
         for (const s of sockets) s.destroy();
         h1.closeAllConnections();
