@@ -97,24 +97,25 @@ export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStat
   res.end(body);
 }
 
-const LINGER_MS = 1000;
-const LINGER_BYTES = 1024 * 1024;
+const LINGER_MS = 2000;
 
 /**
  * Closing a socket with unread bytes makes the kernel send a reset, which can
- * destroy the answer before the client reads it. So after the answer the
- * socket is half-closed and what still arrives is discarded, for at most
- * LINGER_MS or LINGER_BYTES (never the body it declared), then destroyed.
+ * destroy the answer before the client reads it (a client still sending its
+ * body reads the answer only between writes). So after the answer the socket
+ * is half-closed and reading stops: the client's writes back up, it turns to
+ * reading, and sees the answer and the end. The socket is destroyed after
+ * LINGER_MS. Nothing more of the body is read, so it costs nothing.
  */
 function lingerInsteadOfReset(socket: Socket): void {
   socket.destroySoon = function (this: Socket) {
-    const start = this.bytesRead;
     this.end();
+    this.pause();
+    // The HTTP parser may read the handle directly (not through the stream):
+    // stop the handle itself too.
+    (this as unknown as { _handle?: { readStop?: () => void } | null })._handle?.readStop?.();
     const timer = setTimeout(() => this.destroy(), LINGER_MS);
     timer.unref();
-    this.on("data", () => {
-      if (this.bytesRead - start > LINGER_BYTES) this.destroy();
-    });
     this.once("close", () => clearTimeout(timer));
   };
 }
