@@ -24,6 +24,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { resetTransport, transportReset } from "./transport-reset.js";
 
 /** Set on a call whose body was not a valid protobuf message of the method's input type. */
 export const malformedBinaryBody = createContextKey<boolean>(false, { description: "malformed binary body" });
@@ -185,7 +186,8 @@ type NodeHandler = (req: IncomingMessage | Http2ServerRequest, res: ServerRespon
 
 /**
  * connect-node's connectNodeAdapter, with every handler behind the guard.
- * (The adapter itself offers no hook between body and parse.)
+ * (The adapter itself offers no hook between body and parse.) Each call's
+ * context carries `resetTransport` for its own stream or connection.
  */
 export function guardedNodeAdapter(options: ConnectNodeAdapterOptions & { readMaxBytes: number }): NodeHandler {
   const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], ...options });
@@ -198,7 +200,9 @@ export function guardedNodeAdapter(options: ConnectNodeAdapterOptions & { readMa
       (options.fallback as NodeHandler | undefined)?.(req, res);
       return;
     }
-    const uReq = universalRequestFromNodeRequest(req, res, undefined, options.contextValues?.(req));
+    const values = options.contextValues?.(req) ?? createContextValues();
+    values.set(resetTransport, transportReset(res));
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
     handler(uReq)
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((reason: unknown) => {

@@ -13,6 +13,7 @@ import type { Db, StoredResource } from "../store/index.js";
 import { createQueryEngine, MAX_LIMIT, planQuery, type QueryPlan } from "../store/index.js";
 import { optionalAsOf } from "./as-of.js";
 import { toResourceMessage } from "./resource-service.js";
+import { resetTransport } from "./transport-reset.js";
 
 export interface QueryServiceDeps {
   readonly db: Db;
@@ -85,13 +86,19 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
       const batchRows = deps.exportBatchRows ?? 10_000;
       // One slot per export, held until it ends (or is cut for stalling).
       const release = gate ? await gate.acquire(ctx.signal) : () => undefined;
+      // A stalled client is past telling (its error would queue behind the
+      // bytes it does not read): its slot is freed and its stream reset.
+      const onStall = () => {
+        release();
+        ctx.values.get(resetTransport)?.();
+      };
       try {
         const chunks = parquetExport({
           columns: exportColumns(plan),
           produce: (write) => engine.forEachBatch(plan, { asOf, cursor: req.cursor, limit }, batchRows, write),
           ...(deps.chunkBytes !== undefined ? { chunkBytes: deps.chunkBytes } : {}),
           ...(deps.onError ? { onError: deps.onError } : {}),
-          ...(deps.exports ? { stallMs: deps.exports.stallMs, onStall: release } : {}),
+          ...(deps.exports ? { stallMs: deps.exports.stallMs, onStall } : {}),
         });
         for await (const data of chunks) yield create(HttpBodySchema, { contentType: PARQUET_CONTENT_TYPE, data });
       } finally {

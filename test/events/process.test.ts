@@ -3,62 +3,17 @@
 // leaves the server's memory flat, since the feed reads a page only when the
 // client takes the last one; and SIGTERM ends open watch streams cleanly at
 // once instead of holding the drain for the whole grace period.
-import { spawn, type ChildProcess } from "node:child_process";
-import { withRegistryKey } from "../support/registry-key.js";
 import { readFileSync } from "node:fs";
 import http from "node:http";
-import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../../gen/resourcestore/v2/event_service_pb.js";
 import { createResourceStore, migrate, openDatabase, type Db } from "../../src/store/index.js";
+import { listeningPort, startMain } from "../support/main-process.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 
 const pgOk = await postgresReachable();
-const root = join(import.meta.dirname, "../..");
-
-interface Child {
-  proc: ChildProcess;
-  lines: string[];
-  exited: Promise<number | null>;
-}
-
-function startMain(env: Record<string, string>): Child {
-  // node itself (not the tsx launcher, which forks): the pid is the server's.
-  const proc = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    cwd: root,
-    env: withRegistryKey({ PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", PORT: "0", LOG_LEVEL: "info", ...env }),
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const lines: string[] = [];
-  for (const s of [proc.stdout, proc.stderr]) {
-    let buf = "";
-    s?.on("data", (d: Buffer) => {
-      buf += d.toString();
-      const parts = buf.split("\n");
-      buf = parts.pop() ?? "";
-      lines.push(...parts);
-    });
-  }
-  const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
-  return { proc, lines, exited };
-}
-
-async function listeningPort(child: Child): Promise<number> {
-  for (;;) {
-    for (const l of child.lines) {
-      try {
-        const j = JSON.parse(l) as { msg?: string; port?: number };
-        if (j.msg === "listening" && typeof j.port === "number") return j.port;
-      } catch {
-        // not JSON
-      }
-    }
-    if (child.proc.exitCode !== null) throw new Error(`exited early: ${child.lines.join("\n")}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** Resident memory of a process, in bytes (Linux). */
 function rss(pid: number): number {
