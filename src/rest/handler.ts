@@ -48,6 +48,12 @@ export interface RestOptions {
    * still runs the call through the transport.
    */
   readonly authorize?: (method: DescMethod, message: Message, authorization: string | null) => Promise<void>;
+  /**
+   * Told of every cached constant answer (err undefined) and of every refusal
+   * of one by `authorize`: such a call never reaches the interceptors, so this
+   * gives it its log line and metrics. `started` is process.hrtime.bigint().
+   */
+  readonly onConstant?: (method: DescMethod, err: ConnectError | undefined, req: AnyRequest, started: bigint) => void;
   /** EXPORT_STALL_MS: a raw body stream whose client takes nothing for this long is closed. */
   readonly stallMs?: number;
 }
@@ -123,8 +129,16 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
   const request = decodeRestRequest(method.input, { bindings, query, body, bodyField: route.body });
   const cached = constants.get(route);
   if (cached !== undefined && opts.authorize !== undefined) {
-    await opts.authorize(method, request, req.headers.authorization ?? null);
-    return sendConstant(req, res, cached);
+    const started = process.hrtime.bigint();
+    try {
+      await opts.authorize(method, request, req.headers.authorization ?? null);
+    } catch (err) {
+      opts.onConstant?.(method, ConnectError.from(err), req, started);
+      throw err;
+    }
+    sendConstant(req, res, cached);
+    opts.onConstant?.(method, undefined, req, started);
+    return;
   }
   const signal = abortOnClose(res);
   const header = forwardedHeaders(req);
