@@ -18,7 +18,7 @@ import type { AnyRequest } from "./body-reader.js";
 import type { FlatWriteOptions } from "./flat-codec.js";
 import { eventStreamQuery, isEventStream, writeEventStream } from "./event-stream.js";
 import { writeHttpBodyStream } from "./http-body-stream.js";
-import { restCallMessage } from "../rpc/index.js";
+import { HAND_OVER_HEADER, openHandOver } from "../rpc/index.js";
 import { decodeRestRequest } from "./request-decoder.js";
 import { fieldToRest, messageToRest } from "./response-encoder.js";
 import { buildRouteTable, findRoute } from "./routes.js";
@@ -70,7 +70,7 @@ function forwardedHeaders(req: AnyRequest): Headers {
   const out = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || name.startsWith(":")) continue;
-    if (name !== "authorization" && !name.startsWith("x-")) continue;
+    if ((name !== "authorization" && !name.startsWith("x-")) || name === HAND_OVER_HEADER) continue;
     for (const v of Array.isArray(value) ? value : [value]) out.append(name, v);
   }
   return out;
@@ -168,14 +168,20 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
     await writeUnary(req, res, route, response, writeOpts, constants);
     return;
   }
-  // The request message goes to the call interceptor in process; the router
-  // gets an empty one, so a batch is not encoded and parsed again on the way.
-  const handOver = { method: unary as DescMethod, message: request as Message, taken: false };
-  const response = await restCallMessage.run(handOver, () =>
-    opts.transport.unary(unary, signal, undefined, header, create<DescMessage>(unary.input)),
-  );
-  if (!handOver.taken) throw new Error(`the request of ${unary.name} was not handed over to the call`);
-  await writeUnary(req, res, route, response, writeOpts, constants);
+  // The request message goes to the call interceptor in process and the
+  // answer comes back the same way (rpc/rest-hand-over.ts); the router
+  // carries empty messages, so nothing is encoded and parsed again.
+  const call = openHandOver(unary, request);
+  let response: UnaryResponse<DescMessage, DescMessage>;
+  try {
+    header.set(HAND_OVER_HEADER, call.key);
+    response = await opts.transport.unary(unary, signal, undefined, header, create<DescMessage>(unary.input));
+  } finally {
+    call.close();
+  }
+  const { handOver } = call;
+  if (!handOver.taken || handOver.response === undefined) throw new Error(`the call of ${unary.name} was not handed over`);
+  await writeUnary(req, res, route, { ...response, message: handOver.response }, writeOpts, constants);
 }
 
 async function writeUnary(
