@@ -101,10 +101,13 @@ function childrenAnswers(sql: string): unknown[] | undefined {
 
 export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const seconds = opts.quick ? 3 : 10;
+  // The cluster decision (BENCHMARKS.md, "Load"): BENCH_LOAD_WORKERS=2 runs the service in node:cluster workers.
+  const workers = process.env.BENCH_LOAD_WORKERS === undefined ? undefined : Number(process.env.BENCH_LOAD_WORKERS);
+  const pool = process.env.DATABASE_POOL_SIZE ?? "default";
   // One batch: SERIES_PER_BATCH series with 2,000 files each, so each series is a node with 2,000 children.
   const childrenEach = 2000;
   const batchSize = SERIES_PER_BATCH * (childrenEach + 1);
-  context(`load: ${fmt(batchSize)} resources (${SERIES_PER_BATCH} series of ${fmt(childrenEach)} files); autocannon ${CONNECTIONS} connections, pgbench ${CONNECTIONS} clients, ${seconds} s each`);
+  context(`load: ${fmt(batchSize)} resources (${SERIES_PER_BATCH} series of ${fmt(childrenEach)} files); autocannon ${CONNECTIONS} connections, pgbench ${CONNECTIONS} clients, ${seconds} s each; service: ${workers === undefined ? "one process" : `${workers} cluster workers`}, DATABASE_POOL_SIZE ${pool}`);
   return withDatabase(async (db) => {
     await migrateDatabase(db.url);
     await loadThroughStoreSql(db.url, "r", 1, batchSize);
@@ -129,7 +132,7 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
 
     // The service reads children in one read-only snapshot (src/store/lineage-view.ts): so does pgbench.
     sql.children = [{ sql: "BEGIN", params: undefined }, ...sql.children, { sql: "COMMIT", params: undefined }];
-    const server = await startServer({ databaseUrl: db.url });
+    const server = await startServer({ databaseUrl: db.url, ...(workers !== undefined ? { workers } : {}) });
     const results: Result[] = [];
     try {
       const u = server.url;

@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
-import { Code, createRouterTransport } from "@connectrpc/connect";
+import { Code, type ConnectError, createRouterTransport } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { checkScope, createAuthenticator, createAuthInterceptor, type Authenticator } from "./auth/index.js";
 import type { Config } from "./config.js";
@@ -146,6 +146,15 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const transport = createRouterTransport(routes, {
     router: { interceptors, readMaxBytes: config.limits.maxBodyBytes },
   });
+  // A call answered without the interceptors (refused at the front door, or a
+  // cached constant document): the log line and metrics they would write.
+  const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint): void => {
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    const rpc = `${method.parent.typeName}/${method.name}`;
+    metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
+    const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
+    log.info({ request_id: requestId, rpc, code: err === undefined ? "ok" : Code[err.code], duration_ms: Math.round(seconds * 1e6) / 1000 }, "call");
+  };
   // handOver: the router runs the call interceptor, which takes REST messages in process.
   const rest = createRestHandler({
     revisions,
@@ -155,6 +164,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     stallMs: config.defence.exportStallMs,
     // Constant documents, once cached, are answered after the auth interceptor's own check.
     authorize: (method, message, authorization) => checkScope(auth, method, message, authorization),
+    onConstant: recordCall,
   });
   let openApiDoc: ConstantDocument | undefined;
   const openApi = (): ConstantDocument => (openApiDoc ??= constantDocument(JSON.stringify(buildOpenApi(revisions))));
@@ -223,12 +233,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
         return rest.kind === "found" ? rest.route.method : undefined;
       },
       // A refusal before the body is still a call: one log line and the metrics, as the interceptors would write.
-      onRefused: (method, err, req, started) => {
-        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        metrics.record(`/${method.parent.typeName}/${method.name}`, codeToString(err.code), seconds);
-        const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
-        log.info({ request_id: requestId, rpc: `${method.parent.typeName}/${method.name}`, code: Code[err.code], duration_ms: Math.round(seconds * 1e6) / 1000 }, "call");
-      },
+      onRefused: recordCall,
     },
     rpc,
   );

@@ -26,6 +26,8 @@ export interface ServerOptions {
   /** Where PGlite and s3rver keep their files; a fresh temporary folder when unset. */
   readonly dataDir?: string;
   readonly env?: Record<string, string>;
+  /** Run the server in this many node:cluster workers on one port (bench/support/cluster.mjs); unset = one process. */
+  readonly workers?: number;
 }
 
 export async function startServer(opts: ServerOptions = {}): Promise<BenchServer> {
@@ -47,7 +49,9 @@ export async function startServer(opts: ServerOptions = {}): Promise<BenchServer
   }
   // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server.
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== "");
-  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, "dist/src/main.js")], {
+  const entry = opts.workers === undefined ? join(ROOT, "dist/src/main.js") : join(ROOT, "bench/support/cluster.mjs");
+  if (opts.workers !== undefined) env.BENCH_WORKERS = String(opts.workers);
+  const child = spawn(process.execPath, [...nodeArgs, entry], {
     cwd: ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"],
@@ -59,11 +63,13 @@ export async function startServer(opts: ServerOptions = {}): Promise<BenchServer
   const port = await new Promise<number>((resolve, reject) => {
     const lines = createInterface({ input: child.stdout });
     let found = false;
+    // Under the cluster harness every worker says "listening" (on the same port): wait for all of them.
+    let waiting = opts.workers ?? 1;
     lines.on("line", (line) => {
       if (found) return; // keep draining the per-call log so the pipe never blocks the server
       try {
         const entry = JSON.parse(line) as { msg?: string; port?: number };
-        if (entry.msg === "listening" && typeof entry.port === "number") {
+        if (entry.msg === "listening" && typeof entry.port === "number" && --waiting === 0) {
           found = true;
           resolve(entry.port);
         }

@@ -18,7 +18,7 @@ import type { AnyRequest } from "./body-reader.js";
 import type { FlatWriteOptions } from "./flat-codec.js";
 import { eventStreamQuery, isEventStream, writeEventStream } from "./event-stream.js";
 import { writeHttpBodyStream } from "./http-body-stream.js";
-import { restCallMessage } from "../rpc/index.js";
+import { HAND_OVER_HEADER, openHandOver } from "../rpc/index.js";
 import { decodeRestRequest } from "./request-decoder.js";
 import { fieldToRest, messageToRest } from "./response-encoder.js";
 import { buildRouteTable, findRoute } from "./routes.js";
@@ -48,6 +48,12 @@ export interface RestOptions {
    * still runs the call through the transport.
    */
   readonly authorize?: (method: DescMethod, message: Message, authorization: string | null) => Promise<void>;
+  /**
+   * Told of every cached constant answer (err undefined) and of every refusal
+   * of one by `authorize`: such a call never reaches the interceptors, so this
+   * gives it its log line and metrics. `started` is process.hrtime.bigint().
+   */
+  readonly onConstant?: (method: DescMethod, err: ConnectError | undefined, req: AnyRequest, started: bigint) => void;
   /** EXPORT_STALL_MS: a raw body stream whose client takes nothing for this long is closed. */
   readonly stallMs?: number;
 }
@@ -64,7 +70,7 @@ function forwardedHeaders(req: AnyRequest): Headers {
   const out = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || name.startsWith(":")) continue;
-    if (name !== "authorization" && !name.startsWith("x-")) continue;
+    if ((name !== "authorization" && !name.startsWith("x-")) || name === HAND_OVER_HEADER) continue;
     for (const v of Array.isArray(value) ? value : [value]) out.append(name, v);
   }
   return out;
@@ -123,8 +129,16 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
   const request = decodeRestRequest(method.input, { bindings, query, body, bodyField: route.body });
   const cached = constants.get(route);
   if (cached !== undefined && opts.authorize !== undefined) {
-    await opts.authorize(method, request, req.headers.authorization ?? null);
-    return sendConstant(req, res, cached);
+    const started = process.hrtime.bigint();
+    try {
+      await opts.authorize(method, request, req.headers.authorization ?? null);
+    } catch (err) {
+      opts.onConstant?.(method, ConnectError.from(err), req, started);
+      throw err;
+    }
+    sendConstant(req, res, cached);
+    opts.onConstant?.(method, undefined, req, started);
+    return;
   }
   const signal = abortOnClose(res);
   const header = forwardedHeaders(req);
@@ -154,14 +168,20 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
     await writeUnary(req, res, route, response, writeOpts, constants);
     return;
   }
-  // The request message goes to the call interceptor in process; the router
-  // gets an empty one, so a batch is not encoded and parsed again on the way.
-  const handOver = { method: unary as DescMethod, message: request as Message, taken: false };
-  const response = await restCallMessage.run(handOver, () =>
-    opts.transport.unary(unary, signal, undefined, header, create<DescMessage>(unary.input)),
-  );
-  if (!handOver.taken) throw new Error(`the request of ${unary.name} was not handed over to the call`);
-  await writeUnary(req, res, route, response, writeOpts, constants);
+  // The request message goes to the call interceptor in process and the
+  // answer comes back the same way (rpc/rest-hand-over.ts); the router
+  // carries empty messages, so nothing is encoded and parsed again.
+  const call = openHandOver(unary, request);
+  let response: UnaryResponse<DescMessage, DescMessage>;
+  try {
+    header.set(HAND_OVER_HEADER, call.key);
+    response = await opts.transport.unary(unary, signal, undefined, header, create<DescMessage>(unary.input));
+  } finally {
+    call.close();
+  }
+  const { handOver } = call;
+  if (!handOver.taken || handOver.response === undefined) throw new Error(`the call of ${unary.name} was not handed over`);
+  await writeUnary(req, res, route, { ...response, message: handOver.response }, writeOpts, constants);
 }
 
 async function writeUnary(

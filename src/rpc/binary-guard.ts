@@ -20,7 +20,6 @@ import { Code, ConnectError, createConnectRouter, createContextKey, createContex
 import { invalidArgument } from "../errors.js";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
-import { AsyncLocalStorage } from "node:async_hooks";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
@@ -28,14 +27,6 @@ import { resetTransport, transportReset } from "./transport-reset.js";
 
 /** Set on a call whose body was not a valid protobuf message of the method's input type. */
 export const malformedBinaryBody = createContextKey<boolean>(false, { description: "malformed binary body" });
-
-/**
- * A unary request message handed over in process by the REST gateway (which
- * sends the router an empty message, so the message is neither encoded nor
- * parsed again). Only calls made inside restCallMessage.run see it; `taken`
- * tells the gateway the call interceptor put it in place.
- */
-export const restCallMessage = new AsyncLocalStorage<{ readonly method: DescMethod; readonly message: Message; taken: boolean }>();
 
 /** A unary call's request message, already parsed by the guard; the router was given an empty one. */
 export const parsedBinaryBody = createContextKey<Message | undefined>(undefined, { description: "parsed binary body" });

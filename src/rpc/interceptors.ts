@@ -5,7 +5,9 @@
 import { randomUUID } from "node:crypto";
 import { Code, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { internal, invalidArgument, withReason } from "../errors.js";
-import { malformedBinaryBody, parsedBinaryBody, restCallMessage } from "./binary-guard.js";
+import { create } from "@bufbuild/protobuf";
+import { malformedBinaryBody, parsedBinaryBody } from "./binary-guard.js";
+import { takeHandOver } from "./rest-hand-over.js";
 import { onResponseEnd } from "./response-end.js";
 import type { Logger } from "../log.js";
 import { toServiceError } from "../store/index.js";
@@ -53,12 +55,14 @@ export function createCallInterceptor(log: Logger): Interceptor {
       // A unary body the binary guard parsed already, or the REST gateway's
       // message handed over in process (the router parsed an empty one).
       let parsed = req.stream ? undefined : req.contextValues.get(parsedBinaryBody);
-      const fromRest = req.stream ? undefined : restCallMessage.getStore();
-      if (fromRest !== undefined && !fromRest.taken && fromRest.method === req.method) {
-        fromRest.taken = true;
-        parsed = fromRest.message;
+      const fromRest = req.stream ? undefined : takeHandOver(req.header, req.method);
+      if (fromRest !== undefined) parsed = fromRest.message;
+      let res = await next(parsed === undefined || req.stream ? req : { ...req, message: parsed });
+      if (fromRest !== undefined && !res.stream) {
+        // The gateway takes the answer back in process; the router carries an empty one.
+        fromRest.response = res.message;
+        res = { ...res, message: create(req.method.output) };
       }
-      const res = await next(parsed === undefined || req.stream ? req : { ...req, message: parsed });
       res.header.set(REQUEST_ID, requestId);
       return onResponseEnd(
         res,

@@ -1,9 +1,11 @@
 // The documents that cannot change while the process runs are sent from
 // memory with an ETag, 304 on a matching If-None-Match, and still behind
 // their scope when authentication is on.
+import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../support/app.js";
 import { matchesEtag } from "../../src/http/constant-document.js";
+import { createLogger } from "../../src/log.js";
 
 const paths = ["/schemas", "/v1/schemas", "/v2/schemas", "/s3/config", "/v1/s3/config", "/openapi.json"];
 
@@ -42,6 +44,40 @@ describe("constant documents", () => {
     expect(connect.status).toBe(200);
     expect(((await connect.json()) as { schemas: unknown }).schemas).toEqual(rest);
     expect(Object.keys(rest).length).toBeGreaterThan(0);
+  });
+});
+
+describe("constant documents in the call log and metrics", () => {
+  let t: TestServer;
+  const lines: string[] = [];
+  beforeAll(async () => {
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        lines.push(...chunk.toString().split("\n").filter((l) => l !== ""));
+        cb();
+      },
+    });
+    t = await startTestServer({}, {}, createLogger("info", sink));
+  });
+  afterAll(async () => t?.close());
+
+  it.each([
+    ["/schemas", "resourcestore.v2.SchemaService/Schemas"],
+    ["/v1/s3/config", "resourcestore.v1.StorageService/Config"],
+  ])("%s: every answer, cached or 304, is a call with its log line and its count", async (path, rpc) => {
+    const first = await fetch(`${t.url}${path}`);
+    const etag = first.headers.get("etag")!;
+    await first.text();
+    const ids = ["const-a", "const-b", "const-c"];
+    for (const id of ids.slice(0, 2)) expect((await fetch(`${t.url}${path}`, { headers: { "x-request-id": id } })).status).toBe(200);
+    expect((await fetch(`${t.url}${path}`, { headers: { "x-request-id": ids[2]!, "if-none-match": etag } })).status).toBe(304);
+    const calls = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "call" && r.rpc === rpc);
+    expect(calls).toHaveLength(4);
+    for (const id of ids) expect(calls.find((c) => c.request_id === id)).toMatchObject({ code: "ok", duration_ms: expect.any(Number) });
+    const text = await (await fetch(`${t.url}/metrics`)).text();
+    const count = new RegExp(`^rs_requests_total\\{route="/${rpc.replace(/\./g, "\\.")}",code="ok"\\} (\\d+)`, "m").exec(text)?.[1];
+    expect(Number(count)).toBe(4);
+    expect(text).toMatch(new RegExp(`^rs_request_duration_seconds_count\\{route="/${rpc.replace(/\./g, "\\.")}",code="ok"\\} 4$`, "m"));
   });
 });
 

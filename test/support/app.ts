@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createApp, type App, type AppOptions } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
-import { createLogger } from "../../src/log.js";
+import { createLogger, type Logger } from "../../src/log.js";
 import { startServer, type RunningServer } from "../../src/server.js";
 import { withRegistryKey } from "./registry-key.js";
 
@@ -18,10 +18,11 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export async function startTestServer(env: Record<string, string> = {}, opts: AppOptions = {}): Promise<TestServer> {
+/** `logger` replaces the one LOG_LEVEL would make (a test that reads the log passes its own). */
+export async function startTestServer(env: Record<string, string> = {}, opts: AppOptions = {}, logger?: Logger): Promise<TestServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "rs-test-"));
   const config = loadConfig(withRegistryKey({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "silent", ...env }));
-  const app = await createApp(config, createLogger(config.logLevel), opts);
+  const app = await createApp(config, logger ?? createLogger(config.logLevel), opts);
   const server = await startServer({ port: 0, host: "127.0.0.1", handler: app.handler, limits: config.defence });
   return {
     url: `http://127.0.0.1:${server.port}`,
