@@ -7,3 +7,5 @@ export { int64Buffer, timestampBuffer, utf8Buffers, type Utf8Buffers } from "./c
 // The stamp conversions the columns use live in src/time.ts; the names the parquet tests know are kept.
 export { stampMicros as stampToMicros, stampMicrosNumber as stampMicrosExact } from "../time.js";
 export { createExportGate, type ExportGate } from "./export-gate.js";
+export { ParquetStitcher, StitchError } from "./stitch.js";
+export { readStruct, writeStruct, ThriftError, type ThriftStruct } from "./thrift-compact.js";
