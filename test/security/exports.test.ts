@@ -2,6 +2,7 @@
 // clients that start /query/parquet and stop reading hold every slot; a further
 // export waits its queue time and gets 429; ordinary calls still answer; once the
 // stall time passes the stalled exports are cut and a new export works.
+// Every export shares the process's PARQUET_ENCODER_WORKERS encoder threads.
 import { randomBytes } from "node:crypto";
 import { connect, type ClientHttp2Session } from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -45,7 +46,7 @@ function stalledExport(): Promise<ClientHttp2Session> {
 describe.runIf(reachable)("parquet export limits on PostgreSQL", () => {
   beforeAll(async () => {
     db = await createTestDatabase();
-    srv = await startTestServer({ DATABASE_URL: db.url, MAX_CONCURRENT_EXPORTS: String(STALLED), EXPORT_QUEUE_MS: "300", EXPORT_STALL_MS: "2000" });
+    srv = await startTestServer({ DATABASE_URL: db.url, MAX_CONCURRENT_EXPORTS: String(STALLED), EXPORT_QUEUE_MS: "300", EXPORT_STALL_MS: "2000", PARQUET_ENCODER_WORKERS: "2" });
     for (let b = 0; b < 8; b++) {
       const resources = Array.from({ length: 500 }, (_, i) => ({
         identifier: `ex-${b}-${i}`,
@@ -105,5 +106,26 @@ describe.runIf(reachable)("parquet export limits on PostgreSQL", () => {
     } finally {
       for (const s of sockets) s.destroy();
     }
+  }, 60_000);
+
+  it("runs more concurrent exports than encoder workers on the one shared pool", async () => {
+    const { parquetMetadata, parquetReadObjects } = await import("hyparquet");
+    const files = await Promise.all(
+      Array.from({ length: STALLED }, async () => {
+        const res = await fetch(`${srv.url}/query/parquet`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ payload_type: "annotation", sort_by: "identifier", sort_order: "asc" }) });
+        expect(res.status).toBe(200);
+        return res.arrayBuffer();
+      }),
+    );
+    const expected = Array.from({ length: 8 }, (_, b) => Array.from({ length: 500 }, (_, i) => `ex-${b}-${i}`)).flat().sort();
+    for (const buf of files) {
+      expect(Number(parquetMetadata(buf).num_rows)).toBe(4000);
+      const rows = await parquetReadObjects({ file: buf, columns: ["identifier"] });
+      expect(rows.map((r) => r.identifier)).toEqual(expected);
+    }
+    const stats = srv.app.encoders.stats();
+    expect(stats.size).toBe(2);
+    expect(stats.peakThreads).toBeLessThanOrEqual(2);
+    expect(stats.started).toBeGreaterThanOrEqual(1);
   }, 60_000);
 });
