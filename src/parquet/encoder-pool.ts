@@ -178,7 +178,8 @@ export function createEncoderPool(size: number): EncoderPool {
       const job = queue.shift() as Job;
       slot.job = job;
       slot.worker.ref();
-      const transfer = job.job.batches.map((b) => b.buffer as ArrayBuffer);
+      // Each buffer once: views into one buffer would make postMessage throw.
+      const transfer = [...new Set(job.job.batches.map((b) => b.buffer as ArrayBuffer))];
       slot.worker.postMessage({ id: job.id, options: job.job.options, batches: job.job.batches }, transfer);
     }
   };

@@ -180,4 +180,21 @@ describe("parquet encoder pool", () => {
     expect(await identifiers(await exportOf(counting, rows))).toEqual(rows.map((r) => r.identifier));
     expect(most).toBe(2);
   }, 60_000);
+
+  it("takes a job whose batches are views into one buffer", async () => {
+    pool = createEncoderPool(1);
+    const p = pool;
+    const chunks: Uint8Array[] = [];
+    for await (const c of parquetExport({ columns, encoders: p, produce: async (write) => write(rowsOf("v", 10)) })) chunks.push(c);
+    const file = Buffer.concat(chunks);
+    expect(Number(parquetMetadata(file.buffer.slice(file.byteOffset, file.byteOffset + file.length)).num_rows)).toBe(10);
+    // The same IPC stream twice, as two views of one buffer.
+    const { arrowSchema, rowsToIpc } = await import("../../src/parquet/index.js");
+    const ipc = rowsToIpc(arrowSchema(columns), columns, rowsOf("w", 5));
+    const shared = new Uint8Array(ipc.length * 2);
+    shared.set(ipc, 0);
+    shared.set(ipc, ipc.length);
+    const part = await p.encode({ options: { rowGroupRows: 100, dataPageBytes: 65536, dictionaryColumns: [] }, batches: [shared.subarray(0, ipc.length), shared.subarray(ipc.length)] });
+    expect(Number(parquetMetadata(part.buffer.slice(part.byteOffset, part.byteOffset + part.length) as ArrayBuffer).num_rows)).toBe(10);
+  });
 });
