@@ -39,6 +39,8 @@ export interface EncoderPoolStats {
   readonly queued: number;
   /** Jobs being encoded now. */
   readonly busy: number;
+  /** WebAssembly memory of the live workers, as of each one's last job (it never shrinks). */
+  readonly wasmBytes: number;
 }
 
 export interface EncoderPool {
@@ -71,7 +73,17 @@ function properties(o) {
 }
 async function encode(m) {
   const batches = [];
-  for (const ipc of m.batches) for (const b of pw.Table.fromIPCStream(ipc).recordBatches()) batches.push(b);
+  for (const ipc of m.batches) {
+    // The stream takes the batches; the Table must be freed here, or its
+    // memory stays in the wasm heap (which never shrinks) until a garbage
+    // collection that a worker's small JS heap seldom needs: ~8 MB a row group.
+    const table = pw.Table.fromIPCStream(ipc);
+    try {
+      for (const b of table.recordBatches()) batches.push(b);
+    } finally {
+      table.free();
+    }
+  }
   let next = 0;
   const input = new ReadableStream({
     pull(controller) {
@@ -95,7 +107,7 @@ async function encode(m) {
 }
 parentPort.on("message", (m) => {
   encode(m).then(
-    (file) => parentPort.postMessage({ id: m.id, file }, [file.buffer]),
+    (file) => parentPort.postMessage({ id: m.id, file, wasmBytes: pw.wasmMemory().buffer.byteLength }, [file.buffer]),
     (err) => parentPort.postMessage({ id: m.id, error: String((err && err.message) || err) }),
   );
 });
@@ -116,6 +128,7 @@ interface Slot {
   readonly worker: Worker;
   job: Job | undefined;
   dead: boolean;
+  wasmBytes: number;
 }
 
 export function createEncoderPool(size: number): EncoderPool {
@@ -152,12 +165,13 @@ export function createEncoderPool(size: number): EncoderPool {
 
   const spawn = (): Slot => {
     const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { parquetWasm: parquetWasmPath } });
-    const slot: Slot = { worker, job: undefined, dead: false };
+    const slot: Slot = { worker, job: undefined, dead: false, wasmBytes: 0 };
     started += 1;
     slots.push(slot);
     peakThreads = Math.max(peakThreads, slots.length);
-    worker.on("message", (m: { id: number; file?: Uint8Array; error?: string }) => {
+    worker.on("message", (m: { id: number; file?: Uint8Array; error?: string; wasmBytes?: number }) => {
       if (slot.dead || slot.job?.id !== m.id) return;
+      if (m.wasmBytes !== undefined) slot.wasmBytes = m.wasmBytes;
       const job = finish(slot);
       if (m.file) job?.resolve(m.file);
       else job?.reject(new Error(`parquet encoder: ${m.error ?? "failed"}`));
@@ -217,6 +231,7 @@ export function createEncoderPool(size: number): EncoderPool {
         started,
         queued: queue.length,
         busy: slots.filter((s) => s.job !== undefined).length,
+        wasmBytes: slots.reduce((n, s) => n + s.wasmBytes, 0),
       };
     },
     threads() {
