@@ -74,8 +74,11 @@ export class ParquetStitcher {
     const footerLength = new DataView(file.buffer, file.byteOffset + file.length - 8, 4).getUint32(0, true);
     const footerStart = file.length - 8 - footerLength;
     if (footerStart < 4) throw new StitchError("encoded part's footer length is out of range");
-    const { value: meta, end } = readStruct(file.subarray(0, file.length - 8), footerStart);
-    if (end !== file.length - 8) throw new StitchError("encoded part's footer does not end where its length says");
+    // Parsed from a copy: the row groups' binary fields (statistics) are views
+    // into what they were read from, and they stay until the file's footer is
+    // written; views into the part would keep every part's bytes alive.
+    const { value: meta, end } = readStruct(file.slice(footerStart, file.length - 8));
+    if (end !== footerLength) throw new StitchError("encoded part's footer does not end where its length says");
 
     const partRows = intField(meta, FMD.numRows);
     if (partRows !== BigInt(expectedRows)) throw new StitchError(`encoded part holds ${String(partRows)} rows, ${expectedRows} were sent`);
