@@ -36,6 +36,7 @@ import {
 import type { RequestHandler } from "./server.js";
 import { createEventFeed, createLineageRefresher, createNotifications, loadRegistryKeys, migrate, openDatabase, type Db, type EventFeed, type LineageRefresher, type Notifications, type RegistryKey } from "./store/index.js";
 import { createObjectStorage, type ObjectStorage } from "./storage/index.js";
+import { createEncoderPool, type EncoderPool } from "./parquet/index.js";
 import { withCors } from "./cors.js";
 import { defaultUiDir, withUi } from "./ui-assets.js";
 
@@ -45,6 +46,8 @@ export interface App {
   readonly storage: ObjectStorage;
   readonly auth: Authenticator;
   readonly metrics: Metrics;
+  /** The parquet encoder workers every export shares (PARQUET_ENCODER_WORKERS). */
+  readonly encoders: EncoderPool;
   /** Whether the database answers. */
   ready(): Promise<boolean>;
   /** Ends every open change-feed stream (Watch, /events) cleanly: call on shutdown, before draining. */
@@ -137,7 +140,9 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       return false;
     }
   };
-  const impls = await createServiceImpls({ config, db, storage, log, registryKeys, feed });
+  // One pool of encoder workers for every parquet export of the process; its threads start on the first export.
+  const encoders = createEncoderPool(config.parquetEncoderWorkers);
+  const impls = await createServiceImpls({ config, db, storage, log, registryKeys, feed, encoders });
   const metrics = createMetrics({ poolStats: db.poolStats?.bind(db), readCounts: db.readCounts?.bind(db) });
   // Outermost first: metrics see the codes clients see; the call interceptor
   // gives auth refusals a request id and a log line.
@@ -246,13 +251,14 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     storage,
     auth,
     metrics,
+    encoders,
     ready,
     endStreams: () => feed.close(),
     async close() {
       await feed.close();
       await refresher?.stop();
       await notifications.close();
-      await Promise.allSettled([db.close(), storage?.close()]);
+      await Promise.allSettled([db.close(), storage?.close(), encoders.close()]);
     },
   };
 }

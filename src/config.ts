@@ -2,6 +2,7 @@
 // lives in DEFAULTS; an invalid value fails start-up with a message that
 // names the variable.
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
 
@@ -67,6 +68,8 @@ export interface Config {
   readonly auth: AuthConfig;
   /** How long SIGTERM waits for in-flight calls before closing them. */
   readonly shutdownGraceMs: number;
+  /** Encoder worker threads of the process's one pool, shared by every parquet export (PARQUET_ENCODER_WORKERS). */
+  readonly parquetEncoderWorkers: number;
   /** The change feed (API.md section 14). */
   readonly events: EventsConfig;
   // --- browsers (API.md section 15) ---
@@ -187,6 +190,11 @@ export const DEFAULTS = {
   EVENTS_HEARTBEAT_MS: 15_000,
   EVENTS_PAGE_SIZE: 1000,
 } as const;
+
+/** PARQUET_ENCODER_WORKERS unset: two workers, or one on a single core. */
+export function defaultEncoderWorkers(): number {
+  return Math.min(2, availableParallelism());
+}
 
 export class ConfigError extends Error {
   constructor(
@@ -310,6 +318,7 @@ export function loadConfig(env: Env = process.env): Config {
       oidcJwksUrl: url(env, "OIDC_JWKS_URL", ["http:", "https:"]),
     }),
     shutdownGraceMs: int(env, "SHUTDOWN_GRACE_MS", DEFAULTS.SHUTDOWN_GRACE_MS, 0, 600_000),
+    parquetEncoderWorkers: int(env, "PARQUET_ENCODER_WORKERS", defaultEncoderWorkers(), 1, 256),
     events: {
       heartbeatMs: int(env, "EVENTS_HEARTBEAT_MS", DEFAULTS.EVENTS_HEARTBEAT_MS, 10, 3_600_000),
       pageSize: int(env, "EVENTS_PAGE_SIZE", DEFAULTS.EVENTS_PAGE_SIZE, 1, 100_000),

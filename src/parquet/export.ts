@@ -1,22 +1,30 @@
 // One parquet file as a stream of ~1 MiB chunks, in bounded memory: rows
-// arrive in batches, become Arrow IPC in this thread, are encoded in a
-// worker, and the bytes wait in a small queue that the consumer drains.
-// The producer waits while that queue is full, so a slow client slows the
-// database reads instead of filling memory. The tail of the file is held
-// back until its footer proves the row count: the encoder can end with a
-// valid but truncated file after an error, which must never reach a client.
+// arrive in batches and become Arrow IPC in this thread; every
+// `rowGroupRows` rows go to the process's encoder pool as one job, up to the
+// pool's size at once, so one export's row groups are encoded on every core;
+// each job comes back as a small parquet file, checked to hold the rows sent,
+// and its column chunks are stitched into the export's file in order. The
+// bytes wait in a small queue that the consumer drains; the producer waits
+// while that queue is full or its jobs are all in flight, so a slow client
+// slows the database reads instead of filling memory. The footer is written
+// last, only after every part was checked, and its row count is checked
+// before it is sent: a failure before then leaves the client a file without
+// a footer and an error, never a valid but truncated file.
 import { ConnectError } from "@connectrpc/connect";
 import { parquetMetadata } from "hyparquet";
 import { internal, unavailable } from "../errors.js";
 import type { QueryRow } from "../store/index.js";
 import { arrowSchema, rowsToIpc } from "./arrow-batch.js";
 import type { ColumnSpec } from "./columns.js";
-import { startEncoder } from "./encoder.js";
+import type { EncoderOptions, EncoderPool } from "./encoder-pool.js";
+import { ParquetStitcher } from "./stitch.js";
 
 export interface ParquetExportOptions {
   readonly columns: readonly ColumnSpec[];
   /** Pushes every row, batch by batch; must stop (throw) when `write` throws. */
   readonly produce: (write: (rows: QueryRow[]) => Promise<void>) => Promise<void>;
+  /** The process's encoder workers (PARQUET_ENCODER_WORKERS). */
+  readonly encoders: EncoderPool;
   readonly chunkBytes?: number;
   readonly rowGroupRows?: number;
   /** Encoded bytes that may wait for the consumer before the producer pauses. */
@@ -42,8 +50,15 @@ export class ExportStalled extends Error {}
 export async function* parquetExport(options: ParquetExportOptions): AsyncGenerator<Uint8Array> {
   const chunkBytes = options.chunkBytes ?? MiB;
   const highWater = options.highWaterBytes ?? 4 * MiB;
+  const rowGroupRows = options.rowGroupRows ?? 50_000;
   const columns = options.columns;
   const schema = arrowSchema(columns);
+  const pool = options.encoders;
+  const encoderOptions: EncoderOptions = {
+    rowGroupRows,
+    dataPageBytes: 64 * 1024,
+    dictionaryColumns: columns.filter((c) => c.lowCardinality).map((c) => c.name),
+  };
 
   const queue: Uint8Array[] = [];
   let queued = 0;
@@ -57,33 +72,58 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
     wake?.();
     wake = undefined;
   };
+  const push = (bytes: Uint8Array) => {
+    queue.push(bytes);
+    queued += bytes.length;
+    signal();
+  };
+  let settled: (() => void) | undefined;
+  const fail = (err: unknown) => {
+    failure ??= { error: err };
+    done = true;
+    signal();
+    room?.();
+    settled?.();
+  };
+  // Queued jobs of an export that ended leave the pool's queue.
+  const cancel = new AbortController();
 
-  const encoder = startEncoder(
-    {
-      rowGroupRows: options.rowGroupRows ?? 50_000,
-      dataPageBytes: 64 * 1024,
-      dictionaryColumns: columns.filter((c) => c.lowCardinality).map((c) => c.name),
-    },
-    {
-      chunk(bytes) {
-        queue.push(bytes);
-        queued += bytes.length;
-        signal();
-      },
-      done() {
-        done = true;
-        signal();
-      },
-      error(err) {
-        failure ??= { error: err };
-        done = true;
-        signal();
-        room?.();
-      },
-    },
-  );
+  const stitcher = new ParquetStitcher();
+  push(stitcher.header());
+  // Jobs in flight, in row order; each settles into its part's bytes.
+  const inFlight: Array<{ readonly rows: number; readonly file: Promise<Uint8Array> }> = [];
+  // Hands finished parts to the stitcher in order, as soon as the oldest is back.
+  let stitching = Promise.resolve();
+  const stitchNext = () => {
+    stitching = stitching.then(async () => {
+      const head = inFlight[0];
+      if (!head || failure !== undefined) return;
+      const file = await head.file;
+      if (failure !== undefined) return;
+      push(stitcher.add(file, head.rows));
+      inFlight.shift();
+      settled?.();
+    });
+    stitching.catch(fail);
+  };
+  const dispatch = async (batches: Uint8Array[], rows: number) => {
+    while (inFlight.length >= pool.size && !aborted && failure === undefined) {
+      await new Promise<void>((resolve) => {
+        settled = resolve;
+      });
+      settled = undefined;
+    }
+    if (aborted) throw new Aborted("export abandoned");
+    if (failure !== undefined) throw failure.error;
+    const file = pool.encode({ options: encoderOptions, batches }, cancel.signal);
+    file.catch(() => undefined);
+    inFlight.push({ rows, file });
+    stitchNext();
+  };
 
   let rows = 0;
+  let group: Uint8Array[] = [];
+  let groupRows = 0;
   const write = async (batch: QueryRow[]) => {
     while (queued > highWater && !aborted && failure === undefined) {
       await new Promise<void>((resolve) => {
@@ -94,22 +134,41 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
     if (aborted) throw new Aborted("export abandoned");
     if (failure !== undefined) throw failure.error;
     rows += batch.length;
-    await encoder.write(rowsToIpc(schema, columns, batch));
+    // Row groups of exactly rowGroupRows rows: a batch may end one and start the next.
+    for (let at = 0; at < batch.length; ) {
+      const take = Math.min(rowGroupRows - groupRows, batch.length - at);
+      group.push(rowsToIpc(schema, columns, at === 0 && take === batch.length ? batch : batch.slice(at, at + take)));
+      groupRows += take;
+      at += take;
+      if (groupRows === rowGroupRows) {
+        const full = group;
+        group = [];
+        groupRows = 0;
+        await dispatch(full, rowGroupRows);
+      }
+    }
   };
   const producer = (async () => {
     try {
       await options.produce(write);
       // An empty result still needs the schema to make a file.
-      if (rows === 0) await encoder.write(rowsToIpc(schema, columns, []));
-      encoder.end();
-    } catch (err) {
-      failure ??= { error: err };
+      if (groupRows > 0 || rows === 0) await dispatch(groupRows > 0 ? group : [rowsToIpc(schema, columns, [])], groupRows);
+      while (inFlight.length > 0 && failure === undefined) {
+        await stitching;
+        await Promise.resolve();
+      }
+      if (failure !== undefined) return;
+      const tail = stitcher.finish();
+      if (footerRows(tail) !== rows) throw new Error(`parquet footer does not hold the ${rows} rows written`);
+      push(tail);
       done = true;
       signal();
+    } catch (err) {
+      fail(err);
     }
   })();
 
-  // Bytes received and not yet sent; the last 2 chunks' worth stay here until the end.
+  // Bytes received and not yet sent, cut into chunkBytes pieces.
   const held: Uint8Array[] = [];
   let heldBytes = 0;
   const take = (n: number): Uint8Array => {
@@ -137,6 +196,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
           stalled = true;
           aborted = true;
           room?.();
+          settled?.();
           options.onStall?.();
         }, options.stallMs);
       }
@@ -158,7 +218,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
         heldBytes += b.length;
       }
       room?.();
-      yield* out(pieces(2 * chunkBytes));
+      yield* out(pieces(chunkBytes));
       if (failure !== undefined) break;
       if (done && queue.length === 0) break;
       await new Promise<void>((resolve) => {
@@ -168,11 +228,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
     }
     await producer;
     if (failure !== undefined) throw failure.error;
-    const tail = take(heldBytes);
-    if (footerRows(tail) !== rows) throw new Error(`parquet footer does not hold the ${rows} rows written`);
-    const parts: Uint8Array[] = [];
-    for (let at = 0; at < tail.length; at += chunkBytes) parts.push(tail.subarray(at, at + chunkBytes));
-    yield* out(parts);
+    if (heldBytes > 0) yield* out([take(heldBytes)]);
   } catch (err) {
     if (err instanceof ConnectError) throw err;
     if (stalled) throw unavailable("the export client read nothing within EXPORT_STALL_MS; the export was ended");
@@ -182,7 +238,8 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
     clearTimeout(stallTimer);
     aborted = true;
     room?.();
-    await encoder.terminate();
+    settled?.();
+    cancel.abort(new Aborted("export ended"));
     await producer;
   }
 }

@@ -1,8 +1,11 @@
-// Parquet export: Arrow batches from query rows, encoded in a worker, streamed.
+// Parquet export: Arrow batches from query rows, row groups encoded on the
+// process's pool of encoder workers, stitched into one file, streamed.
 export { exportColumns, type ColumnSpec, type ColumnKind } from "./columns.js";
 export { arrowSchema, rowsToIpc } from "./arrow-batch.js";
 export { parquetExport, type ParquetExportOptions } from "./export.js";
-export { startEncoder, type Encoder, type EncoderOptions, type EncoderSink } from "./encoder.js";
+export { createEncoderPool, type EncodeJob, type EncoderOptions, type EncoderPool, type EncoderPoolStats } from "./encoder-pool.js";
+export { ParquetStitcher, StitchError } from "./stitch.js";
+export { readStruct, writeStruct, ThriftError, type ThriftStruct } from "./thrift-compact.js";
 export { int64Buffer, timestampBuffer, utf8Buffers, type Utf8Buffers } from "./column-buffers.js";
 // The stamp conversions the columns use live in src/time.ts; the names the parquet tests know are kept.
 export { stampMicros as stampToMicros, stampMicrosNumber as stampMicrosExact } from "../time.js";

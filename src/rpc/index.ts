@@ -3,6 +3,7 @@
 // simply exposes the methods its descriptor lists.
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
+import type { EncoderPool } from "../parquet/index.js";
 import type { ObjectStorage } from "../storage/index.js";
 import type { Db, EventFeed } from "../store/index.js";
 import { createRegistry, createResourceStore, loadRegistryKeys, type RegistryKey } from "../store/index.js";
@@ -29,6 +30,8 @@ export interface ServiceDeps {
   readonly registryKeys?: readonly RegistryKey[];
   /** The change feed; without it EventService answers `unimplemented`. */
   readonly feed?: EventFeed;
+  /** The process's parquet encoder workers; without it the query service makes its own. */
+  readonly encoders?: EncoderPool;
 }
 
 export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpls> {
@@ -44,6 +47,7 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
       maxFilterDepth: config.defence.maxFilterDepth,
       exports: { max: config.defence.maxConcurrentExports, queueMs: config.defence.exportQueueMs, stallMs: config.defence.exportStallMs },
       onError: (err) => log.error({ err }, "parquet export failed"),
+      ...(deps.encoders ? { encoders: deps.encoders } : {}),
     }),
     LineageService: createLineageService({ db, maxChildren: config.defence.maxChildren }),
     RegistryService: createRegistryService({ registry: createRegistry({ db, keys }) }),

@@ -8,7 +8,8 @@ import type { Resource } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { CountResponseSchema, QueryResponseSchema, type QueryRequest } from "../../gen/resourcestore/type/v1/query_pb.js";
 import type { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
 import { invalidArgument } from "../errors.js";
-import { createExportGate, exportColumns, parquetExport } from "../parquet/index.js";
+import { createEncoderPool, createExportGate, exportColumns, parquetExport, type EncoderPool } from "../parquet/index.js";
+import { defaultEncoderWorkers } from "../config.js";
 import type { Db, StoredResource } from "../store/index.js";
 import { createQueryEngine, MAX_LIMIT, planQuery, type QueryPlan } from "../store/index.js";
 import { optionalAsOf } from "./as-of.js";
@@ -31,6 +32,12 @@ export interface QueryServiceDeps {
   readonly maxFilterDepth?: number;
   /** MAX_CONCURRENT_EXPORTS / EXPORT_QUEUE_MS / EXPORT_STALL_MS; without them exports are not limited. */
   readonly exports?: { readonly max: number; readonly queueMs: number; readonly stallMs: number };
+  /**
+   * The process's encoder workers (app.ts makes one pool and closes it on
+   * shutdown). Without it the service makes its own of the default size on
+   * the first export; idle workers do not keep the process alive.
+   */
+  readonly encoders?: EncoderPool;
 }
 
 const PARQUET_CONTENT_TYPE = "application/octet-stream";
@@ -63,6 +70,8 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
   const maxLimit = deps.maxLimit ?? MAX_LIMIT;
   const plan = (req: Parameters<typeof planQuery>[0]) => planQuery(req, { ...(deps.maxFilterDepth !== undefined ? { maxFilterDepth: deps.maxFilterDepth } : {}) });
   const gate = deps.exports ? createExportGate(deps.exports.max, deps.exports.queueMs) : undefined;
+  let ownPool: EncoderPool | undefined;
+  const encoders = (): EncoderPool => deps.encoders ?? (ownPool ??= createEncoderPool(defaultEncoderWorkers()));
   const request = (req: QueryRequest) => ({ plan: plan(req), asOf: optionalAsOf(req.asOf), limit: checkLimit(req.limit, maxLimit) });
 
   return {
@@ -95,6 +104,7 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
       try {
         const chunks = parquetExport({
           columns: exportColumns(plan),
+          encoders: encoders(),
           produce: (write) => engine.forEachBatch(plan, { asOf, cursor: req.cursor, limit }, batchRows, write),
           ...(deps.chunkBytes !== undefined ? { chunkBytes: deps.chunkBytes } : {}),
           ...(deps.onError ? { onError: deps.onError } : {}),

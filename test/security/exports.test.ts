@@ -4,6 +4,7 @@
 // stall time passes the stalled exports are cut and a new export works. Over
 // gRPC, gRPC-Web and Connect the cut resets the stalled call's HTTP/2 stream
 // (other streams of the session go on) or closes its HTTP/1.1 connection.
+// Every export shares the process's PARQUET_ENCODER_WORKERS encoder threads.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { randomBytes } from "node:crypto";
 import { connect, constants, type ClientHttp2Session, type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http2";
@@ -153,7 +154,13 @@ async function closedInTime(call: StalledCall, slackMs = 0): Promise<{ at: numbe
 describe.runIf(reachable)("parquet export limits on PostgreSQL", () => {
   beforeAll(async () => {
     db = await createTestDatabase();
-    srv = await startTestServer({ DATABASE_URL: db.url, MAX_CONCURRENT_EXPORTS: String(STALLED), EXPORT_QUEUE_MS: "300", EXPORT_STALL_MS: String(STALL_MS) });
+    srv = await startTestServer({
+      DATABASE_URL: db.url,
+      MAX_CONCURRENT_EXPORTS: String(STALLED),
+      EXPORT_QUEUE_MS: "300",
+      EXPORT_STALL_MS: String(STALL_MS),
+      PARQUET_ENCODER_WORKERS: "2",
+    });
     for (let b = 0; b < 8; b++) {
       const resources = Array.from({ length: 500 }, (_, i) => ({
         identifier: `ex-${b}-${i}`,
@@ -214,6 +221,7 @@ describe.runIf(reachable)("parquet export limits on PostgreSQL", () => {
       for (const s of sockets) s.destroy();
     }
   }, 60_000);
+
   it("resets a stalled gRPC, gRPC-Web or Connect export's HTTP/2 stream and leaves the session's other streams alone", async () => {
     const session = connect(srv.url, { settings: { initialWindowSize: 16 * 1024 } });
     session.on("error", () => undefined);
@@ -253,5 +261,26 @@ describe.runIf(reachable)("parquet export limits on PostgreSQL", () => {
     } finally {
       for (const c of calls) c.socket.destroy();
     }
+  }, 60_000);
+
+  it("runs more concurrent exports than encoder workers on the one shared pool", async () => {
+    const { parquetMetadata, parquetReadObjects } = await import("hyparquet");
+    const files = await Promise.all(
+      Array.from({ length: STALLED }, async () => {
+        const res = await fetch(`${srv.url}/query/parquet`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ payload_type: "annotation", sort_by: "identifier", sort_order: "asc" }) });
+        expect(res.status).toBe(200);
+        return res.arrayBuffer();
+      }),
+    );
+    const expected = Array.from({ length: 8 }, (_, b) => Array.from({ length: 500 }, (_, i) => `ex-${b}-${i}`)).flat().sort();
+    for (const buf of files) {
+      expect(Number(parquetMetadata(buf).num_rows)).toBe(4000);
+      const rows = await parquetReadObjects({ file: buf, columns: ["identifier"] });
+      expect(rows.map((r) => r.identifier)).toEqual(expected);
+    }
+    const stats = srv.app.encoders.stats();
+    expect(stats.size).toBe(2);
+    expect(stats.peakThreads).toBeLessThanOrEqual(2);
+    expect(stats.started).toBeGreaterThanOrEqual(1);
   }, 60_000);
 });

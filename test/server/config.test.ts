@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { describe, expect, it } from "vitest";
 import { ConfigError, DEFAULTS, loadConfig } from "../../src/config.js";
 
@@ -12,6 +13,8 @@ describe("config", () => {
     expect(c.limits.maxBatchItems).toBe(10_000);
     expect(c.limits.maxBodyBytes).toBe(64 * 1024 * 1024);
     expect(c.s3.presignExpiresSeconds).toBe(3600);
+    expect(c.parquetEncoderWorkers).toBe(Math.min(2, availableParallelism()));
+    expect(loadConfig({ PARQUET_ENCODER_WORKERS: "3" }).parquetEncoderWorkers).toBe(3);
   });
 
   it.each([
@@ -28,6 +31,8 @@ describe("config", () => {
     ["MAX_TREE_DEPTH", "0"],
     ["MAX_FILTER_DEPTH", "-1"],
     ["MAX_CONCURRENT_EXPORTS", "0"],
+    ["PARQUET_ENCODER_WORKERS", "0"],
+    ["PARQUET_ENCODER_WORKERS", "two"],
     ["MAX_PREVIEW_BYTES", "1"],
   ])("rejects %s=%s naming the variable", (name, value) => {
     let err: unknown;

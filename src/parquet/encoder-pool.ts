@@ -1,0 +1,255 @@
+// One pool of parquet encoder worker threads for the whole process
+// (PARQUET_ENCODER_WORKERS): parquet-wasm's encoding of a row group blocks
+// for tens of milliseconds, which the event loop must not, and a worker per
+// export would let concurrent exports start any number of threads. A job is
+// a few Arrow IPC streams (one row group's rows); its result is a small,
+// complete parquet file, which export.ts stitches into the export's file.
+// Workers start when a job needs one, never more than the cap; jobs beyond
+// the idle workers wait in a FIFO queue (bounded by the callers: each export
+// keeps at most `size` jobs in flight, and exports are capped). A worker
+// that dies fails its one job and is replaced by the next job that needs it.
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+
+export interface EncoderOptions {
+  /** Rows per row group. */
+  readonly rowGroupRows: number;
+  /** Columns worth a dictionary; every other column is written without one. */
+  readonly dictionaryColumns: readonly string[];
+  /** Data page size limit in bytes. */
+  readonly dataPageBytes: number;
+}
+
+export interface EncodeJob {
+  readonly options: EncoderOptions;
+  /** Arrow IPC streams of one schema, in row order; transferred to the worker (unusable afterwards). */
+  readonly batches: readonly Uint8Array[];
+}
+
+export interface EncoderPoolStats {
+  /** The cap. */
+  readonly size: number;
+  /** Worker threads alive now. */
+  readonly threads: number;
+  /** The most threads alive at once since the pool was made. */
+  readonly peakThreads: number;
+  /** Threads started since the pool was made (replacements included). */
+  readonly started: number;
+  /** Jobs waiting for a worker. */
+  readonly queued: number;
+  /** Jobs being encoded now. */
+  readonly busy: number;
+  /** WebAssembly memory of the live workers, as of each one's last job (it never shrinks). */
+  readonly wasmBytes: number;
+}
+
+export interface EncoderPool {
+  readonly size: number;
+  /** A complete parquet file of the job's rows. Rejects when the worker fails or dies, or `signal` aborts it while queued. */
+  encode(job: EncodeJob, signal?: AbortSignal): Promise<Uint8Array>;
+  stats(): EncoderPoolStats;
+  /** The worker threads alive now, and whether each holds a job (tests kill one to see only its export fail). */
+  threads(): ReadonlyArray<{ readonly worker: Worker; readonly busy: boolean }>;
+  /** Terminates every worker; queued and running jobs are rejected, later ones too. */
+  close(): Promise<void>;
+}
+
+// Kept as source text: worker_threads cannot load a .ts module without a
+// loader, and the build does not copy .js files next to the compiled ones.
+const WORKER_SOURCE = String.raw`
+const { parentPort, workerData } = require("node:worker_threads");
+const pw = require(workerData.parquetWasm);
+// Built per job: transformParquetStream takes ownership of the properties
+// (wasm-bindgen moves them), and a moved-out object passed again silently
+// means the defaults (no compression).
+function properties(o) {
+  let builder = new pw.WriterPropertiesBuilder()
+    .setCompression(pw.Compression.SNAPPY)
+    .setDataPageSizeLimit(o.dataPageBytes)
+    .setMaxRowGroupSize(o.rowGroupRows)
+    .setDictionaryEnabled(false);
+  for (const c of o.dictionaryColumns) builder = builder.setColumnDictionaryEnabled(c, true);
+  return builder.build();
+}
+async function encode(m) {
+  const batches = [];
+  for (const ipc of m.batches) {
+    // The stream takes the batches; the Table must be freed here, or its
+    // memory stays in the wasm heap (which never shrinks) until a garbage
+    // collection that a worker's small JS heap seldom needs: ~8 MB a row group.
+    const table = pw.Table.fromIPCStream(ipc);
+    try {
+      for (const b of table.recordBatches()) batches.push(b);
+    } finally {
+      table.free();
+    }
+  }
+  let next = 0;
+  const input = new ReadableStream({
+    pull(controller) {
+      if (next < batches.length) controller.enqueue(batches[next++]);
+      else controller.close();
+    },
+  }, { highWaterMark: 0 });
+  const out = (await pw.transformParquetStream(input, properties(m.options))).getReader();
+  const parts = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await out.read();
+    if (done) break;
+    parts.push(value);
+    size += value.length;
+  }
+  const file = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) { file.set(p, at); at += p.length; }
+  return file;
+}
+parentPort.on("message", (m) => {
+  encode(m).then(
+    (file) => parentPort.postMessage({ id: m.id, file, wasmBytes: pw.wasmMemory().buffer.byteLength }, [file.buffer]),
+    (err) => parentPort.postMessage({ id: m.id, error: String((err && err.message) || err) }),
+  );
+});
+`;
+
+const parquetWasmPath = createRequire(import.meta.url).resolve("parquet-wasm/node");
+
+interface Job {
+  readonly id: number;
+  readonly job: EncodeJob;
+  readonly resolve: (file: Uint8Array) => void;
+  readonly reject: (err: Error) => void;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: () => void;
+}
+
+interface Slot {
+  readonly worker: Worker;
+  job: Job | undefined;
+  dead: boolean;
+  wasmBytes: number;
+}
+
+export function createEncoderPool(size: number): EncoderPool {
+  if (!Number.isInteger(size) || size < 1) throw new RangeError(`encoder pool size must be a whole number >= 1, got ${size}`);
+  const slots: Slot[] = [];
+  const queue: Job[] = [];
+  let nextId = 1;
+  let started = 0;
+  let peakThreads = 0;
+  let closed = false;
+
+  const finish = (slot: Slot) => {
+    const job = slot.job;
+    slot.job = undefined;
+    // An idle worker does not keep the process alive.
+    slot.worker.unref();
+    if (job) job.signal?.removeEventListener("abort", job.onAbort);
+    return job;
+  };
+
+  // A worker that fails (uncaught error) fails its job at once and takes no
+  // other; its place is free once the thread has exited, so a replacement
+  // never runs alongside it beyond the cap.
+  const fail = (slot: Slot, err: Error) => {
+    slot.dead = true;
+    finish(slot)?.reject(err);
+  };
+  const exited = (slot: Slot, code: number) => {
+    fail(slot, new Error(`parquet encoder worker exited with code ${code}`));
+    const at = slots.indexOf(slot);
+    if (at >= 0) slots.splice(at, 1);
+    pump();
+  };
+
+  const spawn = (): Slot => {
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { parquetWasm: parquetWasmPath } });
+    const slot: Slot = { worker, job: undefined, dead: false, wasmBytes: 0 };
+    started += 1;
+    slots.push(slot);
+    peakThreads = Math.max(peakThreads, slots.length);
+    worker.on("message", (m: { id: number; file?: Uint8Array; error?: string; wasmBytes?: number }) => {
+      if (slot.dead || slot.job?.id !== m.id) return;
+      if (m.wasmBytes !== undefined) slot.wasmBytes = m.wasmBytes;
+      const job = finish(slot);
+      if (m.file) job?.resolve(m.file);
+      else job?.reject(new Error(`parquet encoder: ${m.error ?? "failed"}`));
+      pump();
+    });
+    worker.on("error", (err) => fail(slot, err instanceof Error ? err : new Error(String(err))));
+    worker.on("exit", (code) => exited(slot, code));
+    return slot;
+  };
+
+  const pump = () => {
+    while (!closed && queue.length > 0) {
+      let slot = slots.find((s) => s.job === undefined && !s.dead);
+      if (!slot) {
+        if (slots.length >= size) return;
+        slot = spawn();
+      }
+      const job = queue.shift() as Job;
+      slot.job = job;
+      slot.worker.ref();
+      // Each buffer once: views into one buffer would make postMessage throw.
+      const transfer = [...new Set(job.job.batches.map((b) => b.buffer as ArrayBuffer))];
+      slot.worker.postMessage({ id: job.id, options: job.job.options, batches: job.job.batches }, transfer);
+    }
+  };
+
+  return {
+    size,
+    encode(job, signal) {
+      if (closed) return Promise.reject(new Error("parquet encoder pool is closed"));
+      if (signal?.aborted) return Promise.reject(signal.reason instanceof Error ? signal.reason : new Error("encoding abandoned"));
+      return new Promise<Uint8Array>((resolve, reject) => {
+        const entry: Job = {
+          id: nextId++,
+          job,
+          resolve,
+          reject,
+          signal,
+          // Leaves the queue; a job a worker already has runs to its end (its result is dropped).
+          onAbort: () => {
+            const at = queue.indexOf(entry);
+            if (at < 0) return;
+            queue.splice(at, 1);
+            reject(signal?.reason instanceof Error ? signal.reason : new Error("encoding abandoned"));
+          },
+        };
+        signal?.addEventListener("abort", entry.onAbort, { once: true });
+        queue.push(entry);
+        pump();
+      });
+    },
+    stats() {
+      return {
+        size,
+        threads: slots.length,
+        peakThreads,
+        started,
+        queued: queue.length,
+        busy: slots.filter((s) => s.job !== undefined).length,
+        wasmBytes: slots.reduce((n, s) => n + s.wasmBytes, 0),
+      };
+    },
+    threads() {
+      return slots.map((s) => ({ worker: s.worker, busy: s.job !== undefined }));
+    },
+    async close() {
+      closed = true;
+      const err = new Error("parquet encoder pool is closed");
+      for (const job of queue.splice(0)) {
+        job.signal?.removeEventListener("abort", job.onAbort);
+        job.reject(err);
+      }
+      await Promise.all(
+        slots.slice().map(async (slot) => {
+          fail(slot, err);
+          await slot.worker.terminate();
+        }),
+      );
+    },
+  };
+}
