@@ -18,10 +18,12 @@ import { buildOpenApi } from "./schema/openapi.js";
 import { constantDocument, sendConstant, type ConstantDocument } from "./http/constant-document.js";
 import { notFound } from "./errors.js";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
+import { ReadResponseSchema } from "../gen/resourcestore/type/v1/resource_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import {
   createCallInterceptor,
   createHealthService,
+  createPlannedBinaryInterceptor,
   createReflectionService,
   createReflectionServiceV1alpha,
   createServiceImpls,
@@ -146,7 +148,13 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const metrics = createMetrics({ poolStats: db.poolStats?.bind(db), readCounts: db.readCounts?.bind(db) });
   // Outermost first: metrics see the codes clients see; the call interceptor
   // gives auth refusals a request id and a log line.
-  const interceptors: Interceptor[] = [metrics.interceptor, createCallInterceptor(log), createAuthInterceptor(auth)];
+  // The planned binary encoder goes first (outermost): it hands connect bytes, and every other interceptor sees the message.
+  const interceptors: Interceptor[] = [
+    createPlannedBinaryInterceptor([ReadResponseSchema]),
+    metrics.interceptor,
+    createCallInterceptor(log),
+    createAuthInterceptor(auth),
+  ];
   const routes = routesFor(impls, ready);
   const transport = createRouterTransport(routes, {
     router: { interceptors, readMaxBytes: config.limits.maxBodyBytes },

@@ -40,6 +40,12 @@ export interface ClientOptions {
   readonly asOf?: string;
   /** Extra interceptors, run after the client's own. */
   readonly interceptors?: readonly Interceptor[];
+  /**
+   * Ask the server to compress its answers (gzip or brotli), for slow links.
+   * Off by default: near the server, compressing and inflating a read of
+   * 100 resources cost more time than sending its ~20 KB (BENCHMARKS.md).
+   */
+  readonly compression?: boolean;
 }
 
 function hasField(desc: DescMessage, name: string): boolean {
@@ -78,13 +84,15 @@ export function createTransport(opts: ClientOptions): Transport {
   if (opts.token !== undefined) interceptors.push(bearerInterceptor(opts.token));
   if (opts.asOf !== undefined) interceptors.push(defaultAsOfInterceptor(opts.asOf));
   interceptors.push(...(opts.interceptors ?? []));
+  // connect-node's default accepts gzip and brotli; without `compression` the client accepts neither.
+  const compression = opts.compression === true ? {} : { acceptCompression: [] };
   switch (opts.transport ?? "connect") {
     case "grpc":
-      return createGrpcTransport({ baseUrl: opts.baseUrl, interceptors });
+      return createGrpcTransport({ baseUrl: opts.baseUrl, interceptors, ...compression });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors });
+      return createGrpcWebTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors, ...compression });
     case "connect":
-      return createConnectTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors });
+      return createConnectTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors, ...compression });
   }
 }
 

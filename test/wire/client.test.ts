@@ -67,6 +67,32 @@ describe.each<TransportKind>(["connect", "grpc", "grpc-web"])("client over %s", 
     expect(seen).toEqual(ids);
   });
 
+  it("asks for compressed answers only with `compression: true`", async () => {
+    const id = `cz-${transport}`;
+    const live = createResourceStoreClient({ baseUrl: srv.url, transport });
+    await live.resources.create({ resources: [{ identifier: id, payload: { case: "study", value: { description: "x".repeat(4000) } } }] });
+    const encodingOf = async (compression: boolean | undefined): Promise<string | null> => {
+      let encoding: string | null = null;
+      const c = createResourceStoreClient({
+        baseUrl: srv.url,
+        transport,
+        ...(compression !== undefined ? { compression } : {}),
+        interceptors: [
+          (next) => async (req) => {
+            const res = await next(req);
+            encoding = res.header.get(transport === "connect" ? "content-encoding" : "grpc-encoding");
+            return res;
+          },
+        ],
+      });
+      expect((await c.resources.read({ identifiers: [id] })).resources[0]!.payload.value).toMatchObject({ description: "x".repeat(4000) });
+      return encoding;
+    };
+    expect(await encodingOf(undefined)).toBeNull();
+    expect(await encodingOf(false)).toBeNull();
+    expect(await encodingOf(true)).toMatch(/^(gzip|br)$/);
+  });
+
   it("reaches first-revision services too", async () => {
     const v1 = createResourceStoreClientV1({ baseUrl: srv.url, transport });
     const roots = await v1.lineage.children({});
