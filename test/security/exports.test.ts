@@ -1,6 +1,7 @@
 // MAX_CONCURRENT_EXPORTS, EXPORT_QUEUE_MS and EXPORT_STALL_MS (API.md section 16):
-// clients that start /query/parquet and stop reading hold every slot; a further
-// export waits its queue time and gets 429; ordinary calls still answer; once the
+// ten clients that start /query/parquet and stop reading: the cap's worth hold
+// every slot, the rest (and any further export) wait their queue time and get
+// 429; ordinary calls still answer; once the
 // stall time passes the stalled exports are cut and a new export works. Over
 // gRPC, gRPC-Web and Connect the cut resets the stalled call's HTTP/2 stream
 // (other streams of the session go on) or closes its HTTP/1.1 connection.
@@ -31,22 +32,25 @@ async function post(path: string, body: unknown): Promise<{ status: number; json
 /**
  * Starts an export over HTTP/2 and stops reading after its first bytes: the
  * stream's flow-control window then stops the server (a TCP client's receive
- * buffer on loopback can hold a whole file).
+ * buffer on loopback can hold a whole file). Resolves with the answer's
+ * status: 200 once the first bytes came (the stream is then left stalled), or
+ * the refusal's status.
  */
-function stalledExport(): Promise<ClientHttp2Session> {
-  return new Promise((resolve, reject) => {
+function stalledExport(): Promise<{ session: ClientHttp2Session; status: number }> {
+  return new Promise((resolve) => {
     const session = connect(srv.url);
     session.on("error", () => undefined);
     const stream = session.request({ ":method": "POST", ":path": "/query/parquet", "content-type": "application/json" });
     stream.end(JSON.stringify({ payload_type: "annotation" }));
     stream.on("error", () => undefined);
-    stream.once("close", () => closed.add(session));
-    stream.once("data", () => {
-      stream.pause();
-      resolve(session);
-    });
     stream.once("response", (h) => {
-      if (h[":status"] !== 200) reject(new Error(`export answered ${String(h[":status"])}`));
+      const status = Number(h[":status"]);
+      if (status !== 200) return resolve({ session, status });
+      stream.once("close", () => closed.add(session));
+      stream.once("data", () => {
+        stream.pause();
+        resolve({ session, status });
+      });
     });
   });
 }
@@ -178,8 +182,13 @@ describe.runIf(reachable)("parquet export limits on PostgreSQL", () => {
   });
 
   it("queues then refuses beyond the cap, keeps answering, and cuts stalled exports", async () => {
-    const sockets = await Promise.all(Array.from({ length: STALLED }, () => stalledExport()));
+    // Ten clients start an export and stop reading: the cap's worth hold every
+    // slot; the rest wait their queue time and are refused.
+    const attempts = await Promise.all(Array.from({ length: 10 }, () => stalledExport()));
+    const sockets = attempts.map((a) => a.session);
     try {
+      expect(attempts.filter((a) => a.status === 200)).toHaveLength(STALLED);
+      expect(attempts.filter((a) => a.status === 429)).toHaveLength(10 - STALLED);
       const refused = await post("/query/parquet", { payload_type: "annotation", limit: 1 });
       expect(refused.status).toBe(429);
       expect(refused.json.reason ?? refused.json.code).toBeDefined();
