@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // One initialised PGlite directory per run, copied by every embedded test server.
+    globalSetup: ["test/support/global-setup.ts"],
     pool: "forks",
     testTimeout: 60_000,
     hookTimeout: 120_000,

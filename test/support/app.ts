@@ -1,13 +1,14 @@
 // A real server on port 0 for wire tests: the same app as `npm start`, on an
 // embedded PGlite (or a PostgreSQL database of the test's own) and an embedded
 // s3rver, in a temporary data directory removed afterwards.
-import { mkdtemp, rm } from "node:fs/promises";
+import { cp, mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createApp, type App, type AppOptions } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import { createLogger, type Logger } from "../../src/log.js";
 import { startServer, type RunningServer } from "../../src/server.js";
+import { inject } from "vitest";
 import { withRegistryKey } from "./registry-key.js";
 
 export interface TestServer {
@@ -22,6 +23,12 @@ export interface TestServer {
 export async function startTestServer(env: Record<string, string> = {}, opts: AppOptions = {}, logger?: Logger): Promise<TestServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "rs-test-"));
   const config = loadConfig(withRegistryKey({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "silent", ...env }));
+  // On the embedded backend, start from a copy of the run's initialised
+  // PGlite directory (test/support/global-setup.ts) instead of paying initdb.
+  const pglite = join(config.dataDir, "pglite");
+  if (config.databaseUrl === undefined && !(await stat(pglite).then(() => true, () => false))) {
+    await cp(inject("pgliteTemplate"), pglite, { recursive: true });
+  }
   const app = await createApp(config, logger ?? createLogger(config.logLevel), opts);
   const server = await startServer({ port: 0, host: "127.0.0.1", handler: app.handler, limits: config.defence });
   return {
