@@ -9,6 +9,21 @@ import pg from "pg";
 import { toServiceError } from "./db-errors.js";
 import { withStandbys } from "./replicas.js";
 
+/** Statement texts sent as named prepared statements on PostgreSQL (see `prepared`). */
+const preparedNames = new Map<string, string>();
+
+/**
+ * Marks a statement text to be prepared once per PostgreSQL connection and
+ * then only bound and executed: the server parses and plans it once, not on
+ * every call. Only for fixed texts whose plan does not hinge on the values
+ * (a generic plan is chosen after five runs): key lookups, not ranges or
+ * limits. Returns the text.
+ */
+export function prepared(sql: string): string {
+  if (!preparedNames.has(sql)) preparedNames.set(sql, `rs_${preparedNames.size + 1}`);
+  return sql;
+}
+
 export interface Queryable {
   query<R>(sql: string, params?: readonly unknown[]): Promise<{ rows: R[] }>;
   /** Several statements without parameters (migrations). */
@@ -205,7 +220,9 @@ export function openPostgres(url: string, poolSize: number, connectionTimeoutMil
   pool.on("error", () => {});
   const wrap = (c: pg.Pool | pg.PoolClient): Queryable => ({
     async query<R>(sql: string, params?: readonly unknown[]) {
-      const res = await c.query(sql, params ? [...params] : undefined);
+      const values = params ? [...params] : undefined;
+      const name = preparedNames.get(sql);
+      const res = await (name === undefined ? c.query(sql, values) : c.query({ name, text: sql, ...(values ? { values } : {}) }));
       return { rows: res.rows as R[] };
     },
     async exec(sql: string) {

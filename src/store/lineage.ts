@@ -7,7 +7,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { failedPrecondition, notFound } from "../errors.js";
 import { checkIdentifier } from "../schema/validate.js";
-import type { Db } from "./db.js";
+import { prepared, type Db } from "./db.js";
 import { withLineageSnapshot } from "./lineage-view.js";
 import { ts } from "./sql.js";
 
@@ -150,17 +150,8 @@ function childrenSql(src: Source, useView: boolean, withPayloads: boolean): stri
       ORDER BY n.created_at, n.identifier`;
 }
 
-/**
- * The ancestors of `identifier`, nearest first, itself excluded. The chain
- * follows parent_identifier through tombstoned ancestors too; the resource
- * itself must be active at the read point.
- */
-export async function listParents(db: Db, identifier: string, options: { asOf?: string } = {}): Promise<string[]> {
-  checkIdentifier(identifier);
-  const src = options.asOf === undefined ? CURRENT : asOfSource("$2");
-  const params: unknown[] = options.asOf === undefined ? [identifier] : [identifier, options.asOf];
-  const { rows } = await db.query<{ identifier: string; depth: number }>(
-    `WITH RECURSIVE ${src.with}
+function parentsSql(src: Source): string {
+  return `WITH RECURSIVE ${src.with}
      chain(identifier, parent_identifier, depth) AS (
        SELECT x.identifier, x.parent_identifier, 0 FROM ${src.table} x WHERE x.identifier = $1::text AND ${src.live("x")}
        UNION ALL
@@ -168,9 +159,23 @@ export async function listParents(db: Db, identifier: string, options: { asOf?: 
          FROM chain c JOIN ${src.table} a ON a.identifier = c.parent_identifier
         WHERE ${src.at("a")}
      )
-     SELECT identifier, depth FROM chain ORDER BY depth`,
-    params,
-  );
+     SELECT identifier, depth FROM chain ORDER BY depth`;
+}
+
+// Key lookups up the chain whatever the identifier: prepared once per connection.
+const PARENTS_CURRENT = prepared(parentsSql(CURRENT));
+
+/**
+ * The ancestors of `identifier`, nearest first, itself excluded. The chain
+ * follows parent_identifier through tombstoned ancestors too; the resource
+ * itself must be active at the read point.
+ */
+export async function listParents(db: Db, identifier: string, options: { asOf?: string } = {}): Promise<string[]> {
+  checkIdentifier(identifier);
+  const { rows } =
+    options.asOf === undefined
+      ? await db.query<{ identifier: string; depth: number }>(PARENTS_CURRENT, [identifier])
+      : await db.query<{ identifier: string; depth: number }>(parentsSql(asOfSource("$2")), [identifier, options.asOf]);
   if (rows.length === 0) throw notFound(`${identifier} is not an active resource at that time`);
   return rows.slice(1).map((r) => r.identifier);
 }

@@ -1,7 +1,7 @@
 // Reads by identifier, now or at an as_of read point, in one statement each
 // (children included) so the answer is one consistent snapshot.
 import { checkIdentifiers } from "../schema/validate.js";
-import type { Queryable } from "./db.js";
+import { prepared, type Queryable } from "./db.js";
 import { resourceColumns, toStoredResource, type ResourceRow } from "./sql.js";
 import type { ReadOptions, StoredResource } from "./types.js";
 
@@ -15,6 +15,21 @@ const AS_OF_CHILDREN = `ARRAY(SELECT c.identifier FROM resource_history c
     WHERE c.parent_identifier = r.identifier AND NOT c.is_deleted AND c.tx_from <= p.t AND c.tx_to > p.t
     ORDER BY c.created_at, c.identifier) AS children`;
 
+// A key lookup whatever the identifiers: prepared once per connection.
+const READ_CURRENT = prepared(`SELECT ${resourceColumns("r")}, ${CURRENT_CHILDREN}
+             FROM resources r WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`);
+const READ_CURRENT_NO_CHILDREN = prepared(`SELECT ${resourceColumns("r")}
+             FROM resources r WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`);
+
+const READ_POINT = prepared(`SELECT least($1::timestamptz, last)::text AS t FROM clock`);
+// Key lookups too: the read point only filters each identifier's versions.
+const READ_AS_OF = prepared(`SELECT ${resourceColumns("r")}, ${AS_OF_CHILDREN}
+             FROM (SELECT $2::timestamptz AS t) p JOIN resource_history r ON r.tx_from <= p.t AND r.tx_to > p.t
+            WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`);
+const READ_AS_OF_NO_CHILDREN = prepared(`SELECT ${resourceColumns("r")}
+             FROM (SELECT $2::timestamptz AS t) p JOIN resource_history r ON r.tx_from <= p.t AND r.tx_to > p.t
+            WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`);
+
 export async function readResources(db: Queryable, identifiers: readonly string[], options: ReadOptions = {}): Promise<StoredResource[]> {
   checkIdentifiers(identifiers);
   const unique = [...new Set(identifiers)];
@@ -23,8 +38,7 @@ export async function readResources(db: Queryable, identifiers: readonly string[
   let sql: string;
   const params: unknown[] = [unique];
   if (options.asOf === undefined) {
-    sql = `SELECT ${resourceColumns("r")}${withChildren ? `, ${CURRENT_CHILDREN}` : ""}
-             FROM resources r WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`;
+    sql = withChildren ? READ_CURRENT : READ_CURRENT_NO_CHILDREN;
   } else {
     // The read point first, as a value: joined in as a parameter of the
     // statement (least(as_of, clock.last)) the planner cannot estimate it and
@@ -32,10 +46,8 @@ export async function readResources(db: Queryable, identifiers: readonly string[
     // slower for 100 identifiers). Every version stamped at or before the
     // committed clock was committed before it was read, so the second
     // statement sees exactly the state at that point.
-    const { rows: point } = await db.query<{ t: string }>(`SELECT least($1::timestamptz, last)::text AS t FROM clock`, [options.asOf]);
-    sql = `SELECT ${resourceColumns("r")}${withChildren ? `, ${AS_OF_CHILDREN}` : ""}
-             FROM (SELECT $2::timestamptz AS t) p JOIN resource_history r ON r.tx_from <= p.t AND r.tx_to > p.t
-            WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`;
+    const { rows: point } = await db.query<{ t: string }>(READ_POINT, [options.asOf]);
+    sql = withChildren ? READ_AS_OF : READ_AS_OF_NO_CHILDREN;
     params.push(point[0]?.t ?? options.asOf);
     const { rows } = await db.query<ResourceRow>(sql, params);
     return inOrder(identifiers, rows, withChildren);
