@@ -139,7 +139,11 @@ export async function startServer(opts: { port: number; host: string; handler: R
   });
   const sockets = new Set<net.Socket>();
 
-  const listener = net.createServer((socket) => {
+  // noDelay: as http.createServer does for the sockets it accepts itself. A
+  // plain net.Server leaves Nagle's algorithm on, which held an answer's
+  // last small write (gRPC trailers, say) until the client acknowledged the
+  // one before: measured ~2 ms on every gRPC read.
+  const listener = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());
