@@ -27,7 +27,8 @@ export function optionalAsOf(value: string | undefined): string | undefined {
   return value === undefined ? undefined : parseAsOf(value);
 }
 
-function digits(s: string, from: number, to: number): number {
+/** The decimal number in s[from, to), ASCII digits only; NaN if any other character is there. */
+export function digits(s: string, from: number, to: number): number {
   let n = 0;
   for (let i = from; i < to; i++) {
     const d = s.charCodeAt(i) - 48;

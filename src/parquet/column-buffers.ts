@@ -1,7 +1,7 @@
 // The value buffers of Arrow columns, filled without a heap object per
 // value: the export builds tens of thousands of rows a second on the main
 // thread, and per-value Uint8Arrays and BigInts were most of its cost.
-import { stampMicros, stampMicrosNumber } from "../time.js";
+import { digits, stampMicros, stampMicrosNumber } from "../time.js";
 
 export interface Utf8Buffers {
   /** Byte offset of each value's start, plus the end: length n + 1. */
@@ -39,16 +39,6 @@ export function utf8Buffers(values: readonly (string | null)[]): Utf8Buffers {
     offsets[i + 1] = at;
   }
   return { offsets, data: data.subarray(0, at) };
-}
-
-function digits(s: string, from: number, to: number): number {
-  let n = 0;
-  for (let i = from; i < to; i++) {
-    const d = s.charCodeAt(i) - 48;
-    if (d < 0 || d > 9) return NaN;
-    n = n * 10 + d;
-  }
-  return n;
 }
 
 const TWO_32 = 4294967296;

@@ -245,7 +245,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
 }
 
 /** The row count in the footer at the end of `tail`, or -1 when it cannot be read there. */
-function footerRows(tail: Uint8Array): number {
+export function footerRows(tail: Uint8Array): number {
   try {
     const buf = tail.buffer.slice(tail.byteOffset, tail.byteOffset + tail.byteLength) as ArrayBuffer;
     return Number(parquetMetadata(buf).num_rows);

@@ -2,7 +2,7 @@
 // process's pool of encoder workers, stitched into one file, streamed.
 export { exportColumns, type ColumnSpec, type ColumnKind } from "./columns.js";
 export { arrowSchema, rowsToIpc } from "./arrow-batch.js";
-export { parquetExport, type ParquetExportOptions } from "./export.js";
+export { footerRows, parquetExport, type ParquetExportOptions } from "./export.js";
 export { createEncoderPool, type EncodeJob, type EncoderOptions, type EncoderPool, type EncoderPoolStats } from "./encoder-pool.js";
 export { ParquetStitcher, StitchError } from "./stitch.js";
 export { readStruct, writeStruct, ThriftError, type ThriftStruct } from "./thrift-compact.js";

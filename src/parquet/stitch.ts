@@ -158,13 +158,7 @@ export class ParquetStitcher {
     const length = new Uint8Array(4);
     new DataView(length.buffer).setUint32(0, footer.length, true);
     parts.push(footer, length, MAGIC);
-    const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let o = 0;
-    for (const p of parts) {
-      out.set(p, o);
-      o += p.length;
-    }
-    return out;
+    return Buffer.concat(parts);
   }
 }
 
