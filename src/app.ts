@@ -27,6 +27,7 @@ import {
   createReflectionService,
   createReflectionServiceV1alpha,
   createServiceImpls,
+  createUnaryLane,
   guardedNodeAdapter,
   REQUEST_ID,
   requestIdOf,
@@ -68,6 +69,12 @@ function sendJson(res: Res, status: number, body: unknown): void {
 }
 
 const allServices = revisions.flatMap((r) => r.services);
+
+/**
+ * Connect JSON writes the proto field names (as_of, next_cursor), the names
+ * the REST bodies use; it reads both spellings.
+ */
+const CONNECT_JSON = { useProtoFieldName: true } as const;
 
 export function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>): (router: ConnectRouter) => void {
   const health = createHealthService({ ready, services: allServices.map((s) => s.typeName) });
@@ -168,12 +175,22 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
     log.info({ request_id: requestId, rpc, code: err === undefined ? "ok" : Code[err.code], duration_ms: Math.round(seconds * 1e6) / 1000 }, "call");
   };
-  // handOver: the router runs the call interceptor, which takes REST messages in process.
+  // Unary calls of our services, REST and plain Connect, run their interceptors and handlers in process.
+  const lane = createUnaryLane({
+    services: allServices,
+    impls: new Map(allServices.flatMap((s) => {
+      const impl = impls[serviceName(s)];
+      return impl === undefined ? [] : [[s.typeName, impl] as const];
+    })),
+    interceptors,
+    readMaxBytes: config.limits.maxBodyBytes,
+    jsonOptions: CONNECT_JSON,
+  });
   const rest = createRestHandler({
     revisions,
     transport,
+    lane,
     maxBodyBytes: config.limits.maxBodyBytes,
-    handOver: true,
     stallMs: config.defence.exportStallMs,
     // Constant documents, once cached, are answered after the auth interceptor's own check.
     authorize: (method, message, authorization) => checkScope(auth, method, message, authorization),
@@ -227,9 +244,8 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     routes,
     interceptors,
     readMaxBytes: config.limits.maxBodyBytes,
-    // Connect JSON writes the proto field names (as_of, next_cursor), the
-    // names the REST bodies use; it reads both spellings.
-    jsonOptions: { useProtoFieldName: true },
+    jsonOptions: CONNECT_JSON,
+    lane,
     fallback: fallback as never,
   });
   // Paths as sent and credentials before any body is read (API.md section 16).

@@ -5,7 +5,7 @@ import type { Http2ServerResponse } from "node:http2";
 import { create } from "@bufbuild/protobuf";
 import type { DescMessage, DescMethod, DescMethodServerStreaming, DescMethodUnary, Message, MessageShape } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
-import type { Transport, UnaryResponse } from "@connectrpc/connect";
+import type { Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
 import { hasBody } from "../http/front-door.js";
@@ -18,7 +18,7 @@ import type { AnyRequest } from "./body-reader.js";
 import type { FlatWriteOptions } from "./flat-codec.js";
 import { eventStreamQuery, isEventStream, writeEventStream } from "./event-stream.js";
 import { writeHttpBodyStream } from "./http-body-stream.js";
-import { HAND_OVER_HEADER, openHandOver } from "../rpc/index.js";
+import type { UnaryLane } from "../rpc/index.js";
 import { decodeRestRequest } from "./request-decoder.js";
 import { fieldToRest, messageToRest } from "./response-encoder.js";
 import { buildRouteTable, findRoute } from "./routes.js";
@@ -31,16 +31,15 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
 export interface RestOptions {
   /** In order; the last revision that has an operation serves its unprefixed path. */
   readonly revisions: readonly Revision[];
-  /** Where calls go: an in-process router transport with the server's interceptors. */
+  /** Where streaming calls go: an in-process router transport with the server's interceptors. */
   readonly transport: Transport;
+  /**
+   * Where unary calls go: the server's interceptors and handlers, called in
+   * process (rpc/unary-lane.ts). Without it they go through the transport.
+   */
+  readonly lane?: UnaryLane;
   /** A larger body is 413 resource_exhausted and nothing runs. */
   readonly maxBodyBytes: number;
-  /**
-   * Unary requests go to the call interceptor (createCallInterceptor, which
-   * the transport's router must run) in process, not encoded and parsed
-   * again. Without it the message travels through the transport as bytes.
-   */
-  readonly handOver?: boolean;
   /**
    * What the auth interceptor checks (checkScope). When given, a constant
    * operation's cached answer (constant-document.ts) is sent after this
@@ -70,7 +69,7 @@ function forwardedHeaders(req: AnyRequest): Headers {
   const out = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || name.startsWith(":")) continue;
-    if ((name !== "authorization" && !name.startsWith("x-")) || name === HAND_OVER_HEADER) continue;
+    if (name !== "authorization" && !name.startsWith("x-")) continue;
     for (const v of Array.isArray(value) ? value : [value]) out.append(name, v);
   }
   return out;
@@ -119,6 +118,19 @@ function methodNotAllowed(res: AnyResponse, verb: string, path: string, allowed:
 /** Serialised answers of the constant operations (see constant-document.ts), per route. */
 type ConstantCache = Map<Route, ConstantDocument>;
 
+/** A constant operation's cached answer, after the auth interceptor's own check; logged and counted as a call. */
+async function sendCachedConstant(opts: RestOptions, method: DescMethod, request: Message, doc: ConstantDocument, req: AnyRequest, res: AnyResponse): Promise<void> {
+  const started = process.hrtime.bigint();
+  try {
+    await opts.authorize!(method, request, req.headers.authorization ?? null);
+  } catch (err) {
+    opts.onConstant?.(method, ConnectError.from(err), req, started);
+    throw err;
+  }
+  sendConstant(req, res, doc);
+  opts.onConstant?.(method, undefined, req, started);
+}
+
 async function serve(opts: RestOptions, constants: ConstantCache, route: Route, req: AnyRequest, res: AnyResponse, url: URL, bindings: Parameters<typeof decodeRestRequest>[1]["bindings"]): Promise<void> {
   // API.md section 15: a body must be JSON (a page on another site cannot send that without a preflight).
   if (hasBody(req) && !isJsonContentType(req.headers["content-type"])) throw unsupportedMediaType(req.headers["content-type"] ?? "");
@@ -128,18 +140,7 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
   const query = isEventStream(method) ? eventStreamQuery(req, url.searchParams) : url.searchParams;
   const request = decodeRestRequest(method.input, { bindings, query, body, bodyField: route.body });
   const cached = constants.get(route);
-  if (cached !== undefined && opts.authorize !== undefined) {
-    const started = process.hrtime.bigint();
-    try {
-      await opts.authorize(method, request, req.headers.authorization ?? null);
-    } catch (err) {
-      opts.onConstant?.(method, ConnectError.from(err), req, started);
-      throw err;
-    }
-    sendConstant(req, res, cached);
-    opts.onConstant?.(method, undefined, req, started);
-    return;
-  }
+  if (cached !== undefined && opts.authorize !== undefined) return sendCachedConstant(opts, method, request, cached, req, res);
   const signal = abortOnClose(res);
   const header = forwardedHeaders(req);
   const writeOpts = writeOptionsFor(method.input, request);
@@ -162,33 +163,30 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
     return;
   }
 
-  const unary = method as DescMethodUnary;
-  if (opts.handOver !== true) {
-    const response = await opts.transport.unary(unary, signal, undefined, header, request);
+  if (opts.lane === undefined) {
+    const response = await opts.transport.unary(method as DescMethodUnary, signal, undefined, header, request);
     await writeUnary(req, res, route, response, writeOpts, constants);
     return;
   }
-  // The request message goes to the call interceptor in process and the
-  // answer comes back the same way (rpc/rest-hand-over.ts); the router
-  // carries empty messages, so nothing is encoded and parsed again.
-  const call = openHandOver(unary, request);
-  let response: UnaryResponse<DescMessage, DescMessage>;
-  try {
-    header.set(HAND_OVER_HEADER, call.key);
-    response = await opts.transport.unary(unary, signal, undefined, header, create<DescMessage>(unary.input));
-  } finally {
-    call.close();
-  }
-  const { handOver } = call;
-  if (!handOver.taken || handOver.response === undefined) throw new Error(`the call of ${unary.name} was not handed over`);
-  await writeUnary(req, res, route, { ...response, message: handOver.response }, writeOpts, constants);
+  // The request message goes to the interceptors and the handler in process
+  // and the answer comes back the same way: nothing is encoded and parsed again.
+  const response = await opts.lane.call({
+    method: method as DescMethodUnary,
+    message: request,
+    header,
+    signal,
+    protocolName: "rest",
+    requestMethod: route.verb,
+    url: url.href,
+  });
+  await writeUnary(req, res, route, response, writeOpts, constants);
 }
 
 async function writeUnary(
   req: AnyRequest,
   res: AnyResponse,
   route: Route,
-  response: UnaryResponse<DescMessage, DescMessage>,
+  response: { readonly header: Headers; readonly message: Message },
   writeOpts: FlatWriteOptions,
   constants: ConstantCache,
 ): Promise<void> {
@@ -215,8 +213,20 @@ async function writeUnary(
 export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: AnyResponse) => Promise<boolean> {
   const table = buildRouteTable(opts.revisions);
   const constants: ConstantCache = new Map();
+  // Request targets (exactly as sent, no query) already answered from the
+  // cache: the next GET of one skips the URL parse, route match and decode.
+  const constantTargets = new Map<string, { route: Route; request: Message }>();
   return async (req, res) => {
     const verb = (req.method ?? "GET").toUpperCase();
+    const known = verb === "GET" && opts.authorize !== undefined ? constantTargets.get(req.url ?? "") : undefined;
+    if (known !== undefined) {
+      try {
+        await sendCachedConstant(opts, known.route.method, known.request, constants.get(known.route)!, req, res);
+      } catch (err) {
+        if (!isGone(res)) writeRestError(res, err);
+      }
+      return true;
+    }
     let url: URL;
     try {
       // Prefixing (not resolving) keeps "//x" a path instead of a host.
@@ -239,6 +249,10 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
     }
     try {
       await serve(opts, constants, match.route, req, res, url, match.bindings);
+      // Bounded: a client cannot grow it by spelling one path many ways.
+      if (verb === "GET" && constants.has(match.route) && req.url !== undefined && !req.url.includes("?") && constantTargets.size < 64) {
+        constantTargets.set(req.url, { route: match.route, request: create<DescMessage>(match.route.method.input) });
+      }
     } catch (err) {
       // A client that went away needs no answer.
       if (isGone(res)) return true;

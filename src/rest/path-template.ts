@@ -117,7 +117,8 @@ export function matchPathTemplate(template: PathTemplate, rawPath: string): Path
     const part = parts[i];
     if (!seg || seg.kind === "deep") break;
     if (part === undefined || part === "") return undefined;
-    if (seg.kind === "literal" && part !== seg.value && safeDecode(part) !== seg.value) return undefined;
+    // Only a segment with an escape can decode to the literal (most routes of the table differ plainly).
+    if (seg.kind === "literal" && part !== seg.value && (!part.includes("%") || safeDecode(part) !== seg.value)) return undefined;
   }
   return template.variables.map((v) => {
     const end = hasDeep && v.end === segments.length ? parts.length : v.end;

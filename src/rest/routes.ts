@@ -1,23 +1,13 @@
 // The route table of the gateway: the operations the one reader of the
 // http rules (schema/http-rules.ts) finds, with their path templates parsed
 // for matching.
-import type { DescMethod } from "@bufbuild/protobuf";
 import { readHttpRules } from "../schema/http-rules.js";
-import type { Revision } from "../schema/http-rules.js";
+import type { HttpOperation, Revision } from "../schema/http-rules.js";
 import { matchPathTemplate, parsePathTemplate } from "./path-template.js";
 import type { PathBinding, PathTemplate } from "./path-template.js";
 
-export interface Route {
-  readonly verb: string;
-  readonly template: PathTemplate;
-  readonly method: DescMethod;
-  /** "*", a top-level request field name, or "" for no body. */
-  readonly body: string;
-  /** A top-level response field name, or "" for the whole message. */
-  readonly responseBody: string;
-  /** The revision prefix, or undefined for the unprefixed union. */
-  readonly revision: string | undefined;
-}
+/** An operation of the http rules with its path template parsed for matching. */
+export type Route = Omit<HttpOperation, "template"> & { readonly template: PathTemplate };
 
 export interface RouteTable {
   readonly routes: readonly Route[];

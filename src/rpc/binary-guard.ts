@@ -22,8 +22,12 @@ import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, un
 import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
+import type { Compression, UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { resetTransport, transportReset } from "./transport-reset.js";
+import type { UnaryLane } from "./unary-lane.js";
+
+/** The compressions the server offers, in connect's order of preference (the router's, and the unary lane's). */
+export const ACCEPT_COMPRESSION: readonly Compression[] = [compressionGzip, compressionBrotli];
 
 /** Set on a call whose body was not a valid protobuf message of the method's input type. */
 export const malformedBinaryBody = createContextKey<boolean>(false, { description: "malformed binary body" });
@@ -180,8 +184,8 @@ type NodeHandler = (req: IncomingMessage | Http2ServerRequest, res: ServerRespon
  * (The adapter itself offers no hook between body and parse.) Each call's
  * context carries `resetTransport` for its own stream or connection.
  */
-export function guardedNodeAdapter(options: ConnectNodeAdapterOptions & { readMaxBytes: number }): NodeHandler {
-  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], ...options });
+export function guardedNodeAdapter(options: ConnectNodeAdapterOptions & { readMaxBytes: number; lane?: UnaryLane }): NodeHandler {
+  const router = createConnectRouter({ acceptCompression: [...ACCEPT_COMPRESSION], ...options });
   options.routes(router);
   const paths = new Map<string, UniversalHandler>();
   for (const h of router.handlers) paths.set(h.requestPath, guardBinaryBodies(h, options.readMaxBytes));
@@ -193,6 +197,8 @@ export function guardedNodeAdapter(options: ConnectNodeAdapterOptions & { readMa
     }
     const values = options.contextValues?.(req) ?? createContextValues();
     values.set(resetTransport, transportReset(res));
+    // The plain Connect unary case runs without connect's universal request and response.
+    if (options.lane?.serveConnect(req, res, values) === true) return;
     const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
     handler(uReq)
       .then((uRes) => universalResponseToNodeResponse(uRes, res))

@@ -68,7 +68,7 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
 // The rest of the rpc layer's public surface: the pieces app.ts assembles,
 // and each service's factory (tests build services one by one).
 export { guardedNodeAdapter, guardBinaryBodies, malformedBinaryBody } from "./binary-guard.js";
-export { HAND_OVER_HEADER, openHandOver, type HandOver } from "./rest-hand-over.js";
+export { createUnaryLane, type UnaryCall, type UnaryLane, type UnaryLaneOptions, type UnaryOutcome } from "./unary-lane.js";
 export { createHealthService, type HealthDeps } from "./health-service.js";
 export { createCallInterceptor, REQUEST_ID, requestIdOf } from "./interceptors.js";
 export { createReflectionService, createReflectionServiceV1alpha, ServerReflectionV1alpha } from "./reflection-service.js";

@@ -5,9 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { Code, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { internal, invalidArgument, withReason } from "../errors.js";
-import { create } from "@bufbuild/protobuf";
 import { malformedBinaryBody, parsedBinaryBody } from "./binary-guard.js";
-import { takeHandOver } from "./rest-hand-over.js";
 import { onResponseEnd } from "./response-end.js";
 import type { Logger } from "../log.js";
 import { toServiceError } from "../store/index.js";
@@ -52,17 +50,9 @@ export function createCallInterceptor(log: Logger): Interceptor {
       if (req.contextValues.get(malformedBinaryBody)) {
         throw invalidArgument(`the request body is not a valid ${req.method.input.typeName} message`, "MALFORMED_BODY");
       }
-      // A unary body the binary guard parsed already, or the REST gateway's
-      // message handed over in process (the router parsed an empty one).
-      let parsed = req.stream ? undefined : req.contextValues.get(parsedBinaryBody);
-      const fromRest = req.stream ? undefined : takeHandOver(req.header, req.method);
-      if (fromRest !== undefined) parsed = fromRest.message;
-      let res = await next(parsed === undefined || req.stream ? req : { ...req, message: parsed });
-      if (fromRest !== undefined && !res.stream) {
-        // The gateway takes the answer back in process; the router carries an empty one.
-        fromRest.response = res.message;
-        res = { ...res, message: create(req.method.output) };
-      }
+      // A unary body the binary guard parsed already (the router parsed an empty one).
+      const parsed = req.stream ? undefined : req.contextValues.get(parsedBinaryBody);
+      const res = await next(parsed === undefined || req.stream ? req : { ...req, message: parsed });
       res.header.set(REQUEST_ID, requestId);
       return onResponseEnd(
         res,

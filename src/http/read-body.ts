@@ -1,0 +1,58 @@
+// Reads a request body under a size limit: past the limit it stops
+// buffering at once, so an oversized upload costs no memory. The REST
+// gateway and the unary lane (rpc/unary-lane.ts) both read bodies here.
+import type { IncomingMessage } from "node:http";
+import type { Http2ServerRequest } from "node:http2";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { resourceExhausted } from "../errors.js";
+
+export type AnyRequest = IncomingMessage | Http2ServerRequest;
+
+function tooLarge(maxBytes: number) {
+  return resourceExhausted(`the request body is larger than ${maxBytes} bytes`, "BODY_TOO_LARGE");
+}
+
+/**
+ * The raw body bytes; rejects with resource_exhausted past maxBytes, and
+ * with canceled when the client goes away before the body is complete.
+ */
+export function readBody(req: AnyRequest, maxBytes: number): Promise<Buffer> {
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    req.resume(); // drain without buffering so the answer reaches the client
+    return Promise.reject(tooLarge(maxBytes));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    const finish = (err: Error | undefined) => {
+      if (done) return;
+      done = true;
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+      req.off("close", onClose);
+      if (err) reject(err);
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onData = (chunk: Buffer | string) => {
+      const buf = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
+      size += buf.length;
+      if (size > maxBytes) {
+        chunks.length = 0;
+        req.resume();
+        finish(tooLarge(maxBytes));
+        return;
+      }
+      chunks.push(buf);
+    };
+    const onEnd = () => finish(undefined);
+    const onError = (err: Error) => finish(err);
+    const onClose = () => finish(new ConnectError("the client went away before its request was complete", Code.Canceled));
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onError);
+    req.on("close", onClose);
+  });
+}

@@ -1,0 +1,304 @@
+// The unary lane: a unary call of one of our services runs its interceptors
+// and its handler without connect's universal request and response (an async
+// iterable over the body, a linked AbortController and a DOMException on
+// every call, the handler context copied three times). Under 50 concurrent
+// Connect reads those cost more CPU than the read itself (BENCHMARKS.md,
+// "Throughput under load").
+//
+// Two callers use it:
+// - the REST gateway, for every unary operation (before it, each REST call
+//   went through an in-process router transport and back);
+// - the Connect adapter (binary-guard.ts), for the plain cases of two
+//   protocols: Connect unary (POST, an uncompressed JSON or protobuf body of
+//   a declared length within the limit) and gRPC unary over HTTP/2 (one
+//   uncompressed protobuf message), both without a deadline header. The
+//   answer is compressed as connect would (ACCEPT_COMPRESSION, from
+//   COMPRESS_MIN_BYTES). Anything else (GET, compressed requests, deadlines,
+//   chunked Connect bodies, gRPC-Web, streams) still goes through connect,
+//   which owns those rules.
+// The interceptors (metrics, call log, auth, planned binary) run exactly as
+// they run inside connect, with the same request and response shapes.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { DescMessage, DescMethodUnary, DescService, Message } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextValues, createServiceImplSpec } from "@connectrpc/connect";
+import type { ContextValues, HandlerContext, Interceptor, MethodImplSpec } from "@connectrpc/connect";
+import { compressionNegotiate, createMethodSerializationLookup, invokeUnaryImplementation, type Compression, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
+import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
+import { readBody } from "../http/read-body.js";
+import { ACCEPT_COMPRESSION, malformedBinaryBody } from "./binary-guard.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+export interface UnaryCall {
+  readonly method: DescMethodUnary;
+  readonly message: Message;
+  /** The request headers the interceptors and the handler see. */
+  readonly header: Headers;
+  /** Aborted when the client goes away. */
+  readonly signal: AbortSignal;
+  readonly protocolName: string;
+  readonly requestMethod: string;
+  readonly url: string;
+  readonly contextValues?: ContextValues;
+}
+
+export interface UnaryOutcome {
+  readonly message: Message;
+  readonly header: Headers;
+  readonly trailer: Headers;
+}
+
+export interface UnaryLane {
+  /** Runs the interceptors and the handler; rejects with what the interceptors made of a failure. */
+  call(call: UnaryCall): Promise<UnaryOutcome>;
+  /**
+   * Answers a Connect unary request when it is the plain case (see the top of
+   * this file) and returns true; returns false, having touched nothing, when
+   * connect must answer it.
+   */
+  serveConnect(req: Req, res: Res, contextValues: ContextValues): boolean;
+}
+
+export interface UnaryLaneOptions {
+  readonly services: readonly DescService[];
+  /** Handler objects keyed by service type name; a missing method is left to connect (unimplemented). */
+  readonly impls: ReadonlyMap<string, object>;
+  readonly interceptors: readonly Interceptor[];
+  /**
+   * MAX_BODY_BYTES: a Connect body declared larger is left to connect, which
+   * refuses it; a larger gRPC message is refused here (BODY_TOO_LARGE).
+   */
+  readonly readMaxBytes: number;
+  readonly jsonOptions?: Partial<JsonReadOptions & JsonWriteOptions>;
+}
+
+/** Smaller answers are not compressed (connect's default). */
+const COMPRESS_MIN_BYTES = 1024;
+
+/** The compression for the answer the client accepts, or null; undefined when connect must answer (it would refuse). */
+function answerCompression(accepted: string | string[] | undefined, headerName: string): Compression | null | undefined {
+  const value = Array.isArray(accepted) ? accepted.join(",") : (accepted ?? null);
+  const negotiated = compressionNegotiate([...ACCEPT_COMPRESSION], null, value, headerName);
+  return negotiated.error !== undefined ? undefined : negotiated.response;
+}
+
+const JSON_TYPE = /^application\/json(?:;\s*charset=utf-?8)?$/i;
+const PROTO_TYPE = /^application\/proto$/i;
+const GRPC_PROTO_TYPE = /^application\/grpc(?:\+proto)?$/i;
+
+function requestHeaders(req: Req): Headers {
+  const out = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined || name.startsWith(":")) continue;
+    if (Array.isArray(value)) for (const v of value) out.append(name, v);
+    else out.set(name, value);
+  }
+  return out;
+}
+
+/** Node's header object from Headers (set-cookie stays a list). */
+function nodeHeaders(header: Headers): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  header.forEach((value, name) => {
+    out[name] = value;
+  });
+  const cookies = header.getSetCookie();
+  if (cookies.length > 0) out["set-cookie"] = cookies;
+  return out;
+}
+
+/** What connect answers for a failure that is not a ConnectError. */
+function asConnectError(e: unknown): ConnectError {
+  return e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
+}
+
+/** An absent or `identity` content encoding: an uncompressed body. */
+function isIdentity(encoding: string | string[] | undefined): boolean {
+  return encoding === undefined || String(encoding).toLowerCase() === "identity";
+}
+
+export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
+  interface Entry {
+    readonly spec: MethodImplSpec & { kind: "unary" };
+    readonly serialization: MethodSerializationLookup<DescMessage, DescMessage>;
+  }
+  const entries = new Map<string, Entry>();
+  for (const service of opts.services) {
+    const impl = opts.impls.get(service.typeName);
+    if (impl === undefined) continue;
+    const spec = createServiceImplSpec(service, impl);
+    for (const method of service.methods) {
+      if (method.methodKind !== "unary" || typeof (impl as Record<string, unknown>)[method.localName] !== "function") continue;
+      entries.set(`/${service.typeName}/${method.name}`, {
+        spec: spec.methods[method.localName] as MethodImplSpec & { kind: "unary" },
+        serialization: createMethodSerializationLookup(method, undefined, opts.jsonOptions, { readMaxBytes: opts.readMaxBytes, writeMaxBytes: 0xffffffff }),
+      });
+    }
+  }
+  const interceptors = [...opts.interceptors];
+  const byMethod = new Map<DescMethodUnary, Entry>();
+  for (const e of entries.values()) byMethod.set(e.spec.method, e);
+
+  /**
+   * A binary request message, or, when the bytes are not one (undefined),
+   * an empty one with the call marked malformed: the call interceptor then
+   * answers invalid_argument with a request id and a log line, as the binary
+   * guard has it answered on every other wire (never connect's `internal`).
+   */
+  function parseBinary(entry: Entry, bytes: Uint8Array | undefined, contextValues: ContextValues): Message {
+    if (bytes !== undefined) {
+      try {
+        return entry.serialization.getI(true).parse(bytes);
+      } catch {
+        // marked below
+      }
+    }
+    contextValues.set(malformedBinaryBody, true);
+    return entry.serialization.getI(true).parse(new Uint8Array(0));
+  }
+
+  async function run(entry: Entry, call: UnaryCall, responseHeader?: Headers): Promise<{ message: Message; context: HandlerContext }> {
+    const context: HandlerContext = {
+      method: call.method,
+      service: call.method.parent,
+      requestMethod: call.requestMethod,
+      protocolName: call.protocolName,
+      url: call.url,
+      signal: call.signal,
+      timeoutMs: () => undefined,
+      requestHeader: call.header,
+      responseHeader: new Headers(responseHeader),
+      responseTrailer: new Headers(),
+      values: call.contextValues ?? createContextValues(),
+    };
+    const message = await invokeUnaryImplementation(entry.spec, context, call.message, interceptors);
+    return { message, context };
+  }
+
+  /** Runs a call that came over the wire (Connect or gRPC): its headers, its URL, aborted when the client goes away. */
+  function runFromWire(entry: Entry, req: Req, res: Res, message: Message, protocolName: string, contextValues: ContextValues, responseHeader: Headers) {
+    const controller = new AbortController();
+    res.once("close", () => {
+      if (!res.writableFinished) controller.abort(new ConnectError("the client went away", Code.Canceled));
+    });
+    const authority = String(req.headers[":authority"] ?? req.headers.host ?? "localhost");
+    const call: UnaryCall = {
+      method: entry.spec.method,
+      message,
+      header: requestHeaders(req),
+      signal: controller.signal,
+      protocolName,
+      requestMethod: "POST",
+      url: `http://${authority}${req.url ?? "/"}`,
+      contextValues,
+    };
+    return run(entry, call, responseHeader);
+  }
+
+  async function answerConnect(entry: Entry, req: Req, res: Res, binary: boolean, contextValues: ContextValues, compression: Compression | null): Promise<void> {
+    const responseHeader = new Headers({ "content-type": binary ? "application/proto" : "application/json" });
+    let context: HandlerContext | undefined;
+    let status = 200;
+    let body: Uint8Array;
+    try {
+      // Its declared length is within the limit (serveConnect), so this reads it whole.
+      const bytes = await readBody(req, opts.readMaxBytes);
+      const message = binary ? parseBinary(entry, bytes, contextValues) : entry.serialization.getI(false).parse(bytes);
+      const out = await runFromWire(entry, req, res, message, "connect", contextValues, responseHeader);
+      context = out.context;
+      body = entry.serialization.getO(binary).serialize(out.message);
+    } catch (e) {
+      const error = asConnectError(e);
+      status = codeToHttpStatus(error.code);
+      const header = context?.responseHeader ?? responseHeader;
+      header.set("content-type", "application/json");
+      error.metadata.forEach((value, key) => header.set(key, value));
+      body = errorToJsonBytes(error, opts.jsonOptions ?? {});
+    }
+    if (compression !== null && body.byteLength >= COMPRESS_MIN_BYTES) {
+      body = await compression.compress(body);
+      (context?.responseHeader ?? responseHeader).set("content-encoding", compression.name);
+    }
+    const header = trailerMux(context?.responseHeader ?? responseHeader, context?.responseTrailer ?? new Headers());
+    header.set("content-length", String(body.byteLength));
+    if (res.destroyed) return;
+    (res as ServerResponse).writeHead(status, nodeHeaders(header));
+    res.end(body);
+  }
+
+  async function answerGrpc(entry: Entry, req: Req, res: Res, contextValues: ContextValues, compression: Compression | null): Promise<void> {
+    const responseHeader = new Headers({ "content-type": "application/grpc+proto" });
+    if (compression !== null) responseHeader.set("grpc-encoding", compression.name);
+    let context: HandlerContext | undefined;
+    let envelope: Buffer | undefined;
+    const trailer = new Headers();
+    try {
+      // One message and its 5-byte envelope prefix.
+      const bytes = await readBody(req, opts.readMaxBytes + 5);
+      // Exactly one uncompressed message (a unary call).
+      const one = bytes.length >= 5 && bytes[0] === 0 && bytes.readUInt32BE(1) === bytes.length - 5;
+      const message = parseBinary(entry, one ? bytes.subarray(5) : undefined, contextValues);
+      const out = await runFromWire(entry, req, res, message, "grpc", contextValues, responseHeader);
+      context = out.context;
+      let body = entry.serialization.getO(true).serialize(out.message);
+      const compressed = compression !== null && body.byteLength >= COMPRESS_MIN_BYTES;
+      if (compressed) body = await compression.compress(body);
+      envelope = Buffer.allocUnsafe(5 + body.byteLength);
+      envelope[0] = compressed ? 1 : 0;
+      envelope.writeUInt32BE(body.byteLength, 1);
+      envelope.set(body, 5);
+      context.responseTrailer.forEach((value, key) => trailer.append(key, value));
+      setTrailerStatus(trailer, undefined);
+    } catch (e) {
+      envelope = undefined;
+      setTrailerStatus(trailer, asConnectError(e));
+    }
+    if (res.destroyed) return;
+    const r = res as Http2ServerResponse;
+    r.writeHead(200, nodeHeaders(context?.responseHeader ?? responseHeader));
+    r.addTrailers(nodeHeaders(trailer));
+    if (envelope === undefined) r.end();
+    else r.end(envelope);
+  }
+
+  return {
+    async call(call) {
+      const entry = byMethod.get(call.method);
+      if (entry === undefined) throw new ConnectError(`${call.method.parent.typeName}.${call.method.name} is not implemented`, Code.Unimplemented);
+      const { message, context } = await run(entry, call);
+      return { message, header: context.responseHeader, trailer: context.responseTrailer };
+    },
+    serveConnect(req, res, contextValues) {
+      if (req.method !== "POST") return false;
+      const entry = entries.get((req.url ?? "").split("?", 1)[0] ?? "");
+      if (entry === undefined) return false;
+      const h = req.headers;
+      const type = h["content-type"] ?? "";
+      if (GRPC_PROTO_TYPE.test(type)) {
+        if (req.httpVersionMajor !== 2 || h["grpc-timeout"] !== undefined || !isIdentity(h["grpc-encoding"])) return false;
+        const compression = answerCompression(h["grpc-accept-encoding"], "grpc-accept-encoding");
+        if (compression === undefined) return false;
+        answerGrpc(entry, req, res, contextValues, compression).catch(() => res.destroy());
+        return true;
+      }
+      const binary = PROTO_TYPE.test(type);
+      if (!binary && !JSON_TYPE.test(type)) return false;
+      const length = Number(h["content-length"]);
+      if (h["content-length"] === undefined || !Number.isInteger(length) || length < 0 || length > opts.readMaxBytes) return false;
+      if (h["connect-timeout-ms"] !== undefined || !isIdentity(h["content-encoding"])) return false;
+      const compression = answerCompression(h["accept-encoding"], "accept-encoding");
+      if (compression === undefined) return false;
+      answerConnect(entry, req, res, binary, contextValues, compression).catch(() => {
+        if (!res.headersSent) {
+          (res as ServerResponse).writeHead(500);
+          res.end();
+        } else res.destroy();
+      });
+      return true;
+    },
+  };
+}
