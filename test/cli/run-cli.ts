@@ -2,6 +2,8 @@
 // a child process, the way a user's shell does. Asynchronous on purpose: the
 // service under test often lives in the test's own process.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { readdir, rm, stat } from "node:fs/promises";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
@@ -15,9 +17,47 @@ export interface CliRun {
   readonly stderr: string;
 }
 
-/** Compiles src/ into dist/ (what `npm run build` does), so the tests run the command as shipped. */
+/** What tsconfig.build.json compiles, and the files besides the sources that decide its output. */
+const SOURCE_DIRS = ["src", "gen"];
+const BUILD_SETTINGS = ["tsconfig.json", "tsconfig.build.json", "package.json", "node_modules/typescript/package.json"];
+const EMITTED: Record<string, string> = { ".ts": ".js", ".tsx": ".js", ".mts": ".mjs", ".cts": ".cjs" };
+
+/**
+ * Whether dist/ already holds the build of the current sources: every source
+ * file under src/ and gen/ has its compiled .js in dist/, written after the
+ * source and after the build settings were last changed. A source edited,
+ * checked out or generated since the build makes it stale.
+ */
+export async function cliBuildIsCurrent(): Promise<boolean> {
+  const settings = await Promise.all(BUILD_SETTINGS.map((f) => stat(join(ROOT, f))));
+  const settled = Math.max(...settings.map((s) => s.mtimeMs));
+  for (const dir of SOURCE_DIRS) {
+    for (const rel of await readdir(join(ROOT, dir), { recursive: true })) {
+      const ext = Object.keys(EMITTED).find((e) => rel.endsWith(e) && !rel.endsWith(`.d${e}`));
+      if (ext === undefined) continue;
+      const source = await stat(join(ROOT, dir, rel)).catch(() => undefined);
+      if (!source?.isFile()) continue;
+      const built = await stat(join(ROOT, "dist", dir, rel.slice(0, -ext.length) + EMITTED[ext])).catch(() => undefined);
+      if (built === undefined || built.mtimeMs <= Math.max(source.mtimeMs, settled)) return false;
+    }
+  }
+  return true;
+}
+
+/**
+ * Compiles src/ into dist/ (what `npm run build` does), so the tests run the
+ * command as shipped; skipped when dist/ is already current (CI builds once
+ * before its test runs on two Node versions). A failed build takes away the
+ * command's entry point, so that its output is never taken for current.
+ */
 export async function buildCli(): Promise<void> {
-  await promisify(execFile)(process.execPath, [`${ROOT}node_modules/typescript/bin/tsc`, "-p", "tsconfig.build.json"], { cwd: ROOT });
+  if (await cliBuildIsCurrent()) return;
+  try {
+    await promisify(execFile)(process.execPath, [`${ROOT}node_modules/typescript/bin/tsc`, "-p", "tsconfig.build.json"], { cwd: ROOT });
+  } catch (err) {
+    await rm(join(ROOT, "dist", "src", "cli", "main.js"), { force: true });
+    throw err;
+  }
 }
 
 /** The environment of a run: no RESOURCE_STORE_* leaking in from the developer's shell. */

@@ -33,6 +33,11 @@ const columns: ColumnSpec[] = [
   { name: "version", kind: "int64", lowCardinality: false, get: (r) => r.version },
 ];
 
+/** The pool `p` with its encode replaced (the test's view of each job). */
+function withEncode(p: EncoderPool, encode: EncoderPool["encode"]): EncoderPool {
+  return { size: p.size, stats: () => p.stats(), threads: () => p.threads(), close: () => p.close(), encode };
+}
+
 function rowsOf(prefix: string, n: number): QueryRow[] {
   return Array.from({ length: n }, (_, i) => ({ identifier: `${prefix}-${String(i).padStart(6, "0")}`, version: String(i + 1) }) as unknown as QueryRow);
 }
@@ -56,13 +61,7 @@ async function exportOf(pool: EncoderPool, rows: QueryRow[], opts: { beforeBatch
   })) {
     parts.push(c);
   }
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return Buffer.concat(parts);
 }
 
 async function identifiers(file: Uint8Array): Promise<string[]> {
@@ -117,22 +116,16 @@ describe("parquet encoder pool", () => {
     const errors: unknown[] = [];
     const aRows = rowsOf("a", 5000);
     let killed = 0;
-    const killer: EncoderPool = {
-      size: p.size,
-      stats: () => p.stats(),
-      threads: () => p.threads(),
-      close: () => p.close(),
-      encode(job, signal) {
-        const result = p.encode(job, signal);
-        // B holds no job now, so the one busy worker is encoding A's row group.
-        const busy = p.threads().filter((t) => t.busy);
-        if (killed === 0 && busy.length === 1) {
-          killed += 1;
-          void busy[0]?.worker.terminate();
-        }
-        return result;
-      },
-    };
+    const killer = withEncode(p, (job, signal) => {
+      const result = p.encode(job, signal);
+      // B holds no job now, so the one busy worker is encoding A's row group.
+      const busy = p.threads().filter((t) => t.busy);
+      if (killed === 0 && busy.length === 1) {
+        killed += 1;
+        void busy[0]?.worker.terminate();
+      }
+      return result;
+    });
     let failure: unknown;
     let received: Uint8Array | undefined;
     try {
@@ -160,23 +153,17 @@ describe("parquet encoder pool", () => {
     const p = pool;
     let outstanding = 0;
     let most = 0;
-    const counting: EncoderPool = {
-      size: p.size,
-      stats: () => p.stats(),
-      threads: () => p.threads(),
-      close: () => p.close(),
-      async encode(job, signal) {
-        outstanding += 1;
-        most = Math.max(most, outstanding);
-        try {
-          const file = await p.encode(job, signal);
-          await sleep(30); // a slow encoder: the next row group is built meanwhile
-          return file;
-        } finally {
-          outstanding -= 1;
-        }
-      },
-    };
+    const counting = withEncode(p, async (job, signal) => {
+      outstanding += 1;
+      most = Math.max(most, outstanding);
+      try {
+        const file = await p.encode(job, signal);
+        await sleep(30); // a slow encoder: the next row group is built meanwhile
+        return file;
+      } finally {
+        outstanding -= 1;
+      }
+    });
     const rows = rowsOf("f", 9000);
     expect(await identifiers(await exportOf(counting, rows))).toEqual(rows.map((r) => r.identifier));
     expect(most).toBe(2);

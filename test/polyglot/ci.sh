@@ -2,10 +2,11 @@
 # CI wrapper for the polyglot client: builds and starts the real service on
 # the embedded defaults in a temporary data directory on a free port, waits
 # until it is ready, runs run.sh against it, and stops it.
+# Builds unless SKIP_BUILD=1 (CI has built dist/ already).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-npm run build --silent
+[ "${SKIP_BUILD:-}" = 1 ] || npm run build --silent
 data="$(mktemp -d)"
 port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
 PORT="$port" HOST=127.0.0.1 DATA_DIR="$data" LOG_LEVEL=warn node dist/src/main.js &
