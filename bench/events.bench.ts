@@ -12,6 +12,7 @@ import { loadConfig } from "../src/config.js";
 import { createLogger } from "../src/log.js";
 import { startServer } from "../src/server.js";
 import { createResourceStore, openDatabase } from "../src/store/index.js";
+import { randomBytes } from "node:crypto";
 import type { BenchOptions } from "./options.js";
 import { withDatabase } from "./support/database.js";
 import { context, fmt, percentile, type Result } from "./support/measure.js";
@@ -20,7 +21,8 @@ export async function eventsBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const total = opts.quick ? 20_000 : 100_000;
   const batch = 1000;
   return withDatabase(async ({ url }) => {
-    const config = loadConfig({ PORT: "0", DATABASE_URL: url, LOG_LEVEL: "silent" });
+    // On PostgreSQL the registry key must be given (it never lives in the database): one for this run.
+    const config = loadConfig({ PORT: "0", DATABASE_URL: url, LOG_LEVEL: "silent", REGISTRY_SECRET: randomBytes(32).toString("base64url") });
     const app = await createApp(config, createLogger("silent"));
     const server = await startServer({ port: 0, host: "127.0.0.1", handler: app.handler });
     const writerDb = await openDatabase({ databaseUrl: url, poolSize: 2 });

@@ -32,16 +32,20 @@ interface Load {
   readonly failures: number;
 }
 
+/** Seconds of load before each measured drive, not counted: the JIT and the pool's connections (and their prepared statements) warm up. */
+const WARM_UP_SECONDS = 1;
+
 async function drive(url: string, seconds: number, req: { method?: "GET" | "POST"; body?: unknown; headers?: Record<string, string> } = {}): Promise<Load> {
   const body = req.body === undefined ? undefined : JSON.stringify(req.body);
-  const result = await autocannon({
+  const options = {
     url,
     connections: CONNECTIONS,
-    duration: seconds,
     method: req.method ?? "GET",
     headers: { ...(body !== undefined ? { "content-type": "application/json" } : {}), ...req.headers },
     ...(body !== undefined ? { body } : {}),
-  });
+  };
+  await autocannon({ ...options, duration: WARM_UP_SECONDS });
+  const result = await autocannon({ ...options, duration: seconds });
   return { rps: result.requests.average, p99: result.latency.p99, failures: result.non2xx + result.errors + result.timeouts };
 }
 
@@ -99,28 +103,37 @@ function childrenAnswers(sql: string): unknown[] | undefined {
   return undefined;
 }
 
+/** One batch: SERIES_PER_BATCH series with 2,000 files each, so each series is a node with 2,000 children. */
+export const LOAD_DATA = { childrenEach: 2000, batchSize: SERIES_PER_BATCH * 2001 } as const;
+
+/** Loads the benchmark's rows into the database and names what its routes ask for (also bench/load-route.ts). */
+export async function loadTheData(url: string) {
+  const { batchSize } = LOAD_DATA;
+  await migrateDatabase(url);
+  await loadThroughStoreSql(url, "r", 1, batchSize);
+  const pgClient = await connect(url);
+  try {
+    await pgClient.query("ANALYZE");
+  } finally {
+    await pgClient.end();
+  }
+  return {
+    ids: Array.from({ length: 10 }, (_, k) => resourceAt("r", 100 + k * 997, batchSize).identifier),
+    parentOf: "r-s0",
+    leaf: resourceAt("r", SERIES_PER_BATCH + 10 * SERIES_PER_BATCH, batchSize).identifier,
+    query: { payload_type: "file", filters: [{ field: "content_type", op: "eq", value: "application/dicom" }], sort_by: "created_at", sort_order: "desc", limit: 20 },
+  };
+}
+
 export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const seconds = opts.quick ? 3 : 10;
   // The cluster decision (BENCHMARKS.md, "Load"): BENCH_LOAD_WORKERS=2 runs the service in node:cluster workers.
   const workers = process.env.BENCH_LOAD_WORKERS === undefined ? undefined : Number(process.env.BENCH_LOAD_WORKERS);
   const pool = process.env.DATABASE_POOL_SIZE ?? "default";
-  // One batch: SERIES_PER_BATCH series with 2,000 files each, so each series is a node with 2,000 children.
-  const childrenEach = 2000;
-  const batchSize = SERIES_PER_BATCH * (childrenEach + 1);
-  context(`load: ${fmt(batchSize)} resources (${SERIES_PER_BATCH} series of ${fmt(childrenEach)} files); autocannon ${CONNECTIONS} connections, pgbench ${CONNECTIONS} clients, ${seconds} s each; service: ${workers === undefined ? "one process" : `${workers} cluster workers`}, DATABASE_POOL_SIZE ${pool}`);
+  const { childrenEach, batchSize } = LOAD_DATA;
+  context(`load: ${fmt(batchSize)} resources (${SERIES_PER_BATCH} series of ${fmt(childrenEach)} files); autocannon ${CONNECTIONS} connections (after ${WARM_UP_SECONDS} s not counted), pgbench ${CONNECTIONS} clients, ${seconds} s each; service: ${workers === undefined ? "one process" : `${workers} cluster workers`}, DATABASE_POOL_SIZE ${pool}`);
   return withDatabase(async (db) => {
-    await migrateDatabase(db.url);
-    await loadThroughStoreSql(db.url, "r", 1, batchSize);
-    const pgClient = await connect(db.url);
-    try {
-      await pgClient.query("ANALYZE");
-    } finally {
-      await pgClient.end();
-    }
-    const ids = Array.from({ length: 10 }, (_, k) => resourceAt("r", 100 + k * 997, batchSize).identifier);
-    const parentOf = "r-s0";
-    const leaf = resourceAt("r", SERIES_PER_BATCH + 10 * SERIES_PER_BATCH, batchSize).identifier;
-    const query = { payload_type: "file", filters: [{ field: "content_type", op: "eq", value: "application/dicom" }], sort_by: "created_at", sort_order: "desc", limit: 20 };
+    const { ids, parentOf, leaf, query } = await loadTheData(db.url);
 
     const sql = {
       read: await captureStatements((d) => readResources(d, ids)),

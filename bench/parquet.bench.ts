@@ -4,13 +4,12 @@
 // server's peak RSS (under 512 MB, flat as the rows grow 5x).
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { DuckDBInstance } from "@duckdb/node-api";
-import { parquetMetadata } from "hyparquet";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { QueryRequestSchema } from "../gen/resourcestore/type/v1/query_pb.js";
 import { defaultEncoderWorkers } from "../src/config.js";
-import { createEncoderPool, exportColumns, parquetExport, type EncoderPool } from "../src/parquet/index.js";
+import { createEncoderPool, exportColumns, footerRows, parquetExport, type EncoderPool } from "../src/parquet/index.js";
 import { pageStatement, planQuery, type QueryRow } from "../src/store/index.js";
 import { bulkLoadFiles } from "./support/bulk.js";
 import { connect, withDatabase } from "./support/database.js";
@@ -28,22 +27,6 @@ export const RSS_GROWTH_TARGET = 1.25;
 
 const EXPORT_QUERY = { payload_type: "file" } as const;
 const plan = () => planQuery(fromJson(QueryRequestSchema, EXPORT_QUERY as unknown as JsonObject));
-
-/** Rows in the footer of a parquet file that ends with `tail`. */
-function footerRows(tail: Uint8Array): number {
-  const buf = tail.buffer.slice(tail.byteOffset, tail.byteOffset + tail.byteLength) as ArrayBuffer;
-  return Number(parquetMetadata(buf).num_rows);
-}
-
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 /** POST /query/parquet on a fresh server; bytes, rows/s and the server's peak RSS. */
 async function exportThroughService(
@@ -70,7 +53,7 @@ async function exportThroughService(
         while (tailBytes - (tail[0]?.length ?? 0) > 8 * MiB) tailBytes -= tail.shift()!.length;
       }
     });
-    const rows = footerRows(concat(tail));
+    const rows = footerRows(Buffer.concat(tail));
     if (rows !== expected) throw new Error(`the export holds ${rows} rows, expected ${expected}`);
     const { peak } = await server.memory();
     return { rate: expected / seconds, bytes, peak, idle };
@@ -133,7 +116,7 @@ async function encodingAgainstDuckDb(rows: QueryRow[]): Promise<{ ours: number; 
       parts = await encode(pool, rows);
     });
     const ours = join(dir, "ours.parquet");
-    const oursFile = concat(parts);
+    const oursFile = Buffer.concat(parts);
     await writeFile(ours, oursFile);
     const instance = await DuckDBInstance.create(":memory:");
     const duck = await instance.connect();

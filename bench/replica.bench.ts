@@ -8,7 +8,6 @@
 // The primary and the standby are built here from the machine's PostgreSQL
 // binaries (test/support/pg-cluster.ts), not the server `npm run bench`
 // otherwise uses.
-import { readFile } from "node:fs/promises";
 import { createResourceStoreClient } from "../src/client/index.js";
 import { readResources } from "../src/store/index.js";
 import { findPostgresBin, startPgCluster } from "../test/support/pg-cluster.js";
@@ -16,19 +15,13 @@ import { captureStatements } from "./support/capture.js";
 import { connect } from "./support/database.js";
 import { context, fmt, median, percentile, type Result } from "./support/measure.js";
 import { clockNow, loadThroughStoreSql, migrateDatabase } from "./support/load.js";
-import { startServer } from "./support/server.js";
+import { processCpuMs, startServer } from "./support/server.js";
 import { batchAt, resourceAt, toMessage } from "./support/workload.js";
 import type { BenchOptions } from "./options.js";
 
 export const REPLICA_READ_TARGET = 1.1;
 
 /** CPU time (user + system) a process has used, in ms (Linux /proc; clock ticks of 10 ms). */
-async function cpuMs(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
-
 function random(seed: number): () => number {
   let s = seed >>> 0;
   return () => {
@@ -67,22 +60,26 @@ export async function replicaBenchmarks(opts: BenchOptions): Promise<Result[]> {
         while (ids.size < perRead) ids.add(resourceAt("r", Math.floor(rnd() * total), batchSize).identifier);
         return [...ids];
       });
-      const asOfSql = await Promise.all(
-        idSets.map(async (ids) => (await captureStatements((d) => readResources(d, ids, { asOf })))[0]!),
-      );
+      // An as_of read is two statements (src/store/read.ts): the read point, then the read at it.
+      const asOfSql = await Promise.all(idSets.map((ids) => captureStatements((d) => readResources(d, ids, { asOf }))));
+      const runAsOf = async (q: typeof admin, i: number): Promise<number> => {
+        const [point, read] = asOfSql[i]!;
+        const { rows } = await q.query<{ t: string }>(point!.sql, point!.params);
+        return (await q.query(read!.sql, [read!.params![0], rows[0]?.t])).rows.length;
+      };
       const variants: { name: string; run: (i: number) => Promise<number> }[] = [
         { name: "service on the primary", run: async (i) => (await directClient.resources.read({ identifiers: idSets[i]!, asOf })).resources.length },
         { name: "service routed to the standby", run: async (i) => (await routedClient.resources.read({ identifiers: idSets[i]!, asOf })).resources.length },
-        { name: "pg on the primary", run: async (i) => (await admin.query(asOfSql[i]!.sql, asOfSql[i]!.params)).rows.length },
-        { name: "pg on the standby", run: async (i) => (await onStandby.query(asOfSql[i]!.sql, asOfSql[i]!.params)).rows.length },
+        { name: "pg on the primary", run: (i) => runAsOf(admin, i) },
+        { name: "pg on the standby", run: (i) => runAsOf(onStandby, i) },
       ];
       const times = new Map(variants.map((v) => [v.name, [] as number[]]));
       const cpu = new Map<string, number>();
       const warm = calls / 10;
       for (let i = 0; i < calls + warm; i++) {
         if (i === warm) {
-          cpu.set("direct", await cpuMs(direct.pid));
-          cpu.set("routed", await cpuMs(routed.pid));
+          cpu.set("direct", await processCpuMs(direct.pid));
+          cpu.set("routed", await processCpuMs(routed.pid));
         }
         for (const v of variants) {
           const start = process.hrtime.bigint();
@@ -92,7 +89,7 @@ export async function replicaBenchmarks(opts: BenchOptions): Promise<Result[]> {
           if (i >= warm) times.get(v.name)!.push(ms);
         }
       }
-      const serviceCpu = (name: string, pid: number) => async () => ((await cpuMs(pid)) - cpu.get(name)!) / calls;
+      const serviceCpu = (name: string, pid: number) => async () => ((await processCpuMs(pid)) - cpu.get(name)!) / calls;
       const directCpu = await serviceCpu("direct", direct.pid)();
       const routedCpu = await serviceCpu("routed", routed.pid)();
       const metrics = await (await fetch(`${routed.url}/metrics`)).text();

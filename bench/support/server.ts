@@ -106,3 +106,10 @@ export async function processMemory(pid: number): Promise<{ rss: number; peak: n
   const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
   return { rss: kb("VmRSS"), peak: kb("VmHWM") };
 }
+
+/** CPU time (user + system) a process has used so far, in ms (Linux /proc; 10 ms ticks). */
+export async function processCpuMs(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
