@@ -1,7 +1,7 @@
 // The REST transcoder: routes from google.api.http, the flat resource codec,
 // the one status table.
 export { createRestHandler } from "./handler.js";
-export { buildRouteTable, findRoute } from "./routes.js";
+export { buildRouteTable, findRoute, type RouteTable } from "./routes.js";
 export type { RestOptions } from "./handler.js";
 export type { Revision } from "../schema/http-rules.js";
 export { restErrorOf, restStatus, writeRestError } from "./status.js";

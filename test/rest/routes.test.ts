@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { buildRouteTable, findRoute, type RouteTable } from "../../src/rest/routes.js";
-import { revisions } from "../../src/rpc/revisions.js";
+import { buildRouteTable, findRoute, type RouteTable } from "../../src/rest/index.js";
+import { revisions } from "../../src/rpc/index.js";
 
 const table = buildRouteTable(revisions);
 // The same routes with no index: every route is a candidate of every path.
