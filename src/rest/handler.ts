@@ -131,7 +131,7 @@ async function sendCachedConstant(opts: RestOptions, method: DescMethod, request
   opts.onConstant?.(method, undefined, req, started);
 }
 
-async function serve(opts: RestOptions, constants: ConstantCache, route: Route, req: AnyRequest, res: AnyResponse, url: URL, bindings: Parameters<typeof decodeRestRequest>[1]["bindings"]): Promise<void> {
+async function serve(opts: RestOptions, constants: ConstantCache, route: Route, req: AnyRequest, res: AnyResponse, url: RequestTarget, bindings: Parameters<typeof decodeRestRequest>[1]["bindings"]): Promise<void> {
   // API.md section 15: a body must be JSON (a page on another site cannot send that without a preflight).
   if (hasBody(req) && !isJsonContentType(req.headers["content-type"])) throw unsupportedMediaType(req.headers["content-type"] ?? "");
   let body: unknown;
@@ -209,6 +209,29 @@ async function writeUnary(
   writeJson(res, 200, json, extra);
 }
 
+/** What the gateway reads of a request's target. */
+interface RequestTarget {
+  /** Still percent-encoded, as sent. */
+  readonly pathname: string;
+  readonly searchParams: URLSearchParams;
+  readonly href: string;
+}
+
+/** Letters, digits, "_", "-" and "/" only: a target the URL parser hands back unchanged. */
+const PLAIN_TARGET = /^\/[A-Za-z0-9_/-]*$/;
+
+/** The request target parsed, or undefined when it is not a URL path. */
+export function requestTarget(raw: string | undefined): RequestTarget | undefined {
+  // Most requests (every POST of the API) need no parse: nothing to normalise, no query.
+  if (raw !== undefined && PLAIN_TARGET.test(raw)) return { pathname: raw, searchParams: new URLSearchParams(), href: `http://rest.invalid${raw}` };
+  try {
+    // Prefixing (not resolving) keeps "//x" a path instead of a host.
+    return new URL(`http://rest.invalid${raw?.startsWith("/") ? raw : "/"}`);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Returns a handler that answers a REST request and resolves true, or resolves false when no REST path matches. */
 export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: AnyResponse) => Promise<boolean> {
   const table = buildRouteTable(opts.revisions);
@@ -227,13 +250,8 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
       }
       return true;
     }
-    let url: URL;
-    try {
-      // Prefixing (not resolving) keeps "//x" a path instead of a host.
-      url = new URL(`http://rest.invalid${req.url?.startsWith("/") ? req.url : "/"}`);
-    } catch {
-      return false;
-    }
+    const url = requestTarget(req.url);
+    if (url === undefined) return false;
     // The raw path, still percent-encoded: URL keeps the encoding as sent.
     const rawPath = url.pathname;
     const match = findRoute(table, verb, rawPath);

@@ -1,6 +1,6 @@
 // The REST transcoder: routes from google.api.http, the flat resource codec,
 // the one status table.
-export { createRestHandler } from "./handler.js";
+export { createRestHandler, requestTarget } from "./handler.js";
 export { buildRouteTable, findRoute, type RouteTable } from "./routes.js";
 export type { RestOptions } from "./handler.js";
 export type { Revision } from "../schema/http-rules.js";

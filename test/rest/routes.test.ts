@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { buildRouteTable, findRoute, type RouteTable } from "../../src/rest/index.js";
+import { buildRouteTable, findRoute, requestTarget, type RouteTable } from "../../src/rest/index.js";
 import { revisions } from "../../src/rpc/index.js";
 
 const table = buildRouteTable(revisions);
@@ -62,5 +62,41 @@ describe("route lookup by leading segments", () => {
     const indexed = [...table.byLead.values()].flat().concat(table.rest);
     expect(indexed).toHaveLength(table.routes.length);
     expect(new Set(indexed).size).toBe(table.routes.length);
+  });
+});
+
+describe("request targets", () => {
+  const targets = [
+    "/resources/read",
+    "/v2/query/count",
+    "/parents/stu_1-a",
+    "//resources/read",
+    "/",
+    "/a/./b",
+    "/a/../resources/read",
+    "/a/.",
+    "/parents/stu%2F1",
+    "/parents/caf\u00e9",
+    "/parents/a b",
+    "/schemas?payload_type=file",
+    "/resources/read#x",
+    "/a\\b",
+    "/UPPER/lower_9",
+  ];
+  it("reads a plain path as the URL parser does, and every other one through it", () => {
+    for (const raw of targets) {
+      const got = requestTarget(raw)!;
+      const url = new URL(`http://rest.invalid${raw}`);
+      expect({ pathname: got.pathname, href: got.href, query: got.searchParams.toString() }, raw).toEqual({
+        pathname: url.pathname,
+        href: url.href,
+        query: url.searchParams.toString(),
+      });
+    }
+  });
+
+  it("takes a target that is not a path as the root, as before", () => {
+    expect(requestTarget("*")?.pathname).toBe("/");
+    expect(requestTarget(undefined)?.pathname).toBe("/");
   });
 });
