@@ -3,7 +3,7 @@
 // server's own CPU time per call (utime+stime from /proc over the drive).
 //   npx tsx bench/load-route.ts read-connect 8
 //   BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" npx tsx bench/load-route.ts query
-// Routes: read-rest, read-connect, query, parents, stats, healthz, schemas, openapi, s3-config.
+// Routes: read-rest, read-connect, query, parents, children, stats, healthz, schemas, openapi, s3-config.
 import autocannon from "autocannon";
 import { withDatabase } from "./support/database.js";
 import { processCpuMs, startServer } from "./support/server.js";
@@ -12,7 +12,7 @@ import { loadTheData } from "./load.bench.js";
 const route = process.argv[2] ?? "read-rest";
 const seconds = Number(process.argv[3] ?? 8);
 await withDatabase(async (db) => {
-  const { ids, leaf, query } = await loadTheData(db.url);
+  const { ids, leaf, parentOf, query } = await loadTheData(db.url);
   const server = await startServer({ databaseUrl: db.url });
   const u = server.url;
   const reqs: Record<string, [string, unknown?]> = {
@@ -20,6 +20,7 @@ await withDatabase(async (db) => {
     "read-connect": ["/resourcestore.v1.ResourceService/Read", { identifiers: ids }],
     query: ["/query", query],
     parents: [`/parents/${leaf}`],
+    children: [`/children?parent_identifier=${parentOf}`],
     stats: ["/datasources/stats"],
     healthz: ["/healthz"],
     schemas: ["/schemas"],

@@ -78,7 +78,7 @@ export { revisions, serviceName, type Revision, type ServiceName } from "./revis
 export { optionalAsOf, parseAsOf } from "./as-of.js";
 export { createAdminService, type AdminServiceDeps } from "./admin-service.js";
 export { createArtefactService, type ArtefactServiceDeps } from "./artefact-service.js";
-export { createLineageService, type LineageServiceDeps } from "./lineage-service.js";
+export { createLineageService, treeNode, type LineageServiceDeps } from "./lineage-service.js";
 export { createQueryService, type QueryServiceDeps } from "./query-service.js";
 export { createRegistryService, type RegistryServiceDeps } from "./registry-service.js";
 export {

@@ -3,9 +3,9 @@
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ChildrenResponseSchema, ParentsResponseSchema } from "../../gen/resourcestore/type/v1/lineage_pb.js";
-import { TreeNodeSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
+import type { TreeNode } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { LineageService } from "../../gen/resourcestore/v1/lineage_service_pb.js";
-import type { Db } from "../store/index.js";
+import type { Db, TreeNodeRow } from "../store/index.js";
 import { listChildren, listParents, readerFor } from "../store/index.js";
 import { optionalAsOf } from "./as-of.js";
 
@@ -13,6 +13,26 @@ export interface LineageServiceDeps {
   readonly db: Db;
   /** config MAX_CHILDREN (default 10,000). */
   readonly maxChildren?: number;
+}
+
+/**
+ * The TreeNode message of a row, written out as create(TreeNodeSchema, ...)
+ * would build it (a proto3 message is a plain object: its implicit fields
+ * always set, its optional ones only when present) without the reflective
+ * walk over the descriptor: a listing builds up to MAX_CHILDREN of them.
+ */
+export function treeNode(n: TreeNodeRow): TreeNode {
+  const node: TreeNode = {
+    $typeName: "resourcestore.type.v1.TreeNode",
+    identifier: n.identifier,
+    payloadType: n.payloadType,
+    createdAt: n.createdAt,
+    childCount: BigInt(n.childCount),
+    descendantCount: BigInt(n.descendantCount),
+  };
+  if (n.parentIdentifier !== null) node.parentIdentifier = n.parentIdentifier;
+  if (n.payload !== undefined) node.payload = n.payload;
+  return node;
 }
 
 export function createLineageService(deps: LineageServiceDeps): ServiceImpl<typeof LineageService> {
@@ -27,19 +47,7 @@ export function createLineageService(deps: LineageServiceDeps): ServiceImpl<type
         ...(deps.maxChildren !== undefined ? { maxChildren: deps.maxChildren } : {}),
         ...(asOf !== undefined ? { asOf } : {}),
       });
-      return create(ChildrenResponseSchema, {
-        nodes: nodes.map((n) =>
-          create(TreeNodeSchema, {
-            identifier: n.identifier,
-            payloadType: n.payloadType,
-            ...(n.parentIdentifier !== null ? { parentIdentifier: n.parentIdentifier } : {}),
-            createdAt: n.createdAt,
-            childCount: BigInt(n.childCount),
-            descendantCount: BigInt(n.descendantCount),
-            ...(n.payload !== undefined ? { payload: n.payload } : {}),
-          }),
-        ),
-      });
+      return create(ChildrenResponseSchema, { nodes: nodes.map(treeNode) });
     },
     async parents(req) {
       const asOf = optionalAsOf(req.asOf);
