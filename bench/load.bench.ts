@@ -143,8 +143,8 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
       stats: await captureStatements((d) => datasourceStats(d)),
     };
 
-    // The service reads children in one read-only snapshot (src/store/lineage-view.ts): so does pgbench.
-    sql.children = [{ sql: "BEGIN", params: undefined }, ...sql.children, { sql: "COMMIT", params: undefined }];
+    // Children and stats are read in one read-only snapshot (src/store/lineage-view.ts): the captured
+    // statements carry its BEGIN and COMMIT (support/capture.ts), so pgbench runs them as the service does.
     const server = await startServer({ databaseUrl: db.url, ...(workers !== undefined ? { workers } : {}) });
     const results: Result[] = [];
     try {

@@ -4,7 +4,7 @@
 // enough for the store to carry on (the clock stamp, one RETURNING row per
 // input row, no parent problems). A change to the store's SQL changes the
 // baseline with it; a change to its control flow fails here loudly.
-import type { Db, Queryable } from "../../src/store/index.js";
+import { SNAPSHOT_BEGIN, type Db, type Queryable } from "../../src/store/index.js";
 
 export interface Statement {
   readonly sql: string;
@@ -43,7 +43,15 @@ export async function captureStatements(
     kind: "postgres",
     capabilities: { lineageView: true, streamedBatches: true, listen: false, embedded: false },
     ...tx,
-    transaction: (body) => body(tx),
+    // A read snapshot is part of what the call sends, framing included;
+    // write transactions are framed by the replaying baselines themselves.
+    transaction: async (body, options) => {
+      if (options?.readOnlySnapshot !== true) return body(tx);
+      statements.push({ sql: SNAPSHOT_BEGIN, params: undefined });
+      const result = await body(tx);
+      statements.push({ sql: "COMMIT", params: undefined });
+      return result;
+    },
     ping: async () => {},
     close: async () => {},
   };

@@ -24,6 +24,18 @@ export function prepared(sql: string): string {
   return sql;
 }
 
+export interface TransactionOptions {
+  /**
+   * One read-only REPEATABLE READ snapshot, so that several statements agree
+   * with each other. On PostgreSQL the transaction opens with
+   * SNAPSHOT_BEGIN: one round trip, not BEGIN and then SET TRANSACTION.
+   */
+  readonly readOnlySnapshot?: boolean;
+}
+
+/** How a read-only snapshot transaction starts on PostgreSQL. */
+export const SNAPSHOT_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+
 export interface Queryable {
   query<R>(sql: string, params?: readonly unknown[]): Promise<{ rows: R[] }>;
   /** Several statements without parameters (migrations). */
@@ -81,7 +93,7 @@ export interface Db extends Queryable {
    */
   lease?(key: number, onLost: (err?: unknown) => void): Promise<Lease | undefined>;
   /** Runs fn in one transaction; commits when it resolves, rolls back when it throws. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
   ping(): Promise<void>;
   close(): Promise<void>;
   /** Connections of the PostgreSQL pool (for metrics); absent on PGlite. */
@@ -180,7 +192,13 @@ async function openPglite(dataDir: string | undefined): Promise<Db> {
     ...(dataDir !== undefined ? { dataDir } : {}),
     query: (sql, params) => guard(() => root.query(sql, params)),
     exec: (sql) => guard(() => root.exec(sql)),
-    transaction: (fn) => guard(() => lite.transaction((tx) => fn(wrap(tx)))),
+    transaction: (fn, options) =>
+      guard(() =>
+        lite.transaction(async (tx) => {
+          if (options?.readOnlySnapshot === true) await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+          return fn(wrap(tx));
+        }),
+      ),
     ping: () => guard(async () => void (await lite.query("SELECT 1"))),
     // The notification arrives in-process when the writing transaction commits; the connection is never lost.
     listen: async (channel, handlers) => {
@@ -237,7 +255,7 @@ export function openPostgres(url: string, poolSize: number, connectionTimeoutMil
     lease: (key, onLost) => leasePostgres(url, key, onLost),
     query: (sql, params) => guard(() => root.query(sql, params)),
     exec: (sql) => guard(() => root.exec(sql)),
-    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T> {
       const client = await guard(() => pool.connect());
       let broken = false;
       const onError = () => {
@@ -245,7 +263,7 @@ export function openPostgres(url: string, poolSize: number, connectionTimeoutMil
       };
       client.on("error", onError);
       try {
-        await client.query("BEGIN");
+        await client.query(options?.readOnlySnapshot === true ? SNAPSHOT_BEGIN : "BEGIN");
         const result = await fn(wrap(client));
         await client.query("COMMIT");
         return result;

@@ -25,10 +25,7 @@ export function hasLineageView(db: Db): boolean {
  * exact in that snapshot; it is always false without the view.
  */
 export async function withLineageSnapshot<T>(db: Db, fn: (q: Queryable, fresh: boolean) => Promise<T>): Promise<T> {
-  return db.transaction(async (tx) => {
-    await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-    return fn(tx, hasLineageView(db) ? await isLineageViewFresh(tx) : false);
-  });
+  return db.transaction(async (tx) => fn(tx, hasLineageView(db) ? await isLineageViewFresh(tx) : false), { readOnlySnapshot: true });
 }
 
 /**

@@ -17,7 +17,7 @@
 // again on the primary.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { stampMicros } from "../time.js";
-import type { Db, Queryable, ReadCounts } from "./db.js";
+import type { Db, Queryable, ReadCounts, TransactionOptions } from "./db.js";
 import { ts } from "./sql.js";
 
 export interface StandbyOptions {
@@ -112,17 +112,17 @@ export function withStandbys(primary: Db, standbyDbs: readonly Db[], options: St
     return {
       ...s.db,
       query: <R>(sql: string, params?: readonly unknown[]) => s.db.query<R>(sql, params).catch((err: unknown) => fallBack(err, () => primary.query<R>(sql, params))),
-      async transaction<U>(fn: (tx: Queryable) => Promise<U>): Promise<U> {
+      async transaction<U>(fn: (tx: Queryable) => Promise<U>, options?: TransactionOptions): Promise<U> {
         // Only a transaction that failed before fn ran may run again: fn may have sent rows on.
         let started = false;
         try {
           return await s.db.transaction((tx) => {
             started = true;
             return fn(tx);
-          });
+          }, options);
         } catch (err) {
           if (started) throw err;
-          return fallBack(err, () => primary.transaction(fn));
+          return fallBack(err, () => primary.transaction(fn, options));
         }
       },
     };

@@ -30,6 +30,19 @@ describeBackends("database layer", (backend) => {
     expect(rows.map((r) => Number(r.id))).toEqual(allIds);
   });
 
+  it("a read snapshot transaction is REPEATABLE READ and read-only; a plain one is neither", async () => {
+    const { db } = backend();
+    const settings = (readOnlySnapshot: boolean) =>
+      db.transaction(async (tx) => {
+        const { rows } = await tx.query<{ iso: string; ro: string }>("SELECT current_setting('transaction_isolation') AS iso, current_setting('transaction_read_only') AS ro");
+        return rows[0];
+      }, { readOnlySnapshot });
+    expect(await settings(true)).toEqual({ iso: "repeatable read", ro: "on" });
+    expect(await settings(false)).toEqual({ iso: "read committed", ro: "off" });
+    // Nothing can be written in it.
+    await expect(db.transaction((tx) => tx.query("CREATE TABLE snapshot_write_probe (x int)"), { readOnlySnapshot: true })).rejects.toThrow();
+  });
+
   it("hands timestamps and int8 back as strings, never as Date or lossy numbers", async () => {
     const { db } = backend();
     const { rows } = await db.query<{ t: unknown; n: unknown }>(
