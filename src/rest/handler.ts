@@ -9,6 +9,7 @@ import type { Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
 import { hasBody } from "../http/front-door.js";
+import { webHeaders } from "../http/headers.js";
 import { constantDocument, isConstantOperation, sendConstant } from "../http/constant-document.js";
 import type { ConstantDocument } from "../http/constant-document.js";
 import type { HttpBody } from "../../gen/google/api/httpbody_pb.js";
@@ -65,14 +66,8 @@ function isJsonContentType(value: string | undefined): boolean {
 }
 
 /** The request headers the interceptors care about: credentials and x-* (request ids, tracing). */
-function forwardedHeaders(req: AnyRequest): Headers {
-  const out = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined || name.startsWith(":")) continue;
-    if (name !== "authorization" && !name.startsWith("x-")) continue;
-    for (const v of Array.isArray(value) ? value : [value]) out.append(name, v);
-  }
-  return out;
+function isForwarded(name: string): boolean {
+  return name === "authorization" || name.startsWith("x-");
 }
 
 /** x-* headers the handlers or interceptors set (a request id, say) go back to the client. */
@@ -142,7 +137,7 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
   const cached = constants.get(route);
   if (cached !== undefined && opts.authorize !== undefined) return sendCachedConstant(opts, method, request, cached, req, res);
   const signal = abortOnClose(res);
-  const header = forwardedHeaders(req);
+  const header = webHeaders(req, isForwarded);
   const writeOpts = writeOptionsFor(method.input, request);
 
   if (method.methodKind === "server_streaming") {

@@ -27,6 +27,7 @@ import { compressionNegotiate, createMethodSerializationLookup, invokeUnaryImple
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
+import { webHeaders } from "../http/headers.js";
 import { readBody } from "../http/read-body.js";
 import { ACCEPT_COMPRESSION, malformedBinaryBody } from "./binary-guard.js";
 
@@ -89,16 +90,6 @@ function answerCompression(accepted: string | string[] | undefined, headerName: 
 const JSON_TYPE = /^application\/json(?:;\s*charset=utf-?8)?$/i;
 const PROTO_TYPE = /^application\/proto$/i;
 const GRPC_PROTO_TYPE = /^application\/grpc(?:\+proto)?$/i;
-
-function requestHeaders(req: Req): Headers {
-  const out = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined || name.startsWith(":")) continue;
-    if (Array.isArray(value)) for (const v of value) out.append(name, v);
-    else out.set(name, value);
-  }
-  return out;
-}
 
 /** Node's header object from Headers (set-cookie stays a list). */
 function nodeHeaders(header: Headers): Record<string, string | string[]> {
@@ -189,7 +180,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     const call: UnaryCall = {
       method: entry.spec.method,
       message,
-      header: requestHeaders(req),
+      header: webHeaders(req),
       signal: controller.signal,
       protocolName,
       requestMethod: "POST",
