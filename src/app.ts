@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
-import { Code, type ConnectError, createRouterTransport } from "@connectrpc/connect";
+import { Code, type ConnectError, createContextValues, createRouterTransport } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { checkScope, createAuthenticator, createAuthInterceptor, type Authenticator } from "./auth/index.js";
 import type { Config } from "./config.js";
@@ -21,6 +21,7 @@ import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ReadResponseSchema } from "../gen/resourcestore/type/v1/resource_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import {
+  callRecordKey,
   createCallInterceptor,
   createHealthService,
   createPlannedBinaryInterceptor,
@@ -29,9 +30,11 @@ import {
   createServiceImpls,
   createUnaryLane,
   guardedNodeAdapter,
+  recordOnRequest,
   REQUEST_ID,
   requestIdOf,
   revisions,
+  type CallRecord,
   ServerReflectionV1alpha,
   serviceName,
   type ServiceImpls,
@@ -168,10 +171,13 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   });
   // A call answered without the interceptors (refused at the front door, or a
   // cached constant document): the log line and metrics they would write.
+  // A REST request's log record (see `fallback`): the call of the request fills it.
+  const callRecords = new WeakMap<Req, CallRecord>();
   const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint): void => {
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const rpc = `${method.parent.typeName}/${method.name}`;
     metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
+    if (recordOnRequest(callRecords.get(req), rpc, err === undefined ? "ok" : Code[err.code])) return;
     const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
     log.info({ request_id: requestId, rpc, code: err === undefined ? "ok" : Code[err.code], duration_ms: Math.round(seconds * 1e6) / 1000 }, "call");
   };
@@ -195,6 +201,10 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     // Constant documents, once cached, are answered after the auth interceptor's own check.
     authorize: (method, message, authorization) => checkScope(auth, method, message, authorization),
     onConstant: recordCall,
+    contextValuesFor: (req) => {
+      const record = callRecords.get(req);
+      return record === undefined ? undefined : createContextValues().set(callRecordKey, record);
+    },
   });
   let openApiDoc: ConstantDocument | undefined;
   const openApi = (): ConstantDocument => (openApiDoc ??= constantDocument(JSON.stringify(buildOpenApi(revisions))));
@@ -207,13 +217,21 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
     req.headers[REQUEST_ID] = requestId;
     res.setHeader(REQUEST_ID, requestId);
+    // One line per REST request: a `call` line when the request was a call
+    // (its rpc and code, filled in by the call, beside the HTTP fields), else
+    // an `http` line once the answer is sent. A call still running when its
+    // client goes away writes its own line when it ends.
     const started = process.hrtime.bigint();
-    res.once("finish", () => {
+    const record: CallRecord = { closed: false };
+    callRecords.set(req, record);
+    res.once("close", () => {
+      record.closed = true;
+      const isCall = record.rpc !== undefined;
+      if (!isCall && !res.writableFinished) return;
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      log.info(
-        { request_id: requestId, method: req.method, path: (req.url ?? "/").split("?")[0]?.slice(0, 200), status: res.statusCode, duration_ms: Math.round(ms * 1000) / 1000 },
-        "http",
-      );
+      const http = { method: req.method, path: (req.url ?? "/").split("?")[0]?.slice(0, 200), status: res.statusCode, duration_ms: Math.round(ms * 1000) / 1000 };
+      if (isCall) log.info({ request_id: requestId, rpc: record.rpc, code: record.code, ...http }, "call");
+      else log.info({ request_id: requestId, ...http }, "http");
     });
     void (async () => {
       try {

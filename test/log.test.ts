@@ -48,3 +48,16 @@ describe("log lines", () => {
     expect(Object.keys(lines[0]!)).not.toContain("authorization");
   });
 });
+
+describe("a REST request's call record", () => {
+  it("takes the call's outcome while open, and not once the request has closed", async () => {
+    const { recordOnRequest } = await import("../src/rpc/index.js");
+    const open = { closed: false };
+    expect(recordOnRequest(open, "a.v1.S/M", "ok")).toBe(true);
+    expect(open).toEqual({ closed: false, rpc: "a.v1.S/M", code: "ok" });
+    const closed = { closed: true };
+    expect(recordOnRequest(closed, "a.v1.S/M", "ok")).toBe(false);
+    expect(closed).toEqual({ closed: true });
+    expect(recordOnRequest(undefined, "a.v1.S/M", "ok")).toBe(false);
+  });
+});

@@ -5,7 +5,7 @@ import type { Http2ServerResponse } from "node:http2";
 import { create } from "@bufbuild/protobuf";
 import type { DescMessage, DescMethod, DescMethodServerStreaming, DescMethodUnary, Message, MessageShape } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
-import type { Transport } from "@connectrpc/connect";
+import type { ContextValues, Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
 import { hasBody } from "../http/front-door.js";
@@ -54,6 +54,8 @@ export interface RestOptions {
    * gives it its log line and metrics. `started` is process.hrtime.bigint().
    */
   readonly onConstant?: (method: DescMethod, err: ConnectError | undefined, req: AnyRequest, started: bigint) => void;
+  /** Context values of a request's call through the lane (app.ts: the request's log record). */
+  readonly contextValuesFor?: (req: AnyRequest) => ContextValues | undefined;
   /** EXPORT_STALL_MS: a raw body stream whose client takes nothing for this long is closed. */
   readonly stallMs?: number;
 }
@@ -173,6 +175,7 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
     protocolName: "rest",
     requestMethod: route.verb,
     url: url.href,
+    contextValues: opts.contextValuesFor?.(req),
   });
   await writeUnary(req, res, route, response, writeOpts, constants);
 }

@@ -3,7 +3,7 @@
 // log its outcome without payloads, and make sure no internal detail (stack,
 // SQL, file path) reaches a client.
 import { randomUUID } from "node:crypto";
-import { Code, type ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, createContextKey, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { internal, invalidArgument, withReason } from "../errors.js";
 import { malformedBinaryBody, parsedBinaryBody } from "./binary-guard.js";
 import { onResponseEnd } from "./response-end.js";
@@ -16,6 +16,29 @@ const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The client's request id when it is safe to log and echo, else a fresh one. */
 export function requestIdOf(incoming: string | null | undefined): string {
   return incoming !== null && incoming !== undefined && SAFE_ID.test(incoming) ? incoming : randomUUID();
+}
+
+/**
+ * A REST request's one log line (app.ts): the gateway hands the call this
+ * record, the call's outcome goes into it instead of a line of its own, and
+ * the request's line carries both (rpc and code beside method, path and
+ * status). A record the request has already closed (its client went away
+ * before the handler finished) is not filled: the call writes its own line.
+ */
+export interface CallRecord {
+  rpc?: string;
+  code?: string;
+  closed: boolean;
+}
+
+export const callRecordKey = createContextKey<CallRecord | undefined>(undefined, { description: "the REST request's log record" });
+
+/** Puts a call's outcome on its request's record; false when there is none (or it is closed) and the call logs its own line. */
+export function recordOnRequest(record: CallRecord | undefined, rpc: string, code: string): boolean {
+  if (record === undefined || record.closed) return false;
+  record.rpc = rpc;
+  record.code = code;
+  return true;
 }
 
 /** Codes whose messages we wrote ourselves for the client. */
@@ -43,6 +66,7 @@ export function createCallInterceptor(log: Logger): Interceptor {
     const ctx = { request_id: requestId, rpc: `${req.service.typeName}/${req.method.name}` };
     const started = process.hrtime.bigint();
     const done = (code: string): void => {
+      if (recordOnRequest(req.contextValues.get(callRecordKey), ctx.rpc, code)) return;
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       log.info({ ...ctx, code, duration_ms: Math.round(ms * 1000) / 1000 }, "call");
     };

@@ -89,7 +89,13 @@ describe("logs", () => {
     // Refused by the REST gateway before any RPC: the http line has it, with its id.
     const http = records.filter((r) => r.msg === "http");
     expect(http.some((r) => r.status === 400 && r.path === "/resources/create" && typeof r.request_id === "string")).toBe(true);
-    expect(http.find((r) => r.request_id === mine)).toMatchObject({ status: 200, method: "POST" });
+    // A REST request that is a call has one line: the call's, with the HTTP fields on it.
+    expect(byId).toMatchObject({ method: "POST", path: "/resources/create", status: 200 });
+    expect(records.filter((r) => r.request_id === mine)).toHaveLength(1);
+    expect(calls.find((r) => r.request_id === freshId)).toMatchObject({ method: "POST", path: "/resources/read", status: 200, code: "ok" });
+    expect(http.some((r) => r.request_id === freshId)).toBe(false);
+    // A call over gRPC has no HTTP fields of its own.
+    expect(calls.find((r) => r.rpc === "resourcestore.v2.ResourceService/Create" && r.path === undefined)).toBeDefined();
     for (const c of calls) expect(c.request_id).toEqual(expect.any(String));
     const all = lines.join("\n");
     for (const s of SECRETS) expect(all).not.toContain(s);
