@@ -169,10 +169,10 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const transport = createRouterTransport(routes, {
     router: { interceptors, readMaxBytes: config.limits.maxBodyBytes },
   });
-  // A call answered without the interceptors (refused at the front door, or a
-  // cached constant document): the log line and metrics they would write.
   // A REST request's log record (see `fallback`): the call of the request fills it.
   const callRecords = new WeakMap<Req, CallRecord>();
+  // A call answered without the interceptors (refused at the front door, or a
+  // cached constant document): the log line and metrics they would write.
   const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint): void => {
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const rpc = `${method.parent.typeName}/${method.name}`;
