@@ -27,9 +27,17 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null;
 }
 
-/** A copy of `v` (same prototype, every own property) with one property replaced. */
+/**
+ * A copy of `v` (same prototype, every own property's current value) with one
+ * property replaced. Values are read, not descriptors copied: on Node 24 an
+ * Error's `stack` is an own accessor that answers only for the error itself.
+ */
 function withProperty(v: object, key: string, value: unknown): Record<string, unknown> {
-  const copy = Object.create(Object.getPrototypeOf(v) as object | null, Object.getOwnPropertyDescriptors(v)) as Record<string, unknown>;
+  const copy = Object.create(Object.getPrototypeOf(v) as object | null) as Record<PropertyKey, unknown>;
+  for (const k of Reflect.ownKeys(v)) {
+    const enumerable = Object.getOwnPropertyDescriptor(v, k)?.enumerable ?? true;
+    Object.defineProperty(copy, k, { value: (v as Record<PropertyKey, unknown>)[k], enumerable, writable: true, configurable: true });
+  }
   Object.defineProperty(copy, key, { value, enumerable: true, writable: true, configurable: true });
   return copy;
 }
