@@ -87,7 +87,8 @@ function decodeSegment(raw: string): string {
   }
 }
 
-function safeDecode(raw: string): string | undefined {
+/** A percent-encoded segment decoded, or undefined when its escapes are not valid. */
+export function safeDecode(raw: string): string | undefined {
   try {
     return decodeURIComponent(raw);
   } catch {

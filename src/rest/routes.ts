@@ -3,7 +3,7 @@
 // for matching.
 import { readHttpRules } from "../schema/http-rules.js";
 import type { HttpOperation, Revision } from "../schema/http-rules.js";
-import { matchPathTemplate, parsePathTemplate } from "./path-template.js";
+import { matchPathTemplate, parsePathTemplate, safeDecode } from "./path-template.js";
 import type { PathBinding, PathTemplate } from "./path-template.js";
 
 /** An operation of the http rules with its path template parsed for matching. */
@@ -34,7 +34,8 @@ export function buildRouteTable(revisions: readonly Revision[]): RouteTable {
   for (const route of routes) {
     const key = leadKey(route.template);
     if (key === undefined) rest.push(route);
-    else byLead.set(key, [...(byLead.get(key) ?? []), route]);
+    else if (byLead.has(key)) byLead.get(key)!.push(route);
+    else byLead.set(key, [route]);
   }
   return { routes, prefixes, byLead, rest, order: new Map(routes.map((r, i) => [r, i])) };
 }
@@ -48,12 +49,7 @@ function leadKey(t: PathTemplate): string | undefined {
 
 /** A raw segment as the literal it would match (matchPathTemplate compares decoded literals too). */
 function asLiteral(raw: string): string {
-  if (!raw.includes("%")) return raw;
-  try {
-    return decodeURIComponent(raw);
-  } catch {
-    return raw;
-  }
+  return raw.includes("%") ? (safeDecode(raw) ?? raw) : raw;
 }
 
 /** The routes a raw path could match, in table order. */
