@@ -2,8 +2,6 @@
 // http/read-body.ts), with a bound on its nesting.
 import { invalidArgument } from "../errors.js";
 
-export { readBody, type AnyRequest } from "../http/read-body.js";
-
 /**
  * Arrays and objects a request body may nest: far beyond any valid request
  * (MAX_FILTER_DEPTH any groups take two levels each), low enough that the

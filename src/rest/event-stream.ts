@@ -8,7 +8,7 @@ import type { Http2ServerResponse } from "node:http2";
 import type { DescMessage, DescMethod } from "@bufbuild/protobuf";
 import type { WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
 import { drained } from "./http-body-stream.js";
-import type { AnyRequest } from "./body-reader.js";
+import type { AnyRequest } from "../http/read-body.js";
 import { messageToRest } from "./response-encoder.js";
 
 type AnyResponse = ServerResponse | Http2ServerResponse;

@@ -8,14 +8,15 @@ import { ConnectError } from "@connectrpc/connect";
 import type { ContextValues, Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
+import { abortOnClose } from "../http/abort-on-close.js";
 import { hasBody } from "../http/front-door.js";
 import { webHeaders } from "../http/headers.js";
 import { constantDocument, isConstantOperation, sendConstant } from "../http/constant-document.js";
 import type { ConstantDocument } from "../http/constant-document.js";
 import type { HttpBody } from "../../gen/google/api/httpbody_pb.js";
 import type { WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
-import { parseJsonBody, readBody } from "./body-reader.js";
-import type { AnyRequest } from "./body-reader.js";
+import { parseJsonBody } from "./body-reader.js";
+import { readBody, type AnyRequest } from "../http/read-body.js";
 import type { FlatWriteOptions } from "./flat-codec.js";
 import { eventStreamQuery, isEventStream, writeEventStream } from "./event-stream.js";
 import { writeHttpBodyStream } from "./http-body-stream.js";
@@ -97,14 +98,6 @@ function writeOptionsFor(input: DescMessage, request: MessageShape<DescMessage>)
 function isGone(res: AnyResponse): boolean {
   if (res.writableEnded) return true;
   return "stream" in res ? res.stream.destroyed : res.destroyed;
-}
-
-function abortOnClose(res: AnyResponse): AbortSignal {
-  const controller = new AbortController();
-  res.once("close", () => {
-    if (!res.writableFinished) controller.abort();
-  });
-  return controller.signal;
 }
 
 function methodNotAllowed(res: AnyResponse, verb: string, path: string, allowed: readonly string[]): void {

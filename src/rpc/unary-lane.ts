@@ -27,6 +27,7 @@ import { compressionNegotiate, createMethodSerializationLookup, invokeUnaryImple
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
+import { abortOnClose } from "../http/abort-on-close.js";
 import { webHeaders } from "../http/headers.js";
 import { readBody } from "../http/read-body.js";
 import { ACCEPT_COMPRESSION, malformedBinaryBody } from "./binary-guard.js";
@@ -172,16 +173,12 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
 
   /** Runs a call that came over the wire (Connect or gRPC): its headers, its URL, aborted when the client goes away. */
   function runFromWire(entry: Entry, req: Req, res: Res, message: Message, protocolName: string, contextValues: ContextValues, responseHeader: Headers) {
-    const controller = new AbortController();
-    res.once("close", () => {
-      if (!res.writableFinished) controller.abort(new ConnectError("the client went away", Code.Canceled));
-    });
     const authority = String(req.headers[":authority"] ?? req.headers.host ?? "localhost");
     const call: UnaryCall = {
       method: entry.spec.method,
       message,
       header: webHeaders(req),
-      signal: controller.signal,
+      signal: abortOnClose(res, () => new ConnectError("the client went away", Code.Canceled)),
       protocolName,
       requestMethod: "POST",
       url: `http://${authority}${req.url ?? "/"}`,
