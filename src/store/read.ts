@@ -15,20 +15,23 @@ const AS_OF_CHILDREN = `ARRAY(SELECT c.identifier FROM resource_history c
     WHERE c.parent_identifier = r.identifier AND NOT c.is_deleted AND c.tx_from <= p.t AND c.tx_to > p.t
     ORDER BY c.created_at, c.identifier) AS children`;
 
-// A key lookup whatever the identifiers: prepared once per connection.
-const READ_CURRENT = prepared(`SELECT ${resourceColumns("r")}, ${CURRENT_CHILDREN}
-             FROM resources r WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`);
-const READ_CURRENT_NO_CHILDREN = prepared(`SELECT ${resourceColumns("r")}
-             FROM resources r WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`);
+/** The read of identifiers $1 from `from`, with or without the children column; the columns as every read takes them. */
+function readSql(from: string, children: string | undefined): string {
+  return `SELECT ${resourceColumns("r")}${children !== undefined ? `, ${children}` : ""}
+             ${from}
+            WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`;
+}
 
+const CURRENT_FROM = "FROM resources r";
+// The read point $2 only filters each identifier's versions.
+const AS_OF_FROM = "FROM (SELECT $2::timestamptz AS t) p JOIN resource_history r ON r.tx_from <= p.t AND r.tx_to > p.t";
+
+// Key lookups whatever the identifiers: prepared once per connection.
+const READ_CURRENT = prepared(readSql(CURRENT_FROM, CURRENT_CHILDREN));
+const READ_CURRENT_NO_CHILDREN = prepared(readSql(CURRENT_FROM, undefined));
 const READ_POINT = prepared(`SELECT least($1::timestamptz, last)::text AS t FROM clock`);
-// Key lookups too: the read point only filters each identifier's versions.
-const READ_AS_OF = prepared(`SELECT ${resourceColumns("r")}, ${AS_OF_CHILDREN}
-             FROM (SELECT $2::timestamptz AS t) p JOIN resource_history r ON r.tx_from <= p.t AND r.tx_to > p.t
-            WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`);
-const READ_AS_OF_NO_CHILDREN = prepared(`SELECT ${resourceColumns("r")}
-             FROM (SELECT $2::timestamptz AS t) p JOIN resource_history r ON r.tx_from <= p.t AND r.tx_to > p.t
-            WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`);
+const READ_AS_OF = prepared(readSql(AS_OF_FROM, AS_OF_CHILDREN));
+const READ_AS_OF_NO_CHILDREN = prepared(readSql(AS_OF_FROM, undefined));
 
 export async function readResources(db: Queryable, identifiers: readonly string[], options: ReadOptions = {}): Promise<StoredResource[]> {
   checkIdentifiers(identifiers);
