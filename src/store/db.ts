@@ -33,8 +33,11 @@ export interface TransactionOptions {
   readonly readOnlySnapshot?: boolean;
 }
 
+/** The mode of a read-only snapshot transaction. */
+const SNAPSHOT_MODE = "ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+
 /** How a read-only snapshot transaction starts on PostgreSQL. */
-export const SNAPSHOT_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+export const SNAPSHOT_BEGIN = `BEGIN ${SNAPSHOT_MODE}`;
 
 export interface Queryable {
   query<R>(sql: string, params?: readonly unknown[]): Promise<{ rows: R[] }>;
@@ -195,7 +198,7 @@ async function openPglite(dataDir: string | undefined): Promise<Db> {
     transaction: (fn, options) =>
       guard(() =>
         lite.transaction(async (tx) => {
-          if (options?.readOnlySnapshot === true) await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+          if (options?.readOnlySnapshot === true) await tx.query(`SET TRANSACTION ${SNAPSHOT_MODE}`);
           return fn(wrap(tx));
         }),
       ),
