@@ -21,7 +21,6 @@ import type { BenchOptions } from "./options.js";
 
 export const REPLICA_READ_TARGET = 1.1;
 
-/** CPU time (user + system) a process has used, in ms (Linux /proc; clock ticks of 10 ms). */
 function random(seed: number): () => number {
   let s = seed >>> 0;
   return () => {
