@@ -177,9 +177,10 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const rpc = `${method.parent.typeName}/${method.name}`;
     metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
-    if (recordOnRequest(callRecords.get(req), rpc, err === undefined ? "ok" : Code[err.code])) return;
+    const code = err === undefined ? "ok" : Code[err.code];
+    if (recordOnRequest(callRecords.get(req), rpc, code)) return;
     const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
-    log.info({ request_id: requestId, rpc, code: err === undefined ? "ok" : Code[err.code], duration_ms: Math.round(seconds * 1e6) / 1000 }, "call");
+    log.info({ request_id: requestId, rpc, code, duration_ms: Math.round(seconds * 1e6) / 1000 }, "call");
   };
   // Unary calls of our services, REST and plain Connect, run their interceptors and handlers in process.
   const lane = createUnaryLane({
