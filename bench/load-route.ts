@@ -3,36 +3,27 @@
 // server's own CPU time per call (utime+stime from /proc over the drive).
 //   npx tsx bench/load-route.ts read-connect 8
 //   BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" npx tsx bench/load-route.ts query
-// Routes: read-rest, read-connect, query, parents, children, stats, healthz, schemas, openapi, s3-config.
+// Routes: the names of load.bench.ts's lines (read-rest, read-connect, query, parents, children, stats, healthz, schemas, openapi, s3-config).
 import autocannon from "autocannon";
 import { withDatabase } from "./support/database.js";
 import { processCpuMs, startServer } from "./support/server.js";
-import { loadTheData } from "./load.bench.js";
+import { loadOptions, loadRequests, loadTheData, WARM_UP_SECONDS } from "./load.bench.js";
 
 const route = process.argv[2] ?? "read-rest";
 const seconds = Number(process.argv[3] ?? 8);
 await withDatabase(async (db) => {
-  const { ids, leaf, parentOf, query } = await loadTheData(db.url);
+  const requests = loadRequests(await loadTheData(db.url));
+  const req = requests[route];
+  if (req === undefined) throw new Error(`unknown route ${route} (one of ${Object.keys(requests).join(", ")})`);
   const server = await startServer({ databaseUrl: db.url });
-  const u = server.url;
-  const reqs: Record<string, [string, unknown?]> = {
-    "read-rest": ["/resources/read", { identifiers: ids }],
-    "read-connect": ["/resourcestore.v1.ResourceService/Read", { identifiers: ids }],
-    query: ["/query", query],
-    parents: [`/parents/${leaf}`],
-    children: [`/children?parent_identifier=${parentOf}`],
-    stats: ["/datasources/stats"],
-    healthz: ["/healthz"],
-    schemas: ["/schemas"],
-    openapi: ["/openapi.json"],
-    "s3-config": ["/s3/config"],
-  };
-  const [path, body] = reqs[route]!;
-  const opts = { url: u + path, connections: 50, duration: seconds, method: body ? ("POST" as const) : ("GET" as const), headers: body ? { "content-type": "application/json" } : {}, ...(body ? { body: JSON.stringify(body) } : {}) };
-  await autocannon({ ...opts, duration: 2 });
-  const c0 = await processCpuMs(server.pid);
-  const r = await autocannon(opts);
-  const c1 = await processCpuMs(server.pid);
-  console.log(`${route}: ${r.requests.average} req/s p99 ${r.latency.p99} non2xx ${r.non2xx} cpu/call ${((c1 - c0) / r.requests.total).toFixed(3)} ms`);
-  await server.close();
+  try {
+    const opts = loadOptions(server.url, req);
+    await autocannon({ ...opts, duration: WARM_UP_SECONDS });
+    const c0 = await processCpuMs(server.pid);
+    const r = await autocannon({ ...opts, duration: seconds });
+    const c1 = await processCpuMs(server.pid);
+    console.log(`${route}: ${r.requests.average} req/s p99 ${r.latency.p99} non2xx ${r.non2xx} cpu/call ${((c1 - c0) / r.requests.total).toFixed(3)} ms`);
+  } finally {
+    await server.close();
+  }
 });

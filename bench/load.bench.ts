@@ -33,17 +33,28 @@ interface Load {
 }
 
 /** Seconds of load before each measured drive, not counted: the JIT and the pool's connections (and their prepared statements) warm up. */
-const WARM_UP_SECONDS = 1;
+export const WARM_UP_SECONDS = 1;
 
-async function drive(url: string, seconds: number, req: { method?: "GET" | "POST"; body?: unknown; headers?: Record<string, string> } = {}): Promise<Load> {
+/** What one line of the benchmark sends: a GET of `path`, or a POST of `body` as JSON. */
+export interface LoadRequest {
+  readonly path: string;
+  readonly body?: unknown;
+}
+
+/** autocannon's options for a request at CONNECTIONS connections (also bench/load-route.ts). */
+export function loadOptions(baseUrl: string, req: LoadRequest) {
   const body = req.body === undefined ? undefined : JSON.stringify(req.body);
-  const options = {
-    url,
+  return {
+    url: baseUrl + req.path,
     connections: CONNECTIONS,
-    method: req.method ?? "GET",
-    headers: { ...(body !== undefined ? { "content-type": "application/json" } : {}), ...req.headers },
+    method: body === undefined ? ("GET" as const) : ("POST" as const),
+    headers: body !== undefined ? { "content-type": "application/json" } : {},
     ...(body !== undefined ? { body } : {}),
   };
+}
+
+async function drive(baseUrl: string, seconds: number, req: LoadRequest): Promise<Load> {
+  const options = loadOptions(baseUrl, req);
   await autocannon({ ...options, duration: WARM_UP_SECONDS });
   const result = await autocannon({ ...options, duration: seconds });
   return { rps: result.requests.average, p99: result.latency.p99, failures: result.non2xx + result.errors + result.timeouts };
@@ -125,6 +136,22 @@ export async function loadTheData(url: string) {
   };
 }
 
+/** Each line's request, by the line's name. */
+export function loadRequests(data: Awaited<ReturnType<typeof loadTheData>>): Record<string, LoadRequest> {
+  return {
+    healthz: { path: "/healthz" },
+    schemas: { path: "/schemas" },
+    openapi: { path: "/openapi.json" },
+    "s3-config": { path: "/s3/config" },
+    "read-rest": { path: "/resources/read", body: { identifiers: data.ids } },
+    "read-connect": { path: "/resourcestore.v1.ResourceService/Read", body: { identifiers: data.ids } },
+    query: { path: "/query", body: data.query },
+    children: { path: `/children?parent_identifier=${data.parentOf}` },
+    parents: { path: `/parents/${data.leaf}` },
+    stats: { path: "/datasources/stats" },
+  };
+}
+
 export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const seconds = opts.quick ? 3 : 10;
   // The cluster decision (BENCHMARKS.md, "Load"): BENCH_LOAD_WORKERS=2 runs the service in node:cluster workers.
@@ -133,7 +160,9 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const { childrenEach, batchSize } = LOAD_DATA;
   context(`load: ${fmt(batchSize)} resources (${SERIES_PER_BATCH} series of ${fmt(childrenEach)} files); autocannon ${CONNECTIONS} connections (after ${WARM_UP_SECONDS} s not counted), pgbench ${CONNECTIONS} clients, ${seconds} s each; service: ${workers === undefined ? "one process" : `${workers} cluster workers`}, DATABASE_POOL_SIZE ${pool}`);
   return withDatabase(async (db) => {
-    const { ids, parentOf, leaf, query } = await loadTheData(db.url);
+    const data = await loadTheData(db.url);
+    const { ids, parentOf, leaf, query } = data;
+    const requests = loadRequests(data);
 
     const sql = {
       read: await captureStatements((d) => readResources(d, ids)),
@@ -149,33 +178,24 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
     const results: Result[] = [];
     try {
       const u = server.url;
-      const healthz = await drive(`${u}/healthz`, seconds);
+      const healthz = await drive(u, seconds, requests.healthz!);
       context(`GET /healthz: ${fmt(healthz.rps)} req/s, p99 ${fmt(healthz.p99)} ms (the HTTP floor of this process)`);
-      const documents: [string, string][] = [
-        ["schemas", "/schemas"],
-        ["openapi", "/openapi.json"],
-        ["s3-config", "/s3/config"],
-      ];
-      for (const [name, path] of documents) {
-        const l = await drive(`${u}${path}`, seconds);
-        results.push(line(name, `GET ${path}`, l, healthz.rps, "/healthz", DOCUMENT_TARGET));
+      for (const name of ["schemas", "openapi", "s3-config"]) {
+        const req = requests[name]!;
+        const l = await drive(u, seconds, req);
+        results.push(line(name, `GET ${req.path}`, l, healthz.rps, "/healthz", DOCUMENT_TARGET));
       }
-      const routes: { name: string; label: string; sql: Statement[]; run: () => Promise<Load> }[] = [
-        { name: "read-rest", label: "POST /resources/read (10 ids)", sql: sql.read, run: () => drive(`${u}/resources/read`, seconds, { method: "POST", body: { identifiers: ids } }) },
-        {
-          name: "read-connect",
-          label: "Connect JSON Read (10 ids)",
-          sql: sql.read,
-          run: () => drive(`${u}/resourcestore.v1.ResourceService/Read`, seconds, { method: "POST", body: { identifiers: ids } }),
-        },
-        { name: "query", label: "POST /query (limit 20)", sql: sql.query, run: () => drive(`${u}/query`, seconds, { method: "POST", body: query }) },
-        { name: "children", label: `GET /children (${fmt(childrenEach)} children)`, sql: sql.children, run: () => drive(`${u}/children?parent_identifier=${parentOf}`, seconds) },
-        { name: "parents", label: "GET /parents/{identifier}", sql: sql.parents, run: () => drive(`${u}/parents/${leaf}`, seconds) },
-        { name: "stats", label: "GET /datasources/stats", sql: sql.stats, run: () => drive(`${u}/datasources/stats`, seconds) },
+      const routes: { name: string; label: string; sql: Statement[] }[] = [
+        { name: "read-rest", label: "POST /resources/read (10 ids)", sql: sql.read },
+        { name: "read-connect", label: "Connect JSON Read (10 ids)", sql: sql.read },
+        { name: "query", label: "POST /query (limit 20)", sql: sql.query },
+        { name: "children", label: `GET /children (${fmt(childrenEach)} children)`, sql: sql.children },
+        { name: "parents", label: "GET /parents/{identifier}", sql: sql.parents },
+        { name: "stats", label: "GET /datasources/stats", sql: sql.stats },
       ];
       for (const r of routes) {
         const tps = await pgbench(db.url, pgbenchScript(r.sql), seconds);
-        const l = await r.run();
+        const l = await drive(u, seconds, requests[r.name]!);
         results.push(line(r.name, r.label, l, tps, `pgbench ${fmt(tps)} tps`, STATEMENT_TARGET));
       }
     } finally {
