@@ -31,9 +31,16 @@ const types = {
     KEEP_AS_TEXT.has(oid) ? (x) => x : (pg.types.getTypeParser(oid, format) as (value: string) => unknown),
 };
 
+/**
+ * The session settings of the service's pool (src/store/db.ts), which the
+ * baselines share: with JIT on, one of the create's recursive checks spent
+ * ~200 ms compiling, and the baseline measured the compiler, not the SQL.
+ */
+export const SERVICE_SESSION_OPTIONS = "-c jit=off";
+
 /** A plain pg client on the database: what the baselines use. */
 export async function connect(url: string): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: url, types });
+  const client = new pg.Client({ connectionString: url, types, options: SERVICE_SESSION_OPTIONS });
   await client.connect();
   return client;
 }
