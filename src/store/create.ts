@@ -10,9 +10,9 @@ import {
   payloadTypeOrThrow,
 } from "../schema/validate.js";
 import type { Db } from "./db.js";
-import { checkParents, listIds, tickClock, type WritableRow } from "./sql.js";
+import { listIds, tickClock, type WritableRow } from "./sql.js";
 import type { MutationResult, NewResource } from "./types.js";
-import { checkTreeDepth, DEFAULT_MAX_TREE_DEPTH } from "./tree-depth.js";
+import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
 
 type CreateRow = WritableRow;
 
@@ -78,22 +78,7 @@ export async function createResources(db: Db, items: readonly NewResource[], max
       throw failedPrecondition(`already active: ${listIds(active)}`, "IDENTIFIER_ACTIVE");
     }
     const withParent = rows.filter((r) => r.parent_identifier !== null).map((r) => r.identifier);
-    // Before the parent/cycle walk, whose cost grows with the chain's length:
-    // this one stops one step past the limit.
-    await checkTreeDepth(tx, ids, maxTreeDepth, { descendants: false });
-    throwParentProblems(await checkParents(tx, withParent));
+    await checkTree(tx, ids, { max: maxTreeDepth, descendants: false, parentsSet: withParent });
     return { count: rows.length, at };
   });
-}
-
-export function throwParentProblems(problems: readonly { problem: string; identifier: string; other: string | null }[]): void {
-  const dangling = problems.filter((p) => p.problem === "parent");
-  if (dangling.length > 0) {
-    throw failedPrecondition(
-      `parent is not an active resource: ${listIds(dangling.map((p) => `${p.identifier} -> ${p.other ?? ""}`))}`,
-      "DANGLING_PARENT",
-    );
-  }
-  const cycles = problems.filter((p) => p.problem === "cycle");
-  if (cycles.length > 0) throw failedPrecondition(`parent would make a cycle: ${listIds(cycles.map((p) => p.identifier))}`, "CYCLE");
 }

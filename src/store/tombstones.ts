@@ -4,7 +4,7 @@
 // that delete and nothing more.
 import { checkIdentifiers } from "../schema/validate.js";
 import type { Db } from "./db.js";
-import { checkTreeDepth, DEFAULT_MAX_TREE_DEPTH } from "./tree-depth.js";
+import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
 import { tickClock } from "./sql.js";
 import type { MutationResult } from "./types.js";
 
@@ -47,11 +47,11 @@ export async function restoreResources(db: Db, identifiers: readonly string[], c
        RETURNING r.identifier`,
       [ids, cascade],
     );
-    await checkTreeDepth(
+    // A restore sets no parent: only the depth of what comes back (with what it brings back below it).
+    await checkTree(
       tx,
       rows.map((r) => r.identifier),
-      maxTreeDepth,
-      { descendants: true },
+      { max: maxTreeDepth, descendants: true, parentsSet: [] },
     );
     return finish(rows, at);
   });

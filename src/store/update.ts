@@ -3,11 +3,10 @@
 // the history by the trigger of migration 0006), then check the parents.
 import { failedPrecondition, invalidArgument } from "../errors.js";
 import { checkAccessLevel, checkIdentifier, checkIdentifiers, mergePayload, normalizePayload, payloadTypeOrThrow } from "../schema/validate.js";
-import { throwParentProblems } from "./create.js";
-import { checkTreeDepth, DEFAULT_MAX_TREE_DEPTH } from "./tree-depth.js";
+import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
 import type { Db } from "./db.js";
 import { jsonEqual } from "./json-equal.js";
-import { checkParents, listIds, tickClock, type WritableRow } from "./sql.js";
+import { listIds, tickClock, type WritableRow } from "./sql.js";
 import type { MutationResult, ResourcePatch } from "./types.js";
 
 interface CurrentRow extends WritableRow {
@@ -127,9 +126,8 @@ export async function updateResources(
         WHERE r.identifier = x.identifier`,
       [JSON.stringify(next)],
     );
-    // A re-parented resource takes its subtree with it. Bounded walks, before the cycle check.
-    await checkTreeDepth(tx, changedParents, maxTreeDepth, { descendants: true });
-    throwParentProblems(await checkParents(tx, changedParents));
+    // A re-parented resource takes its subtree with it.
+    await checkTree(tx, changedParents, { max: maxTreeDepth, descendants: true, parentsSet: changedParents });
     return { count: next.length, at };
   });
 }
