@@ -20,11 +20,11 @@ import { notFound } from "./errors.js";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ReadResponseSchema } from "../gen/resourcestore/type/v1/resource_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
+import { createPlannedBinaryInterceptor } from "./protobuf/index.js";
 import {
   callRecordKey,
   createCallInterceptor,
   createHealthService,
-  createPlannedBinaryInterceptor,
   createReflectionService,
   createReflectionServiceV1alpha,
   createServiceImpls,

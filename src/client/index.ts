@@ -23,6 +23,7 @@ import * as v2Stats from "../../gen/resourcestore/v2/stats_service_pb.js";
 import * as v2Storage from "../../gen/resourcestore/v2/storage_service_pb.js";
 import * as v1Event from "../../gen/resourcestore/v1/event_service_pb.js";
 import * as v2Event from "../../gen/resourcestore/v2/event_service_pb.js";
+import { createPlannedRequestInterceptor } from "../protobuf/index.js";
 import { watchEvents, type WatchParams } from "./watch.js";
 
 export { watchEvents, type WatchParams } from "./watch.js";
@@ -86,11 +87,13 @@ export function createTransport(opts: ClientOptions): Transport {
   interceptors.push(...(opts.interceptors ?? []));
   // connect-node's default accepts gzip and brotli; without `compression` the client accepts neither.
   const compression = opts.compression === true ? {} : { acceptCompression: [] };
+  // On the binary wires requests are encoded by plan, innermost so the interceptors above see the message.
+  const binary = [...interceptors, createPlannedRequestInterceptor()];
   switch (opts.transport ?? "connect") {
     case "grpc":
-      return createGrpcTransport({ baseUrl: opts.baseUrl, interceptors, ...compression });
+      return createGrpcTransport({ baseUrl: opts.baseUrl, interceptors: binary, ...compression });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors, ...compression });
+      return createGrpcWebTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors: binary, ...compression });
     case "connect":
       return createConnectTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors, ...compression });
   }

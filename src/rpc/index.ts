@@ -73,7 +73,6 @@ export { createHealthService, type HealthDeps } from "./health-service.js";
 export { callRecordKey, createCallInterceptor, recordOnRequest, REQUEST_ID, requestIdOf, type CallRecord } from "./interceptors.js";
 export { createReflectionService, createReflectionServiceV1alpha, ServerReflectionV1alpha } from "./reflection-service.js";
 export { onResponseEnd } from "./response-end.js";
-export { createPlannedBinaryInterceptor, encodedMessage, plannedToBinary } from "./planned-binary.js";
 export { revisions, serviceName, type Revision, type ServiceName } from "./revisions.js";
 export { optionalAsOf, parseAsOf } from "./as-of.js";
 export { createAdminService, type AdminServiceDeps } from "./admin-service.js";

@@ -93,6 +93,32 @@ describe.each<TransportKind>(["connect", "grpc", "grpc-web"])("client over %s", 
     expect(await encodingOf(true)).toMatch(/^(gzip|br)$/);
   });
 
+  it("lets its interceptors see the request as built, and writes it as built (requests encoded by plan on gRPC and gRPC-Web)", async () => {
+    const seen: unknown[] = [];
+    const c = createResourceStoreClient({
+      baseUrl: srv.url,
+      transport,
+      interceptors: [
+        (next) => (req) => {
+          if (!req.stream) seen.push(req.message);
+          return next(req);
+        },
+      ],
+    });
+    const p = `pl-${transport}`;
+    const resources = [
+      { identifier: `${p}-s`, license: "CC-BY-4.0", payload: { case: "study" as const, value: { modality: "CT", description: "é ☃ 𝄞" } } },
+      { identifier: `${p}-a`, parentIdentifier: `${p}-s`, derivedFrom: [`${p}-s`], payload: { case: "annotation" as const, value: { label: "x" } } },
+    ];
+    expect((await c.resources.create({ resources })).created).toBe(2n);
+    expect((seen[0] as { resources: unknown[] }).resources).toHaveLength(2);
+    const back = (await c.resources.read({ identifiers: resources.map((r) => r.identifier) })).resources;
+    expect(back.map((r) => [r.identifier, r.parentIdentifier ?? null, r.license ?? null, r.derivedFrom, r.payload.value])).toEqual([
+      [`${p}-s`, null, "CC-BY-4.0", [], expect.objectContaining({ modality: "CT", description: "é ☃ 𝄞" })],
+      [`${p}-a`, `${p}-s`, null, [`${p}-s`], expect.objectContaining({ label: "x" })],
+    ]);
+  });
+
   it("reaches first-revision services too", async () => {
     const v1 = createResourceStoreClientV1({ baseUrl: srv.url, transport });
     const roots = await v1.lineage.children({});
