@@ -36,7 +36,21 @@ export interface TreeCheck {
 
 type Problem = { problem: "depth" | "parent" | "cycle"; identifier: string; other: string | null };
 
-const SQL = `WITH RECURSIVE
+/** How far below each written resource its active descendants reach (0 when they did not move). */
+const HEIGHTS = {
+  moved: `down(root, identifier, below, path) AS (
+    SELECT identifier, identifier, 0, ARRAY[identifier] FROM roots
+    UNION ALL
+    SELECT d.root, c.identifier, d.below + 1, d.path || c.identifier FROM down d
+     CROSS JOIN LATERAL (SELECT identifier FROM resources
+                          WHERE parent_identifier = d.identifier AND NOT is_deleted OFFSET 0) c
+     WHERE d.below <= $3 AND c.identifier <> ALL(d.path)
+  ),
+  heights(root, below) AS (SELECT root, max(below) FROM down GROUP BY root),`,
+  still: `heights(root, below) AS (SELECT identifier, 0 FROM roots),`,
+};
+
+const sqlOf = (heights: string): string => `WITH RECURSIVE
   given AS MATERIALIZED (
     SELECT i.n, r.identifier, r.parent_identifier, r.is_deleted, r.identifier = ANY($2::text[]) AS parent_set
       FROM unnest($1::text[]) WITH ORDINALITY AS i(id, n)
@@ -44,15 +58,7 @@ const SQL = `WITH RECURSIVE
                           WHERE identifier = i.id LIMIT 1) r
   ),
   roots AS (SELECT identifier, parent_identifier FROM given WHERE NOT is_deleted),
-  down(root, identifier, below, path) AS (
-    SELECT identifier, identifier, 0, ARRAY[identifier] FROM roots
-    UNION ALL
-    SELECT d.root, c.identifier, d.below + 1, d.path || c.identifier FROM down d
-     CROSS JOIN LATERAL (SELECT identifier FROM resources
-                          WHERE parent_identifier = d.identifier AND NOT is_deleted OFFSET 0) c
-     WHERE $4::boolean AND d.below <= $3 AND c.identifier <> ALL(d.path)
-  ),
-  heights(root, below) AS (SELECT root, max(below) FROM down GROUP BY root),
+  ${heights}
   up(start, node, depth, path) AS (
     SELECT identifier, parent_identifier, 1, ARRAY[identifier, parent_identifier] FROM roots
      WHERE parent_identifier IS NOT NULL
@@ -69,6 +75,12 @@ const SQL = `WITH RECURSIVE
      LIMIT 1
   ),
   changed AS (SELECT n, identifier, parent_identifier, is_deleted FROM given WHERE parent_set AND parent_identifier IS NOT NULL),
+  -- Each parent once: a batch's children share a few.
+  parents AS (
+    SELECT d.identifier, EXISTS (SELECT 1 FROM (SELECT 1 FROM resources p
+                                                 WHERE p.identifier = d.identifier AND NOT p.is_deleted LIMIT 1) x) AS active
+      FROM (SELECT DISTINCT parent_identifier AS identifier FROM changed) d
+  ),
   -- ORDER BY created_at makes the first child a probe of resources_parent_idx: with a bare
   -- LIMIT 1 the planner expects a match within a few rows and scans the table instead, which
   -- for a node without children (most of them) reads it whole.
@@ -89,13 +101,14 @@ const SQL = `WITH RECURSIVE
     SELECT 0 AS n, 'depth' AS problem, identifier, NULL AS other FROM too_deep
     UNION ALL
     SELECT c.n, 'parent', c.identifier, c.parent_identifier FROM changed c
-      LEFT JOIN LATERAL (SELECT true AS active FROM resources p
-                          WHERE p.identifier = c.parent_identifier AND NOT p.is_deleted LIMIT 1) p ON true
-     WHERE NOT c.is_deleted AND p.active IS NULL
+      JOIN parents p ON p.identifier = c.parent_identifier
+     WHERE NOT c.is_deleted AND NOT p.active
     UNION ALL
     SELECT DISTINCT n, 'cycle', start, NULL FROM walk WHERE cur = start
   )
 SELECT problem, identifier, other FROM problems ORDER BY n, problem DESC`;
+const SQL_MOVED = sqlOf(HEIGHTS.moved);
+const SQL_STILL = sqlOf(HEIGHTS.still);
 
 /**
  * Throws failed_precondition when the resources `ids` (and, with
@@ -105,7 +118,7 @@ SELECT problem, identifier, other FROM problems ORDER BY n, problem DESC`;
  */
 export async function checkTree(tx: Queryable, ids: readonly string[], check: TreeCheck): Promise<void> {
   if (ids.length === 0) return;
-  const { rows } = await tx.query<Problem>(SQL, [[...new Set(ids)], check.parentsSet, check.max, check.descendants]);
+  const { rows } = await tx.query<Problem>(check.descendants ? SQL_MOVED : SQL_STILL, [[...new Set(ids)], check.parentsSet, check.max]);
   const deep = rows.find((p) => p.problem === "depth");
   if (deep !== undefined) throw treeTooDeep(deep.identifier, check.max);
   const dangling = rows.filter((p) => p.problem === "parent");
