@@ -2,6 +2,12 @@
 // transaction's clock value (deleted_by); a cascading restore follows the
 // children that carry the same stamp, which makes it the exact inverse of
 // that delete and nothing more.
+//
+// The walks probe the keys from the rows already found (LATERAL with LIMIT
+// or OFFSET, not flattened into joins), and the UPDATE takes its rows by
+// primary key (= ANY of an array the planner cannot size, so it does not
+// pick a scan): with plain joins every delete or restore of a batch read the
+// whole table (test/store/write-check-plans.test.ts).
 import { checkIdentifiers } from "../schema/validate.js";
 import type { Db } from "./db.js";
 import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
@@ -16,13 +22,16 @@ export async function deleteResources(db: Db, identifiers: readonly string[], ca
     // The active subtree: the walk stops at tombstoned rows.
     const { rows } = await tx.query<{ identifier: string }>(
       `WITH RECURSIVE sub(identifier) AS (
-          SELECT identifier FROM resources WHERE identifier = ANY($1::text[]) AND NOT is_deleted
+          SELECT r.identifier FROM unnest($1::text[]) AS i(id)
+           CROSS JOIN LATERAL (SELECT identifier FROM resources WHERE identifier = i.id AND NOT is_deleted LIMIT 1) r
           UNION
-          SELECT c.identifier FROM sub JOIN resources c ON c.parent_identifier = sub.identifier
-           WHERE $2::boolean AND NOT c.is_deleted
+          SELECT c.identifier FROM sub
+           CROSS JOIN LATERAL (SELECT identifier FROM resources
+                                WHERE parent_identifier = sub.identifier AND NOT is_deleted OFFSET 0) c
+           WHERE $2::boolean
        ), t AS (SELECT last FROM clock)
        UPDATE resources r SET is_deleted = true, deleted_by = t.last, updated_at = t.last, version = r.version + 1
-         FROM sub, t WHERE r.identifier = sub.identifier
+         FROM t WHERE r.identifier = ANY (ARRAY(SELECT identifier FROM sub))
        RETURNING r.identifier`,
       [ids, cascade],
     );
@@ -37,13 +46,16 @@ export async function restoreResources(db: Db, identifiers: readonly string[], c
     if (ids.length === 0) return { count: 0, at };
     const { rows } = await tx.query<{ identifier: string }>(
       `WITH RECURSIVE sub(identifier, deleted_by) AS (
-          SELECT identifier, deleted_by FROM resources WHERE identifier = ANY($1::text[]) AND is_deleted
+          SELECT r.identifier, r.deleted_by FROM unnest($1::text[]) AS i(id)
+           CROSS JOIN LATERAL (SELECT identifier, deleted_by FROM resources WHERE identifier = i.id AND is_deleted LIMIT 1) r
           UNION
-          SELECT c.identifier, c.deleted_by FROM sub JOIN resources c ON c.parent_identifier = sub.identifier
-           WHERE $2::boolean AND c.is_deleted AND c.deleted_by = sub.deleted_by
+          SELECT c.identifier, c.deleted_by FROM sub
+           CROSS JOIN LATERAL (SELECT identifier, deleted_by FROM resources
+                                WHERE parent_identifier = sub.identifier AND is_deleted AND deleted_by = sub.deleted_by OFFSET 0) c
+           WHERE $2::boolean
        ), t AS (SELECT last FROM clock)
        UPDATE resources r SET is_deleted = false, deleted_by = NULL, updated_at = t.last, version = r.version + 1
-         FROM (SELECT DISTINCT identifier FROM sub) s, t WHERE r.identifier = s.identifier
+         FROM t WHERE r.identifier = ANY (ARRAY(SELECT DISTINCT identifier FROM sub))
        RETURNING r.identifier`,
       [ids, cascade],
     );
