@@ -7,9 +7,8 @@
 //      variant in a database of its own, interleaved round by round.
 //   npx tsx bench/create-costs.ts [batches=40]
 // Context for BENCHMARKS.md, not a benchmark line: nothing here has a target.
-import type pg from "pg";
 import { createResources } from "../src/store/index.js";
-import { replay } from "./create.bench.js";
+import { baselineWriter, interleaved } from "./create.bench.js";
 import { captureStatements, type Statement } from "./support/capture.js";
 import { connect, withDatabase } from "./support/database.js";
 import { migrateDatabase } from "./support/load.js";
@@ -72,47 +71,34 @@ async function variants(): Promise<Record<string, string[]>> {
   });
 }
 
+/** Each variant's database migrated, its drops applied, then the store's statements replayed into all of them, round by round. */
 async function writeRates(drops: Record<string, string[]>): Promise<void> {
   const names = Object.keys(drops);
-  const clients: Record<string, pg.Client[]> = {};
-  const seconds: Record<string, number> = {};
-  const open = async (i: number): Promise<void> => {
-    if (i === names.length) return run();
-    await withDatabase(async (db) => {
+  const writers: Parameters<typeof interleaved>[0] = {};
+  const open = async (i: number): Promise<Record<string, number>> => {
+    if (i === names.length) return interleaved(writers, batches, size, concurrency, rounds);
+    return withDatabase(async (db) => {
       const name = names[i]!;
       await migrateDatabase(db.url);
       const c = await connect(db.url);
-      for (const sql of drops[name]!) await c.query(sql);
-      await c.end();
-      clients[name] = await Promise.all(Array.from({ length: concurrency }, () => connect(db.url)));
-      seconds[name] = 0;
       try {
-        await open(i + 1);
+        for (const sql of drops[name]!) await c.query(sql);
       } finally {
-        await Promise.all(clients[name].map((x) => x.end()));
+        await c.end();
+      }
+      const writer = await baselineWriter(db.url, `v${i}`, batches, size, concurrency);
+      writers[name] = { write: writer.write, countUrl: db.url };
+      try {
+        return await open(i + 1);
+      } finally {
+        await writer.close();
       }
     });
   };
-  const run = async (): Promise<void> => {
-    const per = Math.ceil(batches / rounds);
-    for (let first = 0; first < batches; first += per) {
-      for (const name of names) {
-        let next = first;
-        const last = Math.min(batches, first + per);
-        const t0 = performance.now();
-        await Promise.all(clients[name]!.map(async (c) => {
-          while (next < last) await replay(c, statements[next++]!);
-        }));
-        seconds[name]! += (performance.now() - t0) / 1000;
-      }
-    }
-  };
-  await open(0);
-  const base = seconds["as migrated"]!;
+  const rates = await open(0);
+  const base = rates["as migrated"]!;
   console.log(`write rate of the store's statements (${batches} batches of ${size}, ${concurrency} in flight, ${rounds} interleaved rounds):`);
-  for (const name of names) {
-    console.log(`  ${name.padEnd(52)} ${((batches * size) / seconds[name]!).toFixed(0).padStart(7)} rows/s  x${(base / seconds[name]!).toFixed(2)}`);
-  }
+  for (const name of names) console.log(`  ${name.padEnd(52)} ${rates[name]!.toFixed(0).padStart(7)} rows/s  x${(rates[name]! / base).toFixed(2)}`);
 }
 
 await timeStatements();

@@ -60,7 +60,7 @@ function checkWritten(what: string, got: { resources: number; versions: number }
 /** A writer of batch `b`; several run at once, like a client with `concurrency` batches in flight. */
 export type Writer = (b: number) => Promise<void>;
 
-async function baselineWriter(url: string, prefix: string, batches: number, batchSize: number, concurrency: number) {
+export async function baselineWriter(url: string, prefix: string, batches: number, batchSize: number, concurrency: number) {
   await migrateDatabase(url);
   const statements = await baselineStatements(prefix, batches, batchSize);
   const clients = await Promise.all(Array.from({ length: concurrency }, () => connect(url)));
