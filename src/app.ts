@@ -30,7 +30,7 @@ import {
   createServiceImpls,
   createUnaryLane,
   guardedNodeAdapter,
-  recordOnRequest,
+  logCall,
   REQUEST_ID,
   requestIdOf,
   revisions,
@@ -178,9 +178,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     const rpc = `${method.parent.typeName}/${method.name}`;
     metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
     const code = err === undefined ? "ok" : Code[err.code];
-    if (recordOnRequest(callRecords.get(req), rpc, code)) return;
-    const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
-    log.info({ request_id: requestId, rpc, code, duration_ms: Math.round(seconds * 1e6) / 1000 }, "call");
+    logCall(log, callRecords.get(req), requestIdOf(req.headers[REQUEST_ID] as string | undefined), rpc, code, seconds * 1000);
   };
   // Unary calls of our services, REST and plain Connect, run their interceptors and handlers in process.
   const lane = createUnaryLane({

@@ -50,14 +50,18 @@ describe("log lines", () => {
 });
 
 describe("a REST request's call record", () => {
-  it("takes the call's outcome while open, and not once the request has closed", async () => {
-    const { recordOnRequest } = await import("../src/rpc/index.js");
+  it("takes the call's outcome while open, and not once the request has closed (the call then writes its own line)", async () => {
+    const { logCall } = await import("../src/rpc/index.js");
+    const { log, lines } = capture();
     const open = { closed: false };
-    expect(recordOnRequest(open, "a.v1.S/M", "ok")).toBe(true);
+    logCall(log, open, "r1", "a.v1.S/M", "ok", 1.5);
     expect(open).toEqual({ closed: false, rpc: "a.v1.S/M", code: "ok" });
+    expect(lines).toHaveLength(0);
     const closed = { closed: true };
-    expect(recordOnRequest(closed, "a.v1.S/M", "ok")).toBe(false);
+    logCall(log, closed, "r2", "a.v1.S/M", "ok", 1.5);
     expect(closed).toEqual({ closed: true });
-    expect(recordOnRequest(undefined, "a.v1.S/M", "ok")).toBe(false);
+    logCall(log, undefined, "r3", "a.v1.S/M", "ok", 1.5);
+    expect(lines.map((l) => l.request_id)).toEqual(["r2", "r3"]);
+    expect(lines[0]).toMatchObject({ rpc: "a.v1.S/M", code: "ok", duration_ms: 1.5, msg: "call" });
   });
 });

@@ -70,7 +70,7 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
 export { guardedNodeAdapter, guardBinaryBodies, malformedBinaryBody } from "./binary-guard.js";
 export { createUnaryLane, type UnaryCall, type UnaryLane, type UnaryLaneOptions, type UnaryOutcome } from "./unary-lane.js";
 export { createHealthService, type HealthDeps } from "./health-service.js";
-export { callRecordKey, createCallInterceptor, recordOnRequest, REQUEST_ID, requestIdOf, type CallRecord } from "./interceptors.js";
+export { callRecordKey, createCallInterceptor, logCall, REQUEST_ID, requestIdOf, type CallRecord } from "./interceptors.js";
 export { createReflectionService, createReflectionServiceV1alpha, ServerReflectionV1alpha } from "./reflection-service.js";
 export { onResponseEnd } from "./response-end.js";
 export { revisions, serviceName, type Revision, type ServiceName } from "./revisions.js";

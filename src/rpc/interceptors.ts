@@ -34,11 +34,21 @@ export interface CallRecord {
 export const callRecordKey = createContextKey<CallRecord | undefined>(undefined, { description: "the REST request's log record" });
 
 /** Puts a call's outcome on its request's record; false when there is none (or it is closed) and the call logs its own line. */
-export function recordOnRequest(record: CallRecord | undefined, rpc: string, code: string): boolean {
+function recordOnRequest(record: CallRecord | undefined, rpc: string, code: string): boolean {
   if (record === undefined || record.closed) return false;
   record.rpc = rpc;
   record.code = code;
   return true;
+}
+
+/**
+ * A call's outcome: on its REST request's record when there is one (the
+ * request's line carries it), else a `call` line of its own. Every call
+ * logs through here, whether the interceptors ran or not (app.ts).
+ */
+export function logCall(log: Logger, record: CallRecord | undefined, requestId: string, rpc: string, code: string, ms: number): void {
+  if (recordOnRequest(record, rpc, code)) return;
+  log.info({ request_id: requestId, rpc, code, duration_ms: Math.round(ms * 1000) / 1000 }, "call");
 }
 
 /** Codes whose messages we wrote ourselves for the client. */
@@ -65,11 +75,8 @@ export function createCallInterceptor(log: Logger): Interceptor {
     const requestId = requestIdOf(req.header.get(REQUEST_ID));
     const ctx = { request_id: requestId, rpc: `${req.service.typeName}/${req.method.name}` };
     const started = process.hrtime.bigint();
-    const done = (code: string): void => {
-      if (recordOnRequest(req.contextValues.get(callRecordKey), ctx.rpc, code)) return;
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      log.info({ ...ctx, code, duration_ms: Math.round(ms * 1000) / 1000 }, "call");
-    };
+    const done = (code: string): void =>
+      logCall(log, req.contextValues.get(callRecordKey), requestId, ctx.rpc, code, Number(process.hrtime.bigint() - started) / 1e6);
     try {
       if (req.contextValues.get(malformedBinaryBody)) {
         throw invalidArgument(`the request body is not a valid ${req.method.input.typeName} message`, "MALFORMED_BODY");
