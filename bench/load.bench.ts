@@ -11,9 +11,9 @@ import { existsSync, readdirSync } from "node:fs";
 import autocannon from "autocannon";
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { QueryRequestSchema } from "../gen/resourcestore/type/v1/query_pb.js";
-import { datasourceStats, listChildren, listParents, pageStatement, planQuery, readResources } from "../src/store/index.js";
+import { datasourceStats, listChildren, listParents, pageStatement, planQuery, readResources, SESSION_OPTIONS } from "../src/store/index.js";
 import { captureStatements, type Statement } from "./support/capture.js";
-import { connect, SERVICE_SESSION_OPTIONS, withDatabase } from "./support/database.js";
+import { connect, withDatabase } from "./support/database.js";
 import { loadThroughStoreSql, migrateDatabase } from "./support/load.js";
 import { context, fmt, type Result } from "./support/measure.js";
 import { startServer } from "./support/server.js";
@@ -94,7 +94,7 @@ async function pgbench(dbUrl: string, script: string, seconds: number): Promise<
     const out = await new Promise<string>((resolve, reject) => {
       const child = spawn(pgbenchPath(), ["-n", "-c", String(CONNECTIONS), "-j", "2", "-T", String(seconds), "-f", file, dbUrl], {
         stdio: ["ignore", "pipe", "pipe"],
-        env: { ...process.env, PGOPTIONS: SERVICE_SESSION_OPTIONS },
+        env: { ...process.env, PGOPTIONS: SESSION_OPTIONS },
       });
       let text = "";
       child.stdout.on("data", (d: Buffer) => (text += d.toString()));

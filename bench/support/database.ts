@@ -1,6 +1,7 @@
 // Every benchmark makes its own PostgreSQL database and drops it, like the
 // tests (test/support/postgres.ts), on the server of TEST_DATABASE_URL.
 import pg from "pg";
+import { SESSION_OPTIONS } from "../../src/store/index.js";
 import { ADMIN_URL, createTestDatabase, postgresReachable } from "../../test/support/postgres.js";
 
 export interface BenchDatabase {
@@ -32,15 +33,13 @@ const types = {
 };
 
 /**
- * The session settings of the service's pool (src/store/db.ts), which the
- * baselines share: with JIT on, one of the create's recursive checks spent
- * ~200 ms compiling, and the baseline measured the compiler, not the SQL.
+ * A plain pg client on the database: what the baselines use. It has the
+ * session settings of the service's pool (SESSION_OPTIONS): with JIT on, one
+ * of the create's recursive checks spent ~200 ms compiling, and the baseline
+ * measured the compiler, not the SQL.
  */
-export const SERVICE_SESSION_OPTIONS = "-c jit=off";
-
-/** A plain pg client on the database: what the baselines use. */
 export async function connect(url: string): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: url, types, options: SERVICE_SESSION_OPTIONS });
+  const client = new pg.Client({ connectionString: url, types, options: SESSION_OPTIONS });
   await client.connect();
   return client;
 }

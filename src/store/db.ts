@@ -218,6 +218,16 @@ async function openPglite(dataDir: string | undefined): Promise<Db> {
   };
 }
 
+/**
+ * Every pool connection's session settings (also the benchmarks' baselines).
+ * The store's statements are short index lookups. Before statistics exist (a
+ * fresh database, right after a bulk load) the planner can overestimate them
+ * past jit_above_cost and spend most of a read compiling: 780 ms of an 830 ms
+ * as_of read was measured. JIT only pays for long analytic scans, which this
+ * service does not run.
+ */
+export const SESSION_OPTIONS = "-c jit=off";
+
 export function openPostgres(url: string, poolSize: number, connectionTimeoutMillis = 10_000, timeouts: SessionTimeouts = {}): Db {
   const getTypeParser = (oid: number, format?: "text" | "binary"): ((value: string) => unknown) =>
     KEEP_AS_TEXT.has(oid) ? (x) => x : (pg.types.getTypeParser(oid, format) as (value: string) => unknown);
@@ -225,12 +235,7 @@ export function openPostgres(url: string, poolSize: number, connectionTimeoutMil
     connectionString: url,
     max: poolSize,
     connectionTimeoutMillis,
-    // The store's statements are short index lookups. Before statistics
-    // exist (a fresh database, right after a bulk load) the planner can
-    // overestimate them past jit_above_cost and spend most of a read
-    // compiling: 780 ms of an 830 ms as_of read was measured. JIT only pays
-    // for long analytic scans, which this service does not run.
-    options: "-c jit=off",
+    options: SESSION_OPTIONS,
     types: { getTypeParser },
     // Sent with the startup packet, so every connection of the pool has them from its first statement.
     ...(timeouts.statementTimeoutMs !== undefined ? { statement_timeout: timeouts.statementTimeoutMs } : {}),
