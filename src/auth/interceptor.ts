@@ -12,20 +12,27 @@ import { grants } from "./scopes.js";
 
 export function createAuthInterceptor(auth: Authenticator): Interceptor {
   return (next) => async (req) => {
-    await checkScope(auth, req.method, req.stream ? undefined : req.message, req.header.get("authorization"));
+    const check = checkScope(auth, req.method, req.stream ? undefined : req.message, req.header.get("authorization"));
+    if (check !== undefined) await check;
     return next(req);
   };
 }
 
-/** Throws unless the credentials may call the method (what the interceptor checks before every call). */
-export async function checkScope(auth: Authenticator, method: DescMethod, message: Parameters<typeof requiredScope>[1], authorization: string | null): Promise<void> {
+/**
+ * Throws unless the credentials may call the method (what the interceptor
+ * checks before every call). Answers at once (undefined, or a throw) when no
+ * credentials need checking: an open operation, or authentication off.
+ * Otherwise the promise of the check.
+ */
+export function checkScope(auth: Authenticator, method: DescMethod, message: Parameters<typeof requiredScope>[1], authorization: string | null): Promise<void> | undefined {
   const needed = requiredScope(method, message);
   if (needed === undefined) {
     throw internal(new Error(`${method.parent.typeName}.${method.name} declares no scope`));
   }
-  if (needed === "open" || !auth.enabled) return;
-  const principal: Principal = await auth.authenticate(authorization);
-  if (!grants(principal.scopes, needed)) {
-    throw permissionDenied(`this operation needs the "${needed}" scope`);
-  }
+  if (needed === "open" || !auth.enabled) return undefined;
+  return auth.authenticate(authorization).then((principal: Principal) => {
+    if (!grants(principal.scopes, needed)) {
+      throw permissionDenied(`this operation needs the "${needed}" scope`);
+    }
+  });
 }

@@ -46,9 +46,10 @@ export interface RestOptions {
    * What the auth interceptor checks (checkScope). When given, a constant
    * operation's cached answer (constant-document.ts) is sent after this
    * check alone, without running the call again; otherwise every request
-   * still runs the call through the transport.
+   * still runs the call through the transport. Undefined (or a throw) when
+   * the answer is known at once, a promise when credentials must be checked.
    */
-  readonly authorize?: (method: DescMethod, message: Message, authorization: string | null) => Promise<void>;
+  readonly authorize?: (method: DescMethod, message: Message, authorization: string | null) => Promise<void> | undefined;
   /**
    * Told of every cached constant answer (err undefined) and of every refusal
    * of one by `authorize`: such a call never reaches the interceptors, so this
@@ -109,16 +110,28 @@ function methodNotAllowed(res: AnyResponse, verb: string, path: string, allowed:
 type ConstantCache = Map<Route, ConstantDocument>;
 
 /** A constant operation's cached answer, after the auth interceptor's own check; logged and counted as a call. */
-async function sendCachedConstant(opts: RestOptions, method: DescMethod, request: Message, doc: ConstantDocument, req: AnyRequest, res: AnyResponse): Promise<void> {
+function sendCachedConstant(opts: RestOptions, method: DescMethod, request: Message, doc: ConstantDocument, req: AnyRequest, res: AnyResponse): Promise<void> | undefined {
   const started = process.hrtime.bigint();
-  try {
-    await opts.authorize!(method, request, req.headers.authorization ?? null);
-  } catch (err) {
+  const refused = (err: unknown): never => {
     opts.onConstant?.(method, ConnectError.from(err), req, started);
     throw err;
+  };
+  const send = (): void => {
+    sendConstant(req, res, doc);
+    opts.onConstant?.(method, undefined, req, started);
+  };
+  let check: Promise<void> | undefined;
+  try {
+    check = opts.authorize!(method, request, req.headers.authorization ?? null);
+  } catch (err) {
+    refused(err);
   }
-  sendConstant(req, res, doc);
-  opts.onConstant?.(method, undefined, req, started);
+  // Without credentials to check (authentication off, or an open operation) the answer goes out in this tick.
+  if (check === undefined) {
+    send();
+    return undefined;
+  }
+  return check.then(send, refused);
 }
 
 async function serve(opts: RestOptions, constants: ConstantCache, route: Route, req: AnyRequest, res: AnyResponse, url: RequestTarget, bindings: Parameters<typeof decodeRestRequest>[1]["bindings"]): Promise<void> {
@@ -235,7 +248,9 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
     const known = verb === "GET" && opts.authorize !== undefined ? constantTargets.get(req.url ?? "") : undefined;
     if (known !== undefined) {
       try {
-        await sendCachedConstant(opts, known.route.method, known.request, constants.get(known.route)!, req, res);
+        // Awaited only when the credentials are checked asynchronously.
+        const pending = sendCachedConstant(opts, known.route.method, known.request, constants.get(known.route)!, req, res);
+        if (pending !== undefined) await pending;
       } catch (err) {
         if (!isGone(res)) writeRestError(res, err);
       }
