@@ -6,6 +6,7 @@
 import { cors } from "@connectrpc/connect";
 import type { RequestHandler } from "./server.js";
 import { REQUEST_ID } from "./rpc/index.js";
+import { addVary } from "./http/headers.js";
 
 /** Browsers cap the preflight cache (Chromium at 2 hours); longer is pointless. */
 export const CORS_MAX_AGE_SECONDS = 7200;
@@ -13,15 +14,6 @@ export const CORS_MAX_AGE_SECONDS = 7200;
 export const CORS_ALLOWED_METHODS: readonly string[] = [...new Set([...cors.allowedMethods, "GET", "POST"])];
 export const CORS_ALLOWED_HEADERS: readonly string[] = [...new Set([...cors.allowedHeaders, "authorization", REQUEST_ID].map((h) => h.toLowerCase()))];
 export const CORS_EXPOSED_HEADERS: readonly string[] = [...new Set([...cors.exposedHeaders, REQUEST_ID].map((h) => h.toLowerCase()))];
-
-function addVary(current: unknown, value: string): string {
-  const parts = (Array.isArray(current) ? current.join(",") : typeof current === "string" ? current : "")
-    .split(",")
-    .map((p) => p.trim())
-    .filter((p) => p !== "");
-  if (!parts.some((p) => p.toLowerCase() === value.toLowerCase())) parts.push(value);
-  return parts.join(", ");
-}
 
 export function withCors(origins: readonly string[] | "*" | undefined, next: RequestHandler): RequestHandler {
   if (origins === undefined) return next;

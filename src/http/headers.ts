@@ -11,3 +11,13 @@ export function webHeaders(req: AnyRequest, keep?: (name: string) => boolean): H
   }
   return out;
 }
+
+/** Adds a name to a Vary header value unless it is there already. */
+export function addVary(current: unknown, value: string): string {
+  const parts = (Array.isArray(current) ? current.join(",") : typeof current === "string" ? current : "")
+    .split(",")
+    .map((p) => p.trim())
+    .filter((p) => p !== "");
+  if (!parts.some((p) => p.toLowerCase() === value.toLowerCase())) parts.push(value);
+  return parts.join(", ");
+}

@@ -1,10 +1,12 @@
 // The documents that cannot change while the process runs are sent from
 // memory with an ETag, 304 on a matching If-None-Match, and still behind
 // their scope when authentication is on.
+import { request } from "node:http";
 import { Writable } from "node:stream";
+import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../support/app.js";
-import { matchesEtag } from "../../src/http/constant-document.js";
+import { acceptsGzip, constantDocument, GZIP_MIN_BYTES, matchesEtag } from "../../src/http/constant-document.js";
 import { createLogger } from "../../src/log.js";
 
 const paths = ["/schemas", "/v1/schemas", "/v2/schemas", "/s3/config", "/v1/s3/config", "/openapi.json"];
@@ -44,6 +46,86 @@ describe("constant documents", () => {
     expect(connect.status).toBe(200);
     expect(((await connect.json()) as { schemas: unknown }).schemas).toEqual(rest);
     expect(Object.keys(rest).length).toBeGreaterThan(0);
+  });
+});
+
+/** A GET with exactly these headers (fetch would add Accept-Encoding and undo the gzip). */
+function rawGet(url: string, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("constant documents, gzipped for clients that accept it", () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ CORS_ORIGINS: "https://app.example" });
+  });
+  afterAll(async () => t?.close());
+
+  it.each(["/openapi.json", "/schemas", "/v1/schemas"])("%s: the same document, its own tag, Vary kept beside CORS's", async (path) => {
+    const plain = await rawGet(`${t.url}${path}`, { origin: "https://app.example" });
+    expect(plain.status).toBe(200);
+    expect(plain.headers["content-encoding"]).toBeUndefined();
+    expect(plain.headers.vary).toBe("Origin, Accept-Encoding");
+    expect(plain.headers["access-control-allow-origin"]).toBe("https://app.example");
+    const gz = await rawGet(`${t.url}${path}`, { origin: "https://app.example", "accept-encoding": "br;q=1, gzip;q=0.8" });
+    expect(gz.status).toBe(200);
+    expect(gz.headers["content-encoding"]).toBe("gzip");
+    expect(gz.headers.vary).toBe("Origin, Accept-Encoding");
+    expect(Number(gz.headers["content-length"])).toBe(gz.body.length);
+    expect(gz.body.length).toBeLessThan(plain.body.length / 2);
+    expect(gunzipSync(gz.body).equals(plain.body)).toBe(true);
+    // Each representation has its own strong tag, and revalidates against its own.
+    expect(gz.headers.etag).not.toBe(plain.headers.etag);
+    const again = await rawGet(`${t.url}${path}`, { "accept-encoding": "gzip", "if-none-match": String(gz.headers.etag) });
+    expect(again.status).toBe(304);
+    expect(again.headers.etag).toBe(gz.headers.etag);
+    expect(again.headers["content-encoding"]).toBeUndefined();
+    expect(again.headers.vary).toBe("Origin, Accept-Encoding");
+    // The gzip tag does not revalidate the plain form: that client gets the document.
+    const crossed = await rawGet(`${t.url}${path}`, { "if-none-match": String(gz.headers.etag) });
+    expect(crossed.status).toBe(200);
+    expect(crossed.body.equals(plain.body)).toBe(true);
+    // q=0 refuses gzip.
+    const refused = await rawGet(`${t.url}${path}`, { "accept-encoding": "gzip;q=0, *" });
+    expect(refused.headers["content-encoding"]).toBeUndefined();
+    expect(refused.body.equals(plain.body)).toBe(true);
+  });
+
+  it("a small document goes out as it is, with no Vary on the encoding", async () => {
+    const small = await rawGet(`${t.url}/s3/config`, { "accept-encoding": "gzip" });
+    expect(small.status).toBe(200);
+    expect(small.body.length).toBeLessThan(GZIP_MIN_BYTES);
+    expect(small.headers["content-encoding"]).toBeUndefined();
+    expect(small.headers.vary).toBe("Origin");
+    JSON.parse(small.body.toString());
+  });
+
+  it("keeps a gzip form from GZIP_MIN_BYTES up", () => {
+    const doc = constantDocument("x".repeat(GZIP_MIN_BYTES));
+    expect(gunzipSync(doc.gzip!.body).equals(doc.body)).toBe(true);
+    expect(constantDocument("x".repeat(GZIP_MIN_BYTES - 1)).gzip).toBeUndefined();
+  });
+
+  it("reads Accept-Encoding as RFC 9110 says", () => {
+    expect(acceptsGzip(undefined)).toBe(false);
+    expect(acceptsGzip("")).toBe(false);
+    expect(acceptsGzip("gzip")).toBe(true);
+    expect(acceptsGzip("GZIP;Q=0.5")).toBe(true);
+    expect(acceptsGzip("deflate, gzip;q=0")).toBe(false);
+    expect(acceptsGzip("gzip;q=0.0, *")).toBe(false);
+    expect(acceptsGzip("br, *;q=0.1")).toBe(true);
+    expect(acceptsGzip("*;q=0")).toBe(false);
+    expect(acceptsGzip("identity")).toBe(false);
+    expect(acceptsGzip(["br", "x-gzip"])).toBe(true);
   });
 });
 
