@@ -41,6 +41,15 @@ export interface LoadRequest {
   readonly body?: unknown;
 }
 
+/**
+ * What the GETs of the benchmark say they accept: what Node's fetch() sends
+ * over http without being asked (browsers add br and zstd). /healthz gets it
+ * too, so the documents and their reference are asked alike. The POSTs of the
+ * API lines send none, as our clients do: a Connect server compresses answers
+ * over 1 KB for a client that asks (BENCHMARKS.md, issue 21).
+ */
+export const ACCEPT_ENCODING = "gzip, deflate";
+
 /** autocannon's options for a request at CONNECTIONS connections (also bench/load-route.ts). */
 export function loadOptions(baseUrl: string, req: LoadRequest) {
   const body = req.body === undefined ? undefined : JSON.stringify(req.body);
@@ -48,7 +57,7 @@ export function loadOptions(baseUrl: string, req: LoadRequest) {
     url: baseUrl + req.path,
     connections: CONNECTIONS,
     method: body === undefined ? ("GET" as const) : ("POST" as const),
-    headers: body !== undefined ? { "content-type": "application/json" } : {},
+    headers: body !== undefined ? { "content-type": "application/json" } : { "accept-encoding": ACCEPT_ENCODING },
     ...(body !== undefined ? { body } : {}),
   };
 }
