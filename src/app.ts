@@ -225,12 +225,15 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     callRecords.set(req, record);
     res.once("close", () => {
       record.closed = true;
-      const isCall = record.rpc !== undefined;
-      if (!isCall && !res.writableFinished) return;
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      const http = { method: req.method, path: (req.url ?? "/").split("?")[0]?.slice(0, 200), status: res.statusCode, duration_ms: Math.round(ms * 1000) / 1000 };
-      if (isCall) log.info({ request_id: requestId, rpc: record.rpc, code: record.code, ...http }, "call");
-      else log.info({ request_id: requestId, ...http }, "http");
+      const { rpc } = record;
+      if (rpc === undefined && !res.writableFinished) return;
+      const durationMs = Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
+      const url = req.url ?? "/";
+      const query = url.indexOf("?");
+      const path = (query === -1 ? url : url.slice(0, query)).slice(0, 200);
+      // Written out in full, not spread: this runs for every request (BENCHMARKS.md, issue 21).
+      if (rpc !== undefined) log.info({ request_id: requestId, rpc, code: record.code, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "call");
+      else log.info({ request_id: requestId, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "http");
     });
     void (async () => {
       try {
