@@ -119,12 +119,15 @@ function childrenSql(src: Source, useView: boolean, withPayloads: boolean): stri
            FROM lineage_closure m WHERE m.ancestor IN (SELECT identifier FROM nodes) AND m.depth > 0
           GROUP BY m.ancestor
        )`
-    : `sub(root, identifier, depth) AS (
-         SELECT n.identifier, c.identifier, 1 FROM nodes n JOIN ${src.table} c ON c.parent_identifier = n.identifier
-          WHERE ${src.live("c")}
+    : // Each step probes the parent index from the rows found (LATERAL with
+      // OFFSET 0, not flattened into a join): as a join the planner hashed a
+      // sequential scan of the whole table at every step.
+      `sub(root, identifier, depth) AS (
+         SELECT n.identifier, c.identifier, 1 FROM nodes n
+          CROSS JOIN LATERAL (SELECT c.identifier FROM ${src.table} c WHERE c.parent_identifier = n.identifier AND ${src.live("c")} OFFSET 0) c
          UNION ALL
-         SELECT s.root, c.identifier, s.depth + 1 FROM sub s JOIN ${src.table} c ON c.parent_identifier = s.identifier
-          WHERE ${src.live("c")}
+         SELECT s.root, c.identifier, s.depth + 1 FROM sub s
+          CROSS JOIN LATERAL (SELECT c.identifier FROM ${src.table} c WHERE c.parent_identifier = s.identifier AND ${src.live("c")} OFFSET 0) c
        ),
        counts AS (
          SELECT root, count(*) FILTER (WHERE depth = 1) AS child_count, count(*) AS descendant_count

@@ -14,6 +14,9 @@ export type RowSource = { readonly kind: "current" } | { readonly kind: "history
 /**
  * A CTE body `descendants(identifier)`: every active resource below
  * `rootParam` (a bound parameter). UNION stops on a cycle instead of looping.
+ * Each step probes the parent index from the rows found (LATERAL with
+ * OFFSET 0, which the planner does not flatten into a join): as a join it
+ * hashed a sequential scan of the whole table at every step.
  * `viaView` (current source only) reads lineage_closure instead of walking.
  */
 export function descendantsCte(source: RowSource, rootParam: string, viaView = false): string {
@@ -25,14 +28,15 @@ export function descendantsCte(source: RowSource, rootParam: string, viaView = f
     return `descendants(identifier) AS (
       SELECT c.identifier FROM resources c WHERE c.parent_identifier = ${rootParam} AND NOT c.is_deleted
       UNION
-      SELECT c.identifier FROM resources c JOIN descendants d ON c.parent_identifier = d.identifier
-       WHERE NOT c.is_deleted)`;
+      SELECT c.identifier FROM descendants d
+       CROSS JOIN LATERAL (SELECT c.identifier FROM resources c WHERE c.parent_identifier = d.identifier AND NOT c.is_deleted OFFSET 0) c)`;
   }
   const t = source.point;
   return `descendants(identifier) AS (
       SELECT c.identifier FROM resource_history c
        WHERE c.parent_identifier = ${rootParam} AND c.tx_from <= ${t} AND c.tx_to > ${t} AND NOT c.is_deleted
       UNION
-      SELECT c.identifier FROM resource_history c JOIN descendants d ON c.parent_identifier = d.identifier
-       WHERE c.tx_from <= ${t} AND c.tx_to > ${t} AND NOT c.is_deleted)`;
+      SELECT c.identifier FROM descendants d
+       CROSS JOIN LATERAL (SELECT c.identifier FROM resource_history c
+                            WHERE c.parent_identifier = d.identifier AND c.tx_from <= ${t} AND c.tx_to > ${t} AND NOT c.is_deleted OFFSET 0) c)`;
 }
