@@ -2,6 +2,7 @@
 // memory with an ETag, 304 on a matching If-None-Match, and still behind
 // their scope when authentication is on.
 import { request } from "node:http";
+import { connect as connectH2 } from "node:http2";
 import { Writable } from "node:stream";
 import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -98,6 +99,34 @@ describe("constant documents, gzipped for clients that accept it", () => {
     const refused = await rawGet(`${t.url}${path}`, { "accept-encoding": "gzip;q=0, *" });
     expect(refused.headers["content-encoding"]).toBeUndefined();
     expect(refused.body.equals(plain.body)).toBe(true);
+  });
+
+  it("over HTTP/2 (h2c on the same port) too", async () => {
+    const session = connectH2(t.url);
+    const get = (headers: Record<string, string>) =>
+      new Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
+        const stream = session.request({ ":method": "GET", ":path": "/openapi.json", ...headers });
+        const chunks: Buffer[] = [];
+        let head: Record<string, unknown> = {};
+        stream.on("response", (h) => (head = h));
+        stream.on("data", (c: Buffer) => chunks.push(c));
+        stream.on("end", () => resolve({ status: Number(head[":status"]), headers: head, body: Buffer.concat(chunks) }));
+        stream.on("error", reject);
+        stream.end();
+      });
+    try {
+      const plain = await get({});
+      const gz = await get({ "accept-encoding": "gzip" });
+      expect(plain.status).toBe(200);
+      expect(gz.status).toBe(200);
+      expect(gz.headers["content-encoding"]).toBe("gzip");
+      expect(gunzipSync(gz.body).equals(plain.body)).toBe(true);
+      const again = await get({ "accept-encoding": "gzip", "if-none-match": String(gz.headers.etag) });
+      expect(again.status).toBe(304);
+      expect(again.body.length).toBe(0);
+    } finally {
+      session.close();
+    }
   });
 
   it("a small document goes out as it is, with no Vary on the encoding", async () => {
