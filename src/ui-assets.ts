@@ -3,8 +3,9 @@
 // Loading needs no credentials (the page asks for a token when an API call
 // answers 401). Hashed asset names never change content: cached for a year,
 // immutable. index.html (and any unhashed file) is revalidated every time
-// through an ETag, so a new build shows at the next load.
-import { createHash } from "node:crypto";
+// through an ETag, so a new build shows at the next load. Every file goes
+// out as the constant documents do (http/constant-document.ts): gzipped for
+// a browser when that saves a tenth (the script: 149 KB -> 45 KB).
 import { existsSync } from "node:fs";
 import { readFile, readdir } from "node:fs/promises";
 import { dirname, extname, join } from "node:path";
@@ -12,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { RequestHandler } from "./server.js";
+import { constantDocument, sendConstant, type ConstantDocument } from "./http/constant-document.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -28,10 +30,9 @@ const TYPES: Record<string, string> = {
 /** Names esbuild writes with a content hash: `main-ABCD1234.js`. */
 const HASHED = /-[A-Z0-9]{8,}\.[a-z]+$/;
 
+/** A file of the build: sent like the constant documents (ETag, 304, gzip when accepted). */
 interface Asset {
-  readonly body: Buffer;
-  readonly type: string;
-  readonly etag: string;
+  readonly doc: ConstantDocument;
   readonly immutable: boolean;
 }
 
@@ -56,9 +57,7 @@ async function loadAssets(dir: string): Promise<Map<string, Asset> | undefined> 
   for (const name of names) {
     const type = TYPES[extname(name)];
     if (type === undefined) continue;
-    const body = await readFile(join(dir, name));
-    const etag = `"${createHash("sha256").update(body).digest("base64url").slice(0, 27)}"`;
-    assets.set(name, { body, type, etag, immutable: HASHED.test(name) });
+    assets.set(name, { doc: constantDocument(await readFile(join(dir, name)), type), immutable: HASHED.test(name) });
   }
   return assets.has("index.html") ? assets : undefined;
 }
@@ -86,17 +85,13 @@ export function withUi(dir: string, next: RequestHandler): RequestHandler {
     if (asset === undefined) {
       return send(res, 404, { "content-type": "application/json" }, JSON.stringify({ code: "not_found", message: `no explorer file ${name.slice(0, 100)}` }));
     }
-    const headers = {
-      "content-type": asset.type,
-      etag: asset.etag,
+    sendConstant(req, res, asset.doc, {
       "cache-control": asset.immutable ? "public, max-age=31536000, immutable" : "no-cache",
       "x-content-type-options": "nosniff",
       ...(name === "index.html"
         ? { "content-security-policy": "default-src 'self'; connect-src 'self' http: https:; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'" }
         : {}),
-    };
-    if (req.headers["if-none-match"] === asset.etag) return send(res, 304, headers);
-    send(res, 200, { ...headers, "content-length": asset.body.length }, req.method === "HEAD" ? undefined : asset.body);
+    });
   };
   return (req, res) => {
     const path = (req.url ?? "/").split("?")[0] ?? "/";

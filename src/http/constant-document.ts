@@ -38,8 +38,8 @@ export interface ConstantDocument extends Representation {
 /** Smaller documents go out as they are: a gzip header and a decoder cost more than they save. */
 export const GZIP_MIN_BYTES = 1024;
 
-export function constantDocument(text: string, contentType = "application/json"): ConstantDocument {
-  const body = Buffer.from(text);
+export function constantDocument(content: string | Buffer, contentType = "application/json"): ConstantDocument {
+  const body = typeof content === "string" ? Buffer.from(content) : content;
   const tag = createHash("sha256").update(body).digest("base64url").slice(0, 27);
   const doc = { body, etag: `"${tag}"`, contentType };
   if (body.length < GZIP_MIN_BYTES) return doc;
@@ -77,7 +77,7 @@ export function matchesEtag(header: string | string[] | undefined, etag: string)
 /**
  * Sends the document (gzipped when it has that form and the client accepts
  * it), or 304 when the request's If-None-Match already names the
- * representation it would get.
+ * representation it would get. A HEAD gets the headers only.
  */
 export function sendConstant(
   req: IncomingMessage | Http2ServerRequest,
@@ -108,5 +108,6 @@ export function sendConstant(
   out.setHeader("content-type", doc.contentType);
   out.setHeader("content-length", chosen.body.length);
   out.writeHead(200);
-  res.end(chosen.body);
+  if (req.method === "HEAD") res.end();
+  else res.end(chosen.body);
 }

@@ -4,6 +4,8 @@
 // the parquet download read back, an upload through a presigned URL and its
 // preview, and the token prompt. Screenshots go to test-artefacts/browser.
 import { copyFile, mkdtemp, readFile, rm } from "node:fs/promises";
+import { request as httpRequest } from "node:http";
+import { gunzipSync } from "node:zlib";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parquetReadObjects } from "hyparquet";
@@ -93,6 +95,29 @@ describe("the explorer in Chromium", () => {
     expect(asset.status).toBe(200);
     expect(asset.headers.get("content-type")).toMatch(/^text\/javascript/);
     expect(asset.headers.get("cache-control")).toContain("immutable");
+    const plain = Buffer.from(await asset.arrayBuffer());
+    // A browser gets the script gzipped (its own ETag, Vary), a HEAD the headers only.
+    const raw = (method: string, headers: Record<string, string>) =>
+      new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }>((resolve, reject) => {
+        const req = httpRequest(server.url + (script ?? ""), { method, headers }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    const gz = await raw("GET", { "accept-encoding": "gzip, deflate, br" });
+    expect(gz.headers["content-encoding"]).toBe("gzip");
+    expect(gz.headers.vary).toBe("Accept-Encoding");
+    expect(gz.headers["cache-control"]).toContain("immutable");
+    expect(gunzipSync(gz.body).equals(plain)).toBe(true);
+    expect(gz.body.length).toBeLessThan(plain.length / 2);
+    expect((await raw("GET", { "accept-encoding": "gzip", "if-none-match": String(gz.headers.etag) })).status).toBe(304);
+    const head = await raw("HEAD", {});
+    expect(head.status).toBe(200);
+    expect(Number(head.headers["content-length"])).toBe(plain.length);
+    expect(head.body.length).toBe(0);
     expect((await fetch(server.url + "/ui/nope.js")).status).toBe(404);
   });
 
