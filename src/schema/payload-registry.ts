@@ -9,8 +9,20 @@ import { ResourceSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 
 /** The value kinds a payload or metadata field can have. */
 /** Whether a field carries `(nullable) = true`: REST writes it as null when unset. */
+const nullableFields = new WeakMap<DescField, boolean>();
+
+/**
+ * Whether the field is marked (nullable) = true. Remembered per field:
+ * reading an option decodes the field's options again every time, and the
+ * REST writer asks for every unset field of every message it writes.
+ */
 export function isNullable(field: DescField): boolean {
-  return hasOption(field, nullable) && getOption(field, nullable);
+  let known = nullableFields.get(field);
+  if (known === undefined) {
+    known = hasOption(field, nullable) && getOption(field, nullable);
+    nullableFields.set(field, known);
+  }
+  return known;
 }
 
 export type FieldKind = "string" | "int32" | "int64" | "double" | "bool" | "string_list" | "double_map";
