@@ -1,6 +1,7 @@
 // Answers that cannot change while the process runs (the JSON Schemas, the
-// S3 settings, the OpenAPI document): serialised once, sent from memory with
-// a strong ETag, and `304 Not Modified` when the client already holds them.
+// S3 settings, the OpenAPI document, the explorer's files): serialised once,
+// sent from memory with a strong ETag, and `304 Not Modified` when the client
+// already holds them.
 // `cache-control: no-cache` makes clients revalidate (cheaply) every time, so
 // a new deployment's document is picked up at once. A document worth
 // compressing is also kept gzipped, for the clients that accept it (browsers
@@ -62,7 +63,6 @@ export function acceptsGzip(header: string | string[] | undefined): boolean {
   }
   return star;
 }
-
 
 /** Whether an If-None-Match header names this entity tag (weak comparison, as RFC 9110 asks for GET). */
 export function matchesEtag(header: string | string[] | undefined, etag: string): boolean {
