@@ -64,6 +64,8 @@ describe("payloadJsonToMessage", () => {
     const got = payloadJsonToMessage(type, json);
     expect(toJson(type.message, got as never, { useProtoFieldName: true })).toStrictEqual(toJson(type.message, want, { useProtoFieldName: true }));
     expect(toBinary(type.message, got as never)).toStrictEqual(toBinary(type.message, want));
+    // The same object too: the same properties present, the same prototype (it is built without create()).
+    expect(got).toStrictEqual(want);
   }
 
   for (const type of payloadTypes.values()) {
@@ -82,6 +84,16 @@ describe("payloadJsonToMessage", () => {
       }
     });
   }
+
+  it("gives every message lists and maps of its own", () => {
+    for (const type of payloadTypes.values()) {
+      const a = payloadJsonToMessage(type, {}) as unknown as Record<string, unknown>;
+      const b = payloadJsonToMessage(type, {}) as unknown as Record<string, unknown>;
+      for (const f of type.fields) {
+        if (f.kind === "string_list" || f.kind === "double_map") expect(a[f.desc.localName], `${type.name}.${f.name}`).not.toBe(b[f.desc.localName]);
+      }
+    }
+  });
 
   it("skips unknown keys and nulls, and reads non-canonical values as fromJson does", () => {
     for (const type of payloadTypes.values()) {
