@@ -6,7 +6,6 @@ import { create } from "@bufbuild/protobuf";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
-  ResourceSchema,
   type Resource,
   type ResourceUpdate,
   CreateResponseSchema,
@@ -92,21 +91,30 @@ export function toNewResource(msg: Resource): NewResource {
   };
 }
 
+/**
+ * The Resource message of a stored row, written out as create(ResourceSchema,
+ * ...) builds it (a proto3 message is a plain object: implicit fields always
+ * set, optional ones only when present; see treeNode in lineage-service.ts)
+ * without the reflective walk: every read, query page and listing builds one
+ * per row. test/rpc/resource-message.test.ts compares both.
+ */
 export function toResourceMessage(row: StoredResource): Resource {
   const type = payloadTypeOf(row.payloadType);
   if (!type) throw new Error(`stored payload_type ${row.payloadType} is unknown`);
-  return create(ResourceSchema, {
+  const msg: Resource = {
+    $typeName: "resourcestore.type.v1.Resource",
     identifier: row.identifier,
-    ...(row.parentIdentifier !== null ? { parentIdentifier: row.parentIdentifier } : {}),
-    ...(row.license !== null ? { license: row.license } : {}),
-    accessLevel: row.accessLevel,
     derivedFrom: row.derivedFrom,
     createdAt: row.createdAt,
     updatedAt: row.updatedAt,
     version: BigInt(row.version),
     children: row.children ?? [],
     payload: { case: type.name, value: payloadJsonToMessage(type, row.payload) } as Resource["payload"],
-  });
+  };
+  if (row.parentIdentifier !== null) msg.parentIdentifier = row.parentIdentifier;
+  if (row.license !== null) msg.license = row.license;
+  msg.accessLevel = row.accessLevel;
+  return msg;
 }
 
 /**
