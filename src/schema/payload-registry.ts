@@ -7,14 +7,13 @@ import { FieldBehavior, field_behavior } from "../../gen/google/api/field_behavi
 import { nullable, rules } from "../../gen/resourcestore/type/v1/options_pb.js";
 import { ResourceSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 
-/** The value kinds a payload or metadata field can have. */
-/** Whether a field carries `(nullable) = true`: REST writes it as null when unset. */
 const nullableFields = new WeakMap<DescField, boolean>();
 
 /**
- * Whether the field is marked (nullable) = true. Remembered per field:
- * reading an option decodes the field's options again every time, and the
- * REST writer asks for every unset field of every message it writes.
+ * Whether a field carries `(nullable) = true`: REST writes it as null when
+ * unset. Remembered per field: reading an option decodes the field's options
+ * again every time, and the REST writer asks for every unset field of every
+ * message it writes.
  */
 export function isNullable(field: DescField): boolean {
   let known = nullableFields.get(field);
@@ -25,6 +24,7 @@ export function isNullable(field: DescField): boolean {
   return known;
 }
 
+/** The value kinds a payload or metadata field can have. */
 export type FieldKind = "string" | "int32" | "int64" | "double" | "bool" | "string_list" | "double_map";
 
 export interface FieldRulesInfo {
