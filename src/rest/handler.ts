@@ -124,7 +124,7 @@ function sendCachedConstant(opts: RestOptions, method: DescMethod, request: Mess
   try {
     check = opts.authorize!(method, request, req.headers.authorization ?? null);
   } catch (err) {
-    refused(err);
+    return refused(err);
   }
   // Without credentials to check (authentication off, or an open operation) the answer goes out in this tick.
   if (check === undefined) {
