@@ -13,6 +13,7 @@ import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js"
 import type { Db, NewResource, Queryable, ReadPoint } from "../../src/store/index.js";
 import { countStatement, createResourceStore, listChildren, pageStatement, planQuery } from "../../src/store/index.js";
 import { describeBackends, uid } from "./backends.js";
+import { recording, type Recorded } from "./recording.js";
 
 interface PlanNode {
   "Node Type": string;
@@ -54,13 +55,10 @@ async function readsOf(db: Queryable, sql: string, params: readonly unknown[] | 
   return rowsRead(found[0]!);
 }
 
-/** The same database without the lineage view, with every statement recorded. */
-function recordingWithoutView(db: Db, out: { sql: string; params: readonly unknown[] | undefined }[]): Db {
-  const query: Queryable["query"] = (sql, params) => {
-    out.push({ sql, params });
-    return db.query(sql, params);
-  };
-  return { ...db, capabilities: { ...db.capabilities, lineageView: false }, query, transaction: (fn, o) => db.transaction((tx) => fn({ ...tx, query: (s, p) => (out.push({ sql: s, params: p }), tx.query(s, p)) }), o) };
+/** The same database without the lineage view (the walk is what runs then), every statement recorded. */
+function recordingWithoutView(db: Db, out: Recorded[]): Db {
+  const recorded = recording(db, out);
+  return { ...recorded, capabilities: { ...recorded.capabilities, lineageView: false } };
 }
 
 const node = (identifier: string, parent?: string): NewResource => ({
@@ -93,7 +91,7 @@ describeBackends("subtree walks of the read paths use the keys", (backend) => {
     const reads: Record<string, number> = {};
 
     for (const [name, options] of [["children now", {}], ["children as of", { asOf }]] as const) {
-      const recorded: { sql: string; params: readonly unknown[] | undefined }[] = [];
+      const recorded: Recorded[] = [];
       const nodes = await listChildren(recordingWithoutView(db, recorded), { parentIdentifier: p, ...options });
       expect(nodes.map((n) => n.descendantCount).reduce((a, b) => a + b, 0)).toBe(subtree - 10);
       const walk = recorded.find((r) => /WITH RECURSIVE/.test(r.sql))!;

@@ -8,34 +8,10 @@
 // walking statement of such writes is explained here against a table of a
 // few thousand rows, and none may scan a resource table.
 import { expect, it } from "vitest";
-import type { Db, NewResource, Queryable } from "../../src/store/index.js";
+import type { Db, NewResource } from "../../src/store/index.js";
 import { createResourceStore } from "../../src/store/index.js";
 import { describeBackends, uid } from "./backends.js";
-
-interface Recorded {
-  readonly sql: string;
-  readonly params: readonly unknown[] | undefined;
-}
-
-/** The same database, with every statement of its write transactions recorded. */
-function recording(db: Db, out: Recorded[]): Db {
-  const wrap = (tx: Queryable): Queryable => ({
-    query: (sql, params) => {
-      out.push({ sql, params });
-      return tx.query(sql, params);
-    },
-    exec: (sql) => tx.exec(sql),
-  });
-  return {
-    kind: db.kind,
-    capabilities: db.capabilities,
-    query: (sql, params) => db.query(sql, params),
-    exec: (sql) => db.exec(sql),
-    transaction: (fn, options) => db.transaction((tx) => fn(wrap(tx)), options),
-    ping: () => db.ping(),
-    close: () => db.close(),
-  };
-}
+import { recording, type Recorded } from "./recording.js";
 
 const file = (identifier: string, parent: string): NewResource => ({
   identifier,
