@@ -11,7 +11,7 @@ import { existsSync, readdirSync } from "node:fs";
 import autocannon from "autocannon";
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { QueryRequestSchema } from "../gen/resourcestore/type/v1/query_pb.js";
-import { datasourceStats, listChildren, listParents, pageStatement, planQuery, readResources, SESSION_OPTIONS } from "../src/store/index.js";
+import { datasourceStats, listChildren, listParents, pageStatement, planQuery, preparedName, readResources, SESSION_OPTIONS } from "../src/store/index.js";
 import { captureStatements, type Statement } from "./support/capture.js";
 import { connect, withDatabase } from "./support/database.js";
 import { loadThroughStoreSql, migrateDatabase } from "./support/load.js";
@@ -208,13 +208,39 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
       for (const r of routes) {
         const tps = await pgbench(db.url, pgbenchScript(r.sql), seconds);
         const l = await drive(u, seconds, requests[r.name]!);
-        results.push(line(r.name, r.label, l, tps, `pgbench ${fmt(tps)} tps`, STATEMENT_TARGET));
+        const floor = workers === undefined ? await driveFloor(db.url, r.sql, seconds, requests[r.name]!) : undefined;
+        const floorNote = floor === undefined ? "" : `; floor ${fmt(floor.rps)} req/s (${(floor.rps / tps).toFixed(3)} of pgbench; the service ${(l.rps / floor.rps).toFixed(2)} of it)`;
+        results.push(line(r.name, r.label, l, tps, `pgbench ${fmt(tps)} tps${floorNote}`, STATEMENT_TARGET));
       }
     } finally {
       await server.close();
     }
     return results;
   });
+}
+
+/**
+ * The floor of a statement route: bench/support/floor-server.mjs, the leanest
+ * Node service that sends the route's statements (named where the service
+ * names them) and answers the rows as JSON, driven as the service is. It
+ * shows what is Node, pg and HTTP on this machine, and so what the service's
+ * own layers cost (BENCHMARKS.md, round eight).
+ */
+async function driveFloor(dbUrl: string, statements: readonly Statement[], seconds: number, req: LoadRequest): Promise<Load> {
+  const dir = await mkdtemp(join(tmpdir(), "rs-floor-"));
+  try {
+    const file = join(dir, "statements.json");
+    const named = statements.map((st) => ({ sql: st.sql, params: st.params, name: preparedName(st.sql) }));
+    await writeFile(file, JSON.stringify(named));
+    const floor = await startServer({ databaseUrl: dbUrl, entry: "bench/support/floor-server.mjs", env: { FLOOR_STATEMENTS: file, PG_OPTIONS: SESSION_OPTIONS } });
+    try {
+      return await drive(floor.url, seconds, req);
+    } finally {
+      await floor.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 function line(name: string, label: string, l: Load, reference: number, referenceLabel: string, target: number): Result {

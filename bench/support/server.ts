@@ -28,6 +28,8 @@ export interface ServerOptions {
   readonly env?: Record<string, string>;
   /** Run the server in this many node:cluster workers on one port (bench/support/cluster.mjs); unset = one process. */
   readonly workers?: number;
+  /** A script (from the repository's root) to run instead of the service, which says "listening" as it does: the load benchmark's floor. */
+  readonly entry?: string;
 }
 
 export async function startServer(opts: ServerOptions = {}): Promise<BenchServer> {
@@ -49,7 +51,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<BenchServer
   }
   // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server.
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== "");
-  const entry = opts.workers === undefined ? join(ROOT, "dist/src/main.js") : join(ROOT, "bench/support/cluster.mjs");
+  const entry = join(ROOT, opts.entry ?? (opts.workers === undefined ? "dist/src/main.js" : "bench/support/cluster.mjs"));
   if (opts.workers !== undefined) env.BENCH_WORKERS = String(opts.workers);
   const child = spawn(process.execPath, [...nodeArgs, entry], {
     cwd: ROOT,

@@ -24,6 +24,11 @@ export function prepared(sql: string): string {
   return sql;
 }
 
+/** The name a statement text is prepared under, if `prepared` marked it (the load benchmark's floor sends it the same way). */
+export function preparedName(sql: string): string | undefined {
+  return preparedNames.get(sql);
+}
+
 export interface TransactionOptions {
   /**
    * One read-only REPEATABLE READ snapshot, so that several statements agree

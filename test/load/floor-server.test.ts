@@ -1,0 +1,69 @@
+// The load benchmark's floor (bench/support/floor-server.mjs) must do the
+// route's database work, or the figure it gives would flatter nothing but
+// itself: every statement runs, in order, on one connection, named ones
+// stay named across calls, and every row comes back as JSON.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+
+const ENTRY = fileURLToPath(new URL("../../bench/support/floor-server.mjs", import.meta.url));
+const pgOk = await postgresReachable();
+
+describe.skipIf(!pgOk)("the load benchmark's floor server [postgres]", () => {
+  let db: TestDatabase;
+  let dir: string;
+  let child: ChildProcess;
+  let url: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    dir = await mkdtemp(join(tmpdir(), "rs-floor-test-"));
+    const file = join(dir, "statements.json");
+    await writeFile(
+      file,
+      JSON.stringify([
+        { sql: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" },
+        { sql: "SELECT $1::int + 1 AS n, current_setting('transaction_isolation') AS iso", params: [41] },
+        { sql: "SELECT $1::text AS s, txid_current_if_assigned() IS NULL AS read_only", params: ["x"], name: "floor_test_1" },
+        { sql: "COMMIT" },
+      ]),
+    );
+    child = spawn(process.execPath, [ENTRY], {
+      env: { ...process.env, FLOOR_STATEMENTS: file, DATABASE_URL: db.url, DATABASE_POOL_SIZE: "1", PG_OPTIONS: "-c jit=off" },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const port = await new Promise<number>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).once("line", (line) => resolve((JSON.parse(line) as { port: number }).port));
+      child.once("exit", (code) => reject(new Error(`floor server exited with ${String(code)}`)));
+    });
+    url = `http://127.0.0.1:${port}/any/path`;
+  });
+
+  afterAll(async () => {
+    if (child.exitCode === null) {
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGTERM");
+      await exited;
+    }
+    await rm(dir, { recursive: true, force: true });
+    await db.drop();
+  });
+
+  it("runs every statement in one transaction and answers their rows, call after call", async () => {
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ identifiers: ["a"] }) });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual([
+        { n: 42, iso: "repeatable read" },
+        { s: "x", read_only: true },
+      ]);
+    }
+    const get = await fetch(url);
+    expect(await get.json()).toHaveLength(2);
+  });
+});
