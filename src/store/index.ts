@@ -10,7 +10,7 @@ import { updateResources } from "./update.js";
 
 // The database: two backends, one SQL text; capabilities say what each can do.
 export type { Db, DbCapabilities, Lease, Listener, ListenHandlers, OpenDatabaseOptions, PoolStats, Queryable, ReadCounts, TransactionOptions } from "./db.js";
-export { openDatabase, preparedName, SESSION_OPTIONS, SNAPSHOT_BEGIN } from "./db.js";
+export { MAX_PREPARED_PAGES, openDatabase, preparedName, preparedPage, SESSION_OPTIONS, SNAPSHOT_BEGIN } from "./db.js";
 /** Reads on standbys: readerFor(db, point) is the Db a read at that point (as_of/pinned stamp; undefined = now) runs on. */
 export { readerFor, withStandbys, type StandbyOptions } from "./replicas.js";
 export { toServiceError } from "./db-errors.js";

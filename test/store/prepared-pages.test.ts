@@ -1,0 +1,51 @@
+// A query's page statement is sent as a named prepared statement on
+// PostgreSQL, so the server parses and analyses each query shape once per
+// connection, not on every page (BENCHMARKS.md, round eight); the names are
+// bounded, so a client inventing shapes cannot grow them without end.
+import { create } from "@bufbuild/protobuf";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
+import { createQueryEngine, MAX_PREPARED_PAGES, migrate, openDatabase, pageStatement, planQuery, preparedName, preparedPage, type Db } from "../../src/store/index.js";
+import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+
+const pgOk = await postgresReachable();
+
+describe.skipIf(!pgOk)("query pages as prepared statements [postgres]", () => {
+  let testDb: TestDatabase;
+  let db: Db;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    // One connection: the statements prepared on it are the ones the pages used.
+    db = await openDatabase({ databaseUrl: testDb.url, poolSize: 1 });
+    await migrate(db);
+  });
+
+  afterAll(async () => {
+    await db.close();
+    await testDb.drop();
+  });
+
+  it("prepares a page's statement once and runs it again by name", async () => {
+    const engine = createQueryEngine(db, { cursorSecret: "a-test-secret-of-enough-length-0123456789" });
+    const plan = planQuery(create(QueryRequestSchema, { payloadType: "file", sortBy: "created_at", sortOrder: "desc", limit: 20 }));
+    const sql = pageStatement(plan, { kind: "now" }, { limit: 21 }).sql;
+    for (let i = 0; i < 3; i++) expect((await engine.page(plan, { limit: 20 })).resources).toEqual([]);
+    expect(preparedName(sql)).toBeDefined();
+    const { rows } = await db.query<{ name: string; runs: string }>(
+      "SELECT name, (generic_plans + custom_plans)::text AS runs FROM pg_prepared_statements WHERE statement = $1",
+      [sql],
+    );
+    expect(rows).toEqual([{ name: preparedName(sql), runs: "3" }]);
+  });
+
+  it("names no more than MAX_PREPARED_PAGES texts", () => {
+    const texts = Array.from({ length: MAX_PREPARED_PAGES + 5 }, (_, i) => `SELECT ${i} AS shape_${i}`);
+    for (const t of texts) preparedPage(t);
+    const named = texts.filter((t) => preparedName(t) !== undefined);
+    expect(named.length).toBeLessThanOrEqual(MAX_PREPARED_PAGES);
+    for (const t of texts.slice(MAX_PREPARED_PAGES)) expect(preparedName(t)).toBeUndefined();
+    // A text named once stays named: a connection that prepared it keeps running it by that name.
+    for (const t of named) expect(preparedName(preparedPage(t))).toBeDefined();
+  });
+});
