@@ -11,7 +11,7 @@ import { existsSync, readdirSync } from "node:fs";
 import autocannon from "autocannon";
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { QueryRequestSchema } from "../gen/resourcestore/type/v1/query_pb.js";
-import { datasourceStats, listChildren, listParents, pageStatement, planQuery, preparedName, readResources, SESSION_OPTIONS } from "../src/store/index.js";
+import { datasourceStats, listChildren, listParents, pageStatement, planQuery, preparedName, preparedPage, readResources, SESSION_OPTIONS } from "../src/store/index.js";
 import { captureStatements, type Statement } from "./support/capture.js";
 import { connect, withDatabase } from "./support/database.js";
 import { loadThroughStoreSql, migrateDatabase } from "./support/load.js";
@@ -119,6 +119,10 @@ async function pgbench(dbUrl: string, script: string, seconds: number): Promise<
   }
 }
 
+function namedPage(st: { sql: string; params: unknown[] }): Statement {
+  return { sql: preparedPage(st.sql), params: st.params };
+}
+
 /** The service runs with its lineage refresher, so the view is fresh: the children come from it. */
 function childrenAnswers(sql: string): unknown[] | undefined {
   if (/AS fresh/.test(sql)) return [{ fresh: true }];
@@ -178,7 +182,8 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
 
     const sql = {
       read: await captureStatements((d) => readResources(d, ids)),
-      query: [pageStatement(planQuery(fromJson(QueryRequestSchema, query as unknown as JsonObject)), { kind: "now" }, { limit: 21 })],
+      // The page statement the engine sends, named as it names it (preparedPage), so the floor sends it alike.
+      query: [namedPage(pageStatement(planQuery(fromJson(QueryRequestSchema, query as unknown as JsonObject)), { kind: "now" }, { limit: 21 }))],
       children: await captureStatements((d) => listChildren(d, { parentIdentifier: parentOf, withPayloads: false }), childrenAnswers),
       parents: await captureStatements((d) => listParents(d, leaf), (q) => (/FROM chain/.test(q) ? [{ identifier: leaf, depth: 0 }] : undefined)),
       stats: await captureStatements((d) => datasourceStats(d)),
