@@ -232,19 +232,12 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
  * own layers cost (BENCHMARKS.md, round eight).
  */
 async function driveFloor(dbUrl: string, statements: readonly Statement[], seconds: number, req: LoadRequest): Promise<Load> {
-  const dir = await mkdtemp(join(tmpdir(), "rs-floor-"));
+  const named = statements.map((st) => ({ sql: st.sql, params: st.params, name: preparedName(st.sql) }));
+  const floor = await startServer({ databaseUrl: dbUrl, entry: "bench/support/floor-server.mjs", env: { FLOOR_STATEMENTS: JSON.stringify(named), PG_OPTIONS: SESSION_OPTIONS } });
   try {
-    const file = join(dir, "statements.json");
-    const named = statements.map((st) => ({ sql: st.sql, params: st.params, name: preparedName(st.sql) }));
-    await writeFile(file, JSON.stringify(named));
-    const floor = await startServer({ databaseUrl: dbUrl, entry: "bench/support/floor-server.mjs", env: { FLOOR_STATEMENTS: file, PG_OPTIONS: SESSION_OPTIONS } });
-    try {
-      return await drive(floor.url, seconds, req);
-    } finally {
-      await floor.close();
-    }
+    return await drive(floor.url, seconds, req);
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    await floor.close();
   }
 }
 

@@ -5,13 +5,12 @@
 // the service names them), and answers every row as JSON. No validation,
 // messages, logging, metrics or cursors: what is left of the service's cost
 // per call, against this, is the cost of its own layers.
-// Input: FLOOR_STATEMENTS (a JSON file of {sql, params, name?}), DATABASE_URL,
+// Input: FLOOR_STATEMENTS (JSON: [{sql, params, name?}]), DATABASE_URL,
 // DATABASE_POOL_SIZE, PG_OPTIONS. Prints {"msg":"listening","port":N}.
 import http from "node:http";
-import { readFileSync } from "node:fs";
 import pg from "pg";
 
-const statements = JSON.parse(readFileSync(process.env.FLOOR_STATEMENTS, "utf8"));
+const statements = JSON.parse(process.env.FLOOR_STATEMENTS);
 const pool = new pg.Pool({
   connectionString: process.env.DATABASE_URL,
   max: Number(process.env.DATABASE_POOL_SIZE || 10),

@@ -3,9 +3,6 @@
 // itself: every statement runs, in order, on one connection, named ones
 // stay named across calls, and every row comes back as JSON.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -16,25 +13,19 @@ const pgOk = await postgresReachable();
 
 describe.skipIf(!pgOk)("the load benchmark's floor server [postgres]", () => {
   let db: TestDatabase;
-  let dir: string;
   let child: ChildProcess;
   let url: string;
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    dir = await mkdtemp(join(tmpdir(), "rs-floor-test-"));
-    const file = join(dir, "statements.json");
-    await writeFile(
-      file,
-      JSON.stringify([
-        { sql: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" },
-        { sql: "SELECT $1::int + 1 AS n, current_setting('transaction_isolation') AS iso", params: [41] },
-        { sql: "SELECT $1::text AS s, txid_current_if_assigned() IS NULL AS read_only", params: ["x"], name: "floor_test_1" },
-        { sql: "COMMIT" },
-      ]),
-    );
+    const statements = JSON.stringify([
+      { sql: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" },
+      { sql: "SELECT $1::int + 1 AS n, current_setting('transaction_isolation') AS iso", params: [41] },
+      { sql: "SELECT $1::text AS s, txid_current_if_assigned() IS NULL AS read_only", params: ["x"], name: "floor_test_1" },
+      { sql: "COMMIT" },
+    ]);
     child = spawn(process.execPath, [ENTRY], {
-      env: { ...process.env, FLOOR_STATEMENTS: file, DATABASE_URL: db.url, DATABASE_POOL_SIZE: "1", PG_OPTIONS: "-c jit=off" },
+      env: { ...process.env, FLOOR_STATEMENTS: statements, DATABASE_URL: db.url, DATABASE_POOL_SIZE: "1", PG_OPTIONS: "-c jit=off" },
       stdio: ["ignore", "pipe", "inherit"],
     });
     const port = await new Promise<number>((resolve, reject) => {
@@ -50,7 +41,6 @@ describe.skipIf(!pgOk)("the load benchmark's floor server [postgres]", () => {
       child.kill("SIGTERM");
       await exited;
     }
-    await rm(dir, { recursive: true, force: true });
     await db.drop();
   });
 
