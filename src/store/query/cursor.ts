@@ -18,7 +18,7 @@ export interface CursorState {
 
 export interface CursorCodec {
   encode(state: CursorState): string;
-  /** Throws invalid_argument on anything but an untampered cursor of this query. */
+  /** Throws invalid_argument on anything but a cursor of this query exactly as encode wrote it. */
   decode(token: string, hash: string): CursorState;
 }
 
@@ -35,8 +35,10 @@ export function createCursorCodec(secret: string | Uint8Array): CursorCodec {
       const dot = token.indexOf(".");
       if (dot <= 0 || token.length > 4096) throw bad();
       const body = token.slice(0, dot);
-      const mac = Buffer.from(token.slice(dot + 1), "base64url");
-      const want = sign(body);
+      // Compared as text: decoding first would accept other spellings of the
+      // same bytes (unused low bits, padding, stray characters).
+      const mac = Buffer.from(token.slice(dot + 1), "latin1");
+      const want = Buffer.from(sign(body).toString("base64url"), "latin1");
       if (mac.length !== want.length || !timingSafeEqual(mac, want)) throw bad();
       let parsed: unknown;
       try {
