@@ -179,6 +179,7 @@ export interface SessionTimeouts {
 
 const OID = { INT8: 20, TIMESTAMP: 1114, TIMESTAMPTZ: 1184, DATE: 1082 } as const;
 const KEEP_AS_TEXT: ReadonlySet<number> = new Set(Object.values(OID));
+const asText = (x: string): string => x;
 
 export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<Db> {
   if (options.databaseUrl === undefined) return openPglite(options.dataDir);
@@ -205,8 +206,7 @@ async function openPglite(dataDir: string | undefined): Promise<Db> {
     dir = join(dataDir, "pglite");
     await mkdir(dir, { recursive: true });
   }
-  const identity = (x: string) => x;
-  const parsers = Object.fromEntries([...KEEP_AS_TEXT].map((oid) => [oid, identity]));
+  const parsers = Object.fromEntries([...KEEP_AS_TEXT].map((oid) => [oid, asText]));
   const lite = await PGlite.create({ ...(dir !== undefined ? { dataDir: dir } : {}), parsers });
   const wrap = (q: Pick<PGlite, "query" | "exec">): Queryable => ({
     async query<R>(sql: string, params?: readonly unknown[]) {
@@ -259,7 +259,7 @@ export const SESSION_OPTIONS = "-c jit=off";
 
 export function openPostgres(url: string, poolSize: number, connectionTimeoutMillis = 10_000, timeouts: SessionTimeouts = {}): Db {
   const getTypeParser = (oid: number, format?: "text" | "binary"): ((value: string) => unknown) =>
-    KEEP_AS_TEXT.has(oid) ? (x) => x : (pg.types.getTypeParser(oid, format) as (value: string) => unknown);
+    KEEP_AS_TEXT.has(oid) ? asText : (pg.types.getTypeParser(oid, format) as (value: string) => unknown);
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
