@@ -37,8 +37,8 @@ export function createCursorCodec(secret: string | Uint8Array): CursorCodec {
       const body = token.slice(0, dot);
       // Compared as text: decoding first would accept other spellings of the
       // same bytes (unused low bits, padding, stray characters).
-      const mac = Buffer.from(token.slice(dot + 1), "latin1");
-      const want = Buffer.from(sign(body).toString("base64url"), "latin1");
+      const mac = Buffer.from(token.slice(dot + 1), "utf8");
+      const want = Buffer.from(sign(body).toString("base64url"), "utf8");
       if (mac.length !== want.length || !timingSafeEqual(mac, want)) throw bad();
       let parsed: unknown;
       try {
