@@ -196,7 +196,8 @@ export interface RestRequestParts {
 export function decodeRestRequest<Desc extends DescMessage>(desc: Desc, parts: RestRequestParts): MessageShape<Desc> {
   // A body naming one field is that field's REST JSON; wrapping it lets the
   // same walker unfold it (a flat Resource, say).
-  const bodyJson = parts.bodyField === "*" ? (parts.body ?? {}) : parts.bodyField !== "" && parts.body !== undefined ? { [parts.bodyField]: parts.body } : {};
+  // An absent body is the defaults; a JSON null is a body, and not an object.
+  const bodyJson = parts.bodyField === "*" ? (parts.body === undefined ? {} : parts.body) : parts.bodyField !== "" && parts.body !== undefined ? { [parts.bodyField]: parts.body } : {};
   const json = restToProtoJson(desc, bodyJson) as JsonObject;
   const bound = new Set(parts.bindings.map((b) => b.fieldPath[0]));
   const names = [...new Set(parts.query.keys())];

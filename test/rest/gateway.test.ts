@@ -331,6 +331,9 @@ describe("client mistakes", () => {
   it("answers 400 for invalid JSON, a body that is not an object, and wrong value types", async () => {
     await expectError(await post("/resources/read", "{identifiers:"), 400, "invalid_argument", "JSON");
     await expectError(await post("/resources/read", "[1,2]"), 400, "invalid_argument", "object");
+    // null is JSON but not an object: refused like an array, not read as an empty body.
+    await expectError(await post("/resources/read", "null"), 400, "invalid_argument", "object");
+    await expectError(await post("/query/count", "null"), 400, "invalid_argument", "object");
     await expectError(await post("/resources/read", { identifiers: "f1" }), 400, "invalid_argument", "identifiers");
     await expectError(await post("/resources/read", { identifiers: [], exclude_children: "yes" }), 400, "invalid_argument", "exclude_children");
   });
