@@ -6,6 +6,7 @@ import type { AuthConfig } from "../config.js";
 import { ConfigError } from "../config.js";
 import { unauthenticated } from "../errors.js";
 import { createOidcVerifier, type OidcVerifier } from "./oidc.js";
+import type { Grants } from "../access/index.js";
 import type { Scope } from "./scopes.js";
 import { createTokenSet, parseTokenEntries, type TokenEntry } from "./tokens.js";
 
@@ -13,6 +14,13 @@ export interface Principal {
   /** "API_TOKENS#2" for a static token (never the token), "oidc:<sub>" for a JWT. */
   readonly id: string;
   readonly scopes: ReadonlySet<Scope>;
+  readonly grants: Grants;
+  /**
+   * The name written into the history (docs/contract/19-audit-history.md): a
+   * JWT's `sub`, a static token's `actor:` scope, else `token#N` (its
+   * position among all configured tokens).
+   */
+  readonly actor: string;
 }
 
 export interface Authenticator {
@@ -37,6 +45,7 @@ export function createAuthenticator(config: AuthConfig, deps: { oidc?: OidcVerif
   if (config.tokens !== undefined) entries.push(...parseTokenEntries(config.tokens, "API_TOKENS"));
   if (config.tokensFile !== undefined) entries.push(...parseTokenEntries(readTokensFile(config.tokensFile), "API_TOKENS_FILE"));
   const tokens = createTokenSet(entries);
+  const actors = new Map(entries.map((e, i) => [e, e.actor ?? `token#${i + 1}`] as const));
   const oidc =
     deps.oidc ??
     (config.oidcIssuer !== undefined
@@ -52,10 +61,11 @@ export function createAuthenticator(config: AuthConfig, deps: { oidc?: OidcVerif
       if (m === null) throw unauthenticated("the Authorization header must be Bearer <token>");
       const presented = m[1] as string;
       const entry = tokens.find(presented);
-      if (entry !== undefined) return { id: entry.name, scopes: entry.scopes };
+      if (entry !== undefined) return { id: entry.name, scopes: entry.scopes, grants: entry.grants, actor: actors.get(entry) ?? entry.name };
       if (oidc !== undefined && JWT_SHAPE.test(presented)) {
         const who = await oidc.verify(presented);
-        return { id: `oidc:${who.subject}`, scopes: who.scopes };
+        // One issuer is configured, so the subject alone names the actor.
+        return { id: `oidc:${who.subject}`, scopes: who.scopes, grants: who.grants, actor: who.subject === "" ? "oidc:unknown" : who.subject };
       }
       throw unauthenticated("the bearer token is not valid");
     },

@@ -1,30 +1,49 @@
 // The auth interceptor: in the one interceptor list that serves gRPC,
-// gRPC-Web, Connect and (through the in-process router transport) REST, so
-// every protocol is checked the same way. Unauthenticated calls get 401,
-// calls without the scope 403; a method that declares no scope is refused,
-// so a new RPC is never open by omission.
+// gRPC-Web, Connect and REST, so every protocol is checked the same way.
+// Unauthenticated calls get 401, calls without the scope 403; a method that
+// declares no scope is refused, so a new RPC is never open by omission.
+// It is also where a caller becomes a Caller (actor and grants,
+// docs/contract/18-access.md): the one place, for every call.
 import type { DescMethod } from "@bufbuild/protobuf";
-import type { Interceptor } from "@connectrpc/connect";
+import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import { LOCAL_CALLER, type Caller } from "../access/index.js";
 import { internal, permissionDenied } from "../errors.js";
 import type { Authenticator, Principal } from "./authenticator.js";
 import { requiredScope } from "./method-scope.js";
 import { grants } from "./scopes.js";
 
+/**
+ * The call's caller, set by the auth interceptor before any handler runs.
+ * No default: a handler that asks for the caller of a call the interceptor
+ * did not see fails (callerOf), rather than reading with someone's grants.
+ */
+export const callerKey = createContextKey<Caller | undefined>(undefined, { description: "the caller: actor and grants" });
+
+/** The caller of this call; throws internal when the pipeline set none (a handler reached around the interceptors). */
+export function callerOf(ctx: Pick<HandlerContext, "values">): Caller {
+  const caller = ctx.values.get(callerKey);
+  if (caller === undefined) throw internal(new Error("no caller: the handler was reached without the auth interceptor"));
+  return caller;
+}
+
+function callerFrom(principal: Principal): Caller {
+  return { actor: principal.actor, grants: principal.grants };
+}
+
 export function createAuthInterceptor(auth: Authenticator): Interceptor {
   return (next) => async (req) => {
-    const check = checkScope(auth, req.method, req.stream ? undefined : req.message, req.header.get("authorization"));
-    if (check !== undefined) await check;
+    const check = authorize(auth, req.method, req.stream ? undefined : req.message, req.header.get("authorization"));
+    req.contextValues.set(callerKey, check === undefined ? LOCAL_CALLER : callerFrom(await check));
     return next(req);
   };
 }
 
 /**
- * Throws unless the credentials may call the method (what the interceptor
- * checks before every call). Answers at once (undefined, or a throw) when no
- * credentials need checking: an open operation, or authentication off.
- * Otherwise the promise of the check.
+ * The principal who may call the method, or undefined when no credentials
+ * need checking (an open operation, or authentication off). Throws (or
+ * rejects) unless the credentials may call it.
  */
-export function checkScope(auth: Authenticator, method: DescMethod, message: Parameters<typeof requiredScope>[1], authorization: string | null): Promise<void> | undefined {
+function authorize(auth: Authenticator, method: DescMethod, message: Parameters<typeof requiredScope>[1], authorization: string | null): Promise<Principal> | undefined {
   const needed = requiredScope(method, message);
   if (needed === undefined) {
     throw internal(new Error(`${method.parent.typeName}.${method.name} declares no scope`));
@@ -34,5 +53,17 @@ export function checkScope(auth: Authenticator, method: DescMethod, message: Par
     if (!grants(principal.scopes, needed)) {
       throw permissionDenied(`this operation needs the "${needed}" scope`);
     }
+    return principal;
   });
+}
+
+/**
+ * Throws unless the credentials may call the method (what the interceptor
+ * checks before every call). Answers at once (undefined, or a throw) when no
+ * credentials need checking: an open operation, or authentication off.
+ * Otherwise the promise of the check.
+ */
+export function checkScope(auth: Authenticator, method: DescMethod, message: Parameters<typeof requiredScope>[1], authorization: string | null): Promise<void> | undefined {
+  const check = authorize(auth, method, message, authorization);
+  return check === undefined ? undefined : check.then(() => undefined);
 }

@@ -5,6 +5,7 @@
 // starts even while the identity provider is down.
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from "jose";
 import { unauthenticated, unavailable } from "../errors.js";
+import { grantsOf, parseGrantScope, type GrantScope, type Grants } from "../access/index.js";
 import { isScope, type Scope } from "./scopes.js";
 
 export interface OidcOptions {
@@ -18,19 +19,45 @@ export interface OidcOptions {
 export interface OidcIdentity {
   readonly subject: string;
   readonly scopes: ReadonlySet<Scope>;
+  /** From the `datasource:` and `clearance:` strings of the same claim (docs/contract/18-access.md). */
+  readonly grants: Grants;
 }
 
 export interface OidcVerifier {
   verify(jwt: string): Promise<OidcIdentity>;
 }
 
+function claimNames(payload: JWTPayload): string[] {
+  const raw = payload.scope ?? payload.scp;
+  return typeof raw === "string" ? raw.split(" ") : Array.isArray(raw) ? raw.filter((x): x is string => typeof x === "string") : [];
+}
+
 /** The scopes of the `scope` claim (space separated) or else `scp` (array or string); unknown ones are ignored. */
 export function scopesOf(payload: JWTPayload): Set<Scope> {
-  const raw = payload.scope ?? payload.scp;
-  const names = typeof raw === "string" ? raw.split(" ") : Array.isArray(raw) ? raw.filter((x): x is string => typeof x === "string") : [];
   const out = new Set<Scope>();
-  for (const n of names) if (isScope(n)) out.add(n);
+  for (const n of claimNames(payload)) if (isScope(n)) out.add(n);
   return out;
+}
+
+/**
+ * The grants of the same claim. A malformed grant string (`clearance:top`)
+ * cannot widen anything: it is dropped, and a dropped clearance leaves the
+ * caller at the lowest clearance rather than the default.
+ */
+export function grantsOfClaim(payload: JWTPayload): Grants {
+  const found: GrantScope[] = [];
+  let malformedClearance = false;
+  for (const n of claimNames(payload)) {
+    const g = parseGrantScope(n);
+    if (g === undefined) continue;
+    if ("error" in g) {
+      if (n.toLowerCase().startsWith("clearance:")) malformedClearance = true;
+      continue;
+    }
+    if (g.kind !== "actor") found.push(g);
+  }
+  if (malformedClearance && !found.some((g) => g.kind === "clearance")) found.push({ kind: "clearance", level: "public" });
+  return grantsOf(found);
 }
 
 async function discoverJwksUri(issuer: string, timeoutMs: number): Promise<URL> {
@@ -83,7 +110,7 @@ export function createOidcVerifier(opts: OidcOptions): OidcVerifier {
         if (err instanceof errors.JOSEError && TOKEN_ERRORS.has(err.code)) throw unauthenticated("the bearer token is not valid");
         throw unavailable("the identity provider's keys could not be fetched", "IDENTITY_PROVIDER_UNAVAILABLE");
       }
-      return { subject: typeof payload.sub === "string" ? payload.sub : "", scopes: scopesOf(payload) };
+      return { subject: typeof payload.sub === "string" ? payload.sub : "", scopes: scopesOf(payload), grants: grantsOfClaim(payload) };
     },
   };
 }

@@ -5,6 +5,7 @@
 // guess was, nor which entry matched.
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ConfigError } from "../config.js";
+import { grantsOf, parseGrantScope, type GrantScope, type Grants } from "../access/index.js";
 import { isScope, type Scope } from "./scopes.js";
 
 export interface TokenEntry {
@@ -12,6 +13,10 @@ export interface TokenEntry {
   readonly name: string;
   readonly digest: Buffer;
   readonly scopes: ReadonlySet<Scope>;
+  /** From its `datasource:` and `clearance:` scopes (docs/contract/18-access.md). */
+  readonly grants: Grants;
+  /** Its `actor:` scope, when it has one (docs/contract/19-audit-history.md). */
+  readonly actor?: string;
 }
 
 export interface TokenSet {
@@ -43,18 +48,40 @@ export function parseTokenEntries(text: string, source: string): TokenEntry[] {
       if (eq <= 0) throw new ConfigError(source, `${where}: expected token=scope[,scope]`);
       const token = entry.slice(0, eq).trim();
       if (/\s/.test(token)) throw new ConfigError(source, `${where}: a token must not contain spaces`);
+      // Case is kept for the values of grant scopes (datasource ids are case-sensitive).
       const names = entry
         .slice(eq + 1)
         .split(",")
-        .map((s) => s.trim().toLowerCase())
+        .map((s) => s.trim())
         .filter((s) => s !== "");
       if (names.length === 0) throw new ConfigError(source, `${where}: a token needs at least one scope`);
       const scopes = new Set<Scope>();
+      const grantScopes: GrantScope[] = [];
+      let actor: string | undefined;
       for (const n of names) {
-        if (!isScope(n)) throw new ConfigError(source, `${where}: unknown scope ${JSON.stringify(n)} (read, write or admin)`);
-        scopes.add(n);
+        const grant = parseGrantScope(n);
+        if (grant !== undefined && "error" in grant) throw new ConfigError(source, `${where}: ${grant.error}`);
+        if (grant !== undefined) {
+          if (grant.kind === "actor") {
+            if (actor !== undefined) throw new ConfigError(source, `${where}: a token has at most one actor scope`);
+            actor = grant.name;
+          } else grantScopes.push(grant);
+          continue;
+        }
+        const lower = n.toLowerCase();
+        if (!isScope(lower)) {
+          throw new ConfigError(source, `${where}: unknown scope ${JSON.stringify(n)} (read, write, admin, datasource:<id>, clearance:<level>, actor:<name>)`);
+        }
+        scopes.add(lower);
       }
-      out.push({ name: `${source}#${out.length + 1}`, digest: digest(token), scopes });
+      if (scopes.size === 0) throw new ConfigError(source, `${where}: a token needs read, write or admin`);
+      out.push({
+        name: `${source}#${out.length + 1}`,
+        digest: digest(token),
+        scopes,
+        grants: grantsOf(grantScopes),
+        ...(actor !== undefined ? { actor } : {}),
+      });
     });
   });
   return out;

@@ -4,7 +4,7 @@
 // message travels to the store as proto3 JSON with proto field names.
 import { create } from "@bufbuild/protobuf";
 import type { JsonObject } from "@bufbuild/protobuf";
-import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import {
   type Resource,
   type ResourceUpdate,
@@ -62,6 +62,10 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
       checkSize(req.identifiers.length, "identifiers");
       const { count } = await store.restore(req.identifiers, { cascade: req.cascade ?? true });
       return create(RestoreResponseSchema, { restored: BigInt(count) });
+    },
+    // Issue 32 builds it; until then the method answers as one not served.
+    history: () => {
+      throw new ConnectError("History is not served yet", Code.Unimplemented);
     },
   };
 }

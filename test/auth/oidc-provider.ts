@@ -42,7 +42,7 @@ export async function startProvider(): Promise<TestProvider> {
         .setProtectedHeader({ alg: "ES256", kid })
         .setIssuedAt()
         .setIssuer(opts.issuer ?? base)
-        .setSubject("user-1")
+        .setSubject(typeof claims.sub === "string" ? claims.sub : "user-1")
         .setExpirationTime(opts.expiresIn ?? "5m");
       if (opts.audience !== undefined) jwt = jwt.setAudience(opts.audience);
       return jwt.sign(opts.foreignKey ? other.privateKey : privateKey);

@@ -6,14 +6,14 @@ import type { GenFile, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
-import type { CreateRequestSchema, CreateResponseSchema, DeleteRequestSchema, DeleteResponseSchema, ReadRequestSchema, ReadResponseSchema, UpdateRequestSchema, UpdateResponseSchema } from "../type/v1/resource_pb.js";
+import type { CreateRequestSchema, CreateResponseSchema, DeleteRequestSchema, DeleteResponseSchema, HistoryRequestSchema, HistoryResponseSchema, ReadRequestSchema, ReadResponseSchema, UpdateRequestSchema, UpdateResponseSchema } from "../type/v1/resource_pb.js";
 import { file_resourcestore_type_v1_resource } from "../type/v1/resource_pb.js";
 
 /**
  * Describes the file resourcestore/v1/resource_service.proto.
  */
 export const file_resourcestore_v1_resource_service: GenFile = /*@__PURE__*/
-  fileDesc("CidyZXNvdXJjZXN0b3JlL3YxL3Jlc291cmNlX3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEyiwQKD1Jlc291cmNlU2VydmljZRJ8CgZDcmVhdGUSJC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuQ3JlYXRlUmVxdWVzdBolLnJlc291cmNlc3RvcmUudHlwZS52MS5DcmVhdGVSZXNwb25zZSIl6vkYBXdyaXRlgtPkkwIWOgEqIhEvcmVzb3VyY2VzL2NyZWF0ZRJ+CgRSZWFkEiIucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlYWRSZXF1ZXN0GiMucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlYWRSZXNwb25zZSIt6vkYBHJlYWSC0+STAh86ASpiCXJlc291cmNlcyIPL3Jlc291cmNlcy9yZWFkEnwKBlVwZGF0ZRIkLnJlc291cmNlc3RvcmUudHlwZS52MS5VcGRhdGVSZXF1ZXN0GiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLlVwZGF0ZVJlc3BvbnNlIiXq+RgFd3JpdGWC0+STAhY6ASoiES9yZXNvdXJjZXMvdXBkYXRlEnwKBkRlbGV0ZRIkLnJlc291cmNlc3RvcmUudHlwZS52MS5EZWxldGVSZXF1ZXN0GiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRlbGV0ZVJlc3BvbnNlIiXq+RgFd3JpdGWC0+STAhY6ASoiES9yZXNvdXJjZXMvZGVsZXRlYgZwcm90bzM", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_resource]);
+  fileDesc("CidyZXNvdXJjZXN0b3JlL3YxL3Jlc291cmNlX3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEyjAUKD1Jlc291cmNlU2VydmljZRJ8CgZDcmVhdGUSJC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuQ3JlYXRlUmVxdWVzdBolLnJlc291cmNlc3RvcmUudHlwZS52MS5DcmVhdGVSZXNwb25zZSIl6vkYBXdyaXRlgtPkkwIWOgEqIhEvcmVzb3VyY2VzL2NyZWF0ZRJ+CgRSZWFkEiIucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlYWRSZXF1ZXN0GiMucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlYWRSZXNwb25zZSIt6vkYBHJlYWSC0+STAh86ASpiCXJlc291cmNlcyIPL3Jlc291cmNlcy9yZWFkEnwKBlVwZGF0ZRIkLnJlc291cmNlc3RvcmUudHlwZS52MS5VcGRhdGVSZXF1ZXN0GiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLlVwZGF0ZVJlc3BvbnNlIiXq+RgFd3JpdGWC0+STAhY6ASoiES9yZXNvdXJjZXMvdXBkYXRlEnwKBkRlbGV0ZRIkLnJlc291cmNlc3RvcmUudHlwZS52MS5EZWxldGVSZXF1ZXN0GiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRlbGV0ZVJlc3BvbnNlIiXq+RgFd3JpdGWC0+STAhY6ASoiES9yZXNvdXJjZXMvZGVsZXRlEn8KB0hpc3RvcnkSJS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuSGlzdG9yeVJlcXVlc3QaJi5yZXNvdXJjZXN0b3JlLnR5cGUudjEuSGlzdG9yeVJlc3BvbnNlIiXq+RgEcmVhZILT5JMCFzoBKiISL3Jlc291cmNlcy9oaXN0b3J5YgZwcm90bzM", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_resource]);
 
 /**
  * Batch mutations and reads of resources. Every mutation is all-or-nothing.
@@ -52,6 +52,16 @@ export const ResourceService: GenService<{
     methodKind: "unary";
     input: typeof DeleteRequestSchema;
     output: typeof DeleteResponseSchema;
+  },
+  /**
+   * Every version of one resource, oldest first (docs/contract/19-audit-history.md).
+   *
+   * @generated from rpc resourcestore.v1.ResourceService.History
+   */
+  history: {
+    methodKind: "unary";
+    input: typeof HistoryRequestSchema;
+    output: typeof HistoryResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_resourcestore_v1_resource_service, 0);

@@ -6,14 +6,14 @@ import type { GenFile, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
-import type { CreateRequestSchema, CreateResponseSchema, DeleteRequestSchema, DeleteResponseSchema, ReadRequestSchema, ReadResponseSchema, RestoreRequestSchema, RestoreResponseSchema, UpdateRequestSchema, UpdateResponseSchema } from "../type/v1/resource_pb.js";
+import type { CreateRequestSchema, CreateResponseSchema, DeleteRequestSchema, DeleteResponseSchema, HistoryRequestSchema, HistoryResponseSchema, ReadRequestSchema, ReadResponseSchema, RestoreRequestSchema, RestoreResponseSchema, UpdateRequestSchema, UpdateResponseSchema } from "../type/v1/resource_pb.js";
 import { file_resourcestore_type_v1_resource } from "../type/v1/resource_pb.js";
 
 /**
  * Describes the file resourcestore/v2/resource_service.proto.
  */
 export const file_resourcestore_v2_resource_service: GenFile = /*@__PURE__*/
-  fileDesc("CidyZXNvdXJjZXN0b3JlL3YyL3Jlc291cmNlX3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjIyjgUKD1Jlc291cmNlU2VydmljZRJ8CgZDcmVhdGUSJC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuQ3JlYXRlUmVxdWVzdBolLnJlc291cmNlc3RvcmUudHlwZS52MS5DcmVhdGVSZXNwb25zZSIl6vkYBXdyaXRlgtPkkwIWOgEqIhEvcmVzb3VyY2VzL2NyZWF0ZRJ+CgRSZWFkEiIucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlYWRSZXF1ZXN0GiMucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlYWRSZXNwb25zZSIt6vkYBHJlYWSC0+STAh86ASpiCXJlc291cmNlcyIPL3Jlc291cmNlcy9yZWFkEnwKBlVwZGF0ZRIkLnJlc291cmNlc3RvcmUudHlwZS52MS5VcGRhdGVSZXF1ZXN0GiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLlVwZGF0ZVJlc3BvbnNlIiXq+RgFd3JpdGWC0+STAhY6ASoiES9yZXNvdXJjZXMvdXBkYXRlEnwKBkRlbGV0ZRIkLnJlc291cmNlc3RvcmUudHlwZS52MS5EZWxldGVSZXF1ZXN0GiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRlbGV0ZVJlc3BvbnNlIiXq+RgFd3JpdGWC0+STAhY6ASoiES9yZXNvdXJjZXMvZGVsZXRlEoABCgdSZXN0b3JlEiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlc3RvcmVSZXF1ZXN0GiYucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlc3RvcmVSZXNwb25zZSIm6vkYBXdyaXRlgtPkkwIXOgEqIhIvcmVzb3VyY2VzL3Jlc3RvcmViBnByb3RvMw", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_resource]);
+  fileDesc("CidyZXNvdXJjZXN0b3JlL3YyL3Jlc291cmNlX3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjIyjwYKD1Jlc291cmNlU2VydmljZRJ8CgZDcmVhdGUSJC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuQ3JlYXRlUmVxdWVzdBolLnJlc291cmNlc3RvcmUudHlwZS52MS5DcmVhdGVSZXNwb25zZSIl6vkYBXdyaXRlgtPkkwIWOgEqIhEvcmVzb3VyY2VzL2NyZWF0ZRJ+CgRSZWFkEiIucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlYWRSZXF1ZXN0GiMucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlYWRSZXNwb25zZSIt6vkYBHJlYWSC0+STAh86ASpiCXJlc291cmNlcyIPL3Jlc291cmNlcy9yZWFkEnwKBlVwZGF0ZRIkLnJlc291cmNlc3RvcmUudHlwZS52MS5VcGRhdGVSZXF1ZXN0GiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLlVwZGF0ZVJlc3BvbnNlIiXq+RgFd3JpdGWC0+STAhY6ASoiES9yZXNvdXJjZXMvdXBkYXRlEnwKBkRlbGV0ZRIkLnJlc291cmNlc3RvcmUudHlwZS52MS5EZWxldGVSZXF1ZXN0GiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRlbGV0ZVJlc3BvbnNlIiXq+RgFd3JpdGWC0+STAhY6ASoiES9yZXNvdXJjZXMvZGVsZXRlEoABCgdSZXN0b3JlEiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlc3RvcmVSZXF1ZXN0GiYucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlc3RvcmVSZXNwb25zZSIm6vkYBXdyaXRlgtPkkwIXOgEqIhIvcmVzb3VyY2VzL3Jlc3RvcmUSfwoHSGlzdG9yeRIlLnJlc291cmNlc3RvcmUudHlwZS52MS5IaXN0b3J5UmVxdWVzdBomLnJlc291cmNlc3RvcmUudHlwZS52MS5IaXN0b3J5UmVzcG9uc2UiJer5GARyZWFkgtPkkwIXOgEqIhIvcmVzb3VyY2VzL2hpc3RvcnliBnByb3RvMw", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_resource]);
 
 /**
  * Batch mutations and reads of resources. Every mutation is all-or-nothing.
@@ -60,6 +60,16 @@ export const ResourceService: GenService<{
     methodKind: "unary";
     input: typeof RestoreRequestSchema;
     output: typeof RestoreResponseSchema;
+  },
+  /**
+   * Every version of one resource, oldest first (docs/contract/19-audit-history.md).
+   *
+   * @generated from rpc resourcestore.v2.ResourceService.History
+   */
+  history: {
+    methodKind: "unary";
+    input: typeof HistoryRequestSchema;
+    output: typeof HistoryResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_resourcestore_v2_resource_service, 0);

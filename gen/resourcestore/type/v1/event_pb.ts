@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file resourcestore/type/v1/event.proto.
  */
 export const file_resourcestore_type_v1_event: GenFile = /*@__PURE__*/
-  fileDesc("CiFyZXNvdXJjZXN0b3JlL3R5cGUvdjEvZXZlbnQucHJvdG8SFXJlc291cmNlc3RvcmUudHlwZS52MSKrAQoMV2F0Y2hSZXF1ZXN0EhIKBXNpbmNlGAEgASgJSACIAQESFQoNcGF5bG9hZF90eXBlcxgCIAMoCRIcCg9yb290X2lkZW50aWZpZXIYAyABKAlIAYgBARIeChFpbmNsdWRlX3Jlc291cmNlcxgEIAEoCEgCiAEBQggKBl9zaW5jZUISChBfcm9vdF9pZGVudGlmaWVyQhQKEl9pbmNsdWRlX3Jlc291cmNlcyJJCg1XYXRjaFJlc3BvbnNlEgoKAmF0GAEgASgJEiwKBmV2ZW50cxgCIAMoCzIcLnJlc291cmNlc3RvcmUudHlwZS52MS5FdmVudCKPAQoFRXZlbnQSCgoCYXQYASABKAkSEgoKaWRlbnRpZmllchgCIAEoCRIUCgxwYXlsb2FkX3R5cGUYAyABKAkSDAoEa2luZBgEIAEoCRIPCgd2ZXJzaW9uGAUgASgDEjEKCHJlc291cmNlGAYgASgLMh8ucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlc291cmNlYgZwcm90bzM", [file_resourcestore_type_v1_resource]);
+  fileDesc("CiFyZXNvdXJjZXN0b3JlL3R5cGUvdjEvZXZlbnQucHJvdG8SFXJlc291cmNlc3RvcmUudHlwZS52MSKrAQoMV2F0Y2hSZXF1ZXN0EhIKBXNpbmNlGAEgASgJSACIAQESFQoNcGF5bG9hZF90eXBlcxgCIAMoCRIcCg9yb290X2lkZW50aWZpZXIYAyABKAlIAYgBARIeChFpbmNsdWRlX3Jlc291cmNlcxgEIAEoCEgCiAEBQggKBl9zaW5jZUISChBfcm9vdF9pZGVudGlmaWVyQhQKEl9pbmNsdWRlX3Jlc291cmNlcyJaCg1XYXRjaFJlc3BvbnNlEgoKAmF0GAEgASgJEiwKBmV2ZW50cxgCIAMoCzIcLnJlc291cmNlc3RvcmUudHlwZS52MS5FdmVudBIPCgdwYXJ0aWFsGAMgASgIIp4BCgVFdmVudBIKCgJhdBgBIAEoCRISCgppZGVudGlmaWVyGAIgASgJEhQKDHBheWxvYWRfdHlwZRgDIAEoCRIMCgRraW5kGAQgASgJEg8KB3ZlcnNpb24YBSABKAMSMQoIcmVzb3VyY2UYBiABKAsyHy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUmVzb3VyY2USDQoFYWN0b3IYByABKAliBnByb3RvMw", [file_resourcestore_type_v1_resource]);
 
 /**
  * @generated from message resourcestore.type.v1.WatchRequest
@@ -75,6 +75,15 @@ export type WatchResponse = Message<"resourcestore.type.v1.WatchResponse"> & {
    * @generated from field: repeated resourcestore.type.v1.Event events = 2;
    */
   events: Event[];
+
+  /**
+   * True on every message of a commit but its last, when the commit was
+   * split (EVENTS_MAX_MESSAGE_BYTES); all carry the same `at`. Resuming from
+   * a partial message's `at` resends that whole commit.
+   *
+   * @generated from field: bool partial = 3;
+   */
+  partial: boolean;
 };
 
 /**
@@ -125,6 +134,13 @@ export type Event = Message<"resourcestore.type.v1.Event"> & {
    * @generated from field: resourcestore.type.v1.Resource resource = 6;
    */
   resource?: Resource | undefined;
+
+  /**
+   * Who wrote the version (docs/contract/19-audit-history.md).
+   *
+   * @generated from field: string actor = 7;
+   */
+  actor: string;
 };
 
 /**

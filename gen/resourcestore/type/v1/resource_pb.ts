@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file resourcestore/type/v1/resource.proto.
  */
 export const file_resourcestore_type_v1_resource: GenFile = /*@__PURE__*/
-  fileDesc("CiRyZXNvdXJjZXN0b3JlL3R5cGUvdjEvcmVzb3VyY2UucHJvdG8SFXJlc291cmNlc3RvcmUudHlwZS52MSLxBgoIUmVzb3VyY2USQQoKaWRlbnRpZmllchgBIAEoCUIt4EECyvMYJhIkXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXXswLDI1NX0kEk4KEXBhcmVudF9pZGVudGlmaWVyGAIgASgJQi7K8xgmEiReW0EtWmEtejAtOV1bQS1aYS16MC05Ll86QC1dezAsMjU1fSTQ8xgBSAGIAQESGgoHbGljZW5zZRgDIAEoCUIE0PMYAUgCiAEBEj0KDGFjY2Vzc19sZXZlbBgEIAEoCUIiyvMYHgoGcHVibGljCghpbnRlcm5hbAoKcmVzdHJpY3RlZEgDiAEBEkAKDGRlcml2ZWRfZnJvbRgFIAMoCUIqyvMYJhIkXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXXswLDI1NX0kEhcKCmNyZWF0ZWRfYXQYBiABKAlCA+BBAxIXCgp1cGRhdGVkX2F0GAcgASgJQgPgQQMSFAoHdmVyc2lvbhgIIAEoA0ID4EEDEhUKCGNoaWxkcmVuGAkgAygJQgPgQQMSNwoKZGF0YXNvdXJjZRgQIAEoCzIhLnJlc291cmNlc3RvcmUudHlwZS52MS5EYXRhc291cmNlSAASMQoHcGF0aWVudBgRIAEoCzIeLnJlc291cmNlc3RvcmUudHlwZS52MS5QYXRpZW50SAASLQoFc3R1ZHkYEiABKAsyHC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU3R1ZHlIABIvCgZzZXJpZXMYEyABKAsyHS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU2VyaWVzSAASKwoEZmlsZRgUIAEoCzIbLnJlc291cmNlc3RvcmUudHlwZS52MS5GaWxlSAASNwoKYW5ub3RhdGlvbhgVIAEoCzIhLnJlc291cmNlc3RvcmUudHlwZS52MS5Bbm5vdGF0aW9uSAASMwoIYXJ0ZWZhY3QYFiABKAsyHy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuQXJ0ZWZhY3RIABIxCgdkYXRhc2V0GBcgASgLMh4ucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRhdGFzZXRIAEIJCgdwYXlsb2FkQhQKEl9wYXJlbnRfaWRlbnRpZmllckIKCghfbGljZW5zZUIPCg1fYWNjZXNzX2xldmVsItUGCg5SZXNvdXJjZVVwZGF0ZRJKChFwYXJlbnRfaWRlbnRpZmllchgCIAEoCUIqyvMYJhIkXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXXswLDI1NX0kSAGIAQESFAoHbGljZW5zZRgDIAEoCUgCiAEBEj0KDGFjY2Vzc19sZXZlbBgEIAEoCUIiyvMYHgoGcHVibGljCghpbnRlcm5hbAoKcmVzdHJpY3RlZEgDiAEBEkAKDGRlcml2ZWRfZnJvbRgFIAMoCUIqyvMYJhIkXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXXswLDI1NX0kEhcKCmlzX2RlbGV0ZWQYCiABKAhIBIgBARI3CgpkYXRhc291cmNlGBAgASgLMiEucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRhdGFzb3VyY2VIABIxCgdwYXRpZW50GBEgASgLMh4ucmVzb3VyY2VzdG9yZS50eXBlLnYxLlBhdGllbnRIABItCgVzdHVkeRgSIAEoCzIcLnJlc291cmNlc3RvcmUudHlwZS52MS5TdHVkeUgAEi8KBnNlcmllcxgTIAEoCzIdLnJlc291cmNlc3RvcmUudHlwZS52MS5TZXJpZXNIABIrCgRmaWxlGBQgASgLMhsucmVzb3VyY2VzdG9yZS50eXBlLnYxLkZpbGVIABI3Cgphbm5vdGF0aW9uGBUgASgLMiEucmVzb3VyY2VzdG9yZS50eXBlLnYxLkFubm90YXRpb25IABIzCghhcnRlZmFjdBgWIAEoCzIfLnJlc291cmNlc3RvcmUudHlwZS52MS5BcnRlZmFjdEgAEjEKB2RhdGFzZXQYFyABKAsyHi5yZXNvdXJjZXN0b3JlLnR5cGUudjEuRGF0YXNldEgAEi8KDnBheWxvYWRfZmllbGRzGB4gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgt1cGRhdGVfbWFzaxgfIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCCQoHcGF5bG9hZEIUChJfcGFyZW50X2lkZW50aWZpZXJCCgoIX2xpY2Vuc2VCDwoNX2FjY2Vzc19sZXZlbEINCgtfaXNfZGVsZXRlZCLuAQoIVHJlZU5vZGUSEgoKaWRlbnRpZmllchgBIAEoCRIUCgxwYXlsb2FkX3R5cGUYAiABKAkSJAoRcGFyZW50X2lkZW50aWZpZXIYAyABKAlCBNDzGAFIAIgBARISCgpjcmVhdGVkX2F0GAQgASgJEhMKC2NoaWxkX2NvdW50GAUgASgDEhgKEGRlc2NlbmRhbnRfY291bnQYBiABKAMSLQoHcGF5bG9hZBgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RIAYgBAUIUChJfcGFyZW50X2lkZW50aWZpZXJCCgoIX3BheWxvYWQiQwoNQ3JlYXRlUmVxdWVzdBIyCglyZXNvdXJjZXMYASADKAsyHy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUmVzb3VyY2UiIQoOQ3JlYXRlUmVzcG9uc2USDwoHY3JlYXRlZBgBIAEoAyJ0CgtSZWFkUmVxdWVzdBITCgtpZGVudGlmaWVycxgBIAMoCRISCgVhc19vZhgCIAEoCUgAiAEBEh0KEGV4Y2x1ZGVfY2hpbGRyZW4YAyABKAhIAYgBAUIICgZfYXNfb2ZCEwoRX2V4Y2x1ZGVfY2hpbGRyZW4iQgoMUmVhZFJlc3BvbnNlEjIKCXJlc291cmNlcxgBIAMoCzIfLnJlc291cmNlc3RvcmUudHlwZS52MS5SZXNvdXJjZSKqAQoNVXBkYXRlUmVxdWVzdBJCCgd1cGRhdGVzGAEgAygLMjEucmVzb3VyY2VzdG9yZS50eXBlLnYxLlVwZGF0ZVJlcXVlc3QuVXBkYXRlc0VudHJ5GlUKDFVwZGF0ZXNFbnRyeRILCgNrZXkYASABKAkSNAoFdmFsdWUYAiABKAsyJS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUmVzb3VyY2VVcGRhdGU6AjgBIiEKDlVwZGF0ZVJlc3BvbnNlEg8KB3VwZGF0ZWQYASABKAMiRgoNRGVsZXRlUmVxdWVzdBITCgtpZGVudGlmaWVycxgBIAMoCRIUCgdjYXNjYWRlGAIgASgISACIAQFCCgoIX2Nhc2NhZGUiIQoORGVsZXRlUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoAyJHCg5SZXN0b3JlUmVxdWVzdBITCgtpZGVudGlmaWVycxgBIAMoCRIUCgdjYXNjYWRlGAIgASgISACIAQFCCgoIX2Nhc2NhZGUiIwoPUmVzdG9yZVJlc3BvbnNlEhAKCHJlc3RvcmVkGAEgASgDYgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_field_mask, file_google_protobuf_struct, file_resourcestore_type_v1_options, file_resourcestore_type_v1_payloads]);
+  fileDesc("CiRyZXNvdXJjZXN0b3JlL3R5cGUvdjEvcmVzb3VyY2UucHJvdG8SFXJlc291cmNlc3RvcmUudHlwZS52MSLxBgoIUmVzb3VyY2USQQoKaWRlbnRpZmllchgBIAEoCUIt4EECyvMYJhIkXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXXswLDI1NX0kEk4KEXBhcmVudF9pZGVudGlmaWVyGAIgASgJQi7K8xgmEiReW0EtWmEtejAtOV1bQS1aYS16MC05Ll86QC1dezAsMjU1fSTQ8xgBSAGIAQESGgoHbGljZW5zZRgDIAEoCUIE0PMYAUgCiAEBEj0KDGFjY2Vzc19sZXZlbBgEIAEoCUIiyvMYHgoGcHVibGljCghpbnRlcm5hbAoKcmVzdHJpY3RlZEgDiAEBEkAKDGRlcml2ZWRfZnJvbRgFIAMoCUIqyvMYJhIkXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXXswLDI1NX0kEhcKCmNyZWF0ZWRfYXQYBiABKAlCA+BBAxIXCgp1cGRhdGVkX2F0GAcgASgJQgPgQQMSFAoHdmVyc2lvbhgIIAEoA0ID4EEDEhUKCGNoaWxkcmVuGAkgAygJQgPgQQMSNwoKZGF0YXNvdXJjZRgQIAEoCzIhLnJlc291cmNlc3RvcmUudHlwZS52MS5EYXRhc291cmNlSAASMQoHcGF0aWVudBgRIAEoCzIeLnJlc291cmNlc3RvcmUudHlwZS52MS5QYXRpZW50SAASLQoFc3R1ZHkYEiABKAsyHC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU3R1ZHlIABIvCgZzZXJpZXMYEyABKAsyHS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU2VyaWVzSAASKwoEZmlsZRgUIAEoCzIbLnJlc291cmNlc3RvcmUudHlwZS52MS5GaWxlSAASNwoKYW5ub3RhdGlvbhgVIAEoCzIhLnJlc291cmNlc3RvcmUudHlwZS52MS5Bbm5vdGF0aW9uSAASMwoIYXJ0ZWZhY3QYFiABKAsyHy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuQXJ0ZWZhY3RIABIxCgdkYXRhc2V0GBcgASgLMh4ucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRhdGFzZXRIAEIJCgdwYXlsb2FkQhQKEl9wYXJlbnRfaWRlbnRpZmllckIKCghfbGljZW5zZUIPCg1fYWNjZXNzX2xldmVsIokHCg5SZXNvdXJjZVVwZGF0ZRJKChFwYXJlbnRfaWRlbnRpZmllchgCIAEoCUIqyvMYJhIkXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXXswLDI1NX0kSAGIAQESFAoHbGljZW5zZRgDIAEoCUgCiAEBEj0KDGFjY2Vzc19sZXZlbBgEIAEoCUIiyvMYHgoGcHVibGljCghpbnRlcm5hbAoKcmVzdHJpY3RlZEgDiAEBEkAKDGRlcml2ZWRfZnJvbRgFIAMoCUIqyvMYJhIkXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXXswLDI1NX0kEhcKCmlzX2RlbGV0ZWQYCiABKAhIBIgBARIdChBleHBlY3RlZF92ZXJzaW9uGAsgASgDSAWIAQESNwoKZGF0YXNvdXJjZRgQIAEoCzIhLnJlc291cmNlc3RvcmUudHlwZS52MS5EYXRhc291cmNlSAASMQoHcGF0aWVudBgRIAEoCzIeLnJlc291cmNlc3RvcmUudHlwZS52MS5QYXRpZW50SAASLQoFc3R1ZHkYEiABKAsyHC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU3R1ZHlIABIvCgZzZXJpZXMYEyABKAsyHS5yZXNvdXJjZXN0b3JlLnR5cGUudjEuU2VyaWVzSAASKwoEZmlsZRgUIAEoCzIbLnJlc291cmNlc3RvcmUudHlwZS52MS5GaWxlSAASNwoKYW5ub3RhdGlvbhgVIAEoCzIhLnJlc291cmNlc3RvcmUudHlwZS52MS5Bbm5vdGF0aW9uSAASMwoIYXJ0ZWZhY3QYFiABKAsyHy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuQXJ0ZWZhY3RIABIxCgdkYXRhc2V0GBcgASgLMh4ucmVzb3VyY2VzdG9yZS50eXBlLnYxLkRhdGFzZXRIABIvCg5wYXlsb2FkX2ZpZWxkcxgeIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLwoLdXBkYXRlX21hc2sYHyABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgkKB3BheWxvYWRCFAoSX3BhcmVudF9pZGVudGlmaWVyQgoKCF9saWNlbnNlQg8KDV9hY2Nlc3NfbGV2ZWxCDQoLX2lzX2RlbGV0ZWRCEwoRX2V4cGVjdGVkX3ZlcnNpb24i7gEKCFRyZWVOb2RlEhIKCmlkZW50aWZpZXIYASABKAkSFAoMcGF5bG9hZF90eXBlGAIgASgJEiQKEXBhcmVudF9pZGVudGlmaWVyGAMgASgJQgTQ8xgBSACIAQESEgoKY3JlYXRlZF9hdBgEIAEoCRITCgtjaGlsZF9jb3VudBgFIAEoAxIYChBkZXNjZW5kYW50X2NvdW50GAYgASgDEi0KB3BheWxvYWQYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAGIAQFCFAoSX3BhcmVudF9pZGVudGlmaWVyQgoKCF9wYXlsb2FkIkMKDUNyZWF0ZVJlcXVlc3QSMgoJcmVzb3VyY2VzGAEgAygLMh8ucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlc291cmNlIiEKDkNyZWF0ZVJlc3BvbnNlEg8KB2NyZWF0ZWQYASABKAMidAoLUmVhZFJlcXVlc3QSEwoLaWRlbnRpZmllcnMYASADKAkSEgoFYXNfb2YYAiABKAlIAIgBARIdChBleGNsdWRlX2NoaWxkcmVuGAMgASgISAGIAQFCCAoGX2FzX29mQhMKEV9leGNsdWRlX2NoaWxkcmVuIkIKDFJlYWRSZXNwb25zZRIyCglyZXNvdXJjZXMYASADKAsyHy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUmVzb3VyY2UiqgEKDVVwZGF0ZVJlcXVlc3QSQgoHdXBkYXRlcxgBIAMoCzIxLnJlc291cmNlc3RvcmUudHlwZS52MS5VcGRhdGVSZXF1ZXN0LlVwZGF0ZXNFbnRyeRpVCgxVcGRhdGVzRW50cnkSCwoDa2V5GAEgASgJEjQKBXZhbHVlGAIgASgLMiUucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlc291cmNlVXBkYXRlOgI4ASIhCg5VcGRhdGVSZXNwb25zZRIPCgd1cGRhdGVkGAEgASgDItYBCg1EZWxldGVSZXF1ZXN0EhMKC2lkZW50aWZpZXJzGAEgAygJEhQKB2Nhc2NhZGUYAiABKAhIAIgBARJVChFleHBlY3RlZF92ZXJzaW9ucxgDIAMoCzI6LnJlc291cmNlc3RvcmUudHlwZS52MS5EZWxldGVSZXF1ZXN0LkV4cGVjdGVkVmVyc2lvbnNFbnRyeRo3ChVFeHBlY3RlZFZlcnNpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4AUIKCghfY2FzY2FkZSIhCg5EZWxldGVSZXNwb25zZRIPCgdkZWxldGVkGAEgASgDItgBCg5SZXN0b3JlUmVxdWVzdBITCgtpZGVudGlmaWVycxgBIAMoCRIUCgdjYXNjYWRlGAIgASgISACIAQESVgoRZXhwZWN0ZWRfdmVyc2lvbnMYAyADKAsyOy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUmVzdG9yZVJlcXVlc3QuRXhwZWN0ZWRWZXJzaW9uc0VudHJ5GjcKFUV4cGVjdGVkVmVyc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAM6AjgBQgoKCF9jYXNjYWRlIiMKD1Jlc3RvcmVSZXNwb25zZRIQCghyZXN0b3JlZBgBIAEoAyLNAQoOSGlzdG9yeVJlcXVlc3QSQQoKaWRlbnRpZmllchgBIAEoCUIt4EECyvMYJhIkXltBLVphLXowLTldW0EtWmEtejAtOS5fOkAtXXswLDI1NX0kEhIKBXNpbmNlGAIgASgJSACIAQESEgoFdW50aWwYAyABKAlIAYgBARISCgVsaW1pdBgEIAEoBUgCiAEBEhMKBmN1cnNvchgFIAEoCUgDiAEBQggKBl9zaW5jZUIICgZfdW50aWxCCAoGX2xpbWl0QgkKB19jdXJzb3IifgoPUmVzb3VyY2VWZXJzaW9uEg8KB3ZlcnNpb24YASABKAMSCgoCYXQYAiABKAkSDQoFYWN0b3IYAyABKAkSDAoEa2luZBgEIAEoCRIxCghyZXNvdXJjZRgFIAEoCzIfLnJlc291cmNlc3RvcmUudHlwZS52MS5SZXNvdXJjZSJ7Cg9IaXN0b3J5UmVzcG9uc2USOAoIdmVyc2lvbnMYASADKAsyJi5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUmVzb3VyY2VWZXJzaW9uEh4KC25leHRfY3Vyc29yGAIgASgJQgTQ8xgBSACIAQFCDgoMX25leHRfY3Vyc29yYgZwcm90bzM", [file_google_api_field_behavior, file_google_protobuf_field_mask, file_google_protobuf_struct, file_resourcestore_type_v1_options, file_resourcestore_type_v1_payloads]);
 
 /**
  * A typed, versioned resource. The fields outside `payload` are metadata;
@@ -186,6 +186,15 @@ export type ResourceUpdate = Message<"resourcestore.type.v1.ResourceUpdate"> & {
    * @generated from field: optional bool is_deleted = 10;
    */
   isDeleted?: boolean | undefined;
+
+  /**
+   * Optimistic concurrency: when set and the stored version differs, the
+   * whole batch is refused (aborted, VERSION_MISMATCH) and nothing is written.
+   * Governed by its presence, not by the mask.
+   *
+   * @generated from field: optional int64 expected_version = 11;
+   */
+  expectedVersion?: bigint | undefined;
 
   /**
    * The payload member, when the client names the payload type; it must be
@@ -452,6 +461,14 @@ export type DeleteRequest = Message<"resourcestore.type.v1.DeleteRequest"> & {
    * @generated from field: optional bool cascade = 2;
    */
   cascade?: boolean | undefined;
+
+  /**
+   * Optimistic concurrency: identifier -> the version the client last read.
+   * A stored version that differs refuses the batch (aborted, VERSION_MISMATCH).
+   *
+   * @generated from field: map<string, int64> expected_versions = 3;
+   */
+  expectedVersions: { [key: string]: bigint };
 };
 
 /**
@@ -493,6 +510,14 @@ export type RestoreRequest = Message<"resourcestore.type.v1.RestoreRequest"> & {
    * @generated from field: optional bool cascade = 2;
    */
   cascade?: boolean | undefined;
+
+  /**
+   * Optimistic concurrency: identifier -> the version the client last read.
+   * A stored version that differs refuses the batch (aborted, VERSION_MISMATCH).
+   *
+   * @generated from field: map<string, int64> expected_versions = 3;
+   */
+  expectedVersions: { [key: string]: bigint };
 };
 
 /**
@@ -518,4 +543,122 @@ export type RestoreResponse = Message<"resourcestore.type.v1.RestoreResponse"> &
  */
 export const RestoreResponseSchema: GenMessage<RestoreResponse> = /*@__PURE__*/
   messageDesc(file_resourcestore_type_v1_resource, 12);
+
+/**
+ * @generated from message resourcestore.type.v1.HistoryRequest
+ */
+export type HistoryRequest = Message<"resourcestore.type.v1.HistoryRequest"> & {
+  /**
+   * @generated from field: string identifier = 1;
+   */
+  identifier: string;
+
+  /**
+   * RFC 3339; only versions committed at or after it.
+   *
+   * @generated from field: optional string since = 2;
+   */
+  since?: string | undefined;
+
+  /**
+   * RFC 3339; only versions committed before it.
+   *
+   * @generated from field: optional string until = 3;
+   */
+  until?: string | undefined;
+
+  /**
+   * Versions per page: 1 to MAX_QUERY_LIMIT; 100 when unset.
+   *
+   * @generated from field: optional int32 limit = 4;
+   */
+  limit?: number | undefined;
+
+  /**
+   * The next_cursor of the previous page.
+   *
+   * @generated from field: optional string cursor = 5;
+   */
+  cursor?: string | undefined;
+};
+
+/**
+ * Describes the message resourcestore.type.v1.HistoryRequest.
+ * Use `create(HistoryRequestSchema)` to create a new message.
+ */
+export const HistoryRequestSchema: GenMessage<HistoryRequest> = /*@__PURE__*/
+  messageDesc(file_resourcestore_type_v1_resource, 13);
+
+/**
+ * One committed version of a resource.
+ *
+ * @generated from message resourcestore.type.v1.ResourceVersion
+ */
+export type ResourceVersion = Message<"resourcestore.type.v1.ResourceVersion"> & {
+  /**
+   * @generated from field: int64 version = 1;
+   */
+  version: bigint;
+
+  /**
+   * The commit's stamp (RFC 3339 UTC with microseconds).
+   *
+   * @generated from field: string at = 2;
+   */
+  at: string;
+
+  /**
+   * Who wrote it: a JWT's sub, a static token's actor, "token#N", "local", or "unknown" (before actors were kept).
+   *
+   * @generated from field: string actor = 3;
+   */
+  actor: string;
+
+  /**
+   * "created", "updated", "deleted" or "restored".
+   *
+   * @generated from field: string kind = 4;
+   */
+  kind: string;
+
+  /**
+   * The resource as it read at `at`.
+   *
+   * @generated from field: resourcestore.type.v1.Resource resource = 5;
+   */
+  resource?: Resource | undefined;
+};
+
+/**
+ * Describes the message resourcestore.type.v1.ResourceVersion.
+ * Use `create(ResourceVersionSchema)` to create a new message.
+ */
+export const ResourceVersionSchema: GenMessage<ResourceVersion> = /*@__PURE__*/
+  messageDesc(file_resourcestore_type_v1_resource, 14);
+
+/**
+ * @generated from message resourcestore.type.v1.HistoryResponse
+ */
+export type HistoryResponse = Message<"resourcestore.type.v1.HistoryResponse"> & {
+  /**
+   * Oldest first.
+   *
+   * @generated from field: repeated resourcestore.type.v1.ResourceVersion versions = 1;
+   */
+  versions: ResourceVersion[];
+
+  /**
+   * Null exactly when no versions follow.
+   *
+   * @generated from field: optional string next_cursor = 2;
+   */
+  nextCursor?: string | undefined;
+};
+
+/**
+ * Describes the message resourcestore.type.v1.HistoryResponse.
+ * Use `create(HistoryResponseSchema)` to create a new message.
+ */
+export const HistoryResponseSchema: GenMessage<HistoryResponse> = /*@__PURE__*/
+  messageDesc(file_resourcestore_type_v1_resource, 15);
 
