@@ -56,9 +56,9 @@ export interface Config {
   readonly readReplicas: ReadReplicasConfig;
   readonly logLevel: LogLevel;
   /**
-   * The registry's HMAC keys, newest first (REGISTRY_SECRET, REGISTRY_SECRET_FILE
-   * or REGISTRY_SECRETS); unset = the embedded store generates one under
-   * DATA_DIR, and PostgreSQL refuses to start.
+   * The registry's HMAC keys, the one hashing new rows first (REGISTRY_SECRET,
+   * REGISTRY_SECRET_FILE, REGISTRY_SECRETS or REGISTRY_SECRETS_FILE); unset =
+   * the embedded store generates one under DATA_DIR, and PostgreSQL refuses to start.
    */
   readonly registryKeys: readonly RegistryKeyConfig[] | undefined;
   /** Signing key for query cursors; unset = generated once and kept under DATA_DIR. */
@@ -329,15 +329,26 @@ export function loadConfig(env: Env = process.env): Config {
   };
 }
 
-// --- registry keys (issue 20) ---------------------------------------------
-/** The id of a key given alone (REGISTRY_SECRET, a one-key file, the key moved out of the database). */
+// --- registry keys (issue 20, issue 31) ----------------------------------
+// Two variables, each with a _FILE twin that holds exactly what the variable
+// would (the usual convention for mounted secrets), so a value never changes
+// meaning with where it is kept:
+// - REGISTRY_SECRET / REGISTRY_SECRET_FILE: one key, taken whole (a ":" or ","
+//   in it is part of the key), recorded under the id "default".
+// - REGISTRY_SECRETS / REGISTRY_SECRETS_FILE: a list of `id:key`, the first
+//   hashing new rows.
+// A single key is one line: a line break in one is refused rather than read
+// as a list, which is what an earlier version made of REGISTRY_SECRET_FILE.
+/** The id of a key given alone (REGISTRY_SECRET, its file, the generated key, the key moved out of the database). */
 export const DEFAULT_REGISTRY_KEY_ID = "default";
 const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const REGISTRY_KEY_VARIABLES = ["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS", "REGISTRY_SECRETS_FILE"] as const;
 
 /**
- * REGISTRY_SECRETS: `id:key,id:key,...`, newest first (commas or newlines
- * between entries; a key may contain ":" but not "," or a newline). A text
- * without any "id:" entry is one key with the id "default".
+ * The REGISTRY_SECRETS format: `id:key,id:key,...`, the first hashing new
+ * rows (commas or newlines between entries, `#` starts a comment line; a key
+ * may contain ":" but not "," or a newline). Only the first key's place
+ * means anything: reordering the others changes no stored hash.
  */
 export function parseRegistryKeys(text: string, variable: string): RegistryKeyConfig[] {
   const entries = text
@@ -363,28 +374,41 @@ export function parseRegistryKeys(text: string, variable: string): RegistryKeyCo
   return keys;
 }
 
-function registryKeys(env: Env): RegistryKeyConfig[] | undefined {
-  const names = ["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS"].filter((n) => str(env, n) !== undefined);
-  if (names.length > 1) throw new ConfigError(names[1] as string, `cannot be set together with ${names[0] as string}; set one`);
-  const single = str(env, "REGISTRY_SECRET");
-  if (single !== undefined) return [{ id: DEFAULT_REGISTRY_KEY_ID, secret: single }];
-  const list = str(env, "REGISTRY_SECRETS");
-  if (list !== undefined) return parseRegistryKeys(list, "REGISTRY_SECRETS");
-  const file = str(env, "REGISTRY_SECRET_FILE");
-  if (file === undefined) return undefined;
-  let text: string;
+/** The REGISTRY_SECRET format: the whole text is one key, id "default". */
+function singleRegistryKey(text: string, variable: string): RegistryKeyConfig[] {
+  const secret = text.trim();
+  if (secret === "") throw new ConfigError(variable, "is empty");
+  if (/[\r\n]/.test(secret)) {
+    const list = variable.endsWith("_FILE") ? "REGISTRY_SECRETS_FILE" : "REGISTRY_SECRETS";
+    throw new ConfigError(variable, `holds more than one line: it takes one key, taken whole; a list of id:key goes in ${list}`);
+  }
+  return [{ id: DEFAULT_REGISTRY_KEY_ID, secret }];
+}
+
+function readKeyFile(variable: string, file: string): string {
   try {
-    text = readFileSync(file, "utf8").trim();
+    return readFileSync(file, "utf8");
   } catch (err) {
-    throw new ConfigError("REGISTRY_SECRET_FILE", `cannot be read (${(err as NodeJS.ErrnoException).code ?? "error"})`);
+    throw new ConfigError(variable, `cannot be read (${(err as NodeJS.ErrnoException).code ?? "error"})`);
   }
-  if (text === "") throw new ConfigError("REGISTRY_SECRET_FILE", "is empty");
-  // One line without an "id:" entry is a single key; otherwise the REGISTRY_SECRETS format.
-  const lines = text.split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
-  if (lines.length === 1 && !lines[0]?.includes(",") && !/^[A-Za-z0-9_-]{1,64}:/.test(lines[0] ?? "")) {
-    return [{ id: DEFAULT_REGISTRY_KEY_ID, secret: lines[0] as string }];
+}
+
+function registryKeys(env: Env): RegistryKeyConfig[] | undefined {
+  const names = REGISTRY_KEY_VARIABLES.filter((n) => str(env, n) !== undefined);
+  if (names.length > 1) throw new ConfigError(names[1] as string, `cannot be set together with ${names[0] as string}; set one`);
+  const [name] = names;
+  if (name === undefined) return undefined;
+  const value = str(env, name) as string;
+  switch (name) {
+    case "REGISTRY_SECRET":
+      return singleRegistryKey(value, name);
+    case "REGISTRY_SECRET_FILE":
+      return singleRegistryKey(readKeyFile(name, value), name);
+    case "REGISTRY_SECRETS":
+      return parseRegistryKeys(value, name);
+    case "REGISTRY_SECRETS_FILE":
+      return parseRegistryKeys(readKeyFile(name, value), name);
   }
-  return parseRegistryKeys(text, "REGISTRY_SECRET_FILE");
 }
 
 // --- read standbys (issue 18) ---------------------------------------------

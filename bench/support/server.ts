@@ -46,7 +46,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<BenchServer
   };
   if (opts.databaseUrl === undefined) delete env.DATABASE_URL;
   // On PostgreSQL the registry key must be given (it never lives in the database): one per benchmark server.
-  else if (!["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS"].some((k) => env[k] !== undefined)) {
+  else if (!["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS", "REGISTRY_SECRETS_FILE"].some((k) => env[k] !== undefined)) {
     env.REGISTRY_SECRET = randomBytes(32).toString("base64url");
   }
   // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server.

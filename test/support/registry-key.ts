@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 
 export const TEST_REGISTRY_SECRET = randomBytes(32).toString("base64url");
 
-const KEY_VARIABLES = ["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS"];
+const KEY_VARIABLES = ["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS", "REGISTRY_SECRETS_FILE"];
 
 /** env plus the test key, when it names a PostgreSQL database and no key of its own. */
 export function withRegistryKey(env: Record<string, string>): Record<string, string> {
