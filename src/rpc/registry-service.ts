@@ -11,7 +11,7 @@ import type { RegistryService } from "../../gen/resourcestore/v2/registry_servic
 import type { Registry } from "../store/index.js";
 
 export interface RegistryServiceDeps {
-  /** createRegistry({db, secret: await loadRegistrySecret(...)}) */
+  /** createRegistry({db, keys: await loadRegistryKeys(...)}) */
   readonly registry: Registry;
 }
 

@@ -42,8 +42,11 @@ export {
   allocateIdentifier,
   createRegistry,
   MAX_REGISTRY_VALUE_LENGTH,
+  rederiveRegistry,
   rehashRegistry,
   RegistryRehashError,
+  type RederiveResult,
+  type RegisteredUid,
   type RehashOptions,
   type RehashResult,
   type Registry,
@@ -52,21 +55,25 @@ export {
 // Artefacts and statistics.
 export { latestArtefact, type LatestArtefactQuery } from "./artefacts.js";
 export { datasourceStats, type DatasourceStatsRow } from "./stats.js";
-// Secrets: the cursor key and the registry key.
+// The cursor signing key.
+export { loadCursorSecret } from "./cursor-secret.js";
+// The registry's keys: loading, start-up checks, the key an earlier version kept in the database.
+export { keyFingerprint, type RegistryKey } from "./registry-hash.js";
 export {
-  DEFAULT_KEY_ID,
+  checkRegistryKeys,
   KEY_IN_DATABASE_MESSAGE,
-  loadCursorSecret,
+  keyFingerprintMessage,
+  keyNotConfiguredMessage,
   loadRegistryKeys,
-  loadRegistrySecret,
   MISSING_KEY_MESSAGE,
+  MOVED_KEY_GUIDANCE,
   moveRegistryKeyOut,
   REGISTRY_SECRET_FILE,
   RegistryKeyError,
-  type RegistryKey,
+  registryKeyStatus,
   type RegistryKeysOptions,
-  type RegistrySecretOptions,
-} from "./secrets.js";
+  type RegistryKeyStatus,
+} from "./registry-keys.js";
 
 export interface ResourceStore {
   readonly db: Db;

@@ -1,17 +1,25 @@
 // Server-allocated identifiers for patients and studies. External uids are
 // kept only as HMAC-SHA256 under the registry keys, with the scope (the
 // datasource, or the patient) in the hashed message, so one uid registered
-// under two datasources gives unrelated hashes.
+// under two datasources gives unrelated hashes. Each row names the chain of
+// keys its hash went through (registry-hash.ts); new rows are hashed by the
+// first listed key alone.
 //
 // Allocation is one INSERT ... ON CONFLICT DO NOTHING RETURNING: the unique
 // constraints decide between concurrent registrations of the same pair, on
 // one connection or across service processes. Never read-then-insert: the
-// NOT EXISTS beside it only refuses a uid registered under an older key.
-import { createHmac, randomBytes } from "node:crypto";
-import { failedPrecondition, invalidArgument } from "../errors.js";
+// NOT EXISTS beside it refuses a uid stored under another chain.
+//
+// A process keeps the set of chains it hashes with, and every statement that
+// looks a uid up also reads the set's version: when a rehash elsewhere has
+// recorded a new chain (always before moving a row onto it), the answer
+// "not there" is not trusted, the set is read again and the statement retried.
+import { randomBytes } from "node:crypto";
+import { failedPrecondition, invalidArgument, unavailable } from "../errors.js";
 import { checkIdentifier } from "../schema/validate.js";
 import type { Db, Queryable } from "./db.js";
-import { DEFAULT_KEY_ID, type RegistryKey } from "./secrets.js";
+import { chainHash, wrapHash, type RegistryKey, type UidKind } from "./registry-hash.js";
+import { ensureChain } from "./registry-keys.js";
 
 /** Longest datasource_id or external_uid accepted, in characters. */
 export const MAX_REGISTRY_VALUE_LENGTH = 1024;
@@ -25,10 +33,8 @@ export interface Registry {
 
 export interface RegistryOptions {
   readonly db: Db;
-  /** The HMAC keys, newest first (see secrets.ts). */
-  readonly keys?: readonly RegistryKey[];
-  /** One key alone (id "default"), instead of keys. */
-  readonly secret?: Uint8Array;
+  /** The HMAC keys (loadRegistryKeys), the one hashing new rows first. */
+  readonly keys: readonly RegistryKey[];
 }
 
 /** "pat" or "stu" and 128 random bits in hex: nothing about the uid is in it. */
@@ -44,84 +50,162 @@ function checkValue(value: string, what: string): string {
   return value;
 }
 
-// Several keys form a chain, oldest first: the oldest key hashes the uid
-// (length-prefixed parts, so ("a", "bc") and ("ab", "c") never hash alike),
-// each newer key hashes the hash before it. A row hashed with key i holds
-// link i; rehashing a row to the newest key needs only the stored hash, never
-// the uid, which the registry does not have. Every key of the chain stays
-// listed; a stolen old key alone no longer finds rehashed rows.
-interface Link {
-  readonly id: string;
-  readonly hash: Buffer;
+interface Chain {
+  readonly name: string;
+  readonly ids: readonly string[];
+  readonly keys: readonly RegistryKey[];
 }
 
-function keyList(options: RegistryOptions): readonly RegistryKey[] {
-  const keys = options.keys ?? (options.secret !== undefined ? [{ id: DEFAULT_KEY_ID, secret: Buffer.from(options.secret) }] : []);
-  if (keys.length === 0) throw new Error("the registry needs a key");
+interface ChainSet {
+  /** The set's identity (its seq numbers): any chain added or removed changes it. */
+  readonly version: string;
+  /** The chains this process can compute. */
+  readonly chains: readonly Chain[];
+  /** Ids of keys this process lacks that stored rows depend on: their rows cannot be looked up here. */
+  readonly missing: readonly string[];
+}
+
+const VERSION = "(SELECT coalesce(string_agg(seq::text, ',' ORDER BY seq), '') FROM registry_key_chains)";
+
+async function readChains(db: Queryable, keys: readonly RegistryKey[]): Promise<ChainSet> {
+  const { rows } = await db.query<{ chain: string; key_ids: string[] | null; used: boolean; version: string }>(
+    `SELECT c.chain, c.key_ids,
+            EXISTS (SELECT 1 FROM registry_patients p WHERE p.key_chain = c.chain)
+         OR EXISTS (SELECT 1 FROM registry_studies s WHERE s.key_chain = c.chain) AS used,
+            ${VERSION} AS version
+       FROM registry_key_chains c ORDER BY c.seq`,
+  );
+  const byId = new Map(keys.map((k) => [k.id, k]));
+  const chains: Chain[] = [];
+  const missing = new Set<string>();
+  for (const r of rows) {
+    const ids = r.key_ids ?? [r.chain];
+    const chainKeys = ids.map((id) => byId.get(id));
+    if (r.key_ids !== null && chainKeys.every((k) => k !== undefined)) {
+      chains.push({ name: r.chain, ids, keys: chainKeys });
+    } else if (r.used) {
+      for (const id of ids) if (!byId.has(id)) missing.add(id);
+      if (r.key_ids === null) missing.add(r.chain);
+    }
+  }
+  return { version: rows[0]?.version ?? "", chains, missing: [...missing] };
+}
+
+function keyList(keys: readonly RegistryKey[] | undefined): readonly RegistryKey[] {
+  if (keys === undefined || keys.length === 0) throw new Error("the registry needs a key");
   return keys;
 }
 
-/** The chain's links for one uid, oldest key first. */
-function chain(keys: readonly RegistryKey[], kind: string, scope: string, uid: string): Link[] {
-  const oldestFirst = [...keys].reverse();
-  const first = oldestFirst[0] as RegistryKey;
-  const h = createHmac("sha256", first.secret);
-  for (const part of [kind, scope, uid]) {
-    const bytes = Buffer.from(part, "utf8");
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(bytes.length);
-    h.update(len).update(bytes);
-  }
-  const links: Link[] = [{ id: first.id, hash: h.digest() }];
-  for (const key of oldestFirst.slice(1)) {
-    links.push({ id: key.id, hash: createHmac("sha256", key.secret).update((links[links.length - 1] as Link).hash).digest() });
-  }
-  return links;
-}
+const hexes = (hashes: readonly Buffer[]) => hashes.map((h) => h.toString("hex"));
+const ANY_HASH = (param: string) => `(SELECT decode(h, 'hex') FROM unnest(${param}::text[]) AS h)`;
 
-// Registrations of one uid serialize on an advisory lock named by the first
-// link (every process shares the oldest key), so two processes whose newest
-// keys differ during a rolling restart still never register one uid twice.
-// The two-int form keeps clear of the service's other (bigint) lock keys.
+// Registrations of one uid serialize on advisory locks named by its one-key
+// hash under each listed key, taken in one order: two processes that hash
+// new rows with different keys (mid-way through a restart onto a new first
+// key) share at least that key if both list it, so they never register one
+// uid twice. The two-int form keeps clear of the service's bigint lock keys.
 const REGISTER_LOCK_CLASS = 736_291;
 
-async function lockUid(tx: Queryable, links: readonly Link[]): Promise<void> {
-  await tx.query("SELECT pg_advisory_xact_lock($1::int, $2::int)", [REGISTER_LOCK_CLASS, (links[0] as Link).hash.readInt32BE(0)]);
+function lockIds(keys: readonly RegistryKey[], kind: UidKind, scope: string, uid: string): number[] {
+  const ids = keys.map((k) => chainHash([k], kind, scope, uid).readInt32BE(0));
+  return [...new Set(ids)].sort((a, b) => a - b);
 }
 
-const hexes = (links: readonly Link[]) => links.map((l) => l.hash.toString("hex"));
-const ANY_LINK = "(SELECT decode(h, 'hex') FROM unnest($5::text[]) AS h)";
+async function lockUid(tx: Queryable, ids: readonly number[]): Promise<void> {
+  // unnest yields the array in order, so every process takes the locks in one order.
+  await tx.query("SELECT pg_advisory_xact_lock($1::int, l) FROM unnest($2::int[]) AS l", [REGISTER_LOCK_CLASS, ids]);
+}
+
+/** How many times a statement is retried because the chain set changed under it (a rehash elsewhere). */
+const MAX_CHAIN_RETRIES = 5;
 
 export function createRegistry(options: RegistryOptions): Registry {
   const { db } = options;
-  const keys = keyList(options);
+  const keys = keyList(options.keys);
+  const first = keys[0] as RegistryKey;
+  let current: Promise<ChainSet> | undefined;
+  const chainSet = (): Promise<ChainSet> => {
+    current ??= (async () => {
+      // The chain new rows go under exists before any row refers to it (loadRegistryKeys records it too).
+      await ensureChain(db, [first.id]);
+      return readChains(db, keys);
+    })();
+    current.catch(() => {
+      current = undefined;
+    });
+    return current;
+  };
+  /** Whether the set changed since `seen` was read; if so, the next call reads it again. */
+  const changed = (seen: ChainSet, version: string) => {
+    if (version === seen.version) return false;
+    current = undefined;
+    return true;
+  };
+  const lacking = (set: ChainSet) => {
+    if (set.missing.length > 0) {
+      // Ids only. Another process hashes with a key this one was not given.
+      throw unavailable(`stored registry rows depend on key ${set.missing.join(", ")}, which this service process does not list: restart it with every key`);
+    }
+  };
+
+  async function resolve(kind: UidKind, table: string, scopeColumn: string, scope: string, uid: string): Promise<string | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      const set = await chainSet();
+      const hashes = set.chains.map((c) => chainHash(c.keys, kind, scope, uid));
+      const { rows } = await db.query<{ identifier: string | null; version: string }>(
+        `SELECT (SELECT identifier FROM ${table} WHERE ${scopeColumn} = $1 AND uid_hash IN ${ANY_HASH("$2")} LIMIT 1) AS identifier,
+                ${VERSION} AS version`,
+        [scope, hexes(hashes)],
+      );
+      const row = rows[0];
+      if (row?.identifier) return row.identifier;
+      if (row !== undefined && changed(set, row.version) && attempt < MAX_CHAIN_RETRIES) continue;
+      lacking(set);
+      return undefined;
+    }
+  }
+
+  /** Inserts unless the uid is stored under any chain; undefined = refused (registered already, or no such patient). */
+  async function register(kind: UidKind, scope: string, uid: string, insert: (tx: Queryable, args: unknown[]) => Promise<string | undefined>) {
+    const locks = lockIds(keys, kind, scope, uid);
+    const hash = chainHash([first], kind, scope, uid);
+    for (let attempt = 0; ; attempt++) {
+      const set = await chainSet();
+      lacking(set);
+      const hashes = set.chains.map((c) => chainHash(c.keys, kind, scope, uid));
+      const id = await db.transaction(async (tx) => {
+        await lockUid(tx, locks);
+        return insert(tx, [allocateIdentifier(kind === "patient" ? "pat" : "stu"), scope, hash, first.id, hexes(hashes), set.version]);
+      });
+      if (id !== undefined) return id;
+      // Refused: registered already, or the chain set changed under the statement (then look again).
+      const { rows } = await db.query<{ version: string }>(`SELECT ${VERSION} AS version`);
+      if (changed(set, rows[0]?.version ?? "") && attempt < MAX_CHAIN_RETRIES) continue;
+      return undefined;
+    }
+  }
+
   const patientArgs = (datasourceId: string, externalUid: string) => {
     checkValue(datasourceId, "datasource_id");
     checkValue(externalUid, "external_uid");
-    return chain(keys, "patient", datasourceId, externalUid);
   };
   const studyArgs = (patientIdentifier: string, externalUid: string) => {
     checkValue(patientIdentifier, "patient_identifier");
     checkIdentifier(patientIdentifier, "patient_identifier");
     checkValue(externalUid, "external_uid");
-    return chain(keys, "study", patientIdentifier, externalUid);
   };
-  const newest = (links: readonly Link[]) => links[links.length - 1] as Link;
 
   return {
     async registerPatient(datasourceId, externalUid) {
-      const links = patientArgs(datasourceId, externalUid);
-      const { hash, id: keyId } = newest(links);
-      // Not registered under any listed key, then inserted under the newest;
-      // the unique constraint decides between concurrent inserts of one hash.
-      const id = await db.transaction(async (tx) => {
-        await lockUid(tx, links);
+      patientArgs(datasourceId, externalUid);
+      const id = await register("patient", datasourceId, externalUid, async (tx, args) => {
         const { rows } = await tx.query<{ identifier: string }>(
-          `INSERT INTO registry_patients (identifier, datasource_id, uid_hash, key_id)
+          `INSERT INTO registry_patients (identifier, datasource_id, uid_hash, key_chain)
            SELECT $1, $2, $3, $4
-            WHERE NOT EXISTS (SELECT 1 FROM registry_patients WHERE datasource_id = $2 AND uid_hash IN ${ANY_LINK})
+            WHERE NOT EXISTS (SELECT 1 FROM registry_patients WHERE datasource_id = $2 AND uid_hash IN ${ANY_HASH("$5")})
+              AND ${VERSION} = $6
            ON CONFLICT DO NOTHING RETURNING identifier`,
-          [allocateIdentifier("pat"), datasourceId, hash, keyId, hexes(links)],
+          args,
         );
         return rows[0]?.identifier;
       });
@@ -129,28 +213,23 @@ export function createRegistry(options: RegistryOptions): Registry {
       return id;
     },
     async resolvePatient(datasourceId, externalUid) {
-      const links = patientArgs(datasourceId, externalUid);
-      const { rows } = await db.query<{ identifier: string }>(
-        "SELECT identifier FROM registry_patients WHERE datasource_id = $1 AND uid_hash IN (SELECT decode(h, 'hex') FROM unnest($2::text[]) AS h)",
-        [datasourceId, hexes(links)],
-      );
-      const id = rows[0]?.identifier;
+      patientArgs(datasourceId, externalUid);
+      const id = await resolve("patient", "registry_patients", "datasource_id", datasourceId, externalUid);
       if (id === undefined) throw failedPrecondition("this patient is not registered", "NOT_REGISTERED");
       return id;
     },
     async registerStudy(patientIdentifier, externalUid) {
-      const links = studyArgs(patientIdentifier, externalUid);
-      const { hash, id: keyId } = newest(links);
+      studyArgs(patientIdentifier, externalUid);
       // The patient must be registered: the SELECT yields no row otherwise.
-      const id = await db.transaction(async (tx) => {
-        await lockUid(tx, links);
+      const id = await register("study", patientIdentifier, externalUid, async (tx, args) => {
         const { rows } = await tx.query<{ identifier: string }>(
-          `INSERT INTO registry_studies (identifier, patient_identifier, uid_hash, key_id)
+          `INSERT INTO registry_studies (identifier, patient_identifier, uid_hash, key_chain)
            SELECT $1, p.identifier, $3, $4 FROM registry_patients p
             WHERE p.identifier = $2
-              AND NOT EXISTS (SELECT 1 FROM registry_studies WHERE patient_identifier = $2 AND uid_hash IN ${ANY_LINK})
+              AND NOT EXISTS (SELECT 1 FROM registry_studies WHERE patient_identifier = $2 AND uid_hash IN ${ANY_HASH("$5")})
+              AND ${VERSION} = $6
            ON CONFLICT DO NOTHING RETURNING identifier`,
-          [allocateIdentifier("stu"), patientIdentifier, hash, keyId, hexes(links)],
+          args,
         );
         return rows[0]?.identifier;
       });
@@ -162,89 +241,27 @@ export function createRegistry(options: RegistryOptions): Registry {
       throw failedPrecondition("this study is registered already", "ALREADY_REGISTERED");
     },
     async resolveStudy(patientIdentifier, externalUid) {
-      const links = studyArgs(patientIdentifier, externalUid);
-      const { rows } = await db.query<{ identifier: string }>(
-        "SELECT identifier FROM registry_studies WHERE patient_identifier = $1 AND uid_hash IN (SELECT decode(h, 'hex') FROM unnest($2::text[]) AS h)",
-        [patientIdentifier, hexes(links)],
-      );
-      const id = rows[0]?.identifier;
+      studyArgs(patientIdentifier, externalUid);
+      const id = await resolve("study", "registry_studies", "patient_identifier", patientIdentifier, externalUid);
       if (id === undefined) throw failedPrecondition("this study is not registered", "NOT_REGISTERED");
       return id;
     },
   };
 }
 
+type RegistryTable = "registry_patients" | "registry_studies";
+const TABLES: readonly RegistryTable[] = ["registry_patients", "registry_studies"];
+
 export interface RehashOptions {
   /** Rows re-hashed per transaction (default 1000). */
   readonly batchSize?: number;
-  /** Told after each batch (counts only). */
-  readonly onBatch?: (progress: { table: "registry_patients" | "registry_studies"; rows: number }) => void;
+  /** Told after each batch (counts and key ids only). */
+  readonly onBatch?: (progress: { table: RegistryTable; rows: number }) => void;
 }
 
 export interface RehashResult {
   readonly patients: number;
   readonly studies: number;
-}
-
-/**
- * Moves every row to the newest key, in batches of one short transaction
- * each, while the service runs: a row holds one link of its uid's chain
- * before and after its update, and resolve and register look for every
- * link, so no resolve fails and no register duplicates meanwhile. Every
- * process must list the new key before this runs.
- */
-export async function rehashRegistry(db: Db, keys: readonly RegistryKey[], options: RehashOptions = {}): Promise<RehashResult> {
-  if (keys.length === 0) throw new Error("rehash needs the registry keys");
-  const batchSize = options.batchSize ?? 1000;
-  if (!Number.isInteger(batchSize) || batchSize < 1) throw invalidArgument("batch size must be a positive whole number");
-  const oldestFirst = [...keys].reverse();
-  const position = new Map(oldestFirst.map((k, i) => [k.id, i]));
-  const target = oldestFirst[oldestFirst.length - 1] as RegistryKey;
-  const forward = (hash: Buffer, from: number): Buffer => {
-    let h = hash;
-    for (const key of oldestFirst.slice(from + 1)) h = createHmac("sha256", key.secret).update(h).digest();
-    return h;
-  };
-  const unlisted = (id: string) => `rows are hashed with key id ${id}, which is not listed: list every key of the chain`;
-  // Before changing anything: every row's key must be in the chain.
-  const { rows: used } = await db.query<{ key_id: string }>(
-    "SELECT DISTINCT key_id FROM registry_patients UNION SELECT DISTINCT key_id FROM registry_studies",
-  );
-  for (const { key_id } of used) if (!position.has(key_id)) throw new RegistryRehashError(unlisted(key_id));
-  const counts = { registry_patients: 0, registry_studies: 0 };
-  for (const table of ["registry_patients", "registry_studies"] as const) {
-    let after = "";
-    for (;;) {
-      const moved = await db.transaction(async (tx) => {
-        const { rows } = await tx.query<{ identifier: string; uid_hash: Uint8Array; key_id: string }>(
-          `SELECT identifier, uid_hash, key_id FROM ${table}
-            WHERE key_id <> $1 AND identifier > $2 ORDER BY identifier LIMIT $3 FOR UPDATE`,
-          [target.id, after, batchSize],
-        );
-        if (rows.length === 0) return undefined;
-        const ids: string[] = [];
-        const hashes: string[] = [];
-        for (const r of rows) {
-          const at = position.get(r.key_id);
-          // The id only: never a key or a hash. (A process with another key list wrote it meanwhile.)
-          if (at === undefined) throw failedPrecondition(unlisted(r.key_id));
-          ids.push(r.identifier);
-          hashes.push(forward(Buffer.from(r.uid_hash), at).toString("hex"));
-        }
-        await tx.query(
-          `UPDATE ${table} t SET uid_hash = decode(v.h, 'hex'), key_id = $1
-             FROM unnest($2::text[], $3::text[]) AS v(id, h) WHERE t.identifier = v.id`,
-          [target.id, ids, hashes],
-        );
-        return { n: rows.length, last: ids[ids.length - 1] as string };
-      });
-      if (moved === undefined) break;
-      counts[table] += moved.n;
-      after = moved.last;
-      options.onBatch?.({ table, rows: moved.n });
-    }
-  }
-  return { patients: counts.registry_patients, studies: counts.registry_studies };
 }
 
 /** A rehash that cannot proceed with the keys it was given. */
@@ -253,4 +270,161 @@ export class RegistryRehashError extends Error {
     super(message);
     this.name = "RegistryRehashError";
   }
+}
+
+function batchSizeOf(options: RehashOptions): number {
+  const batchSize = options.batchSize ?? 1000;
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw invalidArgument("batch size must be a positive whole number");
+  return batchSize;
+}
+
+async function chainsForRehash(db: Db, keys: readonly RegistryKey[]): Promise<ChainSet> {
+  if (keys.length === 0) throw new Error("rehash needs the registry keys");
+  const set = await readChains(db, keys);
+  if (set.missing.length > 0) {
+    throw new RegistryRehashError(`rows depend on key id ${set.missing.join(", ")}, which is not listed: list every key rows depend on`);
+  }
+  return set;
+}
+
+/**
+ * Wraps every stored hash whose chain does not end with the first listed key
+ * in that key (chain [a] becomes [a, b]): after it, the store together with
+ * any older key alone re-identifies nobody. It cannot move a row off a key
+ * (the row's hash still needs every key of its chain): rederiveRegistry can.
+ *
+ * Online: the new chain is recorded before any row moves onto it, then rows
+ * move in batches of one short transaction each; each row holds a hash of
+ * some recorded chain before and after, so no resolve fails and no register
+ * duplicates meanwhile. Every process must list the first key before this runs.
+ */
+export async function rehashRegistry(db: Db, keys: readonly RegistryKey[], options: RehashOptions = {}): Promise<RehashResult> {
+  const batchSize = batchSizeOf(options);
+  const set = await chainsForRehash(db, keys);
+  const target = keys[0] as RegistryKey;
+  const counts = { registry_patients: 0, registry_studies: 0 };
+  for (const chain of set.chains) {
+    if (chain.ids[chain.ids.length - 1] === target.id) continue;
+    const wrapped = await ensureChain(db, [...chain.ids, target.id]);
+    for (const table of TABLES) {
+      let after = "";
+      for (;;) {
+        const moved = await db.transaction(async (tx) => {
+          const { rows } = await tx.query<{ identifier: string; uid_hash: Uint8Array }>(
+            `SELECT identifier, uid_hash FROM ${table} WHERE key_chain = $1 AND identifier > $2 ORDER BY identifier LIMIT $3 FOR UPDATE`,
+            [chain.name, after, batchSize],
+          );
+          if (rows.length === 0) return undefined;
+          const ids = rows.map((r) => r.identifier);
+          const hashes = rows.map((r) => wrapHash(target, Buffer.from(r.uid_hash)).toString("hex"));
+          await tx.query(
+            `UPDATE ${table} t SET uid_hash = decode(v.h, 'hex'), key_chain = $1
+               FROM unnest($2::text[], $3::text[]) AS v(id, h) WHERE t.identifier = v.id`,
+            [wrapped, ids, hashes],
+          );
+          return { n: rows.length, last: ids[ids.length - 1] as string };
+        });
+        if (moved === undefined) break;
+        counts[table] += moved.n;
+        after = moved.last;
+        options.onBatch?.({ table, rows: moved.n });
+      }
+    }
+  }
+  return { patients: counts.registry_patients, studies: counts.registry_studies };
+}
+
+/** One uid to re-derive: the body of a register call. */
+export type RegisteredUid =
+  | { readonly datasourceId: string; readonly externalUid: string }
+  | { readonly patientIdentifier: string; readonly externalUid: string };
+
+export interface RederiveResult extends RehashResult {
+  /** Given uids already hashed by the first key alone. */
+  readonly unchanged: number;
+  /** Given uids not registered. */
+  readonly notFound: number;
+}
+
+/**
+ * Re-hashes the rows of the given uids from the uid itself, under the first
+ * listed key alone (chain [first]): the only way a row stops depending on an
+ * older key, since a hash cannot be unwrapped. Online like rehashRegistry.
+ */
+export async function rederiveRegistry(
+  db: Db,
+  keys: readonly RegistryKey[],
+  uids: AsyncIterable<RegisteredUid> | Iterable<RegisteredUid>,
+  options: RehashOptions = {},
+): Promise<RederiveResult> {
+  const batchSize = batchSizeOf(options);
+  const set = await chainsForRehash(db, keys);
+  const target = keys[0] as RegistryKey;
+  const targetChain = await ensureChain(db, [target.id]);
+  const result = { patients: 0, studies: 0, unchanged: 0, notFound: 0 };
+  const flush = async (table: RegistryTable, entries: { scope: string; uid: string }[]) => {
+    if (entries.length === 0) return;
+    const kind: UidKind = table === "registry_patients" ? "patient" : "study";
+    const scopeColumn = table === "registry_patients" ? "datasource_id" : "patient_identifier";
+    const fresh = new Map<string, string>();
+    const scopes: string[] = [];
+    const hashes: string[] = [];
+    for (const e of entries) {
+      const re = chainHash([target], kind, e.scope, e.uid).toString("hex");
+      for (const c of set.chains) {
+        const h = chainHash(c.keys, kind, e.scope, e.uid).toString("hex");
+        fresh.set(`${e.scope}\n${h}`, re);
+        scopes.push(e.scope);
+        hashes.push(h);
+      }
+    }
+    const moved = await db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ identifier: string; scope: string; hash: string; key_chain: string }>(
+        `SELECT t.identifier, t.${scopeColumn} AS scope, encode(t.uid_hash, 'hex') AS hash, t.key_chain FROM ${table} t
+          WHERE (t.${scopeColumn}, t.uid_hash) IN (SELECT s, decode(h, 'hex') FROM unnest($1::text[], $2::text[]) AS v(s, h))
+          ORDER BY t.identifier FOR UPDATE`,
+        [scopes, hashes],
+      );
+      const found = new Set(rows.map((r) => r.identifier));
+      const todo = rows.filter((r) => r.key_chain !== targetChain);
+      if (todo.length > 0) {
+        await tx.query(
+          `UPDATE ${table} t SET uid_hash = decode(v.h, 'hex'), key_chain = $1
+             FROM unnest($2::text[], $3::text[]) AS v(id, h) WHERE t.identifier = v.id`,
+          [targetChain, todo.map((r) => r.identifier), todo.map((r) => fresh.get(`${r.scope}\n${r.hash}`) as string)],
+        );
+      }
+      return { found: found.size, moved: todo.length };
+    });
+    if (table === "registry_patients") result.patients += moved.moved;
+    else result.studies += moved.moved;
+    result.unchanged += moved.found - moved.moved;
+    result.notFound += entries.length - moved.found;
+    options.onBatch?.({ table, rows: moved.moved });
+  };
+  const pending: Record<RegistryTable, { scope: string; uid: string }[]> = { registry_patients: [], registry_studies: [] };
+  const seen: Record<RegistryTable, Set<string>> = { registry_patients: new Set(), registry_studies: new Set() };
+  for await (const u of uids) {
+    checkValue(u.externalUid, "external_uid");
+    let table: RegistryTable;
+    let scope: string;
+    if ("datasourceId" in u) {
+      table = "registry_patients";
+      scope = checkValue(u.datasourceId, "datasource_id");
+    } else {
+      table = "registry_studies";
+      scope = checkValue(u.patientIdentifier, "patient_identifier");
+    }
+    // A uid given twice in one batch is one row.
+    const seenKey = `${scope}\n${u.externalUid}`;
+    if (seen[table].has(seenKey)) continue;
+    seen[table].add(seenKey);
+    pending[table].push({ scope, uid: u.externalUid });
+    if (pending[table].length >= batchSize) {
+      seen[table].clear();
+      await flush(table, pending[table].splice(0));
+    }
+  }
+  for (const table of TABLES) await flush(table, pending[table].splice(0));
+  return result;
 }

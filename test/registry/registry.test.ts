@@ -3,11 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRegistry, loadRegistrySecret, REGISTRY_SECRET_FILE, createResourceStore, migrate, openDatabase, type Db } from "../../src/store/index.js";
+import { createRegistry, loadRegistryKeys, REGISTRY_SECRET_FILE, createResourceStore, migrate, openDatabase, type Db } from "../../src/store/index.js";
 import { uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { buildServices, describeServices, type Services } from "../lineage/harness.js";
+import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
 
 const PATIENT_ID = /^pat_[0-9a-f]{32}$/;
 const STUDY_ID = /^stu_[0-9a-f]{32}$/;
@@ -72,7 +73,7 @@ describeServices("patient and study registry", (svc) => {
     );
     expect(rows[0]?.hash).toMatch(/^[0-9a-f]{64}$/);
     // another key gives other hashes: the patient cannot be found without the server's secret
-    const foreign = createRegistry({ db, secret: Buffer.from("another key") });
+    const foreign = createRegistry({ db, keys: [{ id: "default", secret: Buffer.from("another key") }] });
     await expectCode(foreign.resolvePatient(d, secretUid), Code.FailedPrecondition);
   });
 });
@@ -80,25 +81,32 @@ describeServices("patient and study registry", (svc) => {
 describe("the registry secret", () => {
   let dir: string;
   let db: Db;
+  let other: Db;
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "registry-secret-"));
     db = await openDatabase({});
+    other = await openDatabase({});
+    await Promise.all([migrate(db), migrate(other)]);
   });
   afterAll(async () => {
     await db.close();
+    await other.close();
     await rm(dir, { recursive: true, force: true });
   });
 
+  const secretOf = async (configured: string | undefined, on: Db) =>
+    (await loadRegistryKeys({ configured: configured === undefined ? undefined : [{ id: "default", secret: configured }], db: on, dataDir: dir }))[0]?.secret.toString();
+
   it("REGISTRY_SECRET wins; otherwise the embedded store keeps one generated key under DATA_DIR, mode 0600", async () => {
-    expect((await loadRegistrySecret({ secret: "configured", db, dataDir: dir })).toString()).toBe("configured");
-    const keys = await Promise.all(Array.from({ length: 5 }, () => loadRegistrySecret({ secret: undefined, db, dataDir: dir })));
-    const first = keys[0]?.toString() ?? "";
+    expect(await secretOf("configured", other)).toBe("configured");
+    const keys = await Promise.all(Array.from({ length: 5 }, () => secretOf(undefined, db)));
+    const first = keys[0] ?? "";
     expect(first.length).toBeGreaterThanOrEqual(32);
-    for (const k of keys) expect(k.toString()).toBe(first);
+    for (const k of keys) expect(k).toBe(first);
     const file = join(dir, REGISTRY_SECRET_FILE);
     expect((await readFile(file, "utf8")).trim()).toBe(first);
     expect((await stat(file)).mode & 0o777).toBe(0o600);
-    expect((await loadRegistrySecret({ secret: undefined, db, dataDir: dir })).toString()).toBe(first);
+    expect(await secretOf(undefined, db)).toBe(first);
   });
 });
 
@@ -122,17 +130,18 @@ describe.skipIf(!pgReachable)("registry on PostgreSQL with two app instances", (
 
   it("refuse to start without a configured key, and write none into the database (issue 20)", async () => {
     for (const db of [a, b]) {
-      await expect(loadRegistrySecret({ secret: undefined, db, dataDir: undefined })).rejects.toThrow(
-        /REGISTRY_SECRET, REGISTRY_SECRET_FILE .* or REGISTRY_SECRETS/,
+      await expect(loadRegistryKeys({ configured: undefined, db, dataDir: undefined })).rejects.toThrow(
+        /REGISTRY_SECRET or REGISTRY_SECRET_FILE .* or REGISTRY_SECRETS or REGISTRY_SECRETS_FILE/,
       );
     }
     const { rows } = await a.query<{ n: string }>("SELECT count(*)::text AS n FROM registry_secret");
     expect(rows[0]?.n).toBe("0");
+    const configured = [{ id: "default", secret: TEST_REGISTRY_SECRET }];
     const [ka, kb] = await Promise.all([
-      loadRegistrySecret({ secret: "configured-key", db: a, dataDir: undefined }),
-      loadRegistrySecret({ secret: "configured-key", db: b, dataDir: undefined }),
+      loadRegistryKeys({ configured, db: a, dataDir: undefined }),
+      loadRegistryKeys({ configured, db: b, dataDir: undefined }),
     ]);
-    expect(ka.toString()).toBe(kb.toString());
+    expect(ka[0]?.secret.toString()).toBe(kb[0]?.secret.toString());
   });
 
   it("50 concurrent registrations of one pair, over two app instances, give exactly one success and one identifier", async () => {

@@ -18,6 +18,8 @@ import {
   loadRegistryKeys,
   migrate,
   MISSING_KEY_MESSAGE,
+  keyFingerprintMessage,
+  keyNotConfiguredMessage,
   moveRegistryKeyOut,
   openDatabase,
   rehashRegistry,
@@ -35,7 +37,7 @@ const key = (id: string): RegistryKey => ({ id, secret: Buffer.from(randomBytes(
 const asConfig = (keys: readonly RegistryKey[]) => keys.map((k) => `${k.id}:${k.secret.toString()}`).join(",");
 
 describe("registry key configuration", () => {
-  it("reads REGISTRY_SECRET, REGISTRY_SECRETS and REGISTRY_SECRET_FILE, newest first", async () => {
+  it("reads one whole key from REGISTRY_SECRET or its file, and a list from REGISTRY_SECRETS or its file", async () => {
     expect(loadConfig({ REGISTRY_SECRET: "k0" }).registryKeys).toEqual([{ id: "default", secret: "k0" }]);
     expect(loadConfig({ REGISTRY_SECRETS: "b:kb==, a:k:a" }).registryKeys).toEqual([
       { id: "b", secret: "kb==" },
@@ -48,42 +50,72 @@ describe("registry key configuration", () => {
       await writeFile(one, "c2VjcmV0LWtleQ\n");
       expect(loadConfig({ REGISTRY_SECRET_FILE: one }).registryKeys).toEqual([{ id: "default", secret: "c2VjcmV0LWtleQ" }]);
       const list = join(dir, "list");
-      await writeFile(list, "# newest first\nnew:kn\ndefault:kd\n");
-      expect(loadConfig({ REGISTRY_SECRET_FILE: list }).registryKeys).toEqual([
+      await writeFile(list, "# the first hashes new rows\nnew:kn\ndefault:kd\n");
+      expect(loadConfig({ REGISTRY_SECRETS_FILE: list }).registryKeys).toEqual([
         { id: "new", secret: "kn" },
         { id: "default", secret: "kd" },
       ]);
       expect(() => loadConfig({ REGISTRY_SECRET_FILE: join(dir, "missing") })).toThrow(/REGISTRY_SECRET_FILE cannot be read/);
+      expect(() => loadConfig({ REGISTRY_SECRETS_FILE: join(dir, "missing") })).toThrow(/REGISTRY_SECRETS_FILE cannot be read/);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
   });
 
-  it("refuses malformed lists naming the variable and never quoting a key", () => {
+  it("a key means the same in a variable and in its file: `prod:xyz` and `a,b` are whole keys in both (issue 31)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "rs-keys-"));
+    try {
+      for (const value of ["prod:xyz", "a,b", "x:y,z:w"]) {
+        const file = join(dir, "key");
+        await writeFile(file, `${value}\n`);
+        const fromVariable = loadConfig({ REGISTRY_SECRET: value }).registryKeys;
+        expect(fromVariable).toEqual([{ id: "default", secret: value }]);
+        expect(loadConfig({ REGISTRY_SECRET_FILE: file }).registryKeys).toEqual(fromVariable);
+        // And a list means the same in REGISTRY_SECRETS and its file.
+        if (/^\w+:/.test(value)) expect(loadConfig({ REGISTRY_SECRETS_FILE: file }).registryKeys).toEqual(loadConfig({ REGISTRY_SECRETS: value }).registryKeys);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses malformed values naming the variable and never quoting a key", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "rs-keys-"));
+    const listFile = join(dir, "list");
+    // What an earlier version accepted in REGISTRY_SECRET_FILE: a list, now refused rather than read as one key.
+    await writeFile(listFile, "new:SECRETVALUE\ndefault:SECRETVALUE2\n");
     const cases: [Record<string, string>, RegExp][] = [
       [{ REGISTRY_SECRETS: "no-id-here-SECRETVALUE" }, /REGISTRY_SECRETS entry 1 is not id:key/],
       [{ REGISTRY_SECRETS: "a:SECRETVALUE,a:SECRETVALUE2" }, /REGISTRY_SECRETS lists key id a twice/],
       [{ REGISTRY_SECRETS: "a b:SECRETVALUE" }, /REGISTRY_SECRETS entry 1/],
+      [{ REGISTRY_SECRETS: "a>b:SECRETVALUE" }, /REGISTRY_SECRETS entry 1/],
       [{ REGISTRY_SECRETS: "a:" }, /REGISTRY_SECRETS entry 1/],
       [{ REGISTRY_SECRET: "SECRETVALUE", REGISTRY_SECRETS: "a:SECRETVALUE" }, /REGISTRY_SECRETS cannot be set together with REGISTRY_SECRET/],
+      [{ REGISTRY_SECRET_FILE: listFile, REGISTRY_SECRETS_FILE: listFile }, /REGISTRY_SECRETS_FILE cannot be set together with REGISTRY_SECRET_FILE/],
+      [{ REGISTRY_SECRET_FILE: listFile }, /REGISTRY_SECRET_FILE holds more than one line: .*REGISTRY_SECRETS_FILE/],
+      [{ REGISTRY_SECRET: "SECRETVALUE\nSECRETVALUE2" }, /REGISTRY_SECRET holds more than one line: .*REGISTRY_SECRETS$/],
     ];
-    for (const [env, message] of cases) {
-      let err: unknown;
-      try {
-        loadConfig(env);
-      } catch (e) {
-        err = e;
+    try {
+      for (const [env, message] of cases) {
+        let err: unknown;
+        try {
+          loadConfig(env);
+        } catch (e) {
+          err = e;
+        }
+        expect(err, JSON.stringify(Object.keys(env))).toBeInstanceOf(ConfigError);
+        expect((err as Error).message).toMatch(message);
+        expect((err as Error).message).not.toContain("SECRETVALUE");
       }
-      expect(err, JSON.stringify(Object.keys(env))).toBeInstanceOf(ConfigError);
-      expect((err as Error).message).toMatch(message);
-      expect((err as Error).message).not.toContain("SECRETVALUE");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
     expect(() => parseRegistryKeys("", "X")).toThrow(/X holds no key/);
   });
 });
 
 describeBackends("registry key rotation", (backend) => {
-  it("hashes with the newest key, resolves under any, never registers a uid twice, and rehashes in batches", async () => {
+  it("hashes with the first key, resolves under any, never registers a uid twice, and wraps in batches", async () => {
     const { db } = backend();
     const [a, b, c] = [key("a"), key("b"), key("c")];
     const ds = uid("ds");
@@ -101,19 +133,19 @@ describeBackends("registry key rotation", (backend) => {
     await expectCode(rotated.registerStudy(p0, "1.2.3"), Code.FailedPrecondition);
     expect(await rotated.resolveStudy(p0, "1.2.3")).toBe(study);
     const fresh = await rotated.registerPatient(ds, "MRN-new");
-    const keyIds = async () =>
-      (await db.query<{ key_id: string; n: string }>(
-        `SELECT key_id, count(*)::text AS n FROM (SELECT key_id FROM registry_patients WHERE datasource_id = $1
-           UNION ALL SELECT s.key_id FROM registry_studies s JOIN registry_patients p ON p.identifier = s.patient_identifier
-            WHERE p.datasource_id = $1) k GROUP BY key_id ORDER BY key_id`,
+    const keyChains = async () =>
+      (await db.query<{ key_chain: string; n: string }>(
+        `SELECT key_chain, count(*)::text AS n FROM (SELECT key_chain FROM registry_patients WHERE datasource_id = $1
+           UNION ALL SELECT s.key_chain FROM registry_studies s JOIN registry_patients p ON p.identifier = s.patient_identifier
+            WHERE p.datasource_id = $1) k GROUP BY key_chain ORDER BY key_chain`,
         [ds],
       )).rows;
-    expect(await keyIds()).toEqual([
-      { key_id: "a", n: "8" },
-      { key_id: "b", n: "1" },
+    expect(await keyChains()).toEqual([
+      { key_chain: "a", n: "8" },
+      { key_chain: "b", n: "1" },
     ]);
 
-    // A rehash without every key of the chain stops before changing anything, naming the id only.
+    // A rehash without every key rows depend on stops before changing anything, naming the id only.
     const err = await rehashRegistry(db, [c, b], { batchSize: 3 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RegistryRehashError);
     expect((err as Error).message).toMatch(/key id a, which is not listed/);
@@ -121,16 +153,19 @@ describeBackends("registry key rotation", (backend) => {
 
     const batches: number[] = [];
     const done = await rehashRegistry(db, [b, a], { batchSize: 3, onBatch: (p) => batches.push(p.rows) });
-    expect(done.patients).toBeGreaterThanOrEqual(7);
-    expect(done.studies).toBeGreaterThanOrEqual(1);
+    expect(done).toEqual({ patients: 7, studies: 1 });
     expect(Math.max(...batches)).toBeLessThanOrEqual(3);
-    expect(await keyIds()).toEqual([{ key_id: "b", n: "9" }]);
+    // Wrapped rows depend on both keys; the row b hashed alone stays as it was.
+    expect(await keyChains()).toEqual([
+      { key_chain: "a>b", n: "8" },
+      { key_chain: "b", n: "1" },
+    ]);
     for (const u of uids) expect(await rotated.resolvePatient(ds, u)).toBe(patients.get(u));
     expect(await rotated.resolvePatient(ds, "MRN-new")).toBe(fresh);
     expect(await rotated.resolveStudy(p0, "1.2.3")).toBe(study);
-    // The old key alone finds nothing any more, nor does the new one without the chain.
-    await expectCode(old.resolvePatient(ds, "MRN-1"), Code.FailedPrecondition);
-    await expectCode(createRegistry({ db, keys: [b] }).resolvePatient(ds, "MRN-1"), Code.FailedPrecondition);
+    // The old key alone finds nothing any more, nor does the new one alone: both say which key they lack.
+    expect((await expectCode(old.resolvePatient(ds, "MRN-1"), Code.Unavailable)).message).toMatch(/key b\b/);
+    expect((await expectCode(createRegistry({ db, keys: [b] }).resolvePatient(ds, "MRN-1"), Code.Unavailable)).message).toMatch(/key a\b/);
     // Nothing left to move.
     expect(await rehashRegistry(db, [b, a])).toEqual({ patients: 0, studies: 0 });
   });
@@ -157,12 +192,12 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       const start = (env: Record<string, string>) =>
         createApp(loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: testDb.url, ...env }), createLogger("silent"));
       await expect(start({})).rejects.toThrow(MISSING_KEY_MESSAGE);
-      expect(MISSING_KEY_MESSAGE).toMatch(/REGISTRY_SECRET, REGISTRY_SECRET_FILE .*REGISTRY_SECRETS/);
+      expect(MISSING_KEY_MESSAGE).toMatch(/REGISTRY_SECRET or REGISTRY_SECRET_FILE .*REGISTRY_SECRETS or REGISTRY_SECRETS_FILE/);
 
       // What an earlier version left behind.
       const legacy = randomBytes(32).toString("base64url");
       await db.query("INSERT INTO registry_secret (id, secret) VALUES (true, $1)", [legacy]);
-      const legacyRegistry = createRegistry({ db, secret: Buffer.from(legacy) });
+      const legacyRegistry = createRegistry({ db, keys: [{ id: "default", secret: Buffer.from(legacy) }] });
       const patient = await legacyRegistry.registerPatient("ds-legacy", "MRN-legacy");
       const refused = await start({ REGISTRY_SECRET: legacy }).catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(RegistryKeyError);
@@ -170,16 +205,36 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       expect(KEY_IN_DATABASE_MESSAGE).toMatch(/resource-store registry move-key-out/);
       expect(KEY_IN_DATABASE_MESSAGE).not.toContain(legacy);
 
-      // The command prints it once and deletes it.
+      const stored = async () => (await db.query<{ secret: string }>("SELECT secret FROM registry_secret")).rows.map((r) => r.secret);
+      // A failure to print it (a closed pipe) leaves it in the database (issue 31).
+      const broken = registryCommand({
+        env: { DATABASE_URL: testDb.url },
+        stdout: () => Promise.reject(Object.assign(new Error("write EPIPE"), { code: "EPIPE" })),
+        stderr: () => {},
+      });
+      await expect(broken.parseAsync(["move-key-out"], { from: "user" })).rejects.toThrow(/EPIPE/);
+      expect(await stored()).toEqual([legacy]);
+
+      // The command prints it once, and deletes it only once it is written out.
       const out: string[] = [];
       const err: string[] = [];
-      const command = registryCommand({ env: { DATABASE_URL: testDb.url }, stdout: (t) => out.push(t), stderr: (t) => err.push(t) });
+      const whenPrinted: string[][] = [];
+      const command = registryCommand({
+        env: { DATABASE_URL: testDb.url },
+        stdout: async (t) => {
+          whenPrinted.push(await stored());
+          out.push(t);
+        },
+        stderr: (t) => err.push(t),
+      });
       await command.parseAsync(["move-key-out"], { from: "user" });
       expect(out).toEqual([`${legacy}\n`]);
+      expect(whenPrinted).toEqual([[legacy]]);
+      expect(await stored()).toEqual([]);
       expect(err.join("")).toMatch(/REGISTRY_SECRET_FILE/);
       expect(err.join("")).not.toContain(legacy);
-      expect(await runMoveKeyOut({ DATABASE_URL: testDb.url })).toBeUndefined();
-      expect(await moveRegistryKeyOut(db)).toBeUndefined();
+      expect(await runMoveKeyOut({ DATABASE_URL: testDb.url }, () => Promise.reject(new Error("never shown")))).toBe(false);
+      expect(await moveRegistryKeyOut(db, () => Promise.reject(new Error("never shown")))).toBe(false);
 
       // Moved out, the same key (id "default") serves the rows it hashed.
       const app = await start({ REGISTRY_SECRET: legacy });
@@ -201,6 +256,22 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       }
       const keys = await loadRegistryKeys({ configured: loadConfig(env).registryKeys, db, dataDir: undefined });
       expect(await createRegistry({ db, keys }).resolvePatient("ds-legacy", "MRN-legacy")).toBe(patient);
+
+      // Start-up refuses a list without the key wrapped rows still need, and a known id with another key, by id.
+      const withoutDefault = await start({ REGISTRY_SECRETS: `next:${newest}` }).catch((e: unknown) => e);
+      expect(withoutDefault).toBeInstanceOf(RegistryKeyError);
+      expect((withoutDefault as Error).message).toBe(keyNotConfiguredMessage("default"));
+      const wrong = randomBytes(32).toString("base64url");
+      const impostor = await start({ REGISTRY_SECRETS: `next:${newest},default:${wrong}` }).catch((e: unknown) => e);
+      expect(impostor).toBeInstanceOf(RegistryKeyError);
+      expect((impostor as Error).message).toBe(keyFingerprintMessage("default"));
+      expect((impostor as Error).message).not.toContain(wrong);
+      // The keys command: ids and counts only.
+      const listing: string[] = [];
+      await registryCommand({ env, stdout: (t) => void listing.push(t) }).parseAsync(["keys"], { from: "user" });
+      expect(listing.join("")).toMatch(/^next\tlisted, hashes new rows\tfingerprint recorded\t1 rows depend on it\n/m);
+      expect(listing.join("")).toMatch(/^default\tlisted\tfingerprint recorded\t1 rows depend on it\n/m);
+      expect(listing.join("")).not.toContain(legacy);
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }
@@ -272,17 +343,20 @@ describe.skipIf(!pgOk)("rehash while two app instances register and resolve", ()
     expect(rounds).toBeGreaterThan(0);
     for (const [u, ids] of registered) expect(ids.length, u).toBe(1);
     expect(summary).toMatch(/^rehashed \d+ patients and 0 studies to key b$/);
-    const { rows } = await servers[0]!.app.db.query<{ key_id: string; n: string }>(
-      "SELECT key_id, count(*)::text AS n FROM registry_patients GROUP BY key_id ORDER BY key_id",
+    const { rows } = await servers[0]!.app.db.query<{ key_chain: string; n: string }>(
+      "SELECT key_chain, count(*)::text AS n FROM registry_patients GROUP BY key_chain ORDER BY key_chain",
     );
-    // One row per uid, old and new, all under the newest key after a final pass.
+    // One row per uid, old and new: the old ones wrapped in the first key, the new ones hashed by it alone.
     await runRehash(env, { batchSize: 50 });
     const total = rows.reduce((n, r) => n + Number(r.n), 0);
     expect(total).toBe(OLD + 40);
-    const { rows: after } = await servers[0]!.app.db.query<{ key_id: string; n: string }>(
-      "SELECT key_id, count(*)::text AS n FROM registry_patients GROUP BY key_id",
+    const { rows: after } = await servers[0]!.app.db.query<{ key_chain: string; n: string }>(
+      "SELECT key_chain, count(*)::text AS n FROM registry_patients GROUP BY key_chain ORDER BY key_chain",
     );
-    expect(after).toEqual([{ key_id: "b", n: String(OLD + 40) }]);
+    expect(after).toEqual([
+      { key_chain: "a>b", n: String(OLD) },
+      { key_chain: "b", n: "40" },
+    ]);
     for (const [u, id] of known) expect((await post(s2, "/patients/resolve", { datasource_id: "ds", external_uid: u })).body.identifier).toBe(id);
   }, 120_000);
 });

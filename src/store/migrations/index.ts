@@ -8,6 +8,7 @@ import { sql as historySortIndexes } from "./0005-history-sort-indexes.js";
 import { sql as supersededHistory } from "./0006-superseded-history.js";
 import { sql as registryKeyIds } from "./0010-registry-key-ids.js";
 import { sql as events } from "./0012-events.js";
+import { sql as registryKeyChains } from "./0014-registry-key-chains.js";
 
 export interface Migration {
   readonly id: number;
@@ -24,4 +25,5 @@ export const migrations: readonly Migration[] = [
   { id: 6, name: "superseded-history", sql: supersededHistory },
   { id: 10, name: "registry-key-ids", sql: registryKeyIds },
   { id: 12, name: "events", sql: events },
+  { id: 14, name: "registry-key-chains", sql: registryKeyChains },
 ];

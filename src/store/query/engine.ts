@@ -9,7 +9,7 @@ import { toStoredResource, type ResourceRow } from "../sql.js";
 import type { StoredResource } from "../types.js";
 import { countStatement, pageStatement, type Keyset, type ReadPoint } from "./compile.js";
 import { readerFor } from "../replicas.js";
-import { loadCursorSecret } from "../secrets.js";
+import { loadCursorSecret } from "../cursor-secret.js";
 import { createCursorCodec, type CursorCodec, type CursorState } from "./cursor.js";
 import type { QueryPlan } from "./plan.js";
 
