@@ -274,4 +274,45 @@ describe.skipIf(!pgOk)("registrations while processes disagree on the first key 
     const { rows } = await one!.query<{ n: string }>("SELECT count(*)::text AS n FROM registry_patients");
     expect(rows[0]?.n).toBe("5");
   });
+
+  it("re-deriving from the uids is online: every resolve answers, no uid registers twice meanwhile", async () => {
+    const t = await createTestDatabase();
+    made.push(t);
+    const [one, two] = await Promise.all([0, 1].map(() => openDatabase({ databaseUrl: t.url, poolSize: 8 })));
+    opened.push(one!, two!);
+    await migrate(one!);
+    const [a, b] = [key("a"), key("b")];
+    await checkRegistryKeys(one!, [a]);
+    const seed = createRegistry({ db: one!, keys: [a] });
+    const known = new Map<string, string>();
+    for (let i = 0; i < 60; i++) known.set(`MRN-${i}`, await seed.registerPatient("ds", `MRN-${i}`));
+    await checkRegistryKeys(one!, [b, a]);
+    await rehashRegistry(one!, [b, a], { batchSize: 25 });
+    const serving = createRegistry({ db: two!, keys: [b, a] });
+    let running = true;
+    const failures: string[] = [];
+    let rounds = 0;
+    const resolver = async () => {
+      do {
+        rounds += 1;
+        for (const [u, id] of known) {
+          const got = await serving.resolvePatient("ds", u).catch((e: Error) => e.message);
+          if (got !== id) failures.push(`${u}: ${got}`);
+        }
+        const again = await serving.registerPatient("ds", `MRN-${rounds % 60}`).then(
+          () => "registered twice",
+          () => undefined,
+        );
+        if (again) failures.push(again);
+      } while (running);
+    };
+    const rederive = rederiveRegistry(one!, [b, a], [...known.keys()].map((u) => ({ datasourceId: "ds", externalUid: u })), { batchSize: 2 }).finally(() => {
+      running = false;
+    });
+    const [done] = await Promise.all([rederive, resolver()]);
+    expect(done.patients).toBe(60);
+    expect(failures).toEqual([]);
+    expect(rounds).toBeGreaterThan(0);
+    expect(await rowsByChain(one!)).toEqual({ b: 60 });
+  });
 });

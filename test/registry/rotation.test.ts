@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { registryCommand, runMoveKeyOut, runRehash } from "../../src/cli/registry-command.js";
+import { registryCommand, runMoveKeyOut, runRederive, runRehash } from "../../src/cli/registry-command.js";
 import { ConfigError, loadConfig, parseRegistryKeys } from "../../src/config.js";
 import { createApp } from "../../src/app.js";
 import { createLogger } from "../../src/log.js";
@@ -186,7 +186,7 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
     await testDb?.drop();
   });
 
-  it("start-up fails without a key, naming the variables; a key left in the database is moved out once", async () => {
+  it("start-up fails without a key, naming the variables; a key left in the database is moved out once, checked, then retired", async () => {
     const dataDir = await mkdtemp(join(tmpdir(), "rs-keys-"));
     try {
       const start = (env: Record<string, string>) =>
@@ -272,6 +272,24 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       expect(listing.join("")).toMatch(/^next\tlisted, hashes new rows\tfingerprint recorded\t1 rows depend on it\n/m);
       expect(listing.join("")).toMatch(/^default\tlisted\tfingerprint recorded\t1 rows depend on it\n/m);
       expect(listing.join("")).not.toContain(legacy);
+
+      // Retiring "default": its rows re-derived from their uids, it can leave the list, and start-up agrees.
+      const uidFile = join(dataDir, "uids.ndjson");
+      await writeFile(uidFile, `${JSON.stringify({ datasource_id: "ds-legacy", external_uid: "MRN-legacy" })}\n\n`);
+      const rederived: string[] = [];
+      await registryCommand({ env, stdout: (t) => void rederived.push(t), stderr: () => {} }).parseAsync(["rehash", "--uids", uidFile], { from: "user" });
+      expect(rederived).toEqual(["re-derived 1 patients and 0 studies under key next (0 already under it alone, 0 not registered)\n"]);
+      const after: string[] = [];
+      await registryCommand({ env, stdout: (t) => void after.push(t) }).parseAsync(["keys"], { from: "user" });
+      expect(after.join("")).toMatch(/^default\tlisted\tfingerprint recorded\t0 rows depend on it \(can be dropped\)\n/m);
+      await (await start({ REGISTRY_SECRETS: `next:${newest}` })).close();
+      const keysNext = await loadRegistryKeys({ configured: [{ id: "next", secret: newest }], db, dataDir: undefined });
+      expect(await createRegistry({ db, keys: keysNext }).resolvePatient("ds-legacy", "MRN-legacy")).toBe(patient);
+      // A malformed line is refused by its number, never quoted.
+      await writeFile(uidFile, '{"datasource_id": "ds-legacy", "external_uid": "MRN-legacy"}\n{"external_uid": "MRN-SECRET"}\n');
+      const bad = await runRederive(env, uidFile, { batchSize: 10 }).catch((e: unknown) => e);
+      expect((bad as Error).message).toMatch(/^line 2 is not/);
+      expect((bad as Error).message).not.toContain("MRN-SECRET");
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }
