@@ -102,8 +102,8 @@ const ANY_HASH = (param: string) => `(SELECT decode(h, 'hex') FROM unnest(${para
 // Registrations of one uid serialize on advisory locks named by its one-key
 // hash under each listed key, taken in one order: two processes that hash
 // new rows with different keys (mid-way through a restart onto a new first
-// key) share at least that key if both list it, so they never register one
-// uid twice. The two-int form keeps clear of the service's bigint lock keys.
+// key) still take the lock of every key both list, so they never register
+// one uid twice. The two-int form keeps clear of the service's bigint locks.
 const REGISTER_LOCK_CLASS = 736_291;
 
 function lockIds(keys: readonly RegistryKey[], kind: UidKind, scope: string, uid: string): number[] {
@@ -125,14 +125,18 @@ export function createRegistry(options: RegistryOptions): Registry {
   const first = keys[0] as RegistryKey;
   let current: Promise<ChainSet> | undefined;
   const chainSet = (): Promise<ChainSet> => {
-    current ??= (async () => {
-      // The chain new rows go under exists before any row refers to it (loadRegistryKeys records it too).
-      await ensureChain(db, [first.id]);
-      return readChains(db, keys);
-    })();
-    current.catch(() => {
-      current = undefined;
-    });
+    if (current === undefined) {
+      const loading = (async () => {
+        // The chain new rows go under exists before any row refers to it (loadRegistryKeys records it too).
+        await ensureChain(db, [first.id]);
+        return readChains(db, keys);
+      })();
+      // A failed read is not kept: the next call tries again.
+      loading.catch(() => {
+        if (current === loading) current = undefined;
+      });
+      current = loading;
+    }
     return current;
   };
   /** Whether the set changed since `seen` was read; if so, the next call reads it again. */
