@@ -8,9 +8,7 @@ import { asyncBufferFromFile, parquetMetadataAsync } from "hyparquet";
 import { fromJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
-// The codec alone: the gateway behind rest/index.js would not fit the heap a large import runs in.
-// eslint-disable-next-line local/index-boundaries
-import { resourceToFlat } from "../rest/flat-codec.js";
+import { resourceToFlat } from "../schema/flat-codec.js";
 import type { ResourceStoreClient } from "../client/index.js";
 import { CliError } from "./common.js";
 import type { Progress } from "./progress.js";

@@ -15,9 +15,7 @@
 //    of the input whatever still waits is sent and the service judges it.
 import { fromJson } from "@bufbuild/protobuf";
 import { ResourceSchema, type Resource } from "../../gen/resourcestore/type/v1/resource_pb.js";
-// The codec alone: the gateway behind rest/index.js would not fit the heap a large import runs in.
-// eslint-disable-next-line local/index-boundaries
-import { flatResourceToProtoJson } from "../rest/flat-codec.js";
+import { flatResourceToProtoJson } from "../schema/flat-codec.js";
 import type { ResourceStoreClient } from "../client/index.js";
 import { describeError, warn } from "./common.js";
 import { detectFormat, fileSize, readInput } from "./input.js";

@@ -8,9 +8,7 @@
 // client has `watch()` (see `watchSourceOf` there).
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Resource } from "../../gen/resourcestore/type/v1/resource_pb.js";
-// The codec alone: the gateway behind rest/index.js would not fit the heap a large import runs in.
-// eslint-disable-next-line local/index-boundaries
-import { resourceToFlat } from "../rest/flat-codec.js";
+import { resourceToFlat } from "../schema/flat-codec.js";
 import { describeError, warn } from "./common.js";
 
 export interface WatchRequestLike {

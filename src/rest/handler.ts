@@ -17,7 +17,7 @@ import type { HttpBody } from "../../gen/google/api/httpbody_pb.js";
 import type { WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
 import { parseJsonBody } from "./body-reader.js";
 import { readBody, type AnyRequest } from "../http/read-body.js";
-import type { FlatWriteOptions } from "./flat-codec.js";
+import type { FlatWriteOptions } from "../schema/flat-codec.js";
 import { eventStreamQuery, isEventStream, writeEventStream } from "./event-stream.js";
 import { writeHttpBodyStream } from "./http-body-stream.js";
 import type { UnaryLane } from "../rpc/index.js";

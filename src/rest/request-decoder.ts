@@ -11,7 +11,7 @@ import {
   isPlainObject,
   resourceTypeName,
   resourceUpdateTypeName,
-} from "./flat-codec.js";
+} from "../schema/flat-codec.js";
 import type { PathBinding } from "./path-template.js";
 
 const fieldsByName = new WeakMap<DescMessage, ReadonlyMap<string, DescField>>();

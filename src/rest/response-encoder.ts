@@ -9,8 +9,8 @@ import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { base64Encode } from "@bufbuild/protobuf/wire";
 import { isNullable, payloadMessages } from "../schema/payload-registry.js";
 import type { Resource, ResourceUpdate } from "../../gen/resourcestore/type/v1/resource_pb.js";
-import { resourceToFlat, resourceTypeName, resourceUpdateTypeName, updateToFlat } from "./flat-codec.js";
-import type { FlatWriteOptions } from "./flat-codec.js";
+import { resourceToFlat, resourceTypeName, resourceUpdateTypeName, updateToFlat } from "../schema/flat-codec.js";
+import type { FlatWriteOptions } from "../schema/flat-codec.js";
 
 const payloadTypeNames: ReadonlySet<string> = new Set([...payloadMessages].map((m) => m.typeName));
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { clone, create, equals, fromJson } from "@bufbuild/protobuf";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { flatResourceToProtoJson, flatUpdateToProtoJson, resourceToFlat, updateToFlat } from "../../src/rest/index.js";
+import { flatResourceToProtoJson, flatUpdateToProtoJson, resourceToFlat, updateToFlat } from "../../src/schema/flat-codec.js";
 import { metadataFields, payloadTypes } from "../../src/schema/payload-registry.js";
 import type { FieldInfo, PayloadType } from "../../src/schema/payload-registry.js";
 import { ResourceSchema, ResourceUpdateSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";

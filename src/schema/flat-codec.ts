@@ -1,6 +1,6 @@
-// The flat REST shape of Resource and ResourceUpdate: metadata keys, a
-// `payload_type` naming the `payload` oneof member, and that member's fields
-// beside the metadata. Everything is read off the descriptors through the
+// The flat shape of Resource and ResourceUpdate (REST bodies, the CLI's
+// files and feed lines): metadata keys, a `payload_type` naming the `payload`
+// oneof member, and that member's fields beside the metadata. Everything is read off the descriptors through the
 // payload registry; no payload type is named here.
 import { create, toJson } from "@bufbuild/protobuf";
 import type { JsonObject, JsonValue, Message } from "@bufbuild/protobuf";
@@ -12,9 +12,9 @@ import {
   metadataFields,
   payloadTypeNames,
   payloadTypes,
-} from "../schema/payload-registry.js";
-import type { FieldInfo, PayloadType } from "../schema/payload-registry.js";
-import { payloadMessageToJson } from "../schema/payload-json.js";
+} from "./payload-registry.js";
+import type { FieldInfo, PayloadType } from "./payload-registry.js";
+import { payloadMessageToJson } from "./payload-json.js";
 import { ResourceSchema, ResourceUpdateSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { Resource, ResourceUpdate } from "../../gen/resourcestore/type/v1/resource_pb.js";
 
