@@ -14,6 +14,7 @@ import {
   parseObjectPath,
   previewParquet,
   toS3Path,
+  reusedPrefix,
   uploadDirKeys,
   uploadKey,
 } from "../storage/index.js";
@@ -92,7 +93,8 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
 
     async presignUploadDir(req) {
       checkCount(req.relpaths.length, limits.maxBatchItems, "relpaths");
-      const { prefix, keys } = uploadDirKeys(req.group, req.relpaths);
+      const reuse = req.root === undefined ? undefined : reusedPrefix(req.root, req.group, storage.bucket);
+      const { prefix, keys } = uploadDirKeys(req.group, req.relpaths, reuse);
       const items = await Promise.all(
         keys.map(async (key) => ({ url: await storage.presignUpload(key, expires), path: toS3Path(storage.bucket, key) })),
       );
@@ -101,11 +103,11 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
 
     async list(req) {
       const prefix = parseListPrefix(req.prefix, storage.bucket);
-      const keys = await storage.listKeys(prefix, maxListKeys);
-      if (keys.length > maxListKeys) {
+      const objects = await storage.listObjects(prefix, maxListKeys);
+      if (objects.length > maxListKeys) {
         throw invalidArgument(`more than ${maxListKeys} keys under this prefix; list a narrower prefix`, "TOO_MANY_KEYS");
       }
-      return { keys };
+      return { keys: objects.map((o) => o.key), sizes: objects.map((o) => BigInt(o.size)) };
     },
 
     async parquetPreview(req) {

@@ -7,6 +7,7 @@ export {
   parseListPrefix,
   parseObjectPath,
   toS3Path,
+  reusedPrefix,
   uploadDirKeys,
   uploadKey,
   validateFilename,

@@ -68,9 +68,33 @@ export function uploadKey(group: string | undefined, filename: string | undefine
   return key;
 }
 
-/** Keys of an upload-dir: one fresh prefix, one key per relpath, in input order. */
-export function uploadDirKeys(group: string, relpaths: readonly string[]): { prefix: string; keys: string[] } {
-  const prefix = freshPrefix(group);
+/**
+ * The prefix of a root given back to upload-dir (`s3://bucket/{group}/{id}/`):
+ * in the service's bucket, under the caller's `group` with at least one
+ * segment more, every segment checked as a group's, ending in `/`. Anything
+ * else could aim the presigned URLs at another group's objects.
+ */
+export function reusedPrefix(root: string, group: string, bucket: string): string {
+  const groupPrefix = `${validateGroup(group)}/`;
+  const key = keyInBucket(root, bucket, "root");
+  if (!key.endsWith("/")) throw invalidArgument("root must end with /", "INVALID_OBJECT_PATH");
+  if (!key.startsWith(groupPrefix) || key.length === groupPrefix.length) {
+    throw invalidArgument("root must lie under the group given (s3://bucket/{group}/{id}/)", "INVALID_OBJECT_PATH");
+  }
+  for (const segment of key.slice(0, -1).split("/")) {
+    checkSegment(segment, "root");
+    if (!GROUP_SEGMENT.test(segment)) throw invalidArgument("root segments may hold only A-Z, a-z, 0-9, '.', '_' and '-'", "INVALID_OBJECT_PATH");
+  }
+  checkKeyLength(key);
+  return key;
+}
+
+/**
+ * Keys of an upload-dir, one per relpath in input order, under one prefix: a
+ * fresh one, or `reuse` (already checked by reusedPrefix).
+ */
+export function uploadDirKeys(group: string, relpaths: readonly string[], reuse?: string): { prefix: string; keys: string[] } {
+  const prefix = reuse ?? freshPrefix(group);
   const seen = new Set<string>();
   const keys = relpaths.map((relpath) => {
     validateRelpath(relpath);

@@ -27,6 +27,8 @@ export interface ObjectStorage {
   presignDownload(key: string, expiresInSeconds: number): Promise<string>;
   /** Every key under `prefix` (all listing pages), in byte order; stops paging once more than `stopAfter` are found. */
   listKeys(prefix: string, stopAfter?: number): Promise<string[]>;
+  /** listKeys with each object's size in bytes. */
+  listObjects(prefix: string, stopAfter?: number): Promise<{ key: string; size: number }[]>;
   /** Size and ETag of an object; 404 not_found when it is missing. */
   headObject(key: string): Promise<{ size: number; etag: string | undefined }>;
   /** Bytes [start, end) of an object, refused if its ETag is no longer `etag`. */
@@ -83,6 +85,30 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
   const presigner = createUrlPresigner(client, publicEndpoint, bucket, c.forcePathStyle ?? true);
   let closed = false;
 
+  async function listObjects(prefix: string, stopAfter = Number.POSITIVE_INFINITY): Promise<{ key: string; size: number }[]> {
+    const objects: { key: string; size: number }[] = [];
+    // ListObjects (v1) paged by marker: every S3 clone has it, while
+    // s3rver's v2 continuation tokens need DES, which OpenSSL 3 dropped.
+    let marker: string | undefined;
+    try {
+      for (;;) {
+        const page = await client.send(
+          new ListObjectsCommand({ Bucket: bucket, Prefix: prefix, Marker: marker, MaxKeys: c.listPageSize }),
+        );
+        for (const object of page.Contents ?? []) if (object.Key !== undefined) objects.push({ key: object.Key, size: object.Size ?? 0 });
+        // Past the caller's limit the answer is refused anyway: no further page is asked for.
+        if (objects.length > stopAfter) break;
+        const last = objects[objects.length - 1]?.key;
+        if (page.IsTruncated !== true || last === undefined || last === marker) break;
+        marker = last;
+      }
+    } catch (err) {
+      throw storageError(err, "prefix");
+    }
+    // S3 promises UTF-8 byte order; not every clone keeps it, so enforce it.
+    return objects.sort((a, b) => Buffer.compare(Buffer.from(a.key), Buffer.from(b.key)));
+  }
+
   return {
     client,
     bucket,
@@ -93,29 +119,10 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
     presignDownload(key, expiresIn) {
       return presigner.presign("GET", key, expiresIn);
     },
-    async listKeys(prefix, stopAfter = Number.POSITIVE_INFINITY) {
-      const keys: string[] = [];
-      // ListObjects (v1) paged by marker: every S3 clone has it, while
-      // s3rver's v2 continuation tokens need DES, which OpenSSL 3 dropped.
-      let marker: string | undefined;
-      try {
-        for (;;) {
-          const page = await client.send(
-            new ListObjectsCommand({ Bucket: bucket, Prefix: prefix, Marker: marker, MaxKeys: c.listPageSize }),
-          );
-          for (const object of page.Contents ?? []) if (object.Key !== undefined) keys.push(object.Key);
-          // Past the caller's limit the answer is refused anyway: no further page is asked for.
-          if (keys.length > stopAfter) break;
-          const last = keys[keys.length - 1];
-          if (page.IsTruncated !== true || last === undefined || last === marker) break;
-          marker = last;
-        }
-      } catch (err) {
-        throw storageError(err, "prefix");
-      }
-      // S3 promises UTF-8 byte order; not every clone keeps it, so enforce it.
-      return keys.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    async listKeys(prefix, stopAfter) {
+      return (await listObjects(prefix, stopAfter)).map((o) => o.key);
     },
+    listObjects,
     async headObject(key) {
       try {
         const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));

@@ -222,6 +222,44 @@ describe("PresignUploadDir and List", () => {
   });
 });
 
+describe("PresignUploadDir with a root (CLI upload-dir --root, issue 31)", () => {
+  test("reuses a root answered before, and the listing gives each object's size", async () => {
+    const first = await client.presignUploadDir({ group: "runs/r2", relpaths: ["a.txt"] });
+    await upload(first.items[0]!.url, "12345");
+    const again = await client.presignUploadDir({ group: "runs/r2", relpaths: ["b/c.txt"], root: first.root });
+    expect(again.root).toBe(first.root);
+    expect(again.items.map((i) => i.path)).toEqual([`${first.root}b/c.txt`]);
+    await upload(again.items[0]!.url, "xy");
+    const listed = await client.list({ prefix: first.root });
+    const rootKey = first.root.slice(`s3://${s3.bucket}/`.length);
+    expect(listed.keys).toEqual([`${rootKey}a.txt`, `${rootKey}b/c.txt`]);
+    expect(listed.sizes).toEqual([5n, 2n]);
+    // without a root: a fresh prefix, as before
+    expect((await client.presignUploadDir({ group: "runs/r2", relpaths: ["a.txt"] })).root).not.toBe(first.root);
+  });
+
+  test("a root outside the caller's group or bucket, or with unsafe segments, is invalid_argument", async () => {
+    const b = s3.bucket;
+    const bad = [
+      `s3://${b}/other/x/`, // another group
+      `s3://${b}/runs/`, // the group's parent
+      `s3://${b}/runs/r2/`, // the group itself, no id
+      `s3://${b}/runs/r2x/id/`, // a group that merely starts with the same letters
+      `s3://${b}/runs/r2/id`, // not ending in /
+      `s3://${b}/runs/r2/../other/`,
+      `s3://${b}/runs/r2/./id/`,
+      `s3://${b}/runs/r2//id/`,
+      `s3://${b}/runs/r2/a b/`,
+      `s3://other-bucket/runs/r2/id/`,
+      "runs/r2/id/",
+      "",
+    ];
+    for (const root of bad) {
+      await expectCode(client.presignUploadDir({ group: "runs/r2", relpaths: ["a"], root }), Code.InvalidArgument);
+    }
+  });
+});
+
 describe("revision 1", () => {
   test("the same handlers serve resourcestore.v1.StorageService, which lacks upload-dir and list", async () => {
     const transport = createRouterTransport((router) => {

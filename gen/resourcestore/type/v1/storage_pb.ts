@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file resourcestore/type/v1/storage.proto.
  */
 export const file_resourcestore_type_v1_storage: GenFile = /*@__PURE__*/
-  fileDesc("CiNyZXNvdXJjZXN0b3JlL3R5cGUvdjEvc3RvcmFnZS5wcm90bxIVcmVzb3VyY2VzdG9yZS50eXBlLnYxIg8KDUNvbmZpZ1JlcXVlc3QiOAoOQ29uZmlnUmVzcG9uc2USEwoLczNfZW5kcG9pbnQYASABKAkSEQoJczNfYnVja2V0GAIgASgJIoEBCg5QcmVzaWduUmVxdWVzdBIRCglkaXJlY3Rpb24YASABKAkSFQoIZmlsZW5hbWUYAiABKAlIAIgBARISCgVncm91cBgDIAEoCUgBiAEBEhEKBHBhdGgYBCABKAlIAogBAUILCglfZmlsZW5hbWVCCAoGX2dyb3VwQgcKBV9wYXRoIjoKD1ByZXNpZ25SZXNwb25zZRILCgN1cmwYASABKAkSEQoEcGF0aBgCIAEoCUgAiAEBQgcKBV9wYXRoImsKC1ByZXNpZ25JdGVtEhUKCGZpbGVuYW1lGAEgASgJSACIAQESEgoFZ3JvdXAYAiABKAlIAYgBARIRCgRwYXRoGAMgASgJSAKIAQFCCwoJX2ZpbGVuYW1lQggKBl9ncm91cEIHCgVfcGF0aCJbChNQcmVzaWduQmF0Y2hSZXF1ZXN0EhEKCWRpcmVjdGlvbhgBIAEoCRIxCgVpdGVtcxgCIAMoCzIiLnJlc291cmNlc3RvcmUudHlwZS52MS5QcmVzaWduSXRlbSI3CgxQcmVzaWduZWRVcmwSCwoDdXJsGAEgASgJEhEKBHBhdGgYAiABKAlIAIgBAUIHCgVfcGF0aCJJChRQcmVzaWduQmF0Y2hSZXNwb25zZRIxCgR1cmxzGAEgAygLMiMucmVzb3VyY2VzdG9yZS50eXBlLnYxLlByZXNpZ25lZFVybCI6ChdQcmVzaWduVXBsb2FkRGlyUmVxdWVzdBINCgVncm91cBgBIAEoCRIQCghyZWxwYXRocxgCIAMoCSJcChhQcmVzaWduVXBsb2FkRGlyUmVzcG9uc2USDAoEcm9vdBgBIAEoCRIyCgVpdGVtcxgCIAMoCzIjLnJlc291cmNlc3RvcmUudHlwZS52MS5QcmVzaWduZWRVcmwiHQoLTGlzdFJlcXVlc3QSDgoGcHJlZml4GAEgASgJIhwKDExpc3RSZXNwb25zZRIMCgRrZXlzGAEgAygJImMKFVBhcnF1ZXRQcmV2aWV3UmVxdWVzdBIMCgRwYXRoGAEgASgJEhIKBWxpbWl0GAIgASgFSACIAQESEwoGb2Zmc2V0GAMgASgDSAGIAQFCCAoGX2xpbWl0QgkKB19vZmZzZXQiKwoNUGFycXVldENvbHVtbhIMCgRuYW1lGAEgASgJEgwKBHR5cGUYAiABKAkiwQEKFlBhcnF1ZXRQcmV2aWV3UmVzcG9uc2USDwoHY29sdW1ucxgBIAMoCRI0CgZzY2hlbWEYAiADKAsyJC5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUGFycXVldENvbHVtbhISCgp0b3RhbF9yb3dzGAMgASgDEhUKDXJldHVybmVkX3Jvd3MYBCABKAMSDgoGb2Zmc2V0GAUgASgDEiUKBGRhdGEYBiADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0YgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("CiNyZXNvdXJjZXN0b3JlL3R5cGUvdjEvc3RvcmFnZS5wcm90bxIVcmVzb3VyY2VzdG9yZS50eXBlLnYxIg8KDUNvbmZpZ1JlcXVlc3QiOAoOQ29uZmlnUmVzcG9uc2USEwoLczNfZW5kcG9pbnQYASABKAkSEQoJczNfYnVja2V0GAIgASgJIoEBCg5QcmVzaWduUmVxdWVzdBIRCglkaXJlY3Rpb24YASABKAkSFQoIZmlsZW5hbWUYAiABKAlIAIgBARISCgVncm91cBgDIAEoCUgBiAEBEhEKBHBhdGgYBCABKAlIAogBAUILCglfZmlsZW5hbWVCCAoGX2dyb3VwQgcKBV9wYXRoIjoKD1ByZXNpZ25SZXNwb25zZRILCgN1cmwYASABKAkSEQoEcGF0aBgCIAEoCUgAiAEBQgcKBV9wYXRoImsKC1ByZXNpZ25JdGVtEhUKCGZpbGVuYW1lGAEgASgJSACIAQESEgoFZ3JvdXAYAiABKAlIAYgBARIRCgRwYXRoGAMgASgJSAKIAQFCCwoJX2ZpbGVuYW1lQggKBl9ncm91cEIHCgVfcGF0aCJbChNQcmVzaWduQmF0Y2hSZXF1ZXN0EhEKCWRpcmVjdGlvbhgBIAEoCRIxCgVpdGVtcxgCIAMoCzIiLnJlc291cmNlc3RvcmUudHlwZS52MS5QcmVzaWduSXRlbSI3CgxQcmVzaWduZWRVcmwSCwoDdXJsGAEgASgJEhEKBHBhdGgYAiABKAlIAIgBAUIHCgVfcGF0aCJJChRQcmVzaWduQmF0Y2hSZXNwb25zZRIxCgR1cmxzGAEgAygLMiMucmVzb3VyY2VzdG9yZS50eXBlLnYxLlByZXNpZ25lZFVybCJWChdQcmVzaWduVXBsb2FkRGlyUmVxdWVzdBINCgVncm91cBgBIAEoCRIQCghyZWxwYXRocxgCIAMoCRIRCgRyb290GAMgASgJSACIAQFCBwoFX3Jvb3QiXAoYUHJlc2lnblVwbG9hZERpclJlc3BvbnNlEgwKBHJvb3QYASABKAkSMgoFaXRlbXMYAiADKAsyIy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUHJlc2lnbmVkVXJsIh0KC0xpc3RSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSIrCgxMaXN0UmVzcG9uc2USDAoEa2V5cxgBIAMoCRINCgVzaXplcxgCIAMoAyJjChVQYXJxdWV0UHJldmlld1JlcXVlc3QSDAoEcGF0aBgBIAEoCRISCgVsaW1pdBgCIAEoBUgAiAEBEhMKBm9mZnNldBgDIAEoA0gBiAEBQggKBl9saW1pdEIJCgdfb2Zmc2V0IisKDVBhcnF1ZXRDb2x1bW4SDAoEbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJIsEBChZQYXJxdWV0UHJldmlld1Jlc3BvbnNlEg8KB2NvbHVtbnMYASADKAkSNAoGc2NoZW1hGAIgAygLMiQucmVzb3VyY2VzdG9yZS50eXBlLnYxLlBhcnF1ZXRDb2x1bW4SEgoKdG90YWxfcm93cxgDIAEoAxIVCg1yZXR1cm5lZF9yb3dzGAQgASgDEg4KBm9mZnNldBgFIAEoAxIlCgRkYXRhGAYgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdGIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * @generated from message resourcestore.type.v1.ConfigRequest
@@ -219,6 +219,15 @@ export type PresignUploadDirRequest = Message<"resourcestore.type.v1.PresignUplo
    * @generated from field: repeated string relpaths = 2;
    */
   relpaths: string[];
+
+  /**
+   * A root answered earlier (s3://bucket/{group}/{id}/) to upload into again,
+   * e.g. to complete an interrupted upload; it must lie under `group`. Unset:
+   * a fresh {group}/{random id}/ prefix.
+   *
+   * @generated from field: optional string root = 3;
+   */
+  root?: string | undefined;
 };
 
 /**
@@ -233,7 +242,7 @@ export const PresignUploadDirRequestSchema: GenMessage<PresignUploadDirRequest> 
  */
 export type PresignUploadDirResponse = Message<"resourcestore.type.v1.PresignUploadDirResponse"> & {
   /**
-   * s3://bucket/{group}/{random id}/
+   * s3://bucket/{group}/{random id}/, or the request's `root`.
    *
    * @generated from field: string root = 1;
    */
@@ -281,6 +290,13 @@ export type ListResponse = Message<"resourcestore.type.v1.ListResponse"> & {
    * @generated from field: repeated string keys = 1;
    */
   keys: string[];
+
+  /**
+   * The size in bytes of each object of `keys`, in the same order.
+   *
+   * @generated from field: repeated int64 sizes = 2;
+   */
+  sizes: bigint[];
 };
 
 /**
