@@ -14,10 +14,11 @@
 //    (then it joins the parent's batch) or is found in the store; at the end
 //    of the input whatever still waits is sent and the service judges it.
 import { fromJson } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { ResourceSchema, type Resource } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { flatResourceToProtoJson } from "../schema/flat-codec.js";
 import type { ResourceStoreClient } from "../client/index.js";
-import { describeError, warn } from "./common.js";
+import { activeAmong, describeError, warn } from "./common.js";
 import { detectFormat, fileSize, readInput } from "./input.js";
 import type { Progress } from "./progress.js";
 
@@ -86,6 +87,37 @@ function lineRanges(items: readonly Item[]): string {
     .join(", ");
 }
 
+/**
+ * Codes with which the service refuses a create before it writes anything
+ * (the 4xx of API.md section 11, and a method it does not have). Any other
+ * failure once the request has gone out (a lost connection, a timeout,
+ * `unavailable`, `internal`) leaves the batch's fate unknown: the commit may
+ * have happened before the answer was lost.
+ */
+const REFUSALS = new Set<Code>([
+  Code.InvalidArgument,
+  Code.FailedPrecondition,
+  Code.OutOfRange,
+  Code.NotFound,
+  Code.AlreadyExists,
+  Code.Unauthenticated,
+  Code.PermissionDenied,
+  Code.ResourceExhausted,
+  Code.Unimplemented,
+]);
+
+/**
+ * Whether `err` is the service's own refusal. The code alone is not enough:
+ * the client library makes some of these codes itself (an answer too large
+ * to read is resource_exhausted after the service has committed), so the
+ * error must also carry the headers or trailers of the service's answer.
+ */
+export function refusedBeforeWriting(err: unknown): boolean {
+  if (!(err instanceof ConnectError) || !REFUSALS.has(err.code)) return false;
+  for (const _ of err.metadata.keys()) return true;
+  return false;
+}
+
 /** Two generations of identifiers this run committed: bounded, and enough for parents that come shortly before their children. */
 class RecentSet {
   private current = new Set<string>();
@@ -140,21 +172,19 @@ export async function runImport(
     const deps = [...batch.deps].map((b) => inFlight.get(b)).filter((p): p is Promise<void> => p !== undefined);
     await Promise.all(deps);
     let items = batch.items;
+    /** Whether the create went out: from then on only the service's refusal proves that nothing was written. */
+    let sent = false;
     try {
       if (failed) return; // an earlier batch failed: send nothing more
       if (opts.resume) {
-        const res = await client.query.query({
-          identifiers: items.map((i) => i.identifier),
-          selectColumns: ["identifier"],
-          limit: Math.min(10_000, Math.max(1, items.length)),
-        });
-        const active = new Set(res.results.map((r) => r.identifier));
+        const active = await activeAmong(client, items.map((i) => i.identifier));
         if (active.size > 0) {
           items = items.filter((i) => !active.has(i.identifier));
           skipped += batch.items.length - items.length;
         }
       }
       if (items.length > 0) {
+        sent = true;
         const res = await client.resources.create({ resources: items.map((i) => i.message) });
         imported += Number(res.created);
       }
@@ -163,8 +193,11 @@ export async function runImport(
     } catch (err) {
       const text = describeError(err, url);
       const named = namedLines(items, text);
+      const outcome = !sent || refusedBeforeWriting(err)
+        ? "nothing of this batch was written"
+        : "it may have been written: run again with --resume to complete it";
       fail(
-        `${lineRanges(items)} (batch ${batch.no + 1}, ${items.length} resources; nothing of this batch was written): ${text}` +
+        `${lineRanges(items)} (batch ${batch.no + 1}, ${items.length} resources; ${outcome}): ${text}` +
           (named.length > 0 ? `\n${named.join("\n")}` : ""),
       );
     } finally {
@@ -206,16 +239,12 @@ export async function runImport(
   /** Asks the store which waited-for parents are active, and releases their children. */
   async function releaseFromStore(): Promise<void> {
     const parents = [...waiting.keys()];
-    for (let i = 0; i < parents.length; i += 10_000) {
-      const chunk = parents.slice(i, i + 10_000);
-      const res = await client.query.query({ identifiers: chunk, selectColumns: ["identifier"], limit: chunk.length });
-      for (const r of res.results) {
-        const children = waiting.get(r.identifier);
-        if (!children) continue;
-        waiting.delete(r.identifier);
-        waitingCount -= children.length;
-        for (const c of children) await place(c);
-      }
+    for (const id of await activeAmong(client, parents)) {
+      const children = waiting.get(id);
+      if (!children) continue;
+      waiting.delete(id);
+      waitingCount -= children.length;
+      for (const c of children) await place(c);
     }
   }
   let nextStoreCheck = opts.batchSize;

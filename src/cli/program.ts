@@ -2,7 +2,7 @@
 // API.md section 17, an example in every --help.
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { ResourceStoreClient } from "../client/index.js";
-import { CliError, clientFor, describeError, resolveGlobals, summary, warn, type GlobalOptions } from "./common.js";
+import { CliError, clientFor, describeError, resolveGlobals, summary, warn, type GlobalOptions, type RawGlobals } from "./common.js";
 import { runExport } from "./export.js";
 import { runImport } from "./import.js";
 import { createProgress } from "./progress.js";
@@ -28,7 +28,7 @@ function collect(value: string, previous: string[]): string[] {
 }
 
 function globalsOf(cmd: Command): GlobalOptions {
-  return resolveGlobals(cmd.optsWithGlobals<{ url?: string; token?: string; asOf?: string; quiet?: boolean }>());
+  return resolveGlobals(cmd.optsWithGlobals<RawGlobals>());
 }
 
 /** Runs a sub-command's body: a failure is one `error:` line on stderr and a non-zero exit. */
@@ -60,7 +60,8 @@ export function buildProgram(): Command {
   const program = new Command("resource-store")
     .description("Bulk import, export, upload and watch for the resource store (API.md section 17).")
     .addOption(new Option("--url <url>", "service URL (default: $RESOURCE_STORE_URL, else http://127.0.0.1:8080)"))
-    .addOption(new Option("--token <token>", "bearer token (default: $RESOURCE_STORE_TOKEN)"))
+    .addOption(new Option("--token-file <file>", "bearer token: the first line of FILE (order: --token-file, --token, $RESOURCE_STORE_TOKEN)"))
+    .addOption(new Option("--token <token>", "bearer token (visible to other users in ps: prefer --token-file or $RESOURCE_STORE_TOKEN)"))
     .addOption(new Option("--as-of <time>", "RFC 3339 read point for every read (export)"))
     .option("-q, --quiet", "no progress on stderr")
     .showHelpAfterError()
@@ -132,17 +133,18 @@ export function buildProgram(): Command {
   example(
     program
       .command("upload-dir")
-      .description("upload every file under DIR through presigned URLs and print the root")
+      .description("upload every file under DIR through presigned URLs and print the root (symbolic links only when they point to a file inside DIR)")
       .argument("<dir>", "folder to upload")
       .requiredOption("--group <group>", "key prefix group, e.g. site-a/2026")
       .option("--concurrency <n>", "PUTs at once", positiveInt, 4)
       .option("--retries <n>", "retries of a failed PUT", nonNegativeInt, 4)
       .option("--create-files <parent>", "also create one `file` resource per object under this parent")
       .option("--batch-size <n>", "resources a create call with --create-files", positiveInt, 1000)
+      .option("--root <s3-root>", "upload into the root an earlier run printed: files already there with the same size are not sent again")
       .action(
         async (
           dir: string,
-          opts: { group: string; concurrency: number; retries: number; createFiles?: string; batchSize: number },
+          opts: { group: string; concurrency: number; retries: number; createFiles?: string; batchSize: number; root?: string },
           cmd: Command,
         ) =>
           run(cmd, async (g) => {
@@ -162,6 +164,7 @@ export function buildProgram(): Command {
           }),
       ),
     "resource-store upload-dir ./scans --group site-a/2026 --create-files series-17",
+    "resource-store upload-dir ./scans --group site-a/2026 --root s3://bucket/site-a/2026/<id>/   # after an interruption: sends only what is missing",
   );
 
   example(

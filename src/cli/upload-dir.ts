@@ -3,14 +3,24 @@
 // each retried on network errors and 5xx/429. The sha256 and size are
 // computed from the very bytes sent (one read per attempt, no second pass),
 // and `--create-files PARENT` records each object as a `file` resource.
+//
+// Symbolic links: a link is uploaded (with the bytes of its target) only when
+// it resolves to a regular file inside DIR; a link that leads out of DIR, to
+// a directory, or nowhere is skipped and named on stderr. A link out of DIR
+// would publish whatever it points at (~/.aws/credentials), and a link to a
+// directory could loop.
+//
+// `--root s3://bucket/{group}/{id}/` uploads into a root answered by an
+// earlier run: the objects already there with the size of the local file are
+// left as they are, so a rerun sends only what is missing.
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { opendir, stat } from "node:fs/promises";
+import { opendir, realpath, stat } from "node:fs/promises";
 import http from "node:http";
 import https from "node:https";
-import { extname, join } from "node:path";
+import { extname, join, sep } from "node:path";
 import type { ResourceStoreClient } from "../client/index.js";
-import { CliError, describeError, warn } from "./common.js";
+import { activeAmong, CliError, describeError, warn } from "./common.js";
 import type { Progress } from "./progress.js";
 
 export interface UploadOptions {
@@ -20,11 +30,17 @@ export interface UploadOptions {
   readonly retries: number;
   /** Resources per create call with --create-files. */
   readonly batchSize: number;
+  /** A root of an earlier run to complete, `s3://bucket/{group}/{id}/`. */
+  readonly root?: string;
 }
 
 export interface UploadResult {
   readonly roots: string[];
   readonly uploaded: number;
+  /** Files left out: already in the root (--root) with the same size. */
+  readonly present: number;
+  /** Symbolic links not followed, relpaths. */
+  readonly skippedLinks: string[];
   readonly created: number;
   readonly failed: boolean;
 }
@@ -42,7 +58,7 @@ interface Uploaded {
   readonly contentType: string;
 }
 
-/** At most this many relpaths a PresignUploadDir call (API.md section 11): more files get more roots. */
+/** At most this many relpaths a PresignUploadDir call (API.md section 11): more files take more calls, into the same root. */
 const PRESIGN_LIMIT = 10_000;
 
 const CONTENT_TYPES: Record<string, string> = {
@@ -76,23 +92,62 @@ export function contentTypeOf(file: string): string {
   return CONTENT_TYPES[extname(file).toLowerCase()] ?? "application/octet-stream";
 }
 
-/** Regular files under `dir`, relpaths with `/`, in byte order. */
-export async function walk(dir: string): Promise<LocalFile[]> {
-  const out: LocalFile[] = [];
+export interface Walked {
+  readonly files: LocalFile[];
+  /** Links not followed, with why. */
+  readonly skipped: { relpath: string; why: string }[];
+}
+
+/**
+ * Regular files under `dir`, relpaths with `/`, in byte order. Directories
+ * are entered only as themselves, never through a link; a link counts as a
+ * file only when its target, resolved, is a regular file inside `dir`, and it
+ * is then read through that resolved path.
+ */
+export async function walk(dir: string): Promise<Walked> {
+  const base = await realpath(dir);
+  const inside = (p: string) => p.startsWith(base.endsWith(sep) ? base : base + sep);
+  const files: LocalFile[] = [];
+  const skipped: { relpath: string; why: string }[] = [];
   async function visit(abs: string, rel: string): Promise<void> {
     for await (const entry of await opendir(abs)) {
       const childAbs = join(abs, entry.name);
       const childRel = rel === "" ? entry.name : `${rel}/${entry.name}`;
       if (entry.isDirectory()) await visit(childAbs, childRel);
-      else if (entry.isFile()) out.push({ relpath: childRel, absolute: childAbs, size: (await stat(childAbs)).size });
+      else if (entry.isFile()) files.push({ relpath: childRel, absolute: childAbs, size: (await stat(childAbs)).size });
       else if (entry.isSymbolicLink()) {
-        const st = await stat(childAbs).catch(() => undefined);
-        if (st?.isFile()) out.push({ relpath: childRel, absolute: childAbs, size: st.size });
+        const target = await realpath(childAbs).catch(() => undefined);
+        const st = target === undefined ? undefined : await stat(target).catch(() => undefined);
+        if (target === undefined || st === undefined) skipped.push({ relpath: childRel, why: "its target does not exist" });
+        else if (!inside(target)) skipped.push({ relpath: childRel, why: "it points outside the directory" });
+        else if (!st.isFile()) skipped.push({ relpath: childRel, why: "it does not point to a regular file" });
+        else files.push({ relpath: childRel, absolute: target, size: st.size });
       }
     }
   }
-  await visit(dir, "");
-  return out.sort((a, b) => (a.relpath < b.relpath ? -1 : a.relpath > b.relpath ? 1 : 0));
+  await visit(base, "");
+  const byBytes = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  files.sort((a, b) => byBytes(a.relpath, b.relpath));
+  skipped.sort((a, b) => byBytes(a.relpath, b.relpath));
+  return { files, skipped };
+}
+
+/** The sha256 of a file already in object storage, from the local copy (same size: taken as the same file). */
+function hashFile(path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const hash = createHash("sha256");
+    createReadStream(path)
+      .on("data", (chunk) => hash.update(chunk as Buffer))
+      .on("error", reject)
+      .on("end", () => resolve(hash.digest("hex")));
+  });
+}
+
+/** `s3://bucket/{group}/{id}/` as given to --root: checked here for a clear message, and again by the service. */
+export function checkRoot(root: string, group: string): void {
+  const m = /^s3:\/\/[^/]+\/(.+)$/.exec(root);
+  if (m === null || !root.endsWith("/")) throw new CliError(`--root ${root}: expected s3://bucket/{group}/{id}/ as printed by an earlier upload-dir`, 2);
+  if (!m[1]!.startsWith(`${group}/`) || m[1] === `${group}/`) throw new CliError(`--root ${root} does not lie under --group ${group}`, 2);
 }
 
 class HttpStatusError extends Error {
@@ -173,15 +228,43 @@ export async function runUploadDir(
 ): Promise<UploadResult> {
   const st = await stat(dir).catch(() => undefined);
   if (!st?.isDirectory()) throw new CliError(`${dir} is not a directory`);
-  const files = await walk(dir);
+  if (opts.root !== undefined) checkRoot(opts.root, opts.group);
+  const walked = await walk(dir);
+  for (const s of walked.skipped) warn(`skipped ${s.relpath}: a symbolic link, and ${s.why}`);
+
+  // With --root: what the root already holds, by relpath, with its size.
+  const existing = new Map<string, number>();
+  if (opts.root !== undefined) {
+    try {
+      const listed = await client.storage.list({ prefix: opts.root });
+      const rootKey = opts.root.slice(opts.root.indexOf("/", "s3://".length) + 1);
+      listed.keys.forEach((key, i) => {
+        const size = listed.sizes[i];
+        if (key.startsWith(rootKey) && size !== undefined) existing.set(key.slice(rootKey.length), Number(size));
+      });
+    } catch (err) {
+      // Not allowed to list (section 18) or too many keys: every file is sent again, which is correct, only slower.
+      warn(`cannot list ${opts.root} (${describeError(err, url)}); uploading every file again`);
+    }
+  }
+  const already = walked.files.filter((f) => existing.get(f.relpath) === f.size);
+  const files = walked.files.filter((f) => existing.get(f.relpath) !== f.size);
+  if (already.length > 0) warn(`${already.length} files already in ${opts.root}, with the same size: not sent again`);
+
   const totalBytes = files.reduce((s, f) => s + f.size, 0);
-  const roots: string[] = [];
+  // One root for the whole directory: the first call makes it (unless --root gives it), later calls reuse it.
+  let root = opts.root;
+  if (root !== undefined) onRoot(root);
   const jobs: { file: LocalFile; url: string; path: string }[] = [];
   for (let i = 0; i < files.length; i += PRESIGN_LIMIT) {
     const chunk = files.slice(i, i + PRESIGN_LIMIT);
-    const res = await client.storage.presignUploadDir({ group: opts.group, relpaths: chunk.map((f) => f.relpath) });
-    roots.push(res.root);
-    onRoot(res.root);
+    const res = await client.storage.presignUploadDir({ group: opts.group, relpaths: chunk.map((f) => f.relpath), ...(root !== undefined ? { root } : {}) });
+    if (root === undefined) {
+      root = res.root;
+      onRoot(root);
+    } else if (res.root !== root) {
+      throw new CliError(`the service answered root ${res.root} instead of ${root}: it does not know --root (a service older than this command)`);
+    }
     chunk.forEach((file, k) => {
       const item = res.items[k];
       if (!item?.path) throw new CliError(`the service presigned ${res.items.length} of ${chunk.length} files, or without paths`);
@@ -238,8 +321,28 @@ export async function runUploadDir(
 
   let created = 0;
   const parent = opts.createFiles;
-  if (parent !== undefined) {
-    const done = results.filter((r): r is Uploaded => r !== undefined);
+  if (parent !== undefined && root !== undefined) {
+    let done = results.filter((r): r is Uploaded => r !== undefined);
+    for (const f of already) {
+      try {
+        done.push({ path: `${root}${f.relpath}`, size: f.size, sha256: await hashFile(f.absolute), contentType: contentTypeOf(f.relpath) });
+      } catch (err) {
+        failed = true;
+        warn(`error: ${f.relpath}: ${describeError(err)}`);
+      }
+    }
+    // On a rerun some file resources exist already: create only the others.
+    if (opts.root !== undefined && done.length > 0) {
+      try {
+        const active = await activeAmong(client, done.map((u) => fileIdentifier(u.path)));
+        done = done.filter((u) => !active.has(fileIdentifier(u.path)));
+      } catch (err) {
+        failed = true;
+        warn(`error: looking up the file resources already under ${parent}: ${describeError(err, url)}`);
+        done = [];
+      }
+    }
+    done.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     for (let i = 0; i < done.length; i += opts.batchSize) {
       const chunk = done.slice(i, i + opts.batchSize);
       try {
@@ -258,5 +361,5 @@ export async function runUploadDir(
       }
     }
   }
-  return { roots, uploaded, created, failed };
+  return { roots: root !== undefined ? [root] : [], uploaded, present: already.length, skippedLinks: walked.skipped.map((s) => s.relpath), created, failed };
 }

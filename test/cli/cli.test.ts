@@ -388,7 +388,8 @@ describe("resource-store failure paths", () => {
     for (let i = 0; i < n; i++) chunks.push(JSON.stringify({ identifier: `big${i}`, payload_type: "datasource", name: `b${i}`, description: pad }));
     await writeFile(file, chunks.join("\n") + "\n");
     chunks.length = 0;
-    const run = await runCli(["--url", secured.server.url, "--token", "writer", "import", file, "--batch-size", "100"], {
+    const run = await runCli(["--url", secured.server.url, "import", file, "--batch-size", "100"], {
+      env: { RESOURCE_STORE_TOKEN: "writer" },
       nodeArgs: ["--max-old-space-size=32"],
     });
     expect(run.stderr).toBe("");
