@@ -1,5 +1,6 @@
 // A folder with an index.ts is a module: code outside it imports the index,
-// never an inner file. The rule resolves each relative import (static,
+// never an inner file. A module may also have a browser.ts: the part of its
+// surface that runs in a browser (the index may need Node), public as well. The rule resolves each relative import (static,
 // re-export, dynamic) and, for every folder with an index.ts that holds the
 // target but not the importing file, requires the target to be that index.
 import { existsSync } from "node:fs";
@@ -32,7 +33,7 @@ export function boundaryCrossed(fromFile, specifier, root) {
   }
   for (const dir of folders) {
     if (dir === root || inside(dir, fromFile) || !folderHasIndex(dir)) continue;
-    if (target !== resolve(dir, "index.ts")) return dir;
+    if (target !== resolve(dir, "index.ts") && target !== resolve(dir, "browser.ts")) return dir;
   }
   return undefined;
 }
@@ -43,7 +44,7 @@ export const indexBoundaries = {
     docs: { description: "import a folder that has an index.ts only through that index" },
     schema: [],
     messages: {
-      inner: "{{specifier}} reaches inside {{folder}}/: import {{folder}}/index.js instead",
+      inner: "{{specifier}} reaches inside {{folder}}/: import {{folder}}/index.js (or its browser.js) instead",
     },
   },
   create(context) {

@@ -1,13 +1,12 @@
 // The `resource-store` command: global options, one sub-command per task of
 // API.md section 17, an example in every --help.
 import { Command, InvalidArgumentError, Option } from "commander";
-import type { ResourceStoreClient } from "../client/index.js";
 import { CliError, clientFor, describeError, resolveGlobals, summary, warn, type GlobalOptions, type RawGlobals } from "./common.js";
 import { runExport } from "./export.js";
 import { runImport } from "./import.js";
 import { createProgress } from "./progress.js";
 import { runUploadDir } from "./upload-dir.js";
-import { runWatch, type WatchSource } from "./watch.js";
+import { runWatch } from "./watch.js";
 import { registryCommand } from "./registry-command.js";
 
 /** Operator commands: they open the database themselves (DATABASE_URL), not the service. */
@@ -45,15 +44,6 @@ async function run(cmd: Command, body: (g: GlobalOptions) => Promise<void>): Pro
 
 function example(cmd: Command, ...lines: string[]): Command {
   return cmd.addHelpText("after", `\nExample${lines.length > 1 ? "s" : ""}:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`);
-}
-
-/** One stream of the change feed through the generated EventService client; runWatch resumes it from its last `at`. */
-export function watchSourceOf(client: ResourceStoreClient): WatchSource {
-  return async function* (req, signal) {
-    for await (const m of client.events.watch(req, { signal })) {
-      yield { at: m.at, events: m.events };
-    }
-  };
 }
 
 export function buildProgram(): Command {
@@ -177,13 +167,12 @@ export function buildProgram(): Command {
       .option("--include-resources", "print each event's resource too", false)
       .action(async (opts: { since?: string; payloadType: string[]; root?: string; includeResources: boolean }, cmd: Command) =>
         run(cmd, async (g) => {
-          const source = watchSourceOf(clientFor(g));
           const abort = new AbortController();
           const stop = () => abort.abort();
           process.once("SIGINT", stop);
           process.once("SIGTERM", stop);
           const n = await runWatch(
-            source,
+            clientFor(g),
             { ...(opts.since !== undefined ? { since: opts.since } : {}), payloadTypes: opts.payloadType, ...(opts.root !== undefined ? { root: opts.root } : {}), includeResources: opts.includeResources },
             abort.signal,
             (line) => process.stdout.write(line),

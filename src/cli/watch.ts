@@ -1,22 +1,12 @@
 // `resource-store watch`: the change feed (API.md section 14) as NDJSON, one
-// event a line, until interrupted; after a dropped connection it resumes with
-// `since` = the last `at` received, so no event is lost or repeated.
-//
-// The feed itself (EventService.Watch and the client's `watch()`) comes with
-// the events issue. This file holds the loop and the printing; it needs only
-// a `WatchSource`, which src/cli/program.ts builds from the client once the
-// client has `watch()` (see `watchSourceOf` there).
-import { Code, ConnectError } from "@connectrpc/connect";
+// event a line, until interrupted. Resuming after a dropped connection (and
+// which errors end the command) is the client library's `watch()`
+// (src/client/watch.ts), the same as every other client of the feed; this
+// file only prints.
 import type { Resource } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { resourceToFlat } from "../schema/flat-codec.js";
+import type { ResourceStoreClient } from "../client/index.js";
 import { describeError, warn } from "./common.js";
-
-export interface WatchRequestLike {
-  readonly since?: string;
-  readonly payloadTypes: string[];
-  readonly rootIdentifier?: string;
-  readonly includeResources?: boolean;
-}
 
 export interface WatchEventLike {
   readonly at: string;
@@ -26,14 +16,6 @@ export interface WatchEventLike {
   readonly version: bigint | number;
   readonly resource?: Resource;
 }
-
-export interface WatchMessageLike {
-  readonly at: string;
-  readonly events: readonly WatchEventLike[];
-}
-
-/** Opens one stream of the feed; it ends or throws when the connection does. */
-export type WatchSource = (req: WatchRequestLike, signal: AbortSignal) => AsyncIterable<WatchMessageLike>;
 
 export interface WatchOptions {
   readonly since?: string;
@@ -56,50 +38,29 @@ export function eventLine(e: WatchEventLike): string {
   })}\n`;
 }
 
-const FATAL = new Set([Code.Unauthenticated, Code.PermissionDenied, Code.InvalidArgument, Code.FailedPrecondition, Code.NotFound, Code.Unimplemented]);
-
-/** Prints events until `signal` aborts; returns how many were printed. */
+/** Prints events until `signal` aborts; returns how many were printed. A final error (bad token, bad filter) is thrown. */
 export async function runWatch(
-  source: WatchSource,
+  client: Pick<ResourceStoreClient, "watch">,
   opts: WatchOptions,
   signal: AbortSignal,
   write: (line: string) => void,
   url: string,
 ): Promise<number> {
-  let since = opts.since;
   let printed = 0;
-  let failures = 0;
-  while (!signal.aborted) {
-    try {
-      const req: WatchRequestLike = {
-        ...(since !== undefined ? { since } : {}),
-        payloadTypes: opts.payloadTypes,
-        ...(opts.root !== undefined ? { rootIdentifier: opts.root } : {}),
-        includeResources: opts.includeResources,
-      };
-      for await (const msg of source(req, signal)) {
-        failures = 0;
-        for (const e of msg.events) {
-          write(eventLine(e));
-          printed++;
-        }
-        since = msg.at; // heartbeats move it too: a resume never replays what was already seen
-      }
-    } catch (err) {
-      if (signal.aborted) break;
-      if (err instanceof ConnectError && FATAL.has(err.code)) throw err;
-      failures++;
-      if (opts.maxRetries !== undefined && failures > opts.maxRetries) throw err;
-      warn(`watch: connection lost (${describeError(err, url)}); resuming${since !== undefined ? ` after ${since}` : ""}`);
+  const feed = client.watch({
+    ...(opts.since !== undefined ? { since: opts.since } : {}),
+    payloadTypes: opts.payloadTypes,
+    ...(opts.root !== undefined ? { rootIdentifier: opts.root } : {}),
+    includeResources: opts.includeResources,
+    ...(opts.maxRetries !== undefined ? { maxRetries: opts.maxRetries } : {}),
+    signal,
+    onRetry: (err, since) => warn(`watch: connection lost (${describeError(err, url)}); resuming${since !== undefined ? ` after ${since}` : ""}`),
+  });
+  for await (const msg of feed) {
+    for (const e of msg.events) {
+      write(eventLine(e));
+      printed++;
     }
-    if (signal.aborted) break;
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, Math.min(10_000, 250 * 2 ** Math.min(failures, 6)));
-      signal.addEventListener("abort", () => {
-        clearTimeout(t);
-        resolve();
-      }, { once: true });
-    });
   }
   return printed;
 }

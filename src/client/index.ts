@@ -24,9 +24,9 @@ import * as v2Storage from "../../gen/resourcestore/v2/storage_service_pb.js";
 import * as v1Event from "../../gen/resourcestore/v1/event_service_pb.js";
 import * as v2Event from "../../gen/resourcestore/v2/event_service_pb.js";
 import { createPlannedRequestInterceptor } from "../protobuf/index.js";
-import { watchEvents, type WatchParams } from "./watch.js";
+import { watchEvents, type WatchParams } from "./browser.js";
 
-export { watchEvents, type WatchParams } from "./watch.js";
+export * from "./browser.js";
 
 export type TransportKind = "connect" | "grpc" | "grpc-web";
 

@@ -1,51 +1,17 @@
-// The live change feed (API.md section 14): a Connect server stream of
-// EventService.Watch through the page's transport, started and stopped by
-// the reader, optionally limited to payload types. It resumes as the
-// project's Node client does (src/client/watch.ts, which the page cannot
-// import: src/client/ is Node-only behind its index): after a dropped stream
-// it opens a new one with since = the `at` of the last message seen
-// (heartbeats included), so no commit is missed or shown twice. The newest
-// events are on top; at most FEED_MAX rows.
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import type { Event, WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
-import { EventService } from "../../gen/resourcestore/v2/event_service_pb.js";
+// The live change feed (API.md section 14) through the page's transport
+// (its token included), started and stopped by the reader, optionally limited to
+// payload types. Resuming after a dropped stream, and which errors end the
+// feed, is the client library's (src/client/browser.ts): the same code as
+// the Node client's watch() and `resource-store watch`, so no commit is
+// missed or shown twice, split commits included. The newest events are on
+// top; at most FEED_MAX rows.
+import type { Event } from "../../gen/resourcestore/type/v1/event_pb.js";
+import { watchEvents } from "../../src/client/browser.js";
 import { describeError, transport } from "./api.js";
 import { h, status } from "./dom.js";
 import { select } from "./state.js";
 
 const FEED_MAX = 200;
-/** Errors that resuming cannot cure: the request or the credentials are wrong. */
-const FATAL = new Set<Code>([Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.Unimplemented, Code.FailedPrecondition]);
-const events = createClient(EventService, transport);
-
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
-  });
-}
-
-/** Every message of the feed (heartbeats too) until aborted, resuming after a dropped stream. */
-async function* follow(payloadTypes: string[], signal: AbortSignal, onRetry: (err: ConnectError, since: string | undefined) => void): AsyncGenerator<WatchResponse> {
-  let since: string | undefined;
-  let delay = 250;
-  while (!signal.aborted) {
-    try {
-      for await (const message of events.watch({ ...(since !== undefined ? { since } : {}), payloadTypes }, { signal })) {
-        delay = 250;
-        since = message.at;
-        yield message;
-      }
-    } catch (err) {
-      if (signal.aborted) return;
-      const e = ConnectError.from(err);
-      if (FATAL.has(e.code)) throw e;
-      onRetry(e, since);
-    }
-    await pause(delay, signal);
-    delay = Math.min(delay * 2, 30_000);
-  }
-}
 
 function row(e: Event): HTMLTableRowElement {
   const id = h("button", { type: "button", class: "link", title: `Open ${e.identifier}`, onclick: () => select(e.identifier) }, e.identifier);
@@ -89,7 +55,12 @@ export function createFeed(): HTMLElement {
     try {
       // The first message comes at once (a heartbeat when there is nothing
       // to send): from then on no commit is missed.
-      const feed = follow(payloadTypes, signal, (err, since) => status(note, `Stream dropped (${describeError(err)}); resuming${since === undefined ? "" : ` after ${since}`}…`));
+      const feed = watchEvents(transport, {
+        payloadTypes,
+        signal,
+        heartbeats: true,
+        onRetry: (err, since) => status(note, `Stream dropped (${describeError(err)}); resuming${since === undefined ? "" : ` after ${since}`}…`),
+      });
       for await (const message of feed) {
         status(note, `Following; read up to ${message.at}.`);
         for (const e of message.events) {
