@@ -1,7 +1,7 @@
 // The change feed as an async iterator that survives dropped connections:
 // the one resume implementation of the project, used by the client's
 // `watch()`, the `resource-store watch` command and the explorer's live panel
-// (docs/events.md, "Resuming"). It needs only @connectrpc/connect and the
+// (docs/command-line.md, `watch`). It needs only @connectrpc/connect and the
 // generated descriptors, so it runs in a browser as well as in Node.
 //
 // Where it resumes: from the `at` of the last message that closed a commit

@@ -10,6 +10,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { refusedBeforeWriting } from "../../src/cli/import.js";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { startTcpProxy, type TcpProxy } from "../reliability/tcp-proxy.js";
 import { buildCli, runCli, spawnCli } from "./run-cli.js";
 
 let work: string;
@@ -277,5 +278,46 @@ describe("upload-dir", () => {
   });
 });
 
-// Keeps spawnCli referenced for the watch tests below.
-void spawnCli;
+describe("watch", () => {
+  let srv: TestServer;
+  let proxy: TcpProxy;
+  beforeAll(async () => {
+    srv = await startTestServer({ EVENTS_HEARTBEAT_MS: "100" });
+    proxy = await startTcpProxy({ host: "127.0.0.1", port: srv.port });
+  });
+  afterAll(async () => {
+    await proxy?.close();
+    await srv?.close();
+  });
+
+  it("resumes through the client library after the connection is cut: every event once, in order", async () => {
+    const create = (ids: string[]) => postJson(srv.url, "/resources/create", { resources: ids.map((identifier) => ({ identifier, payload_type: "datasource", name: identifier })) });
+    await create(["wr-0"]);
+    const since = ((await postJson(srv.url, "/resources/read", { identifiers: ["wr-0"] })).json as { updated_at: string }[])[0]!.updated_at;
+    const { child, done } = spawnCli(["--url", `http://127.0.0.1:${proxy.port}`, "watch", "--since", since]);
+    let out = "";
+    child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+    const lines = () => out.split("\n").filter((l) => l.startsWith("{"));
+    const waitFor = async (n: number) => {
+      const deadline = Date.now() + 30_000;
+      while (lines().length < n && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    };
+    try {
+      await create(["wr-1", "wr-2"]);
+      await waitFor(2);
+      proxy.cut();
+      await create(["wr-3", "wr-4"]); // committed while the connection is down
+      await new Promise((r) => setTimeout(r, 300));
+      proxy.restore();
+      await create(["wr-5"]);
+      await waitFor(5);
+    } finally {
+      child.kill("SIGINT");
+    }
+    const run = await done;
+    expect(run.code).toBe(0);
+    expect(lines().map((l) => (JSON.parse(l) as { identifier: string }).identifier)).toEqual(["wr-1", "wr-2", "wr-3", "wr-4", "wr-5"]);
+    expect(run.stderr).toMatch(/watch: connection lost .*; resuming after /);
+    expect(run.stdout).toContain("watched 5 events");
+  });
+});
