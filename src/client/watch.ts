@@ -85,11 +85,6 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-/** `partial` comes with the feed's split commits; read so that a service (or gen/) without it reads as whole commits. */
-function isPartial(m: WatchResponse): boolean {
-  return (m as { partial?: boolean }).partial === true;
-}
-
 const eventKey = (e: Event): string => `${e.identifier}\u0000${String(e.version)}`;
 
 /** The feed through `open`, resumed after every failure that is not final. */
@@ -118,7 +113,8 @@ export async function* followFeed(open: WatchOpener, params: WatchParams = {}): 
       for await (const message of stream) {
         delay = base;
         failures = 0;
-        const partial = isPartial(message);
+        // A service older than split commits never sets it: every message then closes its commits.
+        const partial = message.partial;
         let events = message.events;
         // A split commit sent again after a resume: leave out what was yielded the first time.
         if (splitAt !== undefined && yielded.size > 0) events = events.filter((e) => e.at !== splitAt || !yielded.has(eventKey(e)));

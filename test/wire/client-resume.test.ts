@@ -12,12 +12,11 @@ import { FINAL_WATCH_CODES, followFeed, type WatchOpener, type WatchStreamReques
 import { ROOT } from "../cli/run-cli.js";
 
 function message(at: string, ids: string[], partial = false): WatchResponse {
-  const m = create(WatchResponseSchema, {
+  return create(WatchResponseSchema, {
     at,
+    partial,
     events: ids.map((identifier) => create(EventSchema, { at, identifier, payloadType: "datasource", kind: "created", version: 1n })),
   });
-  // `partial` may not be in gen/ yet: set it as the field would be.
-  return Object.assign(m, { partial });
 }
 
 /** An opener that plays one script per stream: messages, then an error (or the end). */
