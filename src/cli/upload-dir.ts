@@ -14,7 +14,7 @@
 // earlier run: the objects already there with the size of the local file are
 // left as they are, so a rerun sends only what is missing.
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
+import { constants as fsConstants, createReadStream, openSync } from "node:fs";
 import { opendir, realpath, stat } from "node:fs/promises";
 import http from "node:http";
 import https from "node:https";
@@ -132,11 +132,18 @@ export async function walk(dir: string): Promise<Walked> {
   return { files, skipped };
 }
 
+/**
+ * Opens a walked file without following a link in its last component: a
+ * file swapped for a link after the walk is refused, not read. (`absolute`
+ * is the resolved path for an accepted link, so no link is expected there.)
+ */
+const READ_NO_FOLLOW = fsConstants.O_RDONLY | (fsConstants.O_NOFOLLOW ?? 0);
+
 /** The sha256 of a file already in object storage, from the local copy (same size: taken as the same file). */
 function hashFile(path: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const hash = createHash("sha256");
-    createReadStream(path)
+    createReadStream(path, { fd: openSync(path, READ_NO_FOLLOW) })
       .on("data", (chunk) => hash.update(chunk as Buffer))
       .on("error", reject)
       .on("end", () => resolve(hash.digest("hex")));
@@ -167,6 +174,14 @@ function retriable(err: unknown): boolean {
 /** One PUT of the file, hashing and counting the bytes as they are sent. */
 function put(url: string, file: LocalFile, contentType: string, agents: { http: http.Agent; https: https.Agent }, onBytes: (n: number) => void): Promise<{ sha256: string; size: number }> {
   return new Promise((resolve, reject) => {
+    let fd: number;
+    try {
+      fd = openSync(file.absolute, READ_NO_FOLLOW);
+    } catch (err) {
+      // Not a network failure: sending again would meet the same file.
+      reject(new CliError(`cannot read it: ${err instanceof Error ? err.message : String(err)}`));
+      return;
+    }
     const target = new URL(url);
     const mod = target.protocol === "https:" ? https : http;
     const hash = createHash("sha256");
@@ -198,7 +213,7 @@ function put(url: string, file: LocalFile, contentType: string, agents: { http: 
         done(undefined, { sha256: hash.digest("hex"), size: sent });
       });
     });
-    const source = createReadStream(file.absolute);
+    const source = createReadStream(file.absolute, { fd });
     source.on("data", (chunk) => {
       const b = chunk as Buffer;
       hash.update(b);
