@@ -3,7 +3,7 @@
 // reason (UPPER_SNAKE), its Connect code and when it happens. The reason
 // travels as a google.rpc.ErrorInfo detail (domain "resourcestore") over
 // gRPC and Connect, and as `reason` in REST error bodies; the REST status
-// comes from the code (rest/status.ts) unless the entry sets its own.
+// comes from the code (http/error-status.ts) unless the entry sets its own.
 // docs/errors.md is generated from this table (npm run docs).
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";

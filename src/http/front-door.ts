@@ -17,7 +17,7 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Authenticator } from "../auth/index.js";
 import { declaredScope } from "../auth/index.js";
 import { notFound, unauthenticated } from "../errors.js";
-import { restErrorOf } from "../rest/index.js";
+import { restErrorOf } from "./error-status.js";
 
 type Req = IncomingMessage | http2.Http2ServerRequest;
 type Res = ServerResponse | http2.Http2ServerResponse;
@@ -44,7 +44,7 @@ function mediaType(req: Req): string {
   return (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
 }
 
-/** The error body: REST's {code, message, reason} (rest/status.ts), or Connect's error JSON with its ErrorInfo details. */
+/** The error body: REST's {code, message, reason} (http/error-status.ts), or Connect's error JSON with its ErrorInfo details. */
 function jsonError(req: Req, err: ConnectError): string {
   const path = (req.url ?? "/").split("?")[0] ?? "/";
   return JSON.stringify(RPC_PATH.test(path) ? errorToJson(err, undefined) : restErrorOf(err).body);
@@ -118,15 +118,6 @@ function lingerInsteadOfReset(socket: Socket): void {
     timer.unref();
     this.once("close", () => clearTimeout(timer));
   };
-}
-
-/** True when the request may carry a body (declared length > 0 or chunked). */
-export function hasBody(req: Req): boolean {
-  const len = req.headers["content-length"];
-  if (len !== undefined) return Number(len) > 0;
-  if (req.headers["transfer-encoding"] !== undefined) return true;
-  // HTTP/2 without a length: a body exists unless the HEADERS frame ended the stream.
-  return "stream" in req ? !req.stream.readableEnded && req.method !== "GET" && req.method !== "HEAD" : false;
 }
 
 export function createFrontDoor(opts: FrontDoorOptions, next: NodeHandler): NodeHandler {

@@ -56,3 +56,12 @@ export function readBody(req: AnyRequest, maxBytes: number): Promise<Buffer> {
     req.on("close", onClose);
   });
 }
+
+/** True when the request may carry a body (declared length > 0 or chunked). */
+export function hasBody(req: AnyRequest): boolean {
+  const len = req.headers["content-length"];
+  if (len !== undefined) return Number(len) > 0;
+  if (req.headers["transfer-encoding"] !== undefined) return true;
+  // HTTP/2 without a length: a body exists unless the HEADERS frame ended the stream.
+  return "stream" in req ? !req.stream.readableEnded && req.method !== "GET" && req.method !== "HEAD" : false;
+}

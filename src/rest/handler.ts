@@ -9,7 +9,7 @@ import type { ContextValues, Transport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
 import { abortOnClose } from "../http/abort-on-close.js";
-import { hasBody } from "../http/front-door.js";
+import { hasBody } from "../http/read-body.js";
 import { webHeaders } from "../http/headers.js";
 import { constantDocument, isConstantOperation, sendConstant } from "../http/constant-document.js";
 import type { ConstantDocument } from "../http/constant-document.js";
@@ -26,7 +26,7 @@ import { fieldToRest, messageToRest } from "./response-encoder.js";
 import { buildRouteTable, findRoute } from "./routes.js";
 import type { Route } from "./routes.js";
 import type { Revision } from "../schema/http-rules.js";
-import { writeJson, writeRestError } from "./status.js";
+import { writeJson, writeRestError } from "../http/error-status.js";
 
 type AnyResponse = ServerResponse | Http2ServerResponse;
 

@@ -1,5 +1,7 @@
-// The one table from Connect codes to REST statuses (docs/errors.md), and
-// the one writer of REST error bodies: `{code, message, reason}`.
+// The one table from Connect codes to HTTP statuses (docs/errors.md), and
+// the one writer of JSON error bodies: `{code, message, reason}`. It lives
+// under http (below rest) because the front door answers refusals in the
+// same shape before any REST code runs.
 import type { Http2ServerResponse } from "node:http2";
 import type { ServerResponse } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
