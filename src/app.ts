@@ -43,7 +43,8 @@ import type { RequestHandler } from "./server.js";
 import { createEventFeed, createLineageRefresher, createNotifications, loadRegistryKeys, migrate, openDatabase, type Db, type EventFeed, type LineageRefresher, type Notifications, type RegistryKey } from "./store/index.js";
 import { createObjectStorage, type ObjectStorage } from "./storage/index.js";
 import { createEncoderPool, type EncoderPool } from "./parquet/index.js";
-import { withCors } from "./cors.js";
+import { assertCorsSafe, withCors } from "./cors.js";
+import { allowedHostsFor, withAllowedHosts } from "./http/host-check.js";
 import { defaultUiDir, withUi } from "./ui-assets.js";
 
 export interface App {
@@ -103,6 +104,7 @@ export interface AppOptions {
 export async function createApp(config: Config, log: Logger, opts: AppOptions = {}): Promise<App> {
   // Before anything opens: a bad token file fails start-up, not the first call.
   const auth = opts.auth ?? createAuthenticator(config.auth);
+  assertCorsSafe(config.corsOrigins, auth.enabled);
   const db = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
@@ -270,7 +272,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   });
   // Paths as sent and credentials before any body is read (API.md section 16).
   const rpcPaths = new Map<string, DescMethod>();
-  for (const svc of [...allServices, Health, ServerReflection]) for (const m of svc.methods) rpcPaths.set(`/${svc.typeName}/${m.name}`, m);
+  for (const svc of [...allServices, Health, ServerReflection, ServerReflectionV1alpha]) for (const m of svc.methods) rpcPaths.set(`/${svc.typeName}/${m.name}`, m);
   const restTable = buildRouteTable(revisions);
   const frontDoor = createFrontDoor(
     {
@@ -287,7 +289,8 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     rpc,
   );
   // Browsers (API.md section 15): CORS in front of every route (so refusals carry it too), then the explorer.
-  const handler = withCors(config.corsOrigins, withUi(opts.uiDir ?? defaultUiDir(), frontDoor));
+  // Host first (docs/contract/16-limits.md): a rebinding page's request is refused before CORS or any route.
+  const handler = withAllowedHosts(allowedHostsFor(auth.enabled, config.allowedHosts), withCors(config.corsOrigins, withUi(opts.uiDir ?? defaultUiDir(), frontDoor)));
 
   return {
     handler,

@@ -75,6 +75,13 @@ export interface Config {
   // --- browsers (API.md section 15) ---
   /** CORS_ORIGINS: the origins allowed to call from a browser, or "*"; unset = no CORS headers at all. */
   readonly corsOrigins: readonly string[] | "*" | undefined;
+  /**
+   * ALLOWED_HOSTS: names (lower case, a port optional) a request's Host may
+   * carry besides localhost, 127.0.0.1 and [::1]. Unset: with authentication
+   * off only those three are answered; with it on Host is not checked
+   * (docs/contract/16-limits.md).
+   */
+  readonly allowedHosts: readonly string[] | undefined;
   readonly defence: DefenceConfig;
 }
 
@@ -230,6 +237,27 @@ function bool(env: Env, name: string, dflt: boolean): boolean {
   throw new ConfigError(name, `must be true or false, got ${JSON.stringify(raw)}`);
 }
 
+/**
+ * ALLOWED_HOSTS: comma-separated host names, each optionally with :port
+ * (`api.example.org`, `10.0.0.5:8080`, `[fd00::1]`). A name without a port
+ * matches any port. No wildcard: the point is to name the hosts a browser
+ * may have been sent to, and "any" would undo the rebinding check.
+ */
+function hostNames(env: Env, name: string): readonly string[] | undefined {
+  const raw = str(env, name);
+  if (raw === undefined) return undefined;
+  const list: string[] = [];
+  for (const entry of raw.split(",").map((e) => e.trim().toLowerCase())) {
+    if (entry === "") continue;
+    if (!/^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::\d{1,5})?$/.test(entry)) {
+      throw new ConfigError(name, `must hold host names such as api.example.org or 10.0.0.5:8080, got ${JSON.stringify(entry)}`);
+    }
+    list.push(entry);
+  }
+  if (list.length === 0) throw new ConfigError(name, "must name at least one host (or be unset)");
+  return list;
+}
+
 /** CORS_ORIGINS: "*" or comma-separated origins (scheme://host[:port], no path). */
 function origins(env: Env, name: string): readonly string[] | "*" | undefined {
   const raw = str(env, name);
@@ -325,6 +353,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     // --- browsers (API.md section 15) ---
     corsOrigins: origins(env, "CORS_ORIGINS"),
+    allowedHosts: hostNames(env, "ALLOWED_HOSTS"),
     defence: loadDefence(env),
   };
 }

@@ -7,6 +7,7 @@ import { cors } from "@connectrpc/connect";
 import type { RequestHandler } from "./server.js";
 import { REQUEST_ID } from "./rpc/index.js";
 import { addVary } from "./http/headers.js";
+import { ConfigError } from "./config.js";
 
 /** Browsers cap the preflight cache (Chromium at 2 hours); longer is pointless. */
 export const CORS_MAX_AGE_SECONDS = 7200;
@@ -14,6 +15,17 @@ export const CORS_MAX_AGE_SECONDS = 7200;
 export const CORS_ALLOWED_METHODS: readonly string[] = [...new Set([...cors.allowedMethods, "GET", "POST"])];
 export const CORS_ALLOWED_HEADERS: readonly string[] = [...new Set([...cors.allowedHeaders, "authorization", REQUEST_ID].map((h) => h.toLowerCase()))];
 export const CORS_EXPOSED_HEADERS: readonly string[] = [...new Set([...cors.exposedHeaders, REQUEST_ID].map((h) => h.toLowerCase()))];
+
+/**
+ * CORS_ORIGINS=* with authentication off would let a page on any site read
+ * and write the store through a visitor's browser: refused at start-up
+ * (docs/contract/16-limits.md).
+ */
+export function assertCorsSafe(origins: readonly string[] | "*" | undefined, authEnabled: boolean): void {
+  if (origins === "*" && !authEnabled) {
+    throw new ConfigError("CORS_ORIGINS", "is \"*\", but authentication is off: any web page could then call the service from a visitor's browser; list the origins, or turn authentication on");
+  }
+}
 
 export function withCors(origins: readonly string[] | "*" | undefined, next: RequestHandler): RequestHandler {
   if (origins === undefined) return next;

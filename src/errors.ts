@@ -62,6 +62,7 @@ export const errorCatalogue = {
   // credentials
   UNAUTHENTICATED: { code: Code.Unauthenticated, when: "No bearer token, a malformed Authorization header, or a token that is not valid." },
   PERMISSION_DENIED: { code: Code.PermissionDenied, when: "The token is valid but lacks the scope the operation needs." },
+  MISDIRECTED_REQUEST: { code: Code.PermissionDenied, httpStatus: 421, when: "The request's Host (HTTP/2 :authority) is not one the service answers to: with authentication off only localhost, 127.0.0.1, [::1] and ALLOWED_HOSTS; with it on, ALLOWED_HOSTS when set. Refused before anything else runs." },
   // limits
   RESOURCE_EXHAUSTED: { code: Code.ResourceExhausted, when: "A limit of the service was reached." },
   BODY_TOO_LARGE: { code: Code.ResourceExhausted, when: "The request body is larger than the configured limit (MAX_BODY_BYTES)." },
@@ -186,6 +187,12 @@ export function internal(cause?: unknown): ConnectError {
 export function unsupportedMediaType(contentType: string): ConnectError {
   const shown = contentType === "" ? "none" : JSON.stringify(contentType.slice(0, 100));
   return invalidArgument(`a REST request body must be application/json, got content type ${shown}`, "UNSUPPORTED_MEDIA_TYPE");
+}
+
+/** A Host the service does not answer to (DNS rebinding defence): 421, before anything runs. */
+export function misdirectedRequest(host: string | undefined): ConnectError {
+  const shown = host === undefined || host === "" ? "no Host" : `Host ${JSON.stringify(host.slice(0, 100))}`;
+  return serviceError("MISDIRECTED_REQUEST", `this service does not answer to ${shown}; add it to ALLOWED_HOSTS if it is the service's own name`);
 }
 
 /** More exports than MAX_CONCURRENT_EXPORTS, and no slot within EXPORT_QUEUE_MS: 429 resource_exhausted. */

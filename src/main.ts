@@ -3,6 +3,7 @@
 import { assertSafeBind, createAuthenticator } from "./auth/index.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { createApp } from "./app.js";
+import { assertCorsSafe } from "./cors.js";
 import { createLogger } from "./log.js";
 import { startServer } from "./server.js";
 
@@ -13,6 +14,7 @@ async function main(): Promise<void> {
     config = loadConfig();
     auth = createAuthenticator(config.auth);
     assertSafeBind(config.host, auth.enabled);
+    assertCorsSafe(config.corsOrigins, auth.enabled);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${err.message}\n`);

@@ -1,12 +1,17 @@
 // The first thing every request meets, before the Connect adapter or the
-// REST gateway reads a byte of its body (API.md section 16):
+// REST gateway reads a byte of its body (docs/contract/16-limits.md):
 // - paths are matched as sent: a `.`/`..` segment (also percent-encoded) or
 //   a backslash is 404, so no later normalisation can route it elsewhere;
-// - with authentication on, a call to an operation that is not open must
-//   present valid credentials in its headers: otherwise it is answered 401
-//   (in the protocol the client speaks) without reading its body, and the
-//   connection (HTTP/1.1) or stream (HTTP/2) is closed so the body is never
-//   received. The auth interceptor still checks scopes afterwards.
+// - with authentication on, every request must present valid credentials in
+//   its headers, except the open operations and the open paths (health,
+//   metrics, the OpenAPI document and the explorer: they describe the API
+//   and hold no data). That includes paths no route knows: an unknown path
+//   answers 401, not 404, so nobody learns the API's shape without a token,
+//   and a body sent to it is never read either. Without credentials the
+//   request is answered 401 (in the protocol the client speaks) without
+//   reading its body, and the connection (HTTP/1.1) or stream (HTTP/2) is
+//   closed so the body is never received. The auth interceptor still checks
+//   scopes afterwards.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import http2 from "node:http2";
@@ -120,6 +125,15 @@ function lingerInsteadOfReset(socket: Socket): void {
   };
 }
 
+/** Paths open to anyone (docs/contract/12-authentication.md), for GET and HEAD only: a body sent to them is not. */
+const OPEN_PATHS: ReadonlySet<string> = new Set(["/healthz", "/readyz", "/metrics", "/openapi.json", "/", "/ui"]);
+
+/** Whether a request without an operation may pass without credentials: the open paths and the explorer's files. */
+export function isOpenPath(verb: string, rawPath: string): boolean {
+  if (verb !== "GET" && verb !== "HEAD") return false;
+  return OPEN_PATHS.has(rawPath) || rawPath.startsWith("/ui/");
+}
+
 export function createFrontDoor(opts: FrontDoorOptions, next: NodeHandler): NodeHandler {
   return (req, res) => {
     const rawPath = (req.url ?? "/").split("?", 1)[0] ?? "/";
@@ -128,16 +142,17 @@ export function createFrontDoor(opts: FrontDoorOptions, next: NodeHandler): Node
       return;
     }
     if (!opts.auth.enabled) return next(req, res);
+    const verb = (req.method ?? "GET").toUpperCase();
     let method: DescMethod | undefined;
     try {
-      method = opts.resolve((req.method ?? "GET").toUpperCase(), rawPath);
+      method = opts.resolve(verb, rawPath);
     } catch (err) {
       // A path the route table cannot even decode (a bad percent escape): refused here, never thrown out of the handler.
       const e = ConnectError.from(err);
       refuseBeforeBody(req, res, e, e.code === Code.InvalidArgument ? 400 : 404);
       return;
     }
-    if (method === undefined || declaredScope(method) === "open") return next(req, res);
+    if (method === undefined ? isOpenPath(verb, rawPath) : declaredScope(method) === "open") return next(req, res);
     const authorization = req.headers.authorization;
     const started = process.hrtime.bigint();
     opts.auth.authenticate(typeof authorization === "string" ? authorization : null).then(
@@ -145,7 +160,8 @@ export function createFrontDoor(opts: FrontDoorOptions, next: NodeHandler): Node
       (err: unknown) => {
         const e = ConnectError.from(err);
         refuseBeforeBody(req, res, e, e.code === unauthenticated("").code ? 401 : 503);
-        opts.onRefused?.(method, e, req, started);
+        // Only a refused call is a call: an unknown path refused here has no operation to count.
+        if (method !== undefined) opts.onRefused?.(method, e, req, started);
       },
     );
   };
