@@ -4,12 +4,22 @@
 // anything else to the http server. Graceful shutdown stops accepting,
 // lets in-flight calls finish (up to a grace period) and then closes.
 //
-// Timeouts (API.md section 16): the sniff itself has HEADERS_TIMEOUT_MS; the
-// HTTP/1.1 server never listens (connections are handed to it), so its own
-// header/request timeout checker is started by hand; HTTP/2 sessions get a
-// headers deadline until their first stream, an idle timeout, a per-stream
-// request deadline and a cap on concurrent streams. MAX_CONNECTIONS caps the
-// sockets the listener accepts.
+// Timeouts (docs/contract/16-limits.md): the sniff itself has
+// HEADERS_TIMEOUT_MS from the moment the connection is accepted. An HTTP/1.1
+// connection then has a deadline of its own for each request's headers and
+// for the whole request, measured from its first byte and, on a kept-alive
+// connection, from the end of the previous response; a connection past one
+// gets 408 and is closed. These are timers per connection, so a close comes
+// at the limit (plus the event loop's delay), not at the next sweep. Node's
+// own sweep (headersTimeout/requestTimeout, every CHECK interval) stays as a
+// second line: it also covers a kept-alive connection that sat idle and
+// then started a request it never finished (measured from that request's
+// first byte). The HTTP/1.1 server never listens (connections are handed to
+// it), so that sweep is started by hand. HTTP/2 sessions get a headers
+// deadline until their first stream (a client that sends the preface and
+// stops, or stops inside a HEADERS frame, never makes a stream), an idle
+// timeout, a per-stream request deadline and a cap on concurrent streams.
+// MAX_CONNECTIONS caps the sockets the listener accepts.
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
@@ -52,6 +62,43 @@ export const DEFAULT_LISTENER_LIMITS: ListenerLimits = {
   maxConnections: DEFENCE_DEFAULTS.MAX_CONNECTIONS,
   maxConcurrentStreams: DEFENCE_DEFAULTS.MAX_CONCURRENT_STREAMS,
 };
+
+/**
+ * How often Node's sweep looks for HTTP/1.1 connections past their
+ * deadlines, and so the most a close may come after its limit: the
+ * tolerance the tests hold every timeout to.
+ */
+export function checkIntervalMs(limits: Pick<ListenerLimits, "headersTimeoutMs" | "requestTimeoutMs">): number {
+  return Math.max(25, Math.min(1000, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4)));
+}
+
+/**
+ * Node closes an idle HTTP/1.1 keep-alive connection this long after the
+ * timeout it advertises in Keep-Alive (so that a client trusting the header
+ * never races the close): IDLE_TIMEOUT_MS plus this, for HTTP/1.1.
+ */
+export const KEEP_ALIVE_MARGIN_MS = 1000;
+
+/** What Node itself answers to a request past its deadline before any response began. */
+const REQUEST_TIMEOUT_RESPONSE = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n";
+
+/** The deadlines of one HTTP/1.1 connection. */
+interface H1Deadlines {
+  /** When the current (or next) request's clock started: the first byte, then the end of each response. */
+  startedAt: number;
+  /** socket.bytesRead at startedAt: more means the next request has begun (-1: the first request, begun by definition). */
+  bytesAtStart: number;
+  /** Requests whose headers arrived and whose response has not finished (pipelining can make it more than one). */
+  open: number;
+  headers: NodeJS.Timeout | undefined;
+}
+
+/** Closes `socket` as Node does for a request past its deadline: 408 unless a response already began. */
+function timeOut(socket: net.Socket, answered: boolean): void {
+  if (socket.destroyed) return;
+  if (!answered && socket.writable) socket.write(REQUEST_TIMEOUT_RESPONSE);
+  socket.destroy();
+}
 
 /** An HTTP/2 stream whose request body is not complete in time: 408 if nothing was answered yet, else cancelled. */
 function deadlineForStream(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, ms: number): void {
@@ -115,10 +162,54 @@ export async function startServer(opts: { port: number; host: string; handler: R
       headersTimeout,
       requestTimeout: limits.requestTimeoutMs,
       // How often Node looks for connections past those two deadlines.
-      connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(headersTimeout / 4))),
+      connectionsCheckingInterval: checkIntervalMs(limits),
     },
     track,
   );
+  const h1Deadlines = new WeakMap<net.Socket, H1Deadlines>();
+  /** Arms the headers deadline of the request whose clock started at d.startedAt. */
+  const armHeaders = (socket: net.Socket, d: H1Deadlines): void => {
+    clearTimeout(d.headers);
+    d.headers = setTimeout(() => {
+      // A kept-alive connection with no byte of a next request is idle, not late: IDLE_TIMEOUT_MS governs it.
+      if (d.open > 0 || (d.bytesAtStart >= 0 && socket.bytesRead === d.bytesAtStart)) return;
+      timeOut(socket, false);
+    }, Math.max(0, d.startedAt + headersTimeout - Date.now()));
+    d.headers.unref();
+  };
+  const handOverH1 = (socket: net.Socket, firstByteAt: number): void => {
+    const d: H1Deadlines = { startedAt: firstByteAt, bytesAtStart: -1, open: 0, headers: undefined };
+    h1Deadlines.set(socket, d);
+    armHeaders(socket, d);
+    socket.once("close", () => clearTimeout(d.headers));
+  };
+  h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const socket = req.socket;
+    const d = h1Deadlines.get(socket);
+    if (d === undefined) return;
+    clearTimeout(d.headers);
+    d.open++;
+    // The whole request (its body) within REQUEST_TIMEOUT_MS of its clock's start.
+    let body: NodeJS.Timeout | undefined;
+    const length = req.headers["content-length"];
+    const mayHaveBody = req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+    if (mayHaveBody && !req.complete) {
+      body = setTimeout(() => {
+        if (!req.complete) timeOut(socket, res.headersSent);
+      }, Math.max(0, d.startedAt + limits.requestTimeoutMs - Date.now()));
+      body.unref();
+      req.once("end", () => clearTimeout(body));
+    }
+    res.once("close", () => {
+      clearTimeout(body);
+      d.open--;
+      if (d.open > 0 || socket.destroyed) return;
+      // The next request's clock starts now (docs/contract/16-limits.md).
+      d.startedAt = Date.now();
+      d.bytesAtStart = socket.bytesRead;
+      armHeaders(socket, d);
+    });
+  });
   // Node starts its header/request timeout checker when the server starts
   // listening; this one never listens (the sniffing listener hands it its
   // connections), so it is started here, as listen() would.
@@ -152,7 +243,9 @@ export async function startServer(opts: { port: number; host: string; handler: R
     undecided.unref();
     socket.once("close", () => clearTimeout(undecided));
     let head = Buffer.alloc(0);
+    let firstByteAt = 0;
     const onData = (chunk: Buffer): void => {
+      if (head.length === 0) firstByteAt = Date.now();
       head = Buffer.concat([head, chunk]);
       const isH2 = sniffHttp2(head);
       if (isH2 === undefined) return;
@@ -160,7 +253,11 @@ export async function startServer(opts: { port: number; host: string; handler: R
       socket.off("data", onData);
       socket.pause();
       socket.unshift(head);
-      (isH2 ? h2 : h1).emit("connection", socket);
+      if (isH2) h2.emit("connection", socket);
+      else {
+        handOverH1(socket, firstByteAt);
+        h1.emit("connection", socket);
+      }
       process.nextTick(() => socket.resume());
     };
     socket.on("data", onData);
