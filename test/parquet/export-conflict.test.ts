@@ -22,8 +22,13 @@ const havePg = await postgresReachable();
 const ROWS = 70_000;
 const FAILING_FETCH = 7;
 
-/** Makes the `FAILING_FETCH`th FETCH of the export fail with a recovery conflict, once. */
-function injectConflict(): { restore: () => void; fired: () => boolean } {
+/**
+ * Makes the `FAILING_FETCH`th FETCH of the export fail with a recovery
+ * conflict, once, after `bodyStarted` (the client's first bytes): on a busy
+ * machine the fetches can run ahead of the encoder, and a failure before the
+ * first byte is the easy case (a plain error answer).
+ */
+function injectConflict(bodyStarted: Promise<void>): { restore: () => void; fired: () => boolean } {
   const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
   const original = proto.query;
   let fetches = 0;
@@ -37,7 +42,7 @@ function injectConflict(): { restore: () => void; fired: () => boolean } {
         severity: "ERROR",
         detail: "User query might have needed to see row versions that must be removed.",
       });
-      return Promise.reject(err);
+      return bodyStarted.then(() => Promise.reject(err));
     }
     return original.apply(this, args);
   };
@@ -54,7 +59,7 @@ function parses(file: Buffer): boolean {
 }
 
 /** The whole answer, and whether it was cut off instead of ending. */
-function post(port: number, path: string, type: string, body: string | Buffer): Promise<{ status: number; body: Buffer; aborted: boolean }> {
+function post(port: number, path: string, type: string, body: string | Buffer, onFirstData: () => void = () => undefined): Promise<{ status: number; body: Buffer; aborted: boolean }> {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: "127.0.0.1", port, method: "POST", path, headers: { "content-type": type } }, (res) => {
       const chunks: Buffer[] = [];
@@ -64,7 +69,10 @@ function post(port: number, path: string, type: string, body: string | Buffer): 
         settled = true;
         resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), aborted });
       };
-      res.on("data", (d: Buffer) => chunks.push(d));
+      res.on("data", (d: Buffer) => {
+        if (chunks.length === 0) onFirstData();
+        chunks.push(d);
+      });
       res.once("end", () => finish(false));
       res.once("aborted", () => finish(true));
       res.once("error", () => finish(true));
@@ -106,8 +114,9 @@ describe.skipIf(!havePg && !REQUIRE_POSTGRES)("an export cancelled by a recovery
   }, 120_000);
 
   it("REST: the response is aborted after its first bytes, and what arrived does not parse", async () => {
-    injected = injectConflict();
-    const out = await post(srv.port, "/query/parquet", "application/json", query);
+    let started = (): void => undefined;
+    injected = injectConflict(new Promise((resolve) => (started = resolve)));
+    const out = await post(srv.port, "/query/parquet", "application/json", query, () => started());
     expect(injected.fired()).toBe(true);
     expect(out.status).toBe(200);
     expect(out.body.length).toBeGreaterThan(0);
@@ -116,11 +125,12 @@ describe.skipIf(!havePg && !REQUIRE_POSTGRES)("an export cancelled by a recovery
   }, 120_000);
 
   it("Connect: the stream ends with unavailable", async () => {
-    injected = injectConflict();
+    let started = (): void => undefined;
+    injected = injectConflict(new Promise((resolve) => (started = resolve)));
     const payload = Buffer.from(query);
     const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), payload]);
     envelope.writeUInt32BE(payload.length, 1);
-    const out = await post(srv.port, "/resourcestore.v2.QueryService/QueryParquet", "application/connect+json", envelope);
+    const out = await post(srv.port, "/resourcestore.v2.QueryService/QueryParquet", "application/connect+json", envelope, () => started());
     expect(injected.fired()).toBe(true);
     // Data envelopes went out first; the last one ends the stream (flag 0b10) with the error.
     const text = out.body.toString("latin1");
