@@ -268,7 +268,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     lane,
     fallback: fallback as never,
   });
-  // Paths as sent and credentials before any body is read (API.md section 16).
+  // Paths as sent and credentials before any body is read (docs/contract/16-limits.md).
   const rpcPaths = new Map<string, DescMethod>();
   for (const svc of [...allServices, Health, ServerReflection]) for (const m of svc.methods) rpcPaths.set(`/${svc.typeName}/${m.name}`, m);
   const restTable = buildRouteTable(revisions);
@@ -286,7 +286,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     },
     rpc,
   );
-  // Browsers (API.md section 15): CORS in front of every route (so refusals carry it too), then the explorer.
+  // Browsers (docs/contract/15-browsers.md): CORS in front of every route (so refusals carry it too), then the explorer.
   const handler = withCors(config.corsOrigins, withUi(opts.uiDir ?? defaultUiDir(), frontDoor));
 
   return {

@@ -4,7 +4,7 @@
 // anything else to the http server. Graceful shutdown stops accepting,
 // lets in-flight calls finish (up to a grace period) and then closes.
 //
-// Timeouts (API.md section 16): the sniff itself has HEADERS_TIMEOUT_MS; the
+// Timeouts (docs/contract/16-limits.md): the sniff itself has HEADERS_TIMEOUT_MS; the
 // HTTP/1.1 server never listens (connections are handed to it), so its own
 // header/request timeout checker is started by hand; HTTP/2 sessions get a
 // headers deadline until their first stream, an idle timeout, a per-stream

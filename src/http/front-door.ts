@@ -1,5 +1,5 @@
 // The first thing every request meets, before the Connect adapter or the
-// REST gateway reads a byte of its body (API.md section 16):
+// REST gateway reads a byte of its body (docs/contract/16-limits.md):
 // - paths are matched as sent: a `.`/`..` segment (also percent-encoded) or
 //   a backslash is 404, so no later normalisation can route it elsewhere;
 // - with authentication on, a call to an operation that is not open must

@@ -171,7 +171,7 @@ export interface OpenDatabaseOptions {
   readonly idleInTransactionMs?: number;
 }
 
-/** Per-connection PostgreSQL timeouts (API.md section 16): nothing holds a statement or a transaction forever. */
+/** Per-connection PostgreSQL timeouts (docs/contract/16-limits.md): nothing holds a statement or a transaction forever. */
 export interface SessionTimeouts {
   readonly statementTimeoutMs?: number | undefined;
   readonly idleInTransactionMs?: number | undefined;

@@ -102,7 +102,7 @@ export function createResourceStore(db: Db, limits: { maxTreeDepth?: number } = 
   };
 }
 
-// The change feed (API.md section 14) and the process's LISTEN connection.
+// The change feed (docs/contract/14-events.md) and the process's LISTEN connection.
 export { BEGINNING, EVENTS_CHANNEL, checkEventFilter, createEventFeed, readHistoryPage } from "./events.js";
 export type { EventFeed, EventFilter, EventKind, EventMessage, HistoryPage, ResourceEvent, WatchOptions } from "./events.js";
 export { createNotifications, type Notifications } from "./notifications.js";

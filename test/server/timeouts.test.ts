@@ -1,4 +1,4 @@
-// API.md section 16 on the one-port listener: with small timeouts, sockets
+// docs/contract/16-limits.md on the one-port listener: with small timeouts, sockets
 // that send nothing, half a request line, or trickle a body are closed
 // (HTTP/1.1 and HTTP/2), idle keep-alive connections and HTTP/2 sessions are
 // closed, MAX_CONNECTIONS refuses beyond the cap and recovers, and an HTTP/2
