@@ -20,7 +20,17 @@ const FLOORS = [
   { name: "rest", members: ["src/rest/"] },
   {
     name: "assembly",
-    members: ["src/app.ts", "src/main.ts", "src/server.ts", "src/metrics.ts", "src/cors.ts", "src/ui-assets.ts", "src/cli/"],
+    members: [
+      "src/app.ts",
+      "src/main.ts",
+      "src/server.ts",
+      "src/metrics.ts",
+      "src/cors.ts",
+      "src/ui-assets.ts",
+      "src/ops-routes.ts",
+      "src/http-fallback.ts",
+      "src/cli/",
+    ],
   },
 ];
 
