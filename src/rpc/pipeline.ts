@@ -15,10 +15,13 @@
 //                              run inside it
 //   4. call                    request id, one log line, sanitising: every
 //                              failure below becomes a catalogue error
-//   5. auth                    the caller's credentials and the method's scope
-//   6. access (slot)           docs/contract/18-access.md: the principal's
-//                              grants, put into the call's context values
-//                              for the handler to pass down to the store
+//   5. auth                    the caller's credentials and the method's
+//                              scope; makes the caller (actor and grants,
+//                              src/access/) that handlers read with callerOf
+//   6. access (slot)           docs/contract/18-access.md: any check that
+//                              needs the caller auth made, before the handler
+//                              (the grants themselves go down to the store
+//                              as a plain value)
 //   7. audit (slot)            docs/contract/19-audit-history.md: sees the
 //                              principal and the outcome of an allowed call
 // A slot is filled by passing its interceptor in PipelineParts (app.ts);
