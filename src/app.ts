@@ -8,8 +8,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import type { ConnectRouter } from "@connectrpc/connect";
-import { Code, type ConnectError, createContextValues, createRouterTransport } from "@connectrpc/connect";
-import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { type ConnectError, createContextValues, createRouterTransport } from "@connectrpc/connect";
 import { checkScope, createAuthenticator, type Authenticator } from "./auth/index.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
@@ -31,9 +30,7 @@ import {
   createServiceImpls,
   createUnaryLane,
   guardedNodeAdapter,
-  logCall,
   REQUEST_ID,
-  requestIdOf,
   revisions,
   type CallRecord,
   ServerReflectionV1alpha,
@@ -147,7 +144,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   // Every call, whichever path it takes below, runs this one pipeline: its
   // interceptors, body limit, compressions and JSON options (rpc/pipeline.ts,
   // where access, audit and tracing take their slots).
-  const pipeline = createPipeline({ log, auth, metrics: metrics.interceptor, maxBodyBytes: config.limits.maxBodyBytes });
+  const pipeline = createPipeline({ log, auth, metrics, maxBodyBytes: config.limits.maxBodyBytes });
   const routes = routesFor(impls, ready);
   // REST streams reach their handlers through an in-process router with the pipeline.
   const transport = createRouterTransport(routes, { router: pipeline.routerOptions });
@@ -155,13 +152,8 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const callRecords = new WeakMap<Req, CallRecord>();
   // A call answered without the interceptors (refused at the front door, or a
   // cached constant document): the log line and metrics they would write.
-  const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint): void => {
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    const rpc = `${method.parent.typeName}/${method.name}`;
-    metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
-    const code = err === undefined ? "ok" : Code[err.code];
-    logCall(log, callRecords.get(req), requestIdOf(req.headers[REQUEST_ID] as string | undefined), rpc, code, seconds * 1000);
-  };
+  const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint): void =>
+    pipeline.recordSkipped(method, err, req.headers[REQUEST_ID] as string | undefined, callRecords.get(req), started);
   // Unary calls of our services, REST and plain Connect, run their interceptors and handlers in process.
   const lane = createUnaryLane({
     services: allServices,

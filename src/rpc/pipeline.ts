@@ -26,7 +26,12 @@
 //                              principal and the outcome of an allowed call
 // A slot is filled by passing its interceptor in PipelineParts (app.ts);
 // an empty slot is not in the list at all.
-import type { ConnectRouterOptions, Interceptor } from "@connectrpc/connect";
+// A call answered before the interceptors could run (refused at the front
+// door, a cached constant document) still gets what they would have written:
+// its metrics and its log line (`recordSkipped`).
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, type ConnectError, type ConnectRouterOptions, type Interceptor } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { Compression } from "@connectrpc/connect/protocol";
 import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
@@ -34,13 +39,13 @@ import { ReadResponseSchema } from "../../gen/resourcestore/type/v1/resource_pb.
 import { createAuthInterceptor, type Authenticator } from "../auth/index.js";
 import type { Logger } from "../log.js";
 import { createPlannedBinaryInterceptor } from "../protobuf/index.js";
-import { createCallInterceptor } from "./interceptors.js";
+import { createCallInterceptor, logCall, requestIdOf, type CallRecord } from "./interceptors.js";
 
 export interface PipelineParts {
   readonly log: Logger;
   readonly auth: Authenticator;
-  /** The metrics interceptor (metrics.ts, made by the assembly with the registry it renders). */
-  readonly metrics: Interceptor;
+  /** The metrics (metrics.ts, made by the assembly with the registry it renders): its interceptor, and its count for skipped calls. */
+  readonly metrics: { readonly interceptor: Interceptor; record(route: string, code: string, seconds: number): void };
   /** MAX_BODY_BYTES: a larger request message is refused (resource_exhausted) on every path. */
   readonly maxBodyBytes: number;
   /** Slot 3 (see the top of this file). */
@@ -65,6 +70,12 @@ export interface Pipeline {
   readonly jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>;
   /** All of the above as connect's router options, for the paths connect serves. */
   readonly routerOptions: ConnectRouterOptions;
+  /**
+   * A call answered without the interceptors: the metrics and the log line
+   * they would have written. `record` is its REST request's log record, if
+   * any; `started` is process.hrtime.bigint() when it began.
+   */
+  recordSkipped(method: DescMethod, err: ConnectError | undefined, requestId: string | undefined, record: CallRecord | undefined, started: bigint): void;
 }
 
 /** The compressions the server offers, in connect's order of preference (the router's, and the unary lane's). */
@@ -74,7 +85,7 @@ export function createPipeline(parts: PipelineParts): Pipeline {
   const slot = (i: Interceptor | undefined): Interceptor[] => (i === undefined ? [] : [i]);
   const interceptors: Interceptor[] = [
     createPlannedBinaryInterceptor([ReadResponseSchema]),
-    parts.metrics,
+    parts.metrics.interceptor,
     ...slot(parts.tracing),
     createCallInterceptor(parts.log),
     createAuthInterceptor(parts.auth),
@@ -88,5 +99,12 @@ export function createPipeline(parts: PipelineParts): Pipeline {
     acceptCompression: ACCEPT_COMPRESSION,
     jsonOptions,
     routerOptions: { interceptors, readMaxBytes: parts.maxBodyBytes, acceptCompression: [...ACCEPT_COMPRESSION], jsonOptions },
+    recordSkipped(method, err, requestId, record, started) {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const rpc = `${method.parent.typeName}/${method.name}`;
+      parts.metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
+      const code = err === undefined ? "ok" : Code[err.code];
+      logCall(parts.log, record, requestIdOf(requestId), rpc, code, seconds * 1000);
+    },
   };
 }
