@@ -5,6 +5,34 @@ import { defineConfig, globalIgnores } from "eslint/config";
 import globals from "globals";
 import tseslint from "typescript-eslint";
 import local from "./eslint/index-boundaries.js";
+import importGraph from "./eslint/import-graph.js";
+
+/**
+ * The floors of src/, lowest first (docs/architecture.md): a file imports
+ * from its own floor or a lower one, never from above. A folder is named
+ * with its slash; a file alone is named whole.
+ */
+const FLOORS = [
+  { name: "leaves", members: ["src/config.ts", "src/errors.ts", "src/log.ts", "src/node-support.ts", "src/time.ts"] },
+  { name: "parts", members: ["src/schema/", "src/protobuf/", "src/access/", "src/auth/", "src/storage/", "src/store/", "src/parquet/", "src/client/"] },
+  { name: "http", members: ["src/http/"] },
+  { name: "rpc", members: ["src/rpc/"] },
+  { name: "rest", members: ["src/rest/"] },
+  {
+    name: "assembly",
+    members: [
+      "src/app.ts",
+      "src/main.ts",
+      "src/server.ts",
+      "src/metrics.ts",
+      "src/cors.ts",
+      "src/ui-assets.ts",
+      "src/ops-routes.ts",
+      "src/http-fallback.ts",
+      "src/cli/",
+    ],
+  },
+];
 
 export default defineConfig(
   // gen/ is protoc-gen-es output: never edited, never linted (habit 5).
@@ -45,6 +73,21 @@ export default defineConfig(
     files: ["**/*.ts"],
     plugins: { local },
     rules: { "local/index-boundaries": "error" },
+  },
+
+  {
+    // No circle of imports (issue 29): among the service's files, and among
+    // the benchmarks' (which also reach into src/, one way only).
+    files: ["src/**/*.ts", "bench/**/*.ts", "bench/**/*.mjs"],
+    plugins: { graph: importGraph },
+    rules: { "graph/no-import-cycle": ["error", { folders: ["src", "bench"] }] },
+  },
+
+  {
+    // Imports run down the floors of FLOORS, never up.
+    files: ["src/**/*.ts"],
+    plugins: { graph: importGraph },
+    rules: { "graph/floors": ["error", { floors: FLOORS }] },
   },
 
   {

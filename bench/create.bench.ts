@@ -4,10 +4,9 @@
 // a batch. Ratios = service rows/s over reference rows/s; targets 0.7 (gRPC)
 // and 0.6 (REST). The store's own statements replayed through pg are kept as
 // a context line (what the service's JavaScript costs over its SQL).
-import type pg from "pg";
 import { createResourceStoreClient } from "../src/client/index.js";
 import { createResources } from "../src/store/index.js";
-import { captureStatements, type Statement } from "./support/capture.js";
+import { captureStatements, replay, type Statement } from "./support/capture.js";
 import { connect, withDatabase } from "./support/database.js";
 import { context, fmt, timed, type Result } from "./support/measure.js";
 import { migrateDatabase } from "./support/load.js";
@@ -24,18 +23,6 @@ async function baselineStatements(prefix: string, batches: number, batchSize: nu
   const out: Statement[][] = [];
   for (let b = 0; b < batches; b++) out.push(await captureStatements((db) => createResources(db, batchAt(prefix, b, batchSize))));
   return out;
-}
-
-/** One transaction a batch, every statement as the store sends it. */
-export async function replay(client: pg.Client, statements: readonly Statement[]): Promise<void> {
-  await client.query("BEGIN");
-  try {
-    for (const s of statements) await client.query(s.sql, s.params);
-    await client.query("COMMIT");
-  } catch (err) {
-    await client.query("ROLLBACK");
-    throw err;
-  }
 }
 
 /** Every version the store holds: resource_history (current rows and superseded ones). */

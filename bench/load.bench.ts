@@ -11,7 +11,7 @@ import { existsSync, readdirSync } from "node:fs";
 import autocannon from "autocannon";
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { QueryRequestSchema } from "../gen/resourcestore/type/v1/query_pb.js";
-import { datasourceStats, listChildren, listParents, pageStatement, planQuery, preparedName, preparedPage, readResources, SESSION_OPTIONS } from "../src/store/index.js";
+import { createStatementNames, datasourceStats, listChildren, listParents, pageStatement, planQuery, readResources, SESSION_OPTIONS } from "../src/store/index.js";
 import { captureStatements, type Statement } from "./support/capture.js";
 import { connect, withDatabase } from "./support/database.js";
 import { loadThroughStoreSql, migrateDatabase } from "./support/load.js";
@@ -119,8 +119,11 @@ async function pgbench(dbUrl: string, script: string, seconds: number): Promise<
   }
 }
 
+/** The statement names the floor sends under: fixed texts and query shapes named as a service's database names them (prepared.ts). */
+const floorNames = createStatementNames();
+
 function namedPage(st: { sql: string; params: unknown[] }): Statement {
-  return { sql: preparedPage(st.sql), params: st.params };
+  return { sql: floorNames.page(st.sql), params: st.params };
 }
 
 /** The service runs with its lineage refresher, so the view is fresh: the children come from it. */
@@ -232,7 +235,7 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
  * own layers cost (BENCHMARKS.md, round eight).
  */
 async function driveFloor(dbUrl: string, statements: readonly Statement[], seconds: number, req: LoadRequest): Promise<Load> {
-  const named = statements.map((st) => ({ sql: st.sql, params: st.params, name: preparedName(st.sql) }));
+  const named = statements.map((st) => ({ sql: st.sql, params: st.params, name: floorNames.nameOf(st.sql) }));
   const floor = await startServer({ databaseUrl: dbUrl, entry: "bench/support/floor-server.mjs", env: { FLOOR_STATEMENTS: JSON.stringify(named), PG_OPTIONS: SESSION_OPTIONS } });
   try {
     return await drive(floor.url, seconds, req);

@@ -1,38 +1,36 @@
 // Assembles the service from its parts: database, object storage, service
-// handlers, interceptors, the Connect/gRPC router and the REST gateway.
-// Everything is passed in; nothing is global, so tests build the same app.
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
-import { Code, type ConnectError, createContextValues, createRouterTransport } from "@connectrpc/connect";
-import { codeToString } from "@connectrpc/connect/protocol-connect";
-import { checkScope, createAuthenticator, createAuthInterceptor, type Authenticator } from "./auth/index.js";
+// handlers, the pipeline every call runs (rpc/pipeline.ts), the Connect/gRPC
+// adapter, the REST gateway, the paths outside the API (ops-routes.ts) and
+// the layers in front (front door, CORS, the explorer). It routes nothing
+// itself. Everything is passed in, and no state lives in a module: each app
+// has its own database, statement names, metrics registry and caches, so
+// tests build the same app as many times as they like.
+import type { IncomingMessage } from "node:http";
+import type { Http2ServerRequest } from "node:http2";
+import type { ConnectRouter } from "@connectrpc/connect";
+import { type ConnectError, createContextValues, createRouterTransport } from "@connectrpc/connect";
+import { checkScope, createAuthenticator, type Authenticator } from "./auth/index.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
-import { createRestHandler, writeRestError } from "./rest/index.js";
+import { createRestHandler } from "./rest/index.js";
 import { buildRouteTable, findRoute } from "./rest/index.js";
 import { createFrontDoor } from "./http/front-door.js";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { buildOpenApi } from "./schema/openapi.js";
-import { constantDocument, sendConstant, type ConstantDocument } from "./http/constant-document.js";
-import { notFound } from "./errors.js";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
-import { ReadResponseSchema } from "../gen/resourcestore/type/v1/resource_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
-import { createPlannedBinaryInterceptor } from "./protobuf/index.js";
+import { createHttpFallback } from "./http-fallback.js";
+import { createOpsRoutes } from "./ops-routes.js";
 import {
   callRecordKey,
-  createCallInterceptor,
   createHealthService,
+  createPipeline,
   createReflectionService,
   createReflectionServiceV1alpha,
   createServiceImpls,
   createUnaryLane,
   guardedNodeAdapter,
-  logCall,
   REQUEST_ID,
-  requestIdOf,
   revisions,
   type CallRecord,
   ServerReflectionV1alpha,
@@ -64,21 +62,8 @@ export interface App {
 }
 
 type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
-
-function sendJson(res: Res, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-  res.end(text);
-}
 
 const allServices = revisions.flatMap((r) => r.services);
-
-/**
- * Connect JSON writes the proto field names (as_of, next_cursor), the names
- * the REST bodies use; it reads both spellings.
- */
-const CONNECT_JSON = { useProtoFieldName: true } as const;
 
 export function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>): (router: ConnectRouter) => void {
   const health = createHealthService({ ready, services: allServices.map((s) => s.typeName) });
@@ -158,30 +143,19 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const encoders = createEncoderPool(config.parquetEncoderWorkers);
   const impls = await createServiceImpls({ config, db, storage, log, registryKeys, feed, encoders });
   const metrics = createMetrics({ poolStats: db.poolStats?.bind(db), readCounts: db.readCounts?.bind(db) });
-  // Outermost first: metrics see the codes clients see; the call interceptor
-  // gives auth refusals a request id and a log line.
-  // The planned binary encoder goes first (outermost): it hands connect bytes, and every other interceptor sees the message.
-  const interceptors: Interceptor[] = [
-    createPlannedBinaryInterceptor([ReadResponseSchema]),
-    metrics.interceptor,
-    createCallInterceptor(log),
-    createAuthInterceptor(auth),
-  ];
+  // Every call, whichever path it takes below, runs this one pipeline: its
+  // interceptors, body limit, compressions and JSON options (rpc/pipeline.ts,
+  // where access, audit and tracing take their slots).
+  const pipeline = createPipeline({ log, auth, metrics, maxBodyBytes: config.limits.maxBodyBytes });
   const routes = routesFor(impls, ready);
-  const transport = createRouterTransport(routes, {
-    router: { interceptors, readMaxBytes: config.limits.maxBodyBytes },
-  });
-  // A REST request's log record (see `fallback`): the call of the request fills it.
+  // REST streams reach their handlers through an in-process router with the pipeline.
+  const transport = createRouterTransport(routes, { router: pipeline.routerOptions });
+  // A REST request's log record (http-fallback.ts): the call of the request fills it.
   const callRecords = new WeakMap<Req, CallRecord>();
   // A call answered without the interceptors (refused at the front door, or a
   // cached constant document): the log line and metrics they would write.
-  const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint): void => {
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    const rpc = `${method.parent.typeName}/${method.name}`;
-    metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
-    const code = err === undefined ? "ok" : Code[err.code];
-    logCall(log, callRecords.get(req), requestIdOf(req.headers[REQUEST_ID] as string | undefined), rpc, code, seconds * 1000);
-  };
+  const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint): void =>
+    pipeline.recordSkipped(method, err, req.headers[REQUEST_ID] as string | undefined, callRecords.get(req), started);
   // Unary calls of our services, REST and plain Connect, run their interceptors and handlers in process.
   const lane = createUnaryLane({
     services: allServices,
@@ -189,15 +163,13 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       const impl = impls[serviceName(s)];
       return impl === undefined ? [] : [[s.typeName, impl] as const];
     })),
-    interceptors,
-    readMaxBytes: config.limits.maxBodyBytes,
-    jsonOptions: CONNECT_JSON,
+    pipeline,
   });
   const rest = createRestHandler({
     revisions,
     transport,
     lane,
-    maxBodyBytes: config.limits.maxBodyBytes,
+    maxBodyBytes: pipeline.readMaxBytes,
     stallMs: config.defence.exportStallMs,
     // Constant documents, once cached, are answered after the auth interceptor's own check.
     authorize: (method, message, authorization) => checkScope(auth, method, message, authorization),
@@ -207,70 +179,11 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       return record === undefined ? undefined : createContextValues().set(callRecordKey, record);
     },
   });
-  let openApiDoc: ConstantDocument | undefined;
-  const openApi = (): ConstantDocument => (openApiDoc ??= constantDocument(JSON.stringify(buildOpenApi(revisions))));
+  // Requests for no RPC path: REST, then /healthz, /readyz, /metrics, /openapi.json, else 404.
+  const fallback = createHttpFallback({ log, rest, ops: createOpsRoutes({ metrics, ready }), callRecords });
 
-  const fallback = (req: Req, res: Res): void => {
-    // REST requests get their request id here, so that a request refused by
-    // the gateway (bad JSON, body too large) has one too; the gateway passes
-    // it on to the call interceptor, so both log lines share it. The path is
-    // logged without its query string (which may carry values).
-    const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
-    req.headers[REQUEST_ID] = requestId;
-    res.setHeader(REQUEST_ID, requestId);
-    // One line per REST request: a `call` line when the request was a call
-    // (its rpc and code, filled in by the call, beside the HTTP fields), else
-    // an `http` line once the answer is sent. A call still running when its
-    // client goes away writes its own line when it ends.
-    const started = process.hrtime.bigint();
-    const record: CallRecord = { closed: false };
-    callRecords.set(req, record);
-    res.once("close", () => {
-      record.closed = true;
-      const { rpc } = record;
-      if (rpc === undefined && !res.writableFinished) return;
-      const durationMs = Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
-      const url = req.url ?? "/";
-      const query = url.indexOf("?");
-      const path = (query === -1 ? url : url.slice(0, query)).slice(0, 200);
-      // Written out in full, not spread: this runs for every request (BENCHMARKS.md, issue 21).
-      if (rpc !== undefined) log.info({ request_id: requestId, rpc, code: record.code, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "call");
-      else log.info({ request_id: requestId, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "http");
-    });
-    void (async () => {
-      try {
-        if (await rest(req, res)) return;
-        const path = (req.url ?? "/").split("?")[0];
-        if (req.method === "GET" && path === "/healthz") return sendJson(res, 200, { status: "ok" });
-        if (req.method === "GET" && path === "/openapi.json") return sendConstant(req, res, openApi());
-        if (req.method === "GET" && path === "/metrics") {
-          const text = await metrics.render();
-          res.writeHead(200, { "content-type": metrics.contentType, "content-length": Buffer.byteLength(text) });
-          res.end(text);
-          return;
-        }
-        if (req.method === "GET" && path === "/readyz") {
-          const ok = await ready();
-          return sendJson(res, ok ? 200 : 503, { status: ok ? "ok" : "unavailable" });
-        }
-        writeRestError(res, notFound(`no route for ${req.method ?? "?"} ${path ?? "/"}`, "NO_OPERATION"));
-      } catch (err) {
-        log.error({ err }, "fallback failed");
-        if (!res.headersSent) writeRestError(res, err);
-        else res.destroy();
-      }
-    })();
-  };
-
-  const rpc = guardedNodeAdapter({
-    routes,
-    interceptors,
-    readMaxBytes: config.limits.maxBodyBytes,
-    jsonOptions: CONNECT_JSON,
-    lane,
-    fallback: fallback as never,
-  });
-  // Paths as sent and credentials before any body is read (API.md section 16).
+  const rpc = guardedNodeAdapter({ routes, pipeline, lane, fallback });
+  // Paths as sent and credentials before any body is read (docs/contract/16-limits.md).
   const rpcPaths = new Map<string, DescMethod>();
   for (const svc of [...allServices, Health, ServerReflection, ServerReflectionV1alpha]) for (const m of svc.methods) rpcPaths.set(`/${svc.typeName}/${m.name}`, m);
   const restTable = buildRouteTable(revisions);
@@ -288,7 +201,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     },
     rpc,
   );
-  // Browsers (API.md section 15): CORS in front of every route (so refusals carry it too), then the explorer.
+  // Browsers (docs/contract/15-browsers.md): CORS in front of every route (so refusals carry it too), then the explorer.
   // Host first (docs/contract/16-limits.md): a rebinding page's request is refused before CORS or any route.
   const handler = withAllowedHosts(allowedHostsFor(auth.enabled, config.allowedHosts), withCors(config.corsOrigins, withUi(opts.uiDir ?? defaultUiDir(), frontDoor)));
 

@@ -70,9 +70,9 @@ export interface Config {
   readonly shutdownGraceMs: number;
   /** Encoder worker threads of the process's one pool, shared by every parquet export (PARQUET_ENCODER_WORKERS). */
   readonly parquetEncoderWorkers: number;
-  /** The change feed (API.md section 14). */
+  /** The change feed (docs/contract/14-events.md). */
   readonly events: EventsConfig;
-  // --- browsers (API.md section 15) ---
+  // --- browsers (docs/contract/15-browsers.md) ---
   /** CORS_ORIGINS: the origins allowed to call from a browser, or "*"; unset = no CORS headers at all. */
   readonly corsOrigins: readonly string[] | "*" | undefined;
   /**
@@ -98,7 +98,7 @@ export interface RegistryKeyConfig {
   readonly secret: string;
 }
 
-// --- Defence limits (API.md section 16) ---------------------------------
+// --- Defence limits (docs/contract/16-limits.md) ---------------------------------
 export interface DefenceConfig {
   /** Request headers (and the first bytes that pick HTTP/1.1 or HTTP/2) must arrive within this. */
   readonly headersTimeoutMs: number;
@@ -168,7 +168,7 @@ function loadDefence(env: Env): DefenceConfig {
   };
 }
 
-/** With OIDC_ISSUER, OIDC_AUDIENCE is required (API.md section 16): a token minted for another service must not pass. */
+/** With OIDC_ISSUER, OIDC_AUDIENCE is required (docs/contract/16-limits.md): a token minted for another service must not pass. */
 function checkOidc(auth: AuthConfig): AuthConfig {
   if (auth.oidcIssuer !== undefined && auth.oidcAudience === undefined) {
     throw new ConfigError("OIDC_AUDIENCE", "is required when OIDC_ISSUER is set");
@@ -351,7 +351,7 @@ export function loadConfig(env: Env = process.env): Config {
       heartbeatMs: int(env, "EVENTS_HEARTBEAT_MS", DEFAULTS.EVENTS_HEARTBEAT_MS, 10, 3_600_000),
       pageSize: int(env, "EVENTS_PAGE_SIZE", DEFAULTS.EVENTS_PAGE_SIZE, 1, 100_000),
     },
-    // --- browsers (API.md section 15) ---
+    // --- browsers (docs/contract/15-browsers.md) ---
     corsOrigins: origins(env, "CORS_ORIGINS"),
     allowedHosts: hostNames(env, "ALLOWED_HOSTS"),
     defence: loadDefence(env),

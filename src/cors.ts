@@ -1,4 +1,4 @@
-// CORS (API.md section 15) at the HTTP layer, in front of every route:
+// CORS (docs/contract/15-browsers.md) at the HTTP layer, in front of every route:
 // Connect, gRPC-Web, REST, /events and whatever is added later. The header
 // lists are the ones @connectrpc/connect publishes for its protocols, plus
 // the two of this service (authorization, x-request-id). Unset

@@ -1,9 +1,20 @@
 // Time, in one neutral module every layer may import: the as_of read point
 // (RFC 3339 with "Z" or a numeric offset, fraction optional up to 9 digits,
 // truncated to microseconds, the database's resolution) and the one
-// conversion of a timestamp to microseconds since the epoch.
+// conversion of a timestamp to microseconds since the epoch; and what a
+// calendar date is (payload dates and as_of share it).
 import { invalidArgument } from "./errors.js";
-import { isCalendarDate } from "./schema/validate.js";
+
+/** A real calendar date YYYY-MM-DD. */
+export function isCalendarDate(s: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s);
+  if (!m) return false;
+  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  if (mo < 1 || mo > 12 || d < 1) return false;
+  const leap = (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][mo - 1] ?? 0;
+  return d <= days;
+}
 
 const RFC3339 = /^(\d{4}-\d{2}-\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
 

@@ -1,4 +1,4 @@
-// Serves the explorer (API.md section 15): `GET /` redirects to `/ui/`, and
+// Serves the explorer (docs/contract/15-browsers.md): `GET /` redirects to `/ui/`, and
 // `/ui/...` serves the files that `npm run build` bundles into dist/ui.
 // Loading needs no credentials (the page asks for a token when an API call
 // answers 401). Hashed asset names never change content: cached for a year,

@@ -4,6 +4,7 @@
 // enough for the store to carry on (the clock stamp, one RETURNING row per
 // input row, no parent problems). A change to the store's SQL changes the
 // baseline with it; a change to its control flow fails here loudly.
+import type pg from "pg";
 import { SNAPSHOT_BEGIN, type Db, type Queryable } from "../../src/store/index.js";
 
 export interface Statement {
@@ -57,4 +58,16 @@ export async function captureStatements(
   };
   await fn(db);
   return statements;
+}
+
+/** One transaction a batch, every statement as the store sends it. */
+export async function replay(client: pg.Client, statements: readonly Statement[]): Promise<void> {
+  await client.query("BEGIN");
+  try {
+    for (const s of statements) await client.query(s.sql, s.params);
+    await client.query("COMMIT");
+  } catch (err) {
+    await client.query("ROLLBACK");
+    throw err;
+  }
 }

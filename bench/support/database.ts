@@ -24,7 +24,7 @@ export async function withDatabase<T>(fn: (db: BenchDatabase) => Promise<T>): Pr
   }
 }
 
-// The service keeps timestamps and int8 as text (src/store/db.ts); the
+// The service keeps timestamps and int8 as text (src/store/db.ts, KEEP_AS_TEXT); the
 // baseline parses results the same way so neither pays for a Date.
 const KEEP_AS_TEXT = new Set([20, 1082, 1114, 1184]);
 const types = {

@@ -2,10 +2,9 @@
 // create statements (captured, see capture.ts) replayed through pg, one
 // transaction a batch, as the service would write them.
 import { createResources, migrate, openDatabase, ts } from "../../src/store/index.js";
-import { captureStatements } from "./capture.js";
+import { captureStatements, replay } from "./capture.js";
 import { connect } from "./database.js";
 import { batchAt } from "./workload.js";
-import { replay } from "../create.bench.js";
 
 export async function migrateDatabase(url: string): Promise<void> {
   const db = await openDatabase({ databaseUrl: url, poolSize: 1 });

@@ -45,7 +45,7 @@ export function batchAt(prefix: string, batch: number, batchSize: number): NewRe
   return Array.from({ length: batchSize }, (_, k) => resourceAt(prefix, batch * batchSize + k, batchSize));
 }
 
-/** The flat REST shape (API.md section 1). */
+/** The flat REST shape (docs/contract/01-resources.md). */
 export function toFlat(r: NewResource): Record<string, unknown> {
   return {
     identifier: r.identifier,

@@ -53,7 +53,7 @@ export function resolveToken(raw: RawGlobals, env: NodeJS.ProcessEnv, onWarning:
   return fromEnv !== undefined && fromEnv !== "" ? fromEnv : undefined;
 }
 
-/** The global options after the environment defaults (API.md section 17). */
+/** The global options after the environment defaults (docs/contract/17-command-line.md). */
 export function resolveGlobals(raw: RawGlobals, env = process.env, onWarning: (line: string) => void = warn): GlobalOptions {
   const url = raw.url ?? env.RESOURCE_STORE_URL ?? DEFAULT_URL;
   let parsed: URL;
@@ -89,7 +89,7 @@ export const LOOKUP_IDENTIFIERS = 10_000;
 
 /**
  * Which of `identifiers` are active. The query sets no `limit`: the service
- * then pages by its own MAX_QUERY_LIMIT (API.md section 4), which this side
+ * then pages by its own MAX_QUERY_LIMIT (docs/contract/04-query.md), which this side
  * cannot know, and the pages are followed by cursor. Asking `limit` = the
  * number of identifiers is refused by a service configured with a smaller
  * MAX_QUERY_LIMIT.

@@ -89,7 +89,7 @@ function lineRanges(items: readonly Item[]): string {
 
 /**
  * Codes with which the service refuses a create before it writes anything
- * (the 4xx of API.md section 11, and a method it does not have). Any other
+ * (the 4xx of docs/contract/11-errors.md, and a method it does not have). Any other
  * failure once the request has gone out (a lost connection, a timeout,
  * `unavailable`, `internal`) leaves the batch's fate unknown: the commit may
  * have happened before the answer was lost.

@@ -1,5 +1,5 @@
 // The `resource-store` command: global options, one sub-command per task of
-// API.md section 17, an example in every --help.
+// docs/contract/17-command-line.md, an example in every --help.
 import { Command, InvalidArgumentError, Option } from "commander";
 import { CliError, clientFor, describeError, resolveGlobals, summary, warn, type GlobalOptions, type RawGlobals } from "./common.js";
 import { runExport } from "./export.js";
@@ -48,7 +48,7 @@ function example(cmd: Command, ...lines: string[]): Command {
 
 export function buildProgram(): Command {
   const program = new Command("resource-store")
-    .description("Bulk import, export, upload and watch for the resource store (API.md section 17).")
+    .description("Bulk import, export, upload and watch for the resource store (docs/contract/17-command-line.md).")
     .addOption(new Option("--url <url>", "service URL (default: $RESOURCE_STORE_URL, else http://127.0.0.1:8080)"))
     .addOption(new Option("--token-file <file>", "bearer token: the first line of FILE (order: --token-file, --token, $RESOURCE_STORE_TOKEN)"))
     .addOption(new Option("--token <token>", "bearer token (visible to other users in ps: prefer --token-file or $RESOURCE_STORE_TOKEN)"))

@@ -58,7 +58,7 @@ interface Uploaded {
   readonly contentType: string;
 }
 
-/** At most this many relpaths a PresignUploadDir call (API.md section 11): more files take more calls, into the same root. */
+/** At most this many relpaths a PresignUploadDir call (docs/contract/11-errors.md): more files take more calls, into the same root. */
 const PRESIGN_LIMIT = 10_000;
 
 const CONTENT_TYPES: Record<string, string> = {

@@ -1,4 +1,4 @@
-// `resource-store watch`: the change feed (API.md section 14) as NDJSON, one
+// `resource-store watch`: the change feed (docs/contract/14-events.md) as NDJSON, one
 // event a line, until interrupted. Resuming after a dropped connection (and
 // which errors end the command) is the client library's `watch()`
 // (src/client/watch.ts), the same as every other client of the feed; this

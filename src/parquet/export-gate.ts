@@ -1,4 +1,4 @@
-// At most `max` parquet exports at once per process (API.md section 16):
+// At most `max` parquet exports at once per process (docs/contract/16-limits.md):
 // a further one waits up to `queueMs` for a slot, then fails with
 // TOO_MANY_EXPORTS (429 over REST, resource_exhausted over gRPC/Connect).
 import { tooManyExports } from "../errors.js";

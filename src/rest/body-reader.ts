@@ -5,7 +5,7 @@ import { invalidArgument } from "../errors.js";
 /**
  * Arrays and objects a request body may nest: far beyond any valid request
  * (MAX_FILTER_DEPTH any groups take two levels each), low enough that the
- * recursive decoders after this never run out of stack (API.md section 16).
+ * recursive decoders after this never run out of stack (docs/contract/16-limits.md).
  */
 export const MAX_JSON_NESTING = 256;
 

@@ -1,4 +1,4 @@
-// GET /events as Server-Sent Events (API.md section 14). Each stream message
+// GET /events as Server-Sent Events (docs/contract/14-events.md). Each stream message
 // is one SSE event: `id: <at>` and `data: <WatchResponse as flat JSON>`. An
 // empty message (a heartbeat) is `id: <at>` and a `: heartbeat` comment: no
 // event fires, but the browser's EventSource takes the id, so a reconnect's

@@ -135,7 +135,7 @@ function sendCachedConstant(opts: RestOptions, method: DescMethod, request: Mess
 }
 
 async function serve(opts: RestOptions, constants: ConstantCache, route: Route, req: AnyRequest, res: AnyResponse, url: RequestTarget, bindings: Parameters<typeof decodeRestRequest>[1]["bindings"]): Promise<void> {
-  // API.md section 15: a body must be JSON (a page on another site cannot send that without a preflight).
+  // docs/contract/15-browsers.md: a body must be JSON (a page on another site cannot send that without a preflight).
   if (hasBody(req) && !isJsonContentType(req.headers["content-type"])) throw unsupportedMediaType(req.headers["content-type"] ?? "");
   let body: unknown;
   if (route.body !== "") body = parseJsonBody(await readBody(req, opts.maxBodyBytes));

@@ -16,24 +16,16 @@
 // parsed here (a create of 1,000 resources spent a fifth of its server time
 // in the second parse).
 import { fromBinary, type DescMethod, type Message } from "@bufbuild/protobuf";
-import { Code, ConnectError, createConnectRouter, createContextKey, createContextValues } from "@connectrpc/connect";
+import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type ContextValues } from "@connectrpc/connect";
 import { invalidArgument } from "../errors.js";
-import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
-import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { Compression, UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
+import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { malformedBinaryBody, parsedBinaryBody } from "./body-marks.js";
+import type { Pipeline } from "./pipeline.js";
 import { resetTransport, transportReset } from "./transport-reset.js";
 import type { UnaryLane } from "./unary-lane.js";
-
-/** The compressions the server offers, in connect's order of preference (the router's, and the unary lane's). */
-export const ACCEPT_COMPRESSION: readonly Compression[] = [compressionGzip, compressionBrotli];
-
-/** Set on a call whose body was not a valid protobuf message of the method's input type. */
-export const malformedBinaryBody = createContextKey<boolean>(false, { description: "malformed binary body" });
-
-/** A unary call's request message, already parsed by the guard; the router was given an empty one. */
-export const parsedBinaryBody = createContextKey<Message | undefined>(undefined, { description: "parsed binary body" });
 
 const UNARY_BINARY = /^application\/proto\b/i;
 const ENVELOPED_BINARY = /^application\/(connect\+proto|grpc(-web)?(\+proto)?)\s*(;|$)/i;
@@ -179,20 +171,31 @@ export function guardBinaryBodies(handler: UniversalHandler, maxBytes: number): 
 
 type NodeHandler = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) => void;
 
+export interface GuardedAdapterOptions {
+  readonly routes: (router: ConnectRouter) => void;
+  /** Interceptors, body limit, compressions and JSON options of every call (pipeline.ts). */
+  readonly pipeline: Pipeline;
+  /** Serves the plain unary cases (unary-lane.ts); the rest go through connect. */
+  readonly lane?: UnaryLane;
+  /** Requests for paths no service answers. */
+  readonly fallback?: NodeHandler;
+  readonly contextValues?: (req: IncomingMessage | Http2ServerRequest) => ContextValues;
+}
+
 /**
  * connect-node's connectNodeAdapter, with every handler behind the guard.
  * (The adapter itself offers no hook between body and parse.) Each call's
  * context carries `resetTransport` for its own stream or connection.
  */
-export function guardedNodeAdapter(options: ConnectNodeAdapterOptions & { readMaxBytes: number; lane?: UnaryLane }): NodeHandler {
-  const router = createConnectRouter({ acceptCompression: [...ACCEPT_COMPRESSION], ...options });
+export function guardedNodeAdapter(options: GuardedAdapterOptions): NodeHandler {
+  const router = createConnectRouter(options.pipeline.routerOptions);
   options.routes(router);
   const paths = new Map<string, UniversalHandler>();
-  for (const h of router.handlers) paths.set(h.requestPath, guardBinaryBodies(h, options.readMaxBytes));
+  for (const h of router.handlers) paths.set(h.requestPath, guardBinaryBodies(h, options.pipeline.readMaxBytes));
   return (req, res) => {
     const handler = paths.get(req.url?.split("?", 2)[0] ?? "");
     if (handler === undefined) {
-      (options.fallback as NodeHandler | undefined)?.(req, res);
+      options.fallback?.(req, res);
       return;
     }
     const values = options.contextValues?.(req) ?? createContextValues();

@@ -67,7 +67,9 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
 
 // The rest of the rpc layer's public surface: the pieces app.ts assembles,
 // and each service's factory (tests build services one by one).
-export { guardedNodeAdapter, guardBinaryBodies, malformedBinaryBody } from "./binary-guard.js";
+export { guardedNodeAdapter, guardBinaryBodies, type GuardedAdapterOptions } from "./binary-guard.js";
+export { malformedBinaryBody } from "./body-marks.js";
+export { ACCEPT_COMPRESSION, createPipeline, type Pipeline, type PipelineParts } from "./pipeline.js";
 export { createUnaryLane, type UnaryCall, type UnaryLane, type UnaryLaneOptions, type UnaryOutcome } from "./unary-lane.js";
 export { createHealthService, type HealthDeps } from "./health-service.js";
 export { callRecordKey, createCallInterceptor, logCall, REQUEST_ID, requestIdOf, type CallRecord } from "./interceptors.js";

@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { Code, createContextKey, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { internal, invalidArgument, withReason } from "../errors.js";
-import { malformedBinaryBody, parsedBinaryBody } from "./binary-guard.js";
+import { malformedBinaryBody, parsedBinaryBody } from "./body-marks.js";
 import { onResponseEnd } from "./response-end.js";
 import type { Logger } from "../log.js";
 import { toServiceError } from "../store/index.js";

@@ -16,21 +16,24 @@
 //   COMPRESS_MIN_BYTES). Anything else (GET, compressed requests, deadlines,
 //   chunked Connect bodies, gRPC-Web, streams) still goes through connect,
 //   which owns those rules.
-// The interceptors (metrics, call log, auth, planned binary) run exactly as
-// they run inside connect, with the same request and response shapes.
+// The interceptors, the body limit, the compressions and the JSON options
+// are the pipeline's (pipeline.ts), the very ones connect's router gets:
+// they run exactly as they run inside connect, with the same request and
+// response shapes. What stays here is only what connect would do on the
+// wire: reading the body, parsing, writing the answer in the protocol.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMessage, DescMethodUnary, DescService, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, createServiceImplSpec } from "@connectrpc/connect";
-import type { ContextValues, HandlerContext, Interceptor, MethodImplSpec } from "@connectrpc/connect";
+import type { ContextValues, HandlerContext, MethodImplSpec } from "@connectrpc/connect";
 import { compressionNegotiate, createMethodSerializationLookup, invokeUnaryImplementation, type Compression, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { webHeaders } from "../http/headers.js";
 import { readBody } from "../http/read-body.js";
-import { ACCEPT_COMPRESSION, malformedBinaryBody } from "./binary-guard.js";
+import { malformedBinaryBody } from "./body-marks.js";
+import type { Pipeline } from "./pipeline.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -69,22 +72,21 @@ export interface UnaryLaneOptions {
   readonly services: readonly DescService[];
   /** Handler objects keyed by service type name; a missing method is left to connect (unimplemented). */
   readonly impls: ReadonlyMap<string, object>;
-  readonly interceptors: readonly Interceptor[];
   /**
-   * MAX_BODY_BYTES: a Connect body declared larger is left to connect, which
-   * refuses it; a larger gRPC message is refused here (BODY_TOO_LARGE).
+   * The interceptors and limits of every call. readMaxBytes (MAX_BODY_BYTES):
+   * a Connect body declared larger is left to connect, which refuses it; a
+   * larger gRPC message is refused by readBody (BODY_TOO_LARGE).
    */
-  readonly readMaxBytes: number;
-  readonly jsonOptions?: Partial<JsonReadOptions & JsonWriteOptions>;
+  readonly pipeline: Pipeline;
 }
 
 /** Smaller answers are not compressed (connect's default). */
 const COMPRESS_MIN_BYTES = 1024;
 
 /** The compression for the answer the client accepts, or null; undefined when connect must answer (it would refuse). */
-function answerCompression(accepted: string | string[] | undefined, headerName: string): Compression | null | undefined {
+function answerCompression(accept: readonly Compression[], accepted: string | string[] | undefined, headerName: string): Compression | null | undefined {
   const value = Array.isArray(accepted) ? accepted.join(",") : (accepted ?? null);
-  const negotiated = compressionNegotiate([...ACCEPT_COMPRESSION], null, value, headerName);
+  const negotiated = compressionNegotiate([...accept], null, value, headerName);
   return negotiated.error !== undefined ? undefined : negotiated.response;
 }
 
@@ -114,6 +116,9 @@ function isIdentity(encoding: string | string[] | undefined): boolean {
 }
 
 export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
+  const { readMaxBytes, jsonOptions, acceptCompression } = opts.pipeline;
+  // connect's invoker takes a mutable list: a copy, made once.
+  const interceptors = [...opts.pipeline.interceptors];
   interface Entry {
     readonly spec: MethodImplSpec & { kind: "unary" };
     readonly serialization: MethodSerializationLookup<DescMessage, DescMessage>;
@@ -127,11 +132,10 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
       if (method.methodKind !== "unary" || typeof (impl as Record<string, unknown>)[method.localName] !== "function") continue;
       entries.set(`/${service.typeName}/${method.name}`, {
         spec: spec.methods[method.localName] as MethodImplSpec & { kind: "unary" },
-        serialization: createMethodSerializationLookup(method, undefined, opts.jsonOptions, { readMaxBytes: opts.readMaxBytes, writeMaxBytes: 0xffffffff }),
+        serialization: createMethodSerializationLookup(method, undefined, jsonOptions, { readMaxBytes, writeMaxBytes: 0xffffffff }),
       });
     }
   }
-  const interceptors = [...opts.interceptors];
   const byMethod = new Map<DescMethodUnary, Entry>();
   for (const e of entries.values()) byMethod.set(e.spec.method, e);
 
@@ -194,7 +198,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     let body: Uint8Array;
     try {
       // Its declared length is within the limit (serveConnect), so this reads it whole.
-      const bytes = await readBody(req, opts.readMaxBytes);
+      const bytes = await readBody(req, readMaxBytes);
       const message = binary ? parseBinary(entry, bytes, contextValues) : entry.serialization.getI(false).parse(bytes);
       const out = await runFromWire(entry, req, res, message, "connect", contextValues, responseHeader);
       context = out.context;
@@ -205,7 +209,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
       const header = context?.responseHeader ?? responseHeader;
       header.set("content-type", "application/json");
       error.metadata.forEach((value, key) => header.set(key, value));
-      body = errorToJsonBytes(error, opts.jsonOptions ?? {});
+      body = errorToJsonBytes(error, jsonOptions);
     }
     if (compression !== null && body.byteLength >= COMPRESS_MIN_BYTES) {
       body = await compression.compress(body);
@@ -226,7 +230,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     const trailer = new Headers();
     try {
       // One message and its 5-byte envelope prefix.
-      const bytes = await readBody(req, opts.readMaxBytes + 5);
+      const bytes = await readBody(req, readMaxBytes + 5);
       // Exactly one uncompressed message (a unary call).
       const one = bytes.length >= 5 && bytes[0] === 0 && bytes.readUInt32BE(1) === bytes.length - 5;
       const message = parseBinary(entry, one ? bytes.subarray(5) : undefined, contextValues);
@@ -268,7 +272,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
       const type = h["content-type"] ?? "";
       if (GRPC_PROTO_TYPE.test(type)) {
         if (req.httpVersionMajor !== 2 || h["grpc-timeout"] !== undefined || !isIdentity(h["grpc-encoding"])) return false;
-        const compression = answerCompression(h["grpc-accept-encoding"], "grpc-accept-encoding");
+        const compression = answerCompression(acceptCompression, h["grpc-accept-encoding"], "grpc-accept-encoding");
         if (compression === undefined) return false;
         answerGrpc(entry, req, res, contextValues, compression).catch(() => res.destroy());
         return true;
@@ -276,9 +280,9 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
       const binary = PROTO_TYPE.test(type);
       if (!binary && !JSON_TYPE.test(type)) return false;
       const length = Number(h["content-length"]);
-      if (h["content-length"] === undefined || !Number.isInteger(length) || length < 0 || length > opts.readMaxBytes) return false;
+      if (h["content-length"] === undefined || !Number.isInteger(length) || length < 0 || length > readMaxBytes) return false;
       if (h["connect-timeout-ms"] !== undefined || !isIdentity(h["content-encoding"])) return false;
-      const compression = answerCompression(h["accept-encoding"], "accept-encoding");
+      const compression = answerCompression(acceptCompression, h["accept-encoding"], "accept-encoding");
       if (compression === undefined) return false;
       answerConnect(entry, req, res, binary, contextValues, compression).catch(() => {
         if (!res.headersSent) {

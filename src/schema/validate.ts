@@ -5,6 +5,7 @@
 import { fromJson, toJson } from "@bufbuild/protobuf";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { invalidArgument } from "../errors.js";
+import { isCalendarDate } from "../time.js";
 import { metadataFieldByName, payloadTypeNames, payloadTypeOf } from "./payload-registry.js";
 import type { FieldInfo, PayloadType } from "./payload-registry.js";
 
@@ -44,17 +45,6 @@ export function payloadTypeOrThrow(name: unknown): PayloadType {
     throw invalidArgument(`unknown payload_type ${JSON.stringify(name)}; expected one of ${payloadTypeNames.join(", ")}`);
   }
   return t;
-}
-
-/** A real calendar date YYYY-MM-DD. */
-export function isCalendarDate(s: string): boolean {
-  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s);
-  if (!m) return false;
-  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
-  if (mo < 1 || mo > 12 || d < 1) return false;
-  const leap = (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
-  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][mo - 1] ?? 0;
-  return d <= days;
 }
 
 function checkRules(type: PayloadType, field: FieldInfo, value: JsonValue): void {

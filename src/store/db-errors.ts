@@ -45,3 +45,12 @@ export function toServiceError(err: unknown): ConnectError {
   // The cause is kept for server-side logs only: the client sees "internal error".
   return internal(err);
 }
+
+/** Runs a database call; whatever it throws comes out as a service error (toServiceError). */
+export async function guard<T>(p: () => Promise<T>): Promise<T> {
+  try {
+    return await p();
+  } catch (err) {
+    throw toServiceError(err);
+  }
+}

@@ -1,4 +1,4 @@
-// The change feed: the history read in commit order (API.md section 14). No
+// The change feed: the history read in commit order (docs/contract/14-events.md). No
 // second queue: every committed version is an event, and its kind comes from
 // the version before it. NOTIFY only wakes readers; what they send comes from
 // the versions and the clock.

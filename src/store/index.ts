@@ -9,10 +9,13 @@ import type { MutationResult, NewResource, ReadOptions, ResourcePatch, StoredRes
 import { updateResources } from "./update.js";
 
 // The database: two backends, one SQL text; capabilities say what each can do.
-export type { Db, DbCapabilities, Lease, Listener, ListenHandlers, OpenDatabaseOptions, PoolStats, Queryable, ReadCounts, TransactionOptions } from "./db.js";
-export { MAX_PREPARED_PAGES, openDatabase, preparedName, preparedPage, SESSION_OPTIONS, SNAPSHOT_BEGIN } from "./db.js";
+export type { Db, DbCapabilities, Lease, Listener, ListenHandlers, PoolStats, Queryable, ReadCounts, TransactionOptions } from "./db.js";
+export { SNAPSHOT_BEGIN } from "./db.js";
+export { openDatabase, type OpenDatabaseOptions } from "./open-database.js";
+export { SESSION_OPTIONS } from "./postgres.js";
+export { createStatementNames, MAX_PREPARED_PAGES, type StatementNames } from "./prepared.js";
 /** Reads on standbys: readerFor(db, point) is the Db a read at that point (as_of/pinned stamp; undefined = now) runs on. */
-export { readerFor, withStandbys, type StandbyOptions } from "./replicas.js";
+export { primaryWithStandbys, readerFor, type StandbyOptions } from "./replicas.js";
 export { toServiceError } from "./db-errors.js";
 // Migrations.
 export { migrate } from "./migrate.js";
@@ -102,7 +105,7 @@ export function createResourceStore(db: Db, limits: { maxTreeDepth?: number } = 
   };
 }
 
-// The change feed (API.md section 14) and the process's LISTEN connection.
+// The change feed (docs/contract/14-events.md) and the process's LISTEN connection.
 export { BEGINNING, EVENTS_CHANNEL, checkEventFilter, createEventFeed, readHistoryPage } from "./events.js";
 export type { EventFeed, EventFilter, EventKind, EventMessage, HistoryPage, ResourceEvent, WatchOptions } from "./events.js";
 export { createNotifications, type Notifications } from "./notifications.js";

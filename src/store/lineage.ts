@@ -7,7 +7,8 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { failedPrecondition, notFound } from "../errors.js";
 import { checkIdentifier } from "../schema/validate.js";
-import { prepared, type Db } from "./db.js";
+import type { Db } from "./db.js";
+import { prepared } from "./prepared.js";
 import { withLineageSnapshot } from "./lineage-view.js";
 import { ts } from "./sql.js";
 

@@ -1,7 +1,8 @@
 // Reads by identifier, now or at an as_of read point, in one statement each
 // (children included) so the answer is one consistent snapshot.
 import { checkIdentifiers } from "../schema/validate.js";
-import { prepared, type Queryable } from "./db.js";
+import type { Queryable } from "./db.js";
+import { prepared } from "./prepared.js";
 import { resourceColumns, toStoredResource, type ResourceRow } from "./sql.js";
 import type { ReadOptions, StoredResource } from "./types.js";
 

@@ -61,8 +61,13 @@ function standbyFailed(err: unknown): boolean {
   return err instanceof ConnectError && err.code === Code.Unavailable;
 }
 
-/** The primary, with `reader` choosing among the standbys. */
-export function withStandbys(primary: Db, standbyDbs: readonly Db[], options: StandbyOptions): Db {
+/**
+ * The primary, with `reader` choosing among the standbys: its query,
+ * exec and transaction are the primary's (writes, and reads that must see
+ * the primary); a read that may run on a standby asks `readerFor(db, point)`
+ * for the Db to run on.
+ */
+export function primaryWithStandbys(primary: Db, standbyDbs: readonly Db[], options: StandbyOptions): Db {
   const downMs = options.downMs ?? Math.max(5 * options.stampTtlMs, 2000);
   const standbys: Standby[] = standbyDbs.map((db) => ({ db, stamp: undefined, fetchedAt: 0, downUntil: 0, fetching: undefined }));
   const counts = { primary: 0, standby: 0 };

@@ -1,6 +1,6 @@
 // What a write may not do to the tree, checked inside its transaction after
 // the rows are written, by one statement:
-// - MAX_TREE_DEPTH (API.md section 16): no active resource may have more
+// - MAX_TREE_DEPTH (docs/contract/16-limits.md): no active resource may have more
 //   than `max` ancestors. The walks stop one step past the limit, so the
 //   cost is bounded by (written resources + their active descendants) x max,
 //   however deep a forged chain is. A walk stops where it would meet a node

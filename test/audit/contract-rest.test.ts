@@ -1,4 +1,4 @@
-// An auditor's pass over API.md, as a curl user sees it: one real server on
+// An auditor's pass over the contract (docs/contract/), as a curl user sees it: one real server on
 // the embedded parts, every statement checked on the REST surface (and on
 // Connect where the contract says the encodings differ). Area tests prove the
 // same rules on the services; this file proves they reach the wire.

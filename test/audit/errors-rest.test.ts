@@ -1,4 +1,4 @@
-// An auditor's pass over API.md section 11 and the rules it classifies: each
+// An auditor's pass over docs/contract/11-errors.md and the rules it classifies: each
 // row of the table from the REST side (invalid_argument for what is malformed
 // whatever is stored, failed_precondition for what conflicts with what is
 // stored), and the object storage, statistics and registry answers.

@@ -1,4 +1,4 @@
-// API.md section 12 on every operation of both revisions (iterated over the
+// docs/contract/12-authentication.md on every operation of both revisions (iterated over the
 // descriptors): no or bad credentials are 401 unauthenticated, credentials
 // without the scope 403 permission_denied, over REST, Connect and gRPC; the
 // declared scope (or a higher one) gets past auth.

@@ -1,4 +1,4 @@
-// CORS over every surface (API.md section 15): preflights and real requests
+// CORS over every surface (docs/contract/15-browsers.md): preflights and real requests
 // for Connect, gRPC-Web, REST and /events, for a listed origin, an unlisted
 // one, "*", and with CORS_ORIGINS unset (no CORS headers at all).
 import { cors } from "@connectrpc/connect";

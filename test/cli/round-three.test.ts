@@ -1,4 +1,4 @@
-// The command line's round-three rules (API.md section 17, issue 31): the
+// The command line's round-three rules (docs/contract/17-command-line.md, issue 31): the
 // token kept out of `ps`, upload-dir that never leaves its directory and
 // completes an earlier root, import that says "may have been written" when it
 // cannot know and whose look-ups fit any MAX_QUERY_LIMIT.

@@ -1,5 +1,5 @@
 // Two service instances on one PostgreSQL database under concurrent load
-// keep API.md's guarantees: batches are all-or-nothing, one winner per
+// keep the contract's guarantees (docs/contract/): batches are all-or-nothing, one winner per
 // create race and per registry pair, and as_of reads are exact to the
 // microsecond whichever instance wrote and whichever reads.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

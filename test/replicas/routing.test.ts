@@ -3,7 +3,7 @@
 // (standby-reads.test.ts) shows the same on PostgreSQL.
 import { describe, expect, it } from "vitest";
 import { unavailable } from "../../src/errors.js";
-import { readerFor, withStandbys, type Db, type Queryable } from "../../src/store/index.js";
+import { readerFor, primaryWithStandbys, type Db, type Queryable } from "../../src/store/index.js";
 
 interface Fake {
   db: Db;
@@ -56,7 +56,7 @@ function setup(opts: { ttl?: number; timeout?: number } = {}) {
   const primary = fake("primary", T(30));
   const a = fake("a", T(10));
   const b = fake("b", T(20));
-  const db = withStandbys(primary.db, [a.db, b.db], { timeoutMs: opts.timeout ?? 50, stampTtlMs: opts.ttl ?? 60_000 });
+  const db = primaryWithStandbys(primary.db, [a.db, b.db], { timeoutMs: opts.timeout ?? 50, stampTtlMs: opts.ttl ?? 60_000 });
   return { primary, a, b, db };
 }
 

@@ -1,4 +1,4 @@
-// MAX_CONCURRENT_EXPORTS, EXPORT_QUEUE_MS and EXPORT_STALL_MS (API.md section 16):
+// MAX_CONCURRENT_EXPORTS, EXPORT_QUEUE_MS and EXPORT_STALL_MS (docs/contract/16-limits.md):
 // ten clients that start /query/parquet and stop reading: the cap's worth hold
 // every slot, the rest (and any further export) wait their queue time and get
 // 429; ordinary calls still answer; once the

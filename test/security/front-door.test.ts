@@ -1,4 +1,4 @@
-// API.md sections 15 and 16 at the door: paths are matched as sent (dot
+// docs/contract/15-browsers.md and docs/contract/16-limits.md at the door: paths are matched as sent (dot
 // segments, also percent-encoded, and backslashes are 404: the v1 path below
 // must not reach v2 Restore); a REST body that is not application/json is 415
 // invalid_argument and nothing runs; with tokens configured, a call without

@@ -5,7 +5,7 @@
 // that leaks SQL, stack frames or file paths. Tokens are on: the fuzzed
 // requests carry a valid token, none or a wrong one, so the front door's
 // pre-auth refusals (401 before any body is read) are fuzzed too. The limits
-// of API.md section 16 get their own properties: nested `any` groups around
+// of docs/contract/16-limits.md get their own properties: nested `any` groups around
 // MAX_FILTER_DEPTH, non-JSON REST content types (415), dot-segment and
 // backslash paths (404) and parent chains around MAX_TREE_DEPTH.
 import http from "node:http";

@@ -1,4 +1,4 @@
-// Limits (API.md section 11), all configurable: too many items is 400
+// Limits (docs/contract/11-errors.md), all configurable: too many items is 400
 // invalid_argument, a body over the limit 413 resource_exhausted over REST
 // and resource_exhausted over Connect and gRPC; in every case nothing is
 // written. Preview rows and listed keys have their own limits.

@@ -1,6 +1,6 @@
-// DATABASE_STATEMENT_TIMEOUT_MS and DATABASE_IDLE_IN_TRANSACTION_MS (API.md
-// section 16): every PostgreSQL pool connection carries them, so no statement
-// and no open transaction holds a connection forever.
+// DATABASE_STATEMENT_TIMEOUT_MS and DATABASE_IDLE_IN_TRANSACTION_MS
+// (docs/contract/16-limits.md): every PostgreSQL pool connection carries
+// them, so no statement and no open transaction holds a connection forever.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { openDatabase, type Db } from "../../src/store/index.js";

@@ -46,7 +46,7 @@ describe("config", () => {
     expect((err as Error).message).toContain(name);
   });
 
-  it("fills the section 16 defence limits with API.md's defaults", () => {
+  it("fills the defence limits with the defaults of docs/contract/16-limits.md", () => {
     expect(loadConfig({}).defence).toEqual({
       headersTimeoutMs: 10_000,
       requestTimeoutMs: 120_000,

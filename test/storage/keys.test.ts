@@ -140,7 +140,7 @@ describe("keys", () => {
     );
   });
 
-  test("the examples of API.md section 10", () => {
+  test("the examples of docs/contract/10-object-storage.md", () => {
     expect(uploadKey("site-a/cohort.1", "scan 1.nii.gz")).toMatch(/^site-a\/cohort\.1\/[0-9a-f-]{36}\/scan 1\.nii\.gz$/);
     for (const [group, filename] of [
       ["a//b", "f"],

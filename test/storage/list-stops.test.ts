@@ -1,4 +1,4 @@
-// /s3/list stops at MAX_LIST_KEYS while listing (API.md section 16): once more
+// /s3/list stops at MAX_LIST_KEYS while listing (docs/contract/16-limits.md): once more
 // keys than the limit are found, no further listing page is asked for.
 import { ListObjectsCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, expect, test } from "vitest";

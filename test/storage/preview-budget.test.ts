@@ -1,4 +1,4 @@
-// MAX_PREVIEW_BYTES (API.md section 16): a parquet preview reads at most that
+// MAX_PREVIEW_BYTES (docs/contract/16-limits.md): a parquet preview reads at most that
 // many bytes of the object, footer included; a forged footer length is 400
 // invalid_argument without the bytes it names being read.
 import { Code, ConnectError } from "@connectrpc/connect";

@@ -1,4 +1,4 @@
-// An in-memory model of the store's semantics (API.md sections 1-3), used by
+// An in-memory model of the store's semantics (docs/contract/01-resources.md, docs/contract/02-mutations.md, docs/contract/03-time.md), used by
 // the model-based test. Deliberately simple: maps and loops, no SQL.
 import { Code } from "@connectrpc/connect";
 

@@ -5,7 +5,7 @@
 import { create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
-import { createQueryEngine, MAX_PREPARED_PAGES, migrate, openDatabase, pageStatement, planQuery, preparedName, preparedPage, type Db } from "../../src/store/index.js";
+import { createQueryEngine, createStatementNames, MAX_PREPARED_PAGES, migrate, openDatabase, pageStatement, planQuery, type Db } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 
 const pgOk = await postgresReachable();
@@ -31,21 +31,35 @@ describe.skipIf(!pgOk)("query pages as prepared statements [postgres]", () => {
     const plan = planQuery(create(QueryRequestSchema, { payloadType: "file", sortBy: "created_at", sortOrder: "desc", limit: 20 }));
     const sql = pageStatement(plan, { kind: "now" }, { limit: 21 }).sql;
     for (let i = 0; i < 3; i++) expect((await engine.page(plan, { limit: 20 })).resources).toEqual([]);
-    expect(preparedName(sql)).toBeDefined();
+    const name = db.statementNames?.nameOf(sql);
+    expect(name).toBeDefined();
     const { rows } = await db.query<{ name: string; runs: string }>(
       "SELECT name, (generic_plans + custom_plans)::text AS runs FROM pg_prepared_statements WHERE statement = $1",
       [sql],
     );
-    expect(rows).toEqual([{ name: preparedName(sql), runs: "3" }]);
+    expect(rows).toEqual([{ name, runs: "3" }]);
   });
 
   it("names no more than MAX_PREPARED_PAGES texts", () => {
+    const names = createStatementNames();
     const texts = Array.from({ length: MAX_PREPARED_PAGES + 5 }, (_, i) => `SELECT ${i} AS shape_${i}`);
-    for (const t of texts) preparedPage(t);
-    const named = texts.filter((t) => preparedName(t) !== undefined);
-    expect(named.length).toBeLessThanOrEqual(MAX_PREPARED_PAGES);
-    for (const t of texts.slice(MAX_PREPARED_PAGES)) expect(preparedName(t)).toBeUndefined();
+    for (const t of texts) names.page(t);
+    const named = texts.filter((t) => names.nameOf(t) !== undefined);
+    expect(named).toEqual(texts.slice(0, MAX_PREPARED_PAGES));
+    for (const t of texts.slice(MAX_PREPARED_PAGES)) expect(names.nameOf(t)).toBeUndefined();
     // A text named once stays named: a connection that prepared it keeps running it by that name.
-    for (const t of named) expect(preparedName(preparedPage(t))).toBeDefined();
+    for (const t of named) expect(names.nameOf(names.page(t))).toBeDefined();
+  });
+
+  it("each opened database names its own shapes: one that used up its names leaves another's untouched", async () => {
+    const other = await openDatabase({ databaseUrl: testDb.url, poolSize: 1 });
+    try {
+      for (let i = 0; i < MAX_PREPARED_PAGES + 1; i++) other.statementNames?.page(`SELECT ${i} AS other_${i}`);
+      const fresh = "SELECT 1 AS a_shape_of_the_first_database";
+      expect(db.statementNames?.nameOf(db.statementNames.page(fresh))).toBeDefined();
+      expect(other.statementNames?.nameOf(other.statementNames.page(fresh))).toBeUndefined();
+    } finally {
+      await other.close();
+    }
   });
 });

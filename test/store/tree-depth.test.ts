@@ -1,4 +1,4 @@
-// MAX_TREE_DEPTH (API.md section 16) inside the write's transaction, on both
+// MAX_TREE_DEPTH (docs/contract/16-limits.md) inside the write's transaction, on both
 // backends: a 10,000-long chain in one create is failed_precondition with
 // nothing written; an update that re-parents a subtree under a deep node and
 // a restore that brings a too-deep resource back are refused the same way;

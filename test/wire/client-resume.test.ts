@@ -1,7 +1,7 @@
 // The one resume implementation of the feed (src/client/watch.ts), used by
 // the client's watch(), `resource-store watch` and the explorer: which errors
 // end it, which are retried with backoff, and where it resumes when a commit
-// is split across messages (`partial`, API.md section 14, round three).
+// is split across messages (`partial`, docs/contract/14-events.md, round three).
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { readFile } from "node:fs/promises";

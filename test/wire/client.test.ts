@@ -1,5 +1,5 @@
 // The TypeScript client against a live server over each transport, its
-// default as_of (API.md section 13), and the gRPC health and reflection
+// default as_of (docs/contract/13-client.md), and the gRPC health and reflection
 // services a generic gRPC tool relies on.
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";

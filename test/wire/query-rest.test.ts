@@ -1,4 +1,4 @@
-// API.md section 4 over REST: filters, cursors and the echoed limit as a
+// docs/contract/04-query.md over REST: filters, cursors and the echoed limit as a
 // curl user sees them, counts as numbers, and /query/parquet streamed as one
 // file that a /query cursor can continue.
 import { parquetMetadata, parquetReadObjects } from "hyparquet";

@@ -1,4 +1,4 @@
-// API.md sections 1-3 over the REST surface: the flat codec, the update mask
+// docs/contract/01-resources.md, docs/contract/02-mutations.md, docs/contract/03-time.md over the REST surface: the flat codec, the update mask
 // built from the keys present, and the service together, as a curl user sees
 // them. (The store's own suites cover the same rules through the RPC layer on
 // both backends; this proves the REST path keeps them.)

@@ -1,4 +1,4 @@
-// The live change feed (API.md section 14) through the page's transport
+// The live change feed (docs/contract/14-events.md) through the page's transport
 // (its token included), started and stopped by the reader, optionally limited to
 // payload types. Resuming after a dropped stream, and which errors end the
 // feed, is the client library's (src/client/browser.ts): the same code as

@@ -1,5 +1,5 @@
 // The page's panels, in order. A panel is a module that returns its
-// section; adding one (as the live change feed of API.md section 14 was)
+// section; adding one (as the live change feed of docs/contract/14-events.md was)
 // is one module and one line here.
 import { createDetail } from "./detail.js";
 import { createFeed } from "./feed.js";

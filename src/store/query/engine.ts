@@ -3,7 +3,7 @@
 // pinned point on PGlite, whose single connection a long transaction would block).
 import { invalidArgument } from "../../errors.js";
 import { stampMicros } from "../../time.js";
-import { preparedPage, type Db, type Queryable } from "../db.js";
+import type { Db, Queryable } from "../db.js";
 import { hasLineageView, withLineageSnapshot } from "../lineage-view.js";
 import { toStoredResource, type ResourceRow } from "../sql.js";
 import type { StoredResource } from "../types.js";
@@ -90,7 +90,8 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
       const { point, after, asOf } = await start(plan, req);
       const { rows } = await run(plan, point, (q, viaView) => {
         const st = pageStatement(plan, point, { ...(after ? { after } : {}), limit: req.limit + 1, viaView });
-        return q.query<QueryRow>(preparedPage(st.sql), st.params);
+        // One name per query shape, while the database names shapes (prepared.ts).
+        return q.query<QueryRow>(primary.statementNames?.page(st.sql) ?? st.sql, st.params);
       });
       let nextCursor: string | undefined;
       if (rows.length > req.limit) {

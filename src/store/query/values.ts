@@ -3,8 +3,7 @@
 // type is invalid_argument; nothing here ever becomes SQL text.
 import type { JsonValue } from "@bufbuild/protobuf";
 import { invalidArgument } from "../../errors.js";
-import { parseAsOf } from "../../time.js";
-import { isCalendarDate } from "../../schema/validate.js";
+import { isCalendarDate, parseAsOf } from "../../time.js";
 import type { QueryField, SqlType } from "./fields.js";
 
 /** The PostgreSQL type a parameter of that field type is cast to. */

@@ -1,0 +1,67 @@
+// Every request the RPC adapter does not serve (its path is no
+// /package.Service/Method): the REST gateway first, then the ops routes
+// (ops-routes.ts), else 404 `NO_OPERATION`. Each such request gets its
+// request id here, so that one refused by the gateway (bad JSON, body too
+// large) has one too, and exactly one log line.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { notFound } from "./errors.js";
+import type { Logger } from "./log.js";
+import type { OpsRoutes } from "./ops-routes.js";
+import { writeRestError } from "./rest/index.js";
+import { REQUEST_ID, requestIdOf, type CallRecord } from "./rpc/index.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+export interface HttpFallbackDeps {
+  readonly log: Logger;
+  /** The REST gateway: resolves true when it answered the request. */
+  readonly rest: (req: Req, res: Res) => Promise<boolean>;
+  readonly ops: OpsRoutes;
+  /** A REST request's log record, which its call fills (the gateway reads it through contextValuesFor). */
+  readonly callRecords: WeakMap<Req, CallRecord>;
+}
+
+export function createHttpFallback(deps: HttpFallbackDeps): (req: Req, res: Res) => void {
+  const { log, rest, ops, callRecords } = deps;
+  return (req, res) => {
+    // The gateway passes the request id on to the call interceptor, so both
+    // lines share it. The path is logged without its query string (which may
+    // carry values).
+    const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
+    req.headers[REQUEST_ID] = requestId;
+    res.setHeader(REQUEST_ID, requestId);
+    // One line per REST request: a `call` line when the request was a call
+    // (its rpc and code, filled in by the call, beside the HTTP fields), else
+    // an `http` line once the answer is sent. A call still running when its
+    // client goes away writes its own line when it ends.
+    const started = process.hrtime.bigint();
+    const record: CallRecord = { closed: false };
+    callRecords.set(req, record);
+    res.once("close", () => {
+      record.closed = true;
+      const { rpc } = record;
+      if (rpc === undefined && !res.writableFinished) return;
+      const durationMs = Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
+      const url = req.url ?? "/";
+      const query = url.indexOf("?");
+      const path = (query === -1 ? url : url.slice(0, query)).slice(0, 200);
+      // Written out in full, not spread: this runs for every request (BENCHMARKS.md, issue 21).
+      if (rpc !== undefined) log.info({ request_id: requestId, rpc, code: record.code, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "call");
+      else log.info({ request_id: requestId, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "http");
+    });
+    void (async () => {
+      try {
+        if (await rest(req, res)) return;
+        if (await ops(req, res)) return;
+        const path = (req.url ?? "/").split("?")[0];
+        writeRestError(res, notFound(`no route for ${req.method ?? "?"} ${path ?? "/"}`, "NO_OPERATION"));
+      } catch (err) {
+        log.error({ err }, "fallback failed");
+        if (!res.headersSent) writeRestError(res, err);
+        else res.destroy();
+      }
+    })();
+  };
+}

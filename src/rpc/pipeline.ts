@@ -1,0 +1,110 @@
+// The one pipeline every call runs, whichever way it came in: Connect, gRPC
+// and gRPC-Web through connect's router (binary-guard.ts), REST and plain
+// unary Connect/gRPC through the unary lane (unary-lane.ts), REST streams
+// through an in-process router transport (app.ts). Each of those takes its
+// interceptors, body limit, compressions and JSON options from the Pipeline
+// made here, and from nowhere else: a new interceptor added here runs on
+// every path, and no path can run a list of its own.
+//
+// Outermost first:
+//   1. planned binary encoder  hands connect bytes, so every later
+//                              interceptor still sees the message
+//   2. metrics                 counts the codes clients see (after sanitising)
+//   3. tracing (slot)          docs/contract/20-tracing.md: a span around
+//                              the whole call, so the call line and auth
+//                              run inside it
+//   4. call                    request id, one log line, sanitising: every
+//                              failure below becomes a catalogue error
+//   5. auth                    the caller's credentials and the method's
+//                              scope; makes the caller (actor and grants,
+//                              src/access/) that handlers read with callerOf
+//   6. access (slot)           docs/contract/18-access.md: any check that
+//                              needs the caller auth made, before the handler
+//                              (the grants themselves go down to the store
+//                              as a plain value)
+//   7. audit (slot)            docs/contract/19-audit-history.md: sees the
+//                              principal and the outcome of an allowed call
+// A slot is filled by passing its interceptor in PipelineParts (app.ts);
+// an empty slot is not in the list at all.
+// A call answered before the interceptors could run (refused at the front
+// door, a cached constant document) still gets what they would have written:
+// its metrics and its log line (`recordSkipped`).
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, type ConnectError, type ConnectRouterOptions, type Interceptor } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import type { Compression } from "@connectrpc/connect/protocol";
+import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
+import { ReadResponseSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
+import { createAuthInterceptor, type Authenticator } from "../auth/index.js";
+import type { Logger } from "../log.js";
+import { createPlannedBinaryInterceptor } from "../protobuf/index.js";
+import { createCallInterceptor, logCall, requestIdOf, type CallRecord } from "./interceptors.js";
+
+export interface PipelineParts {
+  readonly log: Logger;
+  readonly auth: Authenticator;
+  /** The metrics (metrics.ts, made by the assembly with the registry it renders): its interceptor, and its count for skipped calls. */
+  readonly metrics: { readonly interceptor: Interceptor; record(route: string, code: string, seconds: number): void };
+  /** MAX_BODY_BYTES: a larger request message is refused (resource_exhausted) on every path. */
+  readonly maxBodyBytes: number;
+  /** Slot 3 (see the top of this file). */
+  readonly tracing?: Interceptor;
+  /** Slot 6. */
+  readonly access?: Interceptor;
+  /** Slot 7. */
+  readonly audit?: Interceptor;
+}
+
+export interface Pipeline {
+  /** Outermost first. */
+  readonly interceptors: readonly Interceptor[];
+  /** MAX_BODY_BYTES. */
+  readonly readMaxBytes: number;
+  /** The compressions offered for answers, in connect's order of preference. */
+  readonly acceptCompression: readonly Compression[];
+  /**
+   * Connect JSON writes the proto field names (as_of, next_cursor), the names
+   * the REST bodies use; it reads both spellings.
+   */
+  readonly jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>;
+  /** All of the above as connect's router options, for the paths connect serves. */
+  readonly routerOptions: ConnectRouterOptions;
+  /**
+   * A call answered without the interceptors: the metrics and the log line
+   * they would have written. `record` is its REST request's log record, if
+   * any; `started` is process.hrtime.bigint() when it began.
+   */
+  recordSkipped(method: DescMethod, err: ConnectError | undefined, requestId: string | undefined, record: CallRecord | undefined, started: bigint): void;
+}
+
+/** The compressions the server offers, in connect's order of preference (the router's, and the unary lane's). */
+export const ACCEPT_COMPRESSION: readonly Compression[] = [compressionGzip, compressionBrotli];
+
+export function createPipeline(parts: PipelineParts): Pipeline {
+  const slot = (i: Interceptor | undefined): Interceptor[] => (i === undefined ? [] : [i]);
+  const interceptors: Interceptor[] = [
+    createPlannedBinaryInterceptor([ReadResponseSchema]),
+    parts.metrics.interceptor,
+    ...slot(parts.tracing),
+    createCallInterceptor(parts.log),
+    createAuthInterceptor(parts.auth),
+    ...slot(parts.access),
+    ...slot(parts.audit),
+  ];
+  const jsonOptions = { useProtoFieldName: true } as const;
+  return {
+    interceptors,
+    readMaxBytes: parts.maxBodyBytes,
+    acceptCompression: ACCEPT_COMPRESSION,
+    jsonOptions,
+    routerOptions: { interceptors, readMaxBytes: parts.maxBodyBytes, acceptCompression: [...ACCEPT_COMPRESSION], jsonOptions },
+    recordSkipped(method, err, requestId, record, started) {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const rpc = `${method.parent.typeName}/${method.name}`;
+      parts.metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
+      const code = err === undefined ? "ok" : Code[err.code];
+      logCall(parts.log, record, requestIdOf(requestId), rpc, code, seconds * 1000);
+    },
+  };
+}
