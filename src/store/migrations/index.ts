@@ -10,6 +10,7 @@ import { sql as registryKeyIds } from "./0010-registry-key-ids.js";
 import { sql as events } from "./0012-events.js";
 import { sql as registryKeyChains } from "./0014-registry-key-chains.js";
 import { sql as eventsOnlyChanges } from "./0015-events-only-changes.js";
+import { sql as supersedeHashJoin } from "./0016-supersede-hash-join.js";
 
 export interface Migration {
   readonly id: number;
@@ -28,4 +29,5 @@ export const migrations: readonly Migration[] = [
   { id: 12, name: "events", sql: events },
   { id: 14, name: "registry-key-chains", sql: registryKeyChains },
   { id: 15, name: "events-only-changes", sql: eventsOnlyChanges },
+  { id: 16, name: "supersede-hash-join", sql: supersedeHashJoin },
 ];
