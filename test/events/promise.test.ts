@@ -19,7 +19,6 @@ import {
   type EventFeed,
   type EventMessage,
 } from "../../src/store/index.js";
-import { openPostgres } from "../../src/store/db.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
 import { ADMIN_URL, createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
@@ -267,7 +266,8 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
     // The one connection the role may have, taken: LISTEN is refused ("too many connections for role").
     const blocker = new pg.Client({ connectionString: limitedUrl.toString() });
     await blocker.connect();
-    const limited = openPostgres(limitedUrl.toString(), 1);
+    // Opening a pool connects nothing; only its listen() is used.
+    const limited = await openDatabase({ databaseUrl: limitedUrl.toString(), poolSize: 1 });
     const listenDb = new Proxy(db, {
       get(target, prop, receiver) {
         if (prop === "listen") return limited.listen!.bind(limited);
