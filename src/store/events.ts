@@ -25,6 +25,7 @@
 // (its queue full) or that the page cannot serve (a subtree the read did not
 // tag) leaves the tail and catches up on its own again from its own point,
 // so a slow client never holds more than a few pages.
+import { setMaxListeners } from "node:events";
 import { resourceExhausted } from "../errors.js";
 import { checkIdentifier, payloadTypeOrThrow } from "../schema/validate.js";
 import { stampMicros } from "../time.js";
@@ -361,8 +362,13 @@ export function checkEventFilter(filter: EventFilter): void {
   for (const t of filter.payloadTypes ?? []) payloadTypeOrThrow(t);
 }
 
-/** Pages a joined stream may hold unread before it leaves the tail and catches up on its own. */
-const MAX_QUEUED_PAGES = 2;
+/**
+ * Pages a joined stream may hold unread before it leaves the tail and
+ * catches up on its own. The pages are the tail's, shared: a queue costs
+ * memory only while the stream lags, and leaving the tail costs a read of
+ * its own per page, so a burst of commits should not push streams out.
+ */
+const MAX_QUEUED_PAGES = 8;
 
 interface TailPage {
   /** The tail's read point the page started from (exclusive). */
@@ -405,6 +411,8 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
   const pollMs = options.pollMs ?? 250;
   const notifications = options.notifications;
   const closing = new AbortController();
+  // Every open stream listens on it (AbortSignal.any): a thousand is expected, not a leak.
+  setMaxListeners(0, closing.signal);
   const tails = new Map<string, Tail>();
   let open = 0;
   let subscription: Promise<(() => Promise<void>) | undefined> | undefined;
