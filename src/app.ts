@@ -114,7 +114,15 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     notifications = createNotifications(db, {
       onError: (err) => log.warn({ err }, "listening connection lost; reconnecting"),
     });
-    feed = createEventFeed({ db, notifications, pageSize: config.events.pageSize });
+    feed = createEventFeed({
+      db,
+      notifications,
+      pageSize: config.events.pageSize,
+      maxMessageBytes: config.events.maxMessageBytes,
+      maxStreams: config.events.maxStreams,
+      // Polled this often only while no LISTEN connection is up.
+      pollMs: Math.min(250, config.events.heartbeatMs),
+    });
     // Where there is a lineage view and LISTEN, the view follows committed tree changes.
     if (db.capabilities.lineageView && db.capabilities.listen) {
       refresher = createLineageRefresher({

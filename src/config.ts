@@ -88,8 +88,12 @@ export interface Config {
 export interface EventsConfig {
   /** A watch with nothing to send sends an empty message this often (EVENTS_HEARTBEAT_MS). */
   readonly heartbeatMs: number;
-  /** Versions read per page of history, so per stream message, commits never split (EVENTS_PAGE_SIZE). */
+  /** Versions read per page of history; commits never split across pages (EVENTS_PAGE_SIZE). */
   readonly pageSize: number;
+  /** Largest stream message; a larger commit is split into partial messages (EVENTS_MAX_MESSAGE_BYTES). */
+  readonly maxMessageBytes: number;
+  /** Open Watch / GET /events streams per process; more are refused with resource_exhausted (MAX_WATCH_STREAMS). */
+  readonly maxStreams: number;
 }
 
 /** One registry key: an id recorded on the rows it hashed, and the key text (its UTF-8 bytes are the HMAC key). */
@@ -196,6 +200,8 @@ export const DEFAULTS = {
   SHUTDOWN_GRACE_MS: 10_000,
   EVENTS_HEARTBEAT_MS: 15_000,
   EVENTS_PAGE_SIZE: 1000,
+  EVENTS_MAX_MESSAGE_BYTES: 1_048_576,
+  MAX_WATCH_STREAMS: 1000,
 } as const;
 
 /** PARQUET_ENCODER_WORKERS unset: two workers, or one on a single core. */
@@ -350,6 +356,8 @@ export function loadConfig(env: Env = process.env): Config {
     events: {
       heartbeatMs: int(env, "EVENTS_HEARTBEAT_MS", DEFAULTS.EVENTS_HEARTBEAT_MS, 10, 3_600_000),
       pageSize: int(env, "EVENTS_PAGE_SIZE", DEFAULTS.EVENTS_PAGE_SIZE, 1, 100_000),
+      maxMessageBytes: int(env, "EVENTS_MAX_MESSAGE_BYTES", DEFAULTS.EVENTS_MAX_MESSAGE_BYTES, 1024, 1024 * 1024 * 1024),
+      maxStreams: int(env, "MAX_WATCH_STREAMS", DEFAULTS.MAX_WATCH_STREAMS, 1, 1_000_000),
     },
     // --- browsers (docs/contract/15-browsers.md) ---
     corsOrigins: origins(env, "CORS_ORIGINS"),

@@ -66,6 +66,7 @@ export const errorCatalogue = {
   // limits
   RESOURCE_EXHAUSTED: { code: Code.ResourceExhausted, when: "A limit of the service was reached." },
   BODY_TOO_LARGE: { code: Code.ResourceExhausted, when: "The request body is larger than the configured limit (MAX_BODY_BYTES)." },
+  TOO_MANY_STREAMS: { code: Code.ResourceExhausted, httpStatus: 429, when: "MAX_WATCH_STREAMS change-feed streams (Watch, GET /events) are open in this process." },
   TOO_MANY_EXPORTS: { code: Code.ResourceExhausted, httpStatus: 429, when: "MAX_CONCURRENT_EXPORTS parquet exports are running and none finished within EXPORT_QUEUE_MS." },
   // unavailable: try again later.
   UNAVAILABLE: { code: Code.Unavailable, when: "A dependency is unavailable." },

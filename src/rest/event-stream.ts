@@ -2,7 +2,9 @@
 // is one SSE event: `id: <at>` and `data: <WatchResponse as flat JSON>`. An
 // empty message (a heartbeat) is `id: <at>` and a `: heartbeat` comment: no
 // event fires, but the browser's EventSource takes the id, so a reconnect's
-// Last-Event-ID is the read point even after a long quiet spell.
+// Last-Event-ID is the read point even after a long quiet spell. A piece of
+// a split commit (`partial`) has the `at` just before that commit, so its id
+// makes a reconnect send the whole commit again, never its second half alone.
 import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import type { DescMessage, DescMethod } from "@bufbuild/protobuf";
@@ -22,14 +24,17 @@ export function isEventStream(method: DescMethod): boolean {
 
 /**
  * The REST spellings of the watch request: `payload_type` may repeat (the
- * field is `payload_types`), and a `Last-Event-ID` header stands for `since`.
+ * field is `payload_types`), and a `Last-Event-ID` header stands for `since`
+ * (and wins over one in the query).
  */
 export function eventStreamQuery(req: AnyRequest, query: URLSearchParams): URLSearchParams {
   const out = new URLSearchParams();
   for (const [k, v] of query) out.append(k === "payload_type" ? "payload_types" : k, v);
   const last = req.headers["last-event-id"];
   const lastId = Array.isArray(last) ? last[0] : last;
-  if (lastId !== undefined && lastId.trim() !== "" && !out.has("since")) out.set("since", lastId.trim());
+  // Last-Event-ID wins over a since in the URL: EventSource reconnects to the
+  // very URL it opened, and must resume there, not replay from the URL's since.
+  if (lastId !== undefined && lastId.trim() !== "") out.set("since", lastId.trim());
   return out;
 }
 

@@ -1,12 +1,18 @@
 // EventService handlers (both revisions): the change feed as a server stream.
 // The feed is pulled: connect writes a message, waits until the transport
 // takes it, and only then asks the generator for the next one, so a slow
-// client holds one page of history, never more.
+// client holds a few pages of history, never more.
+//
+// A commit shared by many streams is one set of ResourceEvent objects in the
+// feed; its protobuf Events are made once too (cached by event object), so a
+// thousand streams with include_resources hold one copy of a commit, not a
+// thousand.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { EventSchema, WatchResponseSchema } from "../../gen/resourcestore/type/v1/event_pb.js";
+import { EventSchema, WatchResponseSchema, type Event } from "../../gen/resourcestore/type/v1/event_pb.js";
 import type { EventService } from "../../gen/resourcestore/v2/event_service_pb.js";
-import type { EventFeed } from "../store/index.js";
+import { callerOf } from "../auth/index.js";
+import type { EventFeed, ResourceEvent } from "../store/index.js";
 import { parseAsOf } from "./as-of.js";
 import { toResourceMessage } from "./resource-service.js";
 import { invalidArgument } from "../errors.js";
@@ -26,6 +32,25 @@ function parseSince(value: string | undefined): string | undefined {
   }
 }
 
+const messages = new WeakMap<ResourceEvent, Event>();
+
+function toEventMessage(e: ResourceEvent): Event {
+  let m = messages.get(e);
+  if (m === undefined) {
+    m = create(EventSchema, {
+      at: e.at,
+      identifier: e.identifier,
+      payloadType: e.payloadType,
+      kind: e.kind,
+      version: BigInt(e.version),
+      actor: e.actor,
+      ...(e.resource ? { resource: toResourceMessage(e.resource) } : {}),
+    });
+    messages.set(e, m);
+  }
+  return m;
+}
+
 export function createEventService(deps: EventServiceDeps): ServiceImpl<typeof EventService> {
   return {
     async *watch(req, ctx) {
@@ -36,21 +61,10 @@ export function createEventService(deps: EventServiceDeps): ServiceImpl<typeof E
         includeResources: req.includeResources === true,
         heartbeatMs: deps.heartbeatMs,
         signal: ctx.signal,
+        grants: callerOf(ctx).grants,
       });
       for await (const message of stream) {
-        yield create(WatchResponseSchema, {
-          at: message.at,
-          events: message.events.map((e) =>
-            create(EventSchema, {
-              at: e.at,
-              identifier: e.identifier,
-              payloadType: e.payloadType,
-              kind: e.kind,
-              version: BigInt(e.version),
-              ...(e.resource ? { resource: toResourceMessage(e.resource) } : {}),
-            }),
-          ),
-        });
+        yield create(WatchResponseSchema, { at: message.at, events: message.events.map(toEventMessage), partial: message.partial === true });
       }
     },
   };

@@ -3,20 +3,31 @@
 // thousand watchers cost one listening connection, not a thousand.
 //
 // A notification only says "look again": when a listener's connection drops,
-// the hub listens again and calls every subscriber of that channel once,
-// since notifications sent meanwhile are lost.
+// or cannot be opened at all (PostgreSQL restarting, connections full), the
+// hub keeps trying with a growing wait and calls every subscriber of that
+// channel once it listens again, since notifications sent meanwhile are lost.
+// Subscribers ask listening() to know whether they must poll meanwhile; a
+// failed LISTEN never fails a subscribe (issue 33).
 import type { Db, Listener } from "./db.js";
 
 export interface Notifications {
-  /** Calls onNotify after each notification on `channel` (and after a reconnect); returns the unsubscribe. */
+  /**
+   * Calls onNotify after each notification on `channel` (and after a
+   * reconnect); returns the unsubscribe. Resolves after the first attempt to
+   * listen, whether or not it succeeded (it is retried).
+   */
   subscribe(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
+  /** Whether a connection listens on `channel` now (when not, notifications may be missed: poll). */
+  listening(channel: string): boolean;
   /** Stops listening and closes the connections. */
   close(): Promise<void>;
 }
 
 export interface NotificationsOptions {
-  /** Wait before listening again after a lost connection (default 1 s). */
+  /** First wait before listening again after a lost or refused connection (default 1 s); doubles per failure. */
   readonly reconnectMs?: number;
+  /** Longest wait between attempts (default 30 s). */
+  readonly maxReconnectMs?: number;
   /** Told about lost connections and failed reconnects (they are retried). */
   readonly onError?: (err: unknown) => void;
 }
@@ -31,12 +42,15 @@ interface Channel {
   readonly subscribers: Set<() => void>;
   listener?: Listener;
   listening?: Promise<Listener>;
+  /** A reconnect loop runs. */
+  retrying?: boolean;
 }
 
 export function createNotifications(db: Db, options: NotificationsOptions = {}): Notifications {
   if (!db.capabilities.listen || db.listen === undefined) throw new Error("this database cannot LISTEN");
   const listen = db.listen.bind(db);
   const reconnectMs = options.reconnectMs ?? 1000;
+  const maxReconnectMs = Math.max(reconnectMs, options.maxReconnectMs ?? 30_000);
   const onError = options.onError ?? (() => {});
   const channels = new Map<string, Channel>();
   let closed = false;
@@ -65,19 +79,27 @@ export function createNotifications(db: Db, options: NotificationsOptions = {}):
   }
 
   async function again(name: string, ch: Channel): Promise<void> {
+    if (ch.retrying === true) return;
+    ch.retrying = true;
     const lost = ch.listener;
     ch.listener = undefined;
     void lost?.close().catch(() => {});
-    while (!closed) {
-      await new Promise((r) => setTimeout(r, reconnectMs));
-      if (closed) return;
-      try {
-        await start(name, ch);
-        notify(ch);
-        return;
-      } catch (err) {
-        onError(err);
+    let wait = reconnectMs;
+    try {
+      while (!closed) {
+        await new Promise((r) => setTimeout(r, wait));
+        if (closed) return;
+        try {
+          await start(name, ch);
+          notify(ch);
+          return;
+        } catch (err) {
+          onError(err);
+          wait = Math.min(maxReconnectMs, wait * 2);
+        }
       }
+    } finally {
+      ch.retrying = false;
     }
   }
 
@@ -91,12 +113,23 @@ export function createNotifications(db: Db, options: NotificationsOptions = {}):
         channels.set(name, ch);
       }
       ch.subscribers.add(onNotify);
-      if (!ch.listener) await start(name, ch);
+      if (!ch.listener && ch.retrying !== true) {
+        try {
+          await start(name, ch);
+        } catch (err) {
+          // Refused now: keep trying in the background; the subscriber polls meanwhile.
+          onError(err);
+          void again(name, ch);
+        }
+      }
       const mine = ch;
       return () => {
         mine.subscribers.delete(onNotify);
         return Promise.resolve();
       };
+    },
+    listening(channel) {
+      return channels.get(channel)?.listener !== undefined;
     },
     async close() {
       closed = true;

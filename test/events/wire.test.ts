@@ -186,6 +186,20 @@ for (const backend of ["pglite", "postgres"] as const) {
       expect(h2.frames.filter((f) => f.data !== undefined)).toEqual(all.frames.filter((f) => f.data !== undefined));
     });
 
+    it("an EventSource-style reconnect with since in the URL resumes from Last-Event-ID, not replays", async () => {
+      // EventSource reconnects to the very URL it opened (since and all) with the last id it took.
+      const url = `${srv.url}/events?since=${encodeURIComponent(since)}`;
+      const all = await sseOverHttp1(url, {}, (f) => f.at(-1)?.heartbeat === true);
+      const events = all.frames.flatMap((f) => (f.data as { events: { at: string; identifier: string; version: number }[] } | undefined)?.events ?? []);
+      expect(events.length).toBe(5);
+      // As if the last id taken were the update's commit.
+      const lastId = events[2]!.at;
+      const again = await sseOverHttp1(url, { "last-event-id": lastId }, (f) => f.at(-1)?.heartbeat === true);
+      const resumed = again.frames.flatMap((f) => (f.data as { events: { at: string; identifier: string; version: number }[] } | undefined)?.events ?? []);
+      expect(resumed).toEqual(events.filter((e) => e.at > lastId));
+      expect(resumed.length).toBe(2);
+    });
+
     it("a bad request is a JSON error before any stream", async () => {
       const bad = await sseOverHttp1(`${srv.url}/events?since=yesterday`, {}, () => true);
       expect(bad.status).toBe(400);
@@ -197,3 +211,60 @@ for (const backend of ["pglite", "postgres"] as const) {
     });
   });
 }
+
+describe("REST events: split commits and the stream limit", () => {
+  let srv: TestServer;
+  let limited: TestServer;
+  beforeAll(async () => {
+    srv = await startTestServer({ EVENTS_HEARTBEAT_MS: "200", EVENTS_MAX_MESSAGE_BYTES: "2048" });
+    limited = await startTestServer({ MAX_WATCH_STREAMS: "2" });
+  }, 60_000);
+  afterAll(async () => {
+    await srv?.close();
+    await limited?.close();
+  });
+
+  it("a split commit's partial frames carry partial and an id that resends the whole commit", async () => {
+    await post(srv, "/resources/create", { resources: [{ identifier: "sp-ds", payload_type: "datasource", name: "d" }] });
+    let since = "";
+    for await (const m of createClient(EventServiceV2, transports.grpc!(srv.url)).watch({})) {
+      since = m.at;
+      break;
+    }
+    const ids = Array.from({ length: 40 }, (_, i) => `sp-${String(i).padStart(2, "0")}`);
+    await post(srv, "/resources/create", {
+      resources: ids.map((identifier) => ({ identifier, payload_type: "study", parent_identifier: "sp-ds", modality: "CT", description: "d".repeat(100) })),
+    });
+    const url = `${srv.url}/events?include_resources=true&since=${encodeURIComponent(since)}`;
+    type Data = { at: string; partial?: boolean; events: { identifier: string }[] };
+    const whole = (f: { data?: unknown }) => f.data !== undefined && (f.data as Data).partial !== true;
+    const r = await sseOverHttp1(url, {}, (f) => f.some(whole));
+    expect(r.text).toBeUndefined();
+    const data = r.frames.filter((f) => f.data !== undefined).map((f) => ({ id: f.id, data: f.data as Data }));
+    const at = data.at(-1)!.data.at;
+    expect(data.length).toBeGreaterThan(2);
+    for (const f of data.slice(0, -1)) {
+      expect(f.data.partial).toBe(true);
+      expect(f.id).toBe(f.data.at);
+      expect(f.id! < at).toBe(true);
+    }
+    expect(data.at(-1)?.id).toBe(at);
+    expect(data.flatMap((f) => f.data.events.map((e) => e.identifier))).toEqual(ids);
+    // A reconnect after a partial frame: the whole commit, from its first event.
+    const again = await sseOverHttp1(url, { "last-event-id": data[1]!.id! }, (f) => f.some(whole));
+    expect(again.frames.flatMap((f) => (f.data as { events: { identifier: string }[] } | undefined)?.events.map((e) => e.identifier) ?? [])).toEqual(ids);
+  });
+
+  it("one stream more than MAX_WATCH_STREAMS is 429 resource_exhausted", async () => {
+    const open = [new AbortController(), new AbortController()];
+    const responses = await Promise.all(open.map((ac) => fetch(`${limited.url}/events`, { signal: ac.signal })));
+    try {
+      for (const r of responses) expect(r.status).toBe(200);
+      const third = await fetch(`${limited.url}/events`);
+      expect(third.status).toBe(429);
+      expect(await third.json()).toMatchObject({ code: "resource_exhausted" });
+    } finally {
+      for (const ac of open) ac.abort();
+    }
+  });
+});

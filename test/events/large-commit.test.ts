@@ -1,0 +1,90 @@
+// A commit too large for one message of a default gRPC client (issue 33): a
+// cascading delete of a 20,000-resource subtree (no batch limit applies to a
+// cascade), watched with include_resources by @grpc/grpc-js with the 4 MiB
+// receive limit that Go, Java and Python clients have by default. As one
+// message (about 7 MB) such a client could never get past it; split by
+// EVENTS_MAX_MESSAGE_BYTES it reads every event once.
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WatchRequestSchema, WatchResponseSchema, type WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
+import { createResourceStore } from "../../src/store/index.js";
+import { startTestServer, type TestServer } from "../support/app.js";
+import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+
+const pgOk = await postgresReachable();
+const FOUR_MIB = 4 * 1024 * 1024;
+
+/** Server-streams Watch through grpc-js until `until`; the first error fails. */
+function watchGrpcJs(address: string, since: string, until: (m: WatchResponse) => boolean): Promise<WatchResponse[]> {
+  const client = new grpc.Client(address, grpc.credentials.createInsecure(), { "grpc.max_receive_message_length": FOUR_MIB });
+  const request = create(WatchRequestSchema, { since, includeResources: true });
+  const call = client.makeServerStreamRequest(
+    "/resourcestore.v2.EventService/Watch",
+    (r: typeof request) => Buffer.from(toBinary(WatchRequestSchema, r)),
+    (b: Buffer) => fromBinary(WatchResponseSchema, b),
+    request,
+  );
+  const out: WatchResponse[] = [];
+  return new Promise<WatchResponse[]>((resolve, reject) => {
+    call.on("data", (m: WatchResponse) => {
+      out.push(m);
+      if (until(m)) {
+        call.cancel();
+        client.close();
+        resolve(out);
+      }
+    });
+    call.on("error", (err: grpc.ServiceError) => {
+      client.close();
+      if (err.code === grpc.status.CANCELLED) resolve(out);
+      else reject(err);
+    });
+  });
+}
+
+describe.skipIf(!pgOk)("a commit larger than a default gRPC client's receive limit", () => {
+  let db: TestDatabase;
+  let srv: TestServer;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    srv = await startTestServer({ DATABASE_URL: db.url, EVENTS_HEARTBEAT_MS: "1000", ...(process.env.CONTROL_NO_SPLIT === "1" ? { EVENTS_MAX_MESSAGE_BYTES: "1073741824" } : {}) });
+  }, 60_000);
+  afterAll(async () => {
+    await srv?.close();
+    await db?.drop();
+  });
+
+  it("a cascading delete of 20,000 resources watched with include_resources arrives, every event once, within 4 MiB messages", async () => {
+    const store = createResourceStore(srv.app.db);
+    const description = "d".repeat(300);
+    await store.create([{ identifier: "big-root", payloadType: "datasource", payload: { name: "root" } }]);
+    let since = "";
+    for (let done = 1; done < 20_000; done += 10_000) {
+      const n = Math.min(10_000, 20_000 - done);
+      since = (
+        await store.create(
+          Array.from({ length: n }, (_, i) => ({
+            identifier: `big-${String(done + i).padStart(5, "0")}`,
+            payloadType: "datasource",
+            parentIdentifier: "big-root",
+            payload: { name: `n${done + i}`, description },
+          })),
+        )
+      ).at;
+    }
+    const { at, count } = await store.delete(["big-root"], { cascade: true });
+    expect(count).toBe(20_000);
+    const address = new URL(srv.url).host;
+    const messages = await watchGrpcJs(address, since, (m) => m.at >= at && !m.partial);
+    const events = messages.flatMap((m) => m.events);
+    expect(events.length).toBe(20_000);
+    expect(new Set(events.map((e) => e.identifier)).size).toBe(20_000);
+    expect(events.every((e) => e.at === at && e.kind === "deleted" && e.resource !== undefined)).toBe(true);
+    const partial = messages.filter((m) => m.partial);
+    expect(partial.length).toBeGreaterThanOrEqual(2);
+    for (const m of partial) expect(m.at < at).toBe(true);
+    for (const m of messages) expect(toBinary(WatchResponseSchema, m).length).toBeLessThanOrEqual(1_048_576);
+    console.log(`20,000 events in ${messages.length} messages (${partial.length} partial)`);
+  }, 180_000);
+});
