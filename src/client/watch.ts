@@ -8,8 +8,8 @@
 // (heartbeats and watermarks included, so a quiet feed does not replay from
 // far back). A commit larger than the service's EVENTS_MAX_MESSAGE_BYTES comes
 // in several messages, all but the last with `partial: true` and the same
-// `at`; resuming from a partial message's `at` would skip the rest of that
-// commit, so such an `at` is never a resume point. After a drop in the middle
+// `at` (one microsecond before the commit's stamp); such an `at` is never a
+// resume point here, since the message may have been cut short. After a drop in the middle
 // of a split commit the service sends that commit again from its start: the
 // events of it already handed out are dropped (by identifier and version), so
 // every event is yielded once. Partial messages are passed on as they come
@@ -119,8 +119,11 @@ export async function* followFeed(open: WatchOpener, params: WatchParams = {}): 
         // A split commit sent again after a resume: leave out what was yielded the first time.
         if (splitAt !== undefined && yielded.size > 0) events = events.filter((e) => e.at !== splitAt || !yielded.has(eventKey(e)));
         if (partial) {
-          if (splitAt !== message.at) {
-            splitAt = message.at;
+          // The split commit is the message's last: its stamp is its events' `at` (the message's own `at`
+          // is the point just before that commit, so that resuming from it sends the commit again).
+          const commitAt = message.events.at(-1)?.at ?? message.at;
+          if (splitAt !== commitAt) {
+            splitAt = commitAt;
             yielded = new Set();
           }
           for (const e of events) yielded.add(eventKey(e));

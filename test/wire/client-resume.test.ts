@@ -11,9 +11,14 @@ import { EventSchema, WatchResponseSchema, type WatchResponse } from "../../gen/
 import { FINAL_WATCH_CODES, followFeed, type WatchOpener, type WatchStreamRequest } from "../../src/client/browser.js";
 import { ROOT } from "../cli/run-cli.js";
 
+/**
+ * A message of the commit stamped `at`. A partial one carries, as the
+ * service sends it, the point just before that commit as its own `at`
+ * (`at` + "-" here), while its events keep the commit's stamp.
+ */
 function message(at: string, ids: string[], partial = false): WatchResponse {
   return create(WatchResponseSchema, {
-    at,
+    at: partial ? `${at}-` : at,
     partial,
     events: ids.map((identifier) => create(EventSchema, { at, identifier, payloadType: "datasource", kind: "created", version: 1n })),
   });
@@ -126,7 +131,7 @@ describe("followFeed", () => {
       ats.push(`${m.at}:${m.events.map((e) => e.identifier).join(",")}`);
       if (m.at === "t3") break;
     }
-    expect(ats).toEqual(["t1:", "t2:x", "t2:y", "t3:"]);
+    expect(ats).toEqual(["t1:", "t2-:x", "t2:y", "t3:"]);
     expect(requests.map((r) => r.since)).toEqual([undefined, "t1"]);
   });
 });
