@@ -215,3 +215,35 @@ describe.each(backends)("tracing on $name", ({ name, env }) => {
     probe.end();
   });
 });
+
+describe("tracing a call refused before the interceptors", () => {
+  const exporter = new InMemorySpanExporter();
+  let tracing: Tracing;
+  let srv: TestServer;
+  const { log, lines } = capture();
+  beforeAll(async () => {
+    tracing = await startTracing({ exporter, simple: true });
+    srv = await startTestServer({ API_TOKENS: "tok-tracing=read" }, { tracing }, log);
+  });
+  afterAll(async () => {
+    await srv?.close();
+    await tracing?.shutdown();
+  });
+
+  it("a call refused at the front door (no credentials) is a span in the caller's trace, with its code and trace id logged", async () => {
+    const tp = traceparent();
+    const res = await fetch(`${srv.url}/resources/read`, {
+      method: "POST",
+      headers: { "content-type": "application/json", traceparent: tp.header, "x-request-id": "req-refused" },
+      body: JSON.stringify({ identifiers: ["x"] }),
+    });
+    expect(res.status).toBe(401);
+    await res.arrayBuffer();
+    const { call, under } = callSpan(exporter.getFinishedSpans(), tp, "resourcestore.v2.ResourceService/Read");
+    expect(under).toEqual([]);
+    expect(call.attributes).toMatchObject({ "rpc.grpc.status_code": 16, "error.type": "Unauthenticated" });
+    const deadline = Date.now() + 5000;
+    while (!lines.some((l) => l.request_id === "req-refused") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(lines.find((l) => l.request_id === "req-refused")).toMatchObject({ trace_id: tp.traceId });
+  });
+});
