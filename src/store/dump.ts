@@ -542,13 +542,22 @@ async function flushRegistry(tx: Queryable, shape: Shape, rows: Record<string, R
          ON CONFLICT (key_id) DO NOTHING`,
         [json],
       );
+      {
+        // A store that knows a key id with another key would hash and resolve differently from the source.
+        const { rows: clash } = await tx.query<{ key_id: string }>(
+          `SELECT k.key_id FROM registry_keys k JOIN jsonb_to_recordset($1::text::jsonb) AS x(key_id text, fingerprint text)
+              ON x.key_id = k.key_id WHERE k.fingerprint <> decode(x.fingerprint, 'hex')`,
+          [json],
+        );
+        if (clash.length > 0) throw new DumpError(`this store knows registry key ${clash[0]!.key_id} as another key than the dump's source; nothing was restored`);
+      }
       break;
     case "registry_key_chain":
       if (!shape.registryChains) throw new DumpError("the dump holds registry key chains and this store cannot keep them: upgrade resource-store before restoring");
       await tx.query(
         `INSERT INTO registry_key_chains (chain, key_ids)
          SELECT x.chain, x.key_ids FROM jsonb_to_recordset($1::text::jsonb) AS x(chain text, key_ids text[])
-         ON CONFLICT (chain) DO NOTHING`,
+         ON CONFLICT (chain) DO UPDATE SET key_ids = coalesce(registry_key_chains.key_ids, excluded.key_ids)`,
         [json],
       );
       break;

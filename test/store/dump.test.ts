@@ -16,6 +16,7 @@ import {
   createRegistry,
   createResources,
   deleteResources,
+  loadRegistryKeys,
   DUMP_FORMAT_VERSION,
   migrate,
   openDatabase,
@@ -58,13 +59,15 @@ async function contents(db: Db): Promise<unknown> {
        FROM resource_history ORDER BY identifier, version`,
   );
   const { rows: patients } = await db.query(
-    `SELECT identifier, datasource_id, encode(uid_hash, 'hex') AS h, key_id, ${ts("registered_at")} AS r FROM registry_patients ORDER BY identifier`,
+    `SELECT identifier, datasource_id, encode(uid_hash, 'hex') AS h, key_chain, ${ts("registered_at")} AS r FROM registry_patients ORDER BY identifier`,
   );
   const { rows: studies } = await db.query(
-    `SELECT identifier, patient_identifier, encode(uid_hash, 'hex') AS h, key_id, ${ts("registered_at")} AS r FROM registry_studies ORDER BY identifier`,
+    `SELECT identifier, patient_identifier, encode(uid_hash, 'hex') AS h, key_chain, ${ts("registered_at")} AS r FROM registry_studies ORDER BY identifier`,
   );
+  const { rows: keys } = await db.query(`SELECT key_id, encode(fingerprint, 'hex') AS f FROM registry_keys ORDER BY key_id`);
+  const { rows: chains } = await db.query("SELECT chain, key_ids FROM registry_key_chains ORDER BY chain");
   const { rows: clock } = await db.query(`SELECT ${ts("last")} AS last FROM clock`);
-  return { versions, patients, studies, clock };
+  return { versions, patients, studies, keys, chains, clock };
 }
 
 /** Reads of every identifier at every stamp of the history (and now). */
@@ -118,15 +121,17 @@ async function applyHistory(db: Db, seed: number, steps: number, prefix: string)
   }
 }
 
-async function registerSome(db: Db, secret: Uint8Array, from: number, to: number): Promise<void> {
-  const registry = createRegistry({ db, secret });
+async function registerSome(db: Db, secret: Buffer, from: number, to: number): Promise<void> {
+  const registry = createRegistry({ db, keys: [{ id: "default", secret }] });
   for (let i = from; i < to; i++) {
     const patient = await registry.registerPatient(`ds-${i % 2}`, `MRN-${i}`);
     await registry.registerStudy(patient, `ACC-${i}`);
   }
 }
 
-const secret = randomBytes(32);
+const secretText = randomBytes(32).toString("base64url");
+const configured = [{ id: "default", secret: secretText }];
+const secret = Buffer.from(secretText, "utf8");
 
 describe("dump and restore", () => {
   let source: Db;
@@ -135,6 +140,8 @@ describe("dump and restore", () => {
 
   beforeAll(async () => {
     source = await freshPglite();
+    // As the service starts: the key's fingerprint and chain are recorded, then rows hashed under it.
+    await loadRegistryKeys({ configured, db: source, dataDir: undefined });
     await applyHistory(source, 34, 60, "a");
     await registerSome(source, secret, 0, 3);
     full = await dumpBytes(source);
@@ -157,6 +164,8 @@ describe("dump and restore", () => {
     expect(new Set(versions.map((v) => v.kind))).toEqual(new Set(["created", "updated", "deleted", "restored"]));
     expect(lines.filter((l) => l.record === "registry_patient")).toHaveLength(3);
     expect(lines.filter((l) => l.record === "registry_study")).toHaveLength(3);
+    expect(lines.filter((l) => l.record === "registry_key").map((l) => l.key_id)).toEqual(["default"]);
+    expect(lines.filter((l) => l.record === "registry_key_chain").map((l) => l.chain)).toEqual(["default"]);
     // Hashes only: no external uid in the file.
     expect(gunzipSync(full).toString("utf8")).not.toMatch(/MRN-|ACC-/);
   });
@@ -183,8 +192,10 @@ describe("dump and restore", () => {
       expect(await contents(copy)).toEqual(await contents(source));
       expect(await readsAtEveryStamp(copy)).toEqual(await readsAtEveryStamp(source));
       // The same key resolves the same uids on the copy.
-      const onCopy = createRegistry({ db: copy, secret });
-      const onSource = createRegistry({ db: source, secret });
+      // The copy starts as the service would, with the same key: its fingerprint matches the restored one.
+      await loadRegistryKeys({ configured, db: copy, dataDir: undefined });
+      const onCopy = createRegistry({ db: copy, keys: [{ id: "default", secret }] });
+      const onSource = createRegistry({ db: source, keys: [{ id: "default", secret }] });
       for (let i = 0; i < 3; i++) expect(await onCopy.resolvePatient(`ds-${i % 2}`, `MRN-${i}`)).toBe(await onSource.resolvePatient(`ds-${i % 2}`, `MRN-${i}`));
 
       // A restored store is not empty: a full dump is refused, and nothing changes.
