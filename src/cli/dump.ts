@@ -3,8 +3,8 @@
 // tools they open the database themselves — DATABASE_URL, else the embedded
 // store under DATA_DIR (stopped: PGlite is one process's) — because the API
 // cannot write history with given stamps (docs/dump-format.md says why).
-import { createReadStream, createWriteStream } from "node:fs";
-import { rm, stat } from "node:fs/promises";
+import { createReadStream } from "node:fs";
+import { open, rm, stat } from "node:fs/promises";
 import { Command, Option } from "commander";
 import { loadConfig } from "../config.js";
 import { DumpError, migrate, openDatabase, restoreDump, writeDump, type Db } from "../store/index.js";
@@ -31,18 +31,25 @@ async function withStore<T>(env: Env, fn: (db: Db) => Promise<T>): Promise<T> {
   }
 }
 
-/** The operator's reason when there is one (a DumpError, possibly wrapped by the store's error mapping), else the error's message. */
+/**
+ * The operator's reason: a DumpError's message, possibly wrapped by the
+ * store's error mapping ("internal error" around it), else the innermost
+ * cause's (a file system or database error says more than its wrapper).
+ */
 export function describeDumpError(err: unknown): string {
+  let innermost: unknown = err;
   for (let e: unknown = err; e instanceof Error; e = (e as { cause?: unknown }).cause) {
     if (e instanceof DumpError) return e.message;
+    innermost = e;
   }
-  return err instanceof Error ? err.message : String(err);
+  return innermost instanceof Error ? innermost.message : String(innermost);
 }
 
 export async function runDump(env: Env, file: string, opts: { since?: string; quiet: boolean }): Promise<string> {
   return withStore(env, async (db) => {
     const progress = createProgress("dump", { quiet: opts.quiet });
-    const out = createWriteStream(file, { flags: "wx" });
+    // Created (never overwritten) before anything is written: a failure below removes only a file this run made.
+    const out = (await open(file, "wx")).createWriteStream();
     try {
       const summary = await writeDump(db, out, {
         ...(opts.since !== undefined ? { since: opts.since } : {}),
