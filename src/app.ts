@@ -44,6 +44,7 @@ import { createEncoderPool, type EncoderPool } from "./parquet/index.js";
 import { assertCorsSafe, withCors } from "./cors.js";
 import { allowedHostsFor, withAllowedHosts } from "./http/host-check.js";
 import { defaultUiDir, withUi } from "./ui-assets.js";
+import { startTracing, type Tracing } from "./tracing/index.js";
 
 export interface App {
   readonly handler: RequestHandler;
@@ -84,13 +85,21 @@ export interface AppOptions {
   readonly auth?: Authenticator;
   /** The built explorer (index.html and assets); defaults to dist/ui of the package. */
   readonly uiDir?: string;
+  /**
+   * Tracing made by the caller (tests, with an in-memory exporter); the
+   * caller shuts it down. Default: started here when config.tracing is set.
+   */
+  readonly tracing?: Tracing;
 }
 
 export async function createApp(config: Config, log: Logger, opts: AppOptions = {}): Promise<App> {
   // Before anything opens: a bad token file fails start-up, not the first call.
   const auth = opts.auth ?? createAuthenticator(config.auth);
   assertCorsSafe(config.corsOrigins, auth.enabled);
-  const db = await openDatabase({
+  // Loaded only when configured (docs/tracing.md): without it no OpenTelemetry SDK module is imported and nothing below is wrapped.
+  const ownTracing = opts.tracing === undefined && config.tracing ? await startTracing() : undefined;
+  const tracing = opts.tracing ?? ownTracing;
+  const untracedDb = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     poolSize: config.databasePoolSize,
@@ -99,7 +108,11 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     readStampTtlMs: config.readReplicas.stampTtlMs,
     statementTimeoutMs: config.defence.databaseStatementTimeoutMs,
     idleInTransactionMs: config.defence.databaseIdleInTransactionMs,
+  }).catch(async (err: unknown) => {
+    await ownTracing?.shutdown();
+    throw err;
   });
+  const db = tracing === undefined ? untracedDb : tracing.traceDb(untracedDb);
   let storage: ObjectStorage | undefined;
   let refresher: LineageRefresher | undefined;
   let registryKeys: RegistryKey[];
@@ -110,6 +123,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     // Before anything else starts: no key on PostgreSQL, or one left in the database, stops start-up here.
     registryKeys = await loadRegistryKeys({ configured: config.registryKeys, db, dataDir: db.dataDir });
     storage = await createObjectStorage(config);
+    if (tracing !== undefined) storage = tracing.traceStorage(storage);
     // One listening hub per process for the change feed (LISTEN/NOTIFY on PostgreSQL, in-process on PGlite).
     notifications = createNotifications(db, {
       onError: (err) => log.warn({ err }, "listening connection lost; reconnecting"),
@@ -137,6 +151,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     await notifications?.close();
     await storage?.close();
     await db.close();
+    await ownTracing?.shutdown();
     throw err;
   }
   const ready = async (): Promise<boolean> => {
@@ -154,7 +169,13 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   // Every call, whichever path it takes below, runs this one pipeline: its
   // interceptors, body limit, compressions and JSON options (rpc/pipeline.ts,
   // where access, audit and tracing take their slots).
-  const pipeline = createPipeline({ log, auth, metrics, maxBodyBytes: config.limits.maxBodyBytes });
+  const pipeline = createPipeline({
+    log,
+    auth,
+    metrics,
+    maxBodyBytes: config.limits.maxBodyBytes,
+    ...(tracing !== undefined ? { tracing: tracing.interceptor } : {}),
+  });
   const routes = routesFor(impls, ready);
   // REST streams reach their handlers through an in-process router with the pipeline.
   const transport = createRouterTransport(routes, { router: pipeline.routerOptions });
@@ -163,7 +184,15 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   // A call answered without the interceptors (refused at the front door, or a
   // cached constant document): the log line and metrics they would write.
   const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint): void =>
-    pipeline.recordSkipped(method, err, req.headers[REQUEST_ID] as string | undefined, callRecords.get(req), started);
+    pipeline.recordSkipped(
+      method,
+      err,
+      req.headers[REQUEST_ID] as string | undefined,
+      callRecords.get(req),
+      started,
+      // Its span too, when tracing is on: the trace id goes into its log line.
+      tracing?.recordCall(`${method.parent.typeName}/${method.name}`, err?.code, req.headers, started),
+    );
   // Unary calls of our services, REST and plain Connect, run their interceptors and handlers in process.
   const lane = createUnaryLane({
     services: allServices,
@@ -227,6 +256,8 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       await refresher?.stop();
       await notifications.close();
       await Promise.allSettled([db.close(), storage?.close(), encoders.close()]);
+      // Last: what the closing calls traced is exported before the SDK stops.
+      await ownTracing?.shutdown();
     },
   };
 }

@@ -82,6 +82,14 @@ export interface Config {
    * (docs/contract/16-limits.md).
    */
   readonly allowedHosts: readonly string[] | undefined;
+  /**
+   * Tracing (issue 34): on when the OpenTelemetry SDK's own variables name an
+   * OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
+   * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and do not turn it off
+   * (OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none). Every other
+   * OTEL_* variable is the SDK's to read.
+   */
+  readonly tracing: boolean;
   readonly defence: DefenceConfig;
 }
 
@@ -362,8 +370,16 @@ export function loadConfig(env: Env = process.env): Config {
     // --- browsers (docs/contract/15-browsers.md) ---
     corsOrigins: origins(env, "CORS_ORIGINS"),
     allowedHosts: hostNames(env, "ALLOWED_HOSTS"),
+    tracing: tracingConfigured(env),
     defence: loadDefence(env),
   };
+}
+
+// --- tracing (issue 34) -------------------------------------------------------
+function tracingConfigured(env: Env): boolean {
+  if ((str(env, "OTEL_SDK_DISABLED") ?? "").toLowerCase() === "true") return false;
+  if ((str(env, "OTEL_TRACES_EXPORTER") ?? "").toLowerCase() === "none") return false;
+  return str(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") !== undefined || str(env, "OTEL_EXPORTER_OTLP_ENDPOINT") !== undefined;
 }
 
 // --- registry keys (issue 20, issue 31) ----------------------------------

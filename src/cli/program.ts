@@ -8,9 +8,10 @@ import { createProgress } from "./progress.js";
 import { runUploadDir } from "./upload-dir.js";
 import { runWatch } from "./watch.js";
 import { registryCommand } from "./registry-command.js";
+import { dumpCommand, restoreCommand } from "./dump.js";
 
 /** Operator commands: they open the database themselves (DATABASE_URL), not the service. */
-const OPERATOR_COMMANDS: (() => Command)[] = [() => registryCommand()];
+const OPERATOR_COMMANDS: (() => Command)[] = [() => registryCommand(), () => dumpCommand(), () => restoreCommand()];
 
 function positiveInt(value: string): number {
   if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError("must be a positive integer.");

@@ -69,9 +69,9 @@ function isJsonContentType(value: string | undefined): boolean {
   return /^application\/json\s*(;|$)/i.test(value ?? "");
 }
 
-/** The request headers the interceptors care about: credentials and x-* (request ids, tracing). */
+/** The request headers the interceptors care about: credentials, x-* (request ids) and W3C trace context. */
 function isForwarded(name: string): boolean {
-  return name === "authorization" || name.startsWith("x-");
+  return name === "authorization" || name.startsWith("x-") || name === "traceparent" || name === "tracestate";
 }
 
 /** x-* headers the handlers or interceptors set (a request id, say) go back to the client. */

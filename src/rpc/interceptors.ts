@@ -9,6 +9,7 @@ import { malformedBinaryBody, parsedBinaryBody } from "./body-marks.js";
 import { onResponseEnd } from "./response-end.js";
 import type { Logger } from "../log.js";
 import { toServiceError } from "../store/index.js";
+import { traceIdKey } from "../tracing/index.js";
 
 export const REQUEST_ID = "x-request-id";
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -28,16 +29,19 @@ export function requestIdOf(incoming: string | null | undefined): string {
 export interface CallRecord {
   rpc?: string;
   code?: string;
+  /** The call span's trace id, when tracing is on. */
+  traceId?: string;
   closed: boolean;
 }
 
 export const callRecordKey = createContextKey<CallRecord | undefined>(undefined, { description: "the REST request's log record" });
 
 /** Puts a call's outcome on its request's record; false when there is none (or it is closed) and the call logs its own line. */
-function recordOnRequest(record: CallRecord | undefined, rpc: string, code: string): boolean {
+function recordOnRequest(record: CallRecord | undefined, rpc: string, code: string, traceId: string | undefined): boolean {
   if (record === undefined || record.closed) return false;
   record.rpc = rpc;
   record.code = code;
+  if (traceId !== undefined) record.traceId = traceId;
   return true;
 }
 
@@ -46,9 +50,12 @@ function recordOnRequest(record: CallRecord | undefined, rpc: string, code: stri
  * request's line carries it), else a `call` line of its own. Every call
  * logs through here, whether the interceptors ran or not (app.ts).
  */
-export function logCall(log: Logger, record: CallRecord | undefined, requestId: string, rpc: string, code: string, ms: number): void {
-  if (recordOnRequest(record, rpc, code)) return;
-  log.info({ request_id: requestId, rpc, code, duration_ms: Math.round(ms * 1000) / 1000 }, "call");
+export function logCall(log: Logger, record: CallRecord | undefined, requestId: string, rpc: string, code: string, ms: number, traceId?: string): void {
+  if (recordOnRequest(record, rpc, code, traceId)) return;
+  const durationMs = Math.round(ms * 1000) / 1000;
+  // Two literals rather than a spread: this runs for every call.
+  if (traceId === undefined) log.info({ request_id: requestId, rpc, code, duration_ms: durationMs }, "call");
+  else log.info({ request_id: requestId, trace_id: traceId, rpc, code, duration_ms: durationMs }, "call");
 }
 
 /** Codes whose messages we wrote ourselves for the client. */
@@ -76,7 +83,16 @@ export function createCallInterceptor(log: Logger): Interceptor {
     const ctx = { request_id: requestId, rpc: `${req.service.typeName}/${req.method.name}` };
     const started = process.hrtime.bigint();
     const done = (code: string): void =>
-      logCall(log, req.contextValues.get(callRecordKey), requestId, ctx.rpc, code, Number(process.hrtime.bigint() - started) / 1e6);
+      logCall(
+        log,
+        req.contextValues.get(callRecordKey),
+        requestId,
+        ctx.rpc,
+        code,
+        Number(process.hrtime.bigint() - started) / 1e6,
+        // Set by the tracing interceptor (outside this one) when tracing is on.
+        req.contextValues.get(traceIdKey),
+      );
     try {
       if (req.contextValues.get(malformedBinaryBody)) {
         throw invalidArgument(`the request body is not a valid ${req.method.input.typeName} message`, "MALFORMED_BODY");

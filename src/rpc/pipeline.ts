@@ -75,7 +75,7 @@ export interface Pipeline {
    * they would have written. `record` is its REST request's log record, if
    * any; `started` is process.hrtime.bigint() when it began.
    */
-  recordSkipped(method: DescMethod, err: ConnectError | undefined, requestId: string | undefined, record: CallRecord | undefined, started: bigint): void;
+  recordSkipped(method: DescMethod, err: ConnectError | undefined, requestId: string | undefined, record: CallRecord | undefined, started: bigint, traceId?: string): void;
 }
 
 /** The compressions the server offers, in connect's order of preference (the router's, and the unary lane's). */
@@ -99,12 +99,12 @@ export function createPipeline(parts: PipelineParts): Pipeline {
     acceptCompression: ACCEPT_COMPRESSION,
     jsonOptions,
     routerOptions: { interceptors, readMaxBytes: parts.maxBodyBytes, acceptCompression: [...ACCEPT_COMPRESSION], jsonOptions },
-    recordSkipped(method, err, requestId, record, started) {
+    recordSkipped(method, err, requestId, record, started, traceId) {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const rpc = `${method.parent.typeName}/${method.name}`;
       parts.metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
       const code = err === undefined ? "ok" : Code[err.code];
-      logCall(parts.log, record, requestIdOf(requestId), rpc, code, seconds * 1000);
+      logCall(parts.log, record, requestIdOf(requestId), rpc, code, seconds * 1000, traceId);
     },
   };
 }

@@ -40,6 +40,18 @@ export {
   withLineageSnapshot,
 } from "./lineage-view.js";
 export { createLineageRefresher, type LineageRefresher, type LineageRefresherOptions } from "./lineage-refresher.js";
+// Dump and restore of the whole history (docs/dump-format.md).
+export {
+  DUMP_FORMAT,
+  DUMP_FORMAT_VERSION,
+  DumpError,
+  restoreDump,
+  writeDump,
+  type DumpOptions,
+  type DumpSummary,
+  type RestoreOptions,
+  type RestoreSummary,
+} from "./dump.js";
 // Patients and studies.
 export {
   allocateIdentifier,

@@ -1,0 +1,584 @@
+// Dump and restore of a whole store (issue 34): every version of every
+// resource with its period, and the registry's rows and key fingerprints, as
+// one gzip stream of NDJSON lines closed by a trailer with counts and a
+// SHA-256. The format, and why this works on the database and not over the
+// API, is docs/dump-format.md: change both together.
+//
+// Memory stays flat: the writer reads through a server-side cursor in one
+// read-only snapshot and writes as it reads (the gzip stream's backpressure
+// holds the cursor); the reader parses line by line and inserts in batches,
+// all in one transaction that commits only once the trailer has checked out.
+import { createHash, type Hash } from "node:crypto";
+import { createInterface } from "node:readline";
+import { Readable, type Writable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { createGunzip, createGzip } from "node:zlib";
+import type { Db, Queryable } from "./db.js";
+import { hasLineageView, refreshLineageView } from "./lineage-view.js";
+import { ts } from "./sql.js";
+
+export const DUMP_FORMAT = "resource-store-dump";
+/** The format this code writes, and the newest it reads (docs/dump-format.md). */
+export const DUMP_FORMAT_VERSION = 1;
+
+const SECTIONS = ["versions", "registry_keys", "registry_key_chains", "registry_patients", "registry_studies"] as const;
+
+/** A dump or restore refused for a reason the operator can act on (the CLI prints the message alone). */
+export class DumpError extends Error {
+  override readonly name = "DumpError";
+}
+
+export interface DumpOptions {
+  /** The `until` of an earlier dump: write only what changed after it (docs/dump-format.md, incremental dumps). */
+  readonly since?: string;
+  /** Rows a cursor fetch (default 10,000). */
+  readonly batchSize?: number;
+  /** `source.service_version` of the header. */
+  readonly serviceVersion?: string;
+  /** Called after each batch of versions with the number written so far. */
+  readonly onVersions?: (written: number) => void;
+}
+
+export interface DumpSummary {
+  readonly versions: number;
+  readonly until: string;
+  readonly counts: Readonly<Record<string, number>>;
+}
+
+/** Which optional tables and columns this database has (sources and targets of several schema levels). */
+interface Shape {
+  readonly actor: boolean;
+  readonly registryKeys: boolean;
+  readonly registryChains: boolean;
+  /** The column naming a registry row's key chain: key_chain, or key_id before chains. */
+  readonly keyColumn: "key_chain" | "key_id";
+  readonly migrations: number[];
+}
+
+async function shapeOf(q: Queryable): Promise<Shape> {
+  const { rows } = await q.query<{ table_name: string; column_name: string }>(
+    `SELECT table_name, column_name FROM information_schema.columns
+      WHERE table_schema = current_schema()
+        AND table_name IN ('resources', 'resource_versions', 'registry_keys', 'registry_key_chains', 'registry_patients')`,
+  );
+  const has = (t: string, c: string) => rows.some((r) => r.table_name === t && r.column_name === c);
+  const { rows: applied } = await q.query<{ id: number }>("SELECT id FROM schema_migrations ORDER BY id");
+  return {
+    actor: has("resources", "actor") && has("resource_versions", "actor"),
+    registryKeys: has("registry_keys", "fingerprint"),
+    registryChains: has("registry_key_chains", "key_ids"),
+    keyColumn: has("registry_patients", "key_chain") ? "key_chain" : "key_id",
+    migrations: applied.map((r) => Number(r.id)),
+  };
+}
+
+/** Lines hashed as they go out (or come in): the trailer's SHA-256 covers every byte before it. */
+class Digest {
+  private readonly hash: Hash = createHash("sha256");
+  bytes = 0;
+  add(line: string): void {
+    this.hash.update(line);
+    this.bytes += line.length;
+  }
+  hex(): string {
+    return this.hash.digest("hex");
+  }
+}
+
+interface VersionRow {
+  identifier: string;
+  version: string;
+  from: string;
+  to: string | null;
+  actor: string | null;
+  payload_type: string;
+  parent_identifier: string | null;
+  license: string | null;
+  access_level: string;
+  derived_from: string[];
+  payload: string;
+  created_at: string;
+  is_deleted: boolean;
+  deleted_by: string | null;
+  prev_is_deleted?: boolean | null;
+  prev_created_at?: string | null;
+}
+
+type Kind = "created" | "updated" | "deleted" | "restored";
+
+/** The history API's kind of a version, from the version before it (docs/dump-format.md). */
+export function kindOf(version: number, isDeleted: boolean, createdAt: string, prev: { isDeleted: boolean; createdAt: string } | undefined): Kind {
+  if (version === 1 || prev === undefined) return "created";
+  if (isDeleted) return "deleted";
+  if (prev.isDeleted) return createdAt === prev.createdAt ? "restored" : "created";
+  return "updated";
+}
+
+function int8(text: string): number | string {
+  const n = Number(text);
+  return Number.isSafeInteger(n) ? n : text;
+}
+
+function versionLine(r: VersionRow, kind: Kind): string {
+  // payload is the stored jsonb's own text: valid JSON, spliced in unparsed.
+  return (
+    `{"record":"version","identifier":${JSON.stringify(r.identifier)},"version":${JSON.stringify(int8(r.version))}` +
+    `,"from":${JSON.stringify(r.from)},"to":${JSON.stringify(r.to)},"kind":"${kind}","actor":${JSON.stringify(r.actor)}` +
+    `,"payload_type":${JSON.stringify(r.payload_type)},"parent_identifier":${JSON.stringify(r.parent_identifier)}` +
+    `,"license":${JSON.stringify(r.license)},"access_level":${JSON.stringify(r.access_level)}` +
+    `,"derived_from":${JSON.stringify(r.derived_from)},"payload":${r.payload}` +
+    `,"created_at":${JSON.stringify(r.created_at)},"is_deleted":${r.is_deleted},"deleted_by":${JSON.stringify(r.deleted_by)}}\n`
+  );
+}
+
+/** Rows of `sql` through a cursor of this transaction, `batch` at a time. */
+async function* cursorRows<R>(tx: Queryable, name: string, sql: string, params: readonly unknown[], batch: number): AsyncGenerator<R[]> {
+  await tx.query(`DECLARE ${name} NO SCROLL CURSOR FOR ${sql}`, params);
+  for (;;) {
+    const { rows } = await tx.query<R>(`FETCH ${batch} FROM ${name}`);
+    if (rows.length === 0) break;
+    yield rows;
+    if (rows.length < batch) break;
+  }
+  await tx.query(`CLOSE ${name}`);
+}
+
+/** The lines of a dump, header to trailer, read in `tx` (one read-only snapshot). */
+async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: DumpSummary) => void): AsyncGenerator<string> {
+  const batch = opts.batchSize ?? 10_000;
+  const shape = await shapeOf(tx);
+  const { rows: clock } = await tx.query<{ until: string | null; server: string }>(
+    `SELECT CASE WHEN last = '-infinity' THEN NULL ELSE ${ts("last")} END AS until, version() AS server FROM clock`,
+  );
+  const until = clock[0]?.until ?? null;
+  if (opts.since !== undefined && until !== null) {
+    const { rows } = await tx.query<{ ok: boolean }>("SELECT $1::timestamptz <= $2::timestamptz AS ok", [opts.since, until]);
+    if (rows[0]?.ok !== true) throw new DumpError(`--since ${opts.since} is after the store's last write (${until})`);
+  }
+  const digest = new Digest();
+  const counts: Record<string, number> = { version: 0, version_current: 0, registry_key: 0, registry_key_chain: 0, registry_patient: 0, registry_study: 0 };
+  const emit = (line: string): string => {
+    digest.add(line);
+    return line;
+  };
+  yield emit(
+    `${JSON.stringify({
+      record: "header",
+      format: DUMP_FORMAT,
+      format_version: DUMP_FORMAT_VERSION,
+      written_at: new Date().toISOString(),
+      source: { backend: db.kind, server: clock[0]?.server ?? "", service_version: opts.serviceVersion ?? "", migrations: shape.migrations },
+      since: opts.since ?? null,
+      until,
+      sections: SECTIONS,
+    })}\n`,
+  );
+
+  // --- versions: (identifier, version) order, both tables' primary keys.
+  const incremental = opts.since !== undefined;
+  const actor = shape.actor ? "h.actor" : "NULL::text";
+  // An incremental dump's first version of an identifier may follow one it does not hold: its kind needs that one.
+  const prev = incremental
+    ? `, p.is_deleted AS prev_is_deleted, ${ts("p.created_at")} AS prev_created_at`
+    : "";
+  const prevJoin = incremental ? "LEFT JOIN resource_history p ON p.identifier = h.identifier AND p.version = h.version - 1" : "";
+  const where = incremental ? "WHERE h.tx_from > $1::timestamptz OR (h.tx_to > $1::timestamptz AND h.tx_to < 'infinity')" : "";
+  const sql = `SELECT h.identifier, h.version::text AS version, ${ts("h.tx_from")} AS "from",
+      CASE WHEN h.tx_to = 'infinity' THEN NULL ELSE ${ts("h.tx_to")} END AS "to", ${actor} AS actor,
+      h.payload_type, h.parent_identifier, h.license, h.access_level, h.derived_from, h.payload::text AS payload,
+      ${ts("h.created_at")} AS created_at, h.is_deleted, ${ts("h.deleted_by")} AS deleted_by${prev}
+    FROM resource_history h ${prevJoin} ${where}
+    ORDER BY h.identifier, h.version`;
+  let last: { identifier: string; isDeleted: boolean; createdAt: string } | undefined;
+  for await (const rows of cursorRows<VersionRow>(tx, "dump_versions", sql, incremental ? [opts.since] : [], batch)) {
+    for (const r of rows) {
+      const v = Number(r.version);
+      const before =
+        last?.identifier === r.identifier
+          ? last
+          : r.prev_is_deleted !== undefined && r.prev_is_deleted !== null && r.prev_created_at !== undefined && r.prev_created_at !== null
+            ? { isDeleted: r.prev_is_deleted, createdAt: r.prev_created_at }
+            : undefined;
+      yield emit(versionLine(r, kindOf(v, r.is_deleted, r.created_at, before)));
+      last = { identifier: r.identifier, isDeleted: r.is_deleted, createdAt: r.created_at };
+      counts.version!++;
+      if (r.to === null) counts.version_current!++;
+    }
+    opts.onVersions?.(counts.version!);
+  }
+
+  // --- the registry: hashes and fingerprints, never a key (written whole, incremental or not).
+  if (shape.registryKeys) {
+    const keySql = `SELECT key_id, encode(fingerprint, 'hex') AS fingerprint, ${ts("recorded_at")} AS recorded_at FROM registry_keys ORDER BY key_id`;
+    for await (const rows of cursorRows<Record<string, unknown>>(tx, "dump_keys", keySql, [], batch)) {
+      for (const r of rows) {
+        yield emit(`${JSON.stringify({ record: "registry_key", ...r })}\n`);
+        counts.registry_key!++;
+      }
+    }
+  }
+  if (shape.registryChains) {
+    const chainSql = "SELECT chain, key_ids FROM registry_key_chains ORDER BY seq";
+    for await (const rows of cursorRows<Record<string, unknown>>(tx, "dump_chains", chainSql, [], batch)) {
+      for (const r of rows) {
+        yield emit(`${JSON.stringify({ record: "registry_key_chain", ...r })}\n`);
+        counts.registry_key_chain!++;
+      }
+    }
+  }
+  const k = shape.keyColumn;
+  const patientSql = `SELECT identifier, datasource_id, encode(uid_hash, 'hex') AS uid_hash, ${k} AS key_chain, ${ts("registered_at")} AS registered_at
+    FROM registry_patients ORDER BY identifier`;
+  for await (const rows of cursorRows<Record<string, unknown>>(tx, "dump_patients", patientSql, [], batch)) {
+    for (const r of rows) {
+      yield emit(`${JSON.stringify({ record: "registry_patient", ...r })}\n`);
+      counts.registry_patient!++;
+    }
+  }
+  const studySql = `SELECT identifier, patient_identifier, encode(uid_hash, 'hex') AS uid_hash, ${k} AS key_chain, ${ts("registered_at")} AS registered_at
+    FROM registry_studies ORDER BY identifier`;
+  for await (const rows of cursorRows<Record<string, unknown>>(tx, "dump_studies", studySql, [], batch)) {
+    for (const r of rows) {
+      yield emit(`${JSON.stringify({ record: "registry_study", ...r })}\n`);
+      counts.registry_study!++;
+    }
+  }
+
+  yield `${JSON.stringify({ record: "trailer", counts, sha256: digest.hex() })}\n`;
+  done({ versions: counts.version!, until: until ?? "", counts });
+}
+
+/** Writes a dump of `db` to `out` (a file stream; ended here). */
+export async function writeDump(db: Db, out: Writable, opts: DumpOptions = {}): Promise<DumpSummary> {
+  let summary: DumpSummary | undefined;
+  await db.transaction(
+    async (tx) => {
+      await pipeline(Readable.from(dumpLines(tx, db, opts, (s) => (summary = s))), createGzip(), out);
+    },
+    { readOnlySnapshot: true },
+  );
+  if (summary === undefined) throw new Error("the dump ended without its trailer");
+  return summary;
+}
+
+// --- restore ------------------------------------------------------------------
+
+export interface RestoreOptions {
+  /** Versions an INSERT (default 2,000). */
+  readonly batchSize?: number;
+  /** Called after each batch with the versions loaded so far and the compressed bytes read. */
+  readonly onProgress?: (versions: number, bytesRead: number) => void;
+}
+
+export interface RestoreSummary {
+  readonly versions: number;
+  readonly until: string;
+  readonly since: string | null;
+}
+
+interface Header {
+  record: "header";
+  format: string;
+  format_version: number;
+  since: string | null;
+  until: string | null;
+  sections: string[];
+}
+
+interface VersionRecord {
+  record: "version";
+  identifier: string;
+  version: number | string;
+  from: string;
+  to: string | null;
+  kind: Kind;
+  actor: string | null;
+  payload_type: string;
+  parent_identifier: string | null;
+  license: string | null;
+  access_level: string;
+  derived_from: string[];
+  payload: unknown;
+  created_at: string;
+  is_deleted: boolean;
+  deleted_by: string | null;
+}
+
+const VERSION_COLUMNS = `identifier text, version bigint, "from" timestamptz, "to" timestamptz, actor text, payload_type text,
+  parent_identifier text, license text, access_level text, derived_from text[], payload jsonb, created_at timestamptz,
+  is_deleted boolean, deleted_by timestamptz`;
+
+function bad(line: number, what: string): DumpError {
+  return new DumpError(`line ${line}: ${what}; the dump is damaged or not one this resource-store wrote, nothing was restored`);
+}
+
+function checkHeader(h: unknown): Header {
+  const header = h as Partial<Header> | null;
+  if (header === null || typeof header !== "object" || header.record !== "header" || header.format !== DUMP_FORMAT) {
+    throw new DumpError("not a resource-store dump (its first line is not a dump header)");
+  }
+  if (typeof header.format_version !== "number" || !Number.isInteger(header.format_version) || header.format_version < 1) {
+    throw new DumpError("the dump header has no valid format_version");
+  }
+  if (header.format_version > DUMP_FORMAT_VERSION) {
+    throw new DumpError(
+      `the dump is format version ${header.format_version}, written by a newer resource-store; this one reads up to ${DUMP_FORMAT_VERSION}: upgrade it to restore this dump`,
+    );
+  }
+  return header as Header;
+}
+
+/** How many rows the store holds that a full restore would have to merge with (it never does). */
+async function storeContents(q: Queryable): Promise<{ resources: number; registry: number }> {
+  const { rows } = await q.query<{ r: string; v: string; p: string; s: string }>(
+    `SELECT (SELECT count(*) FROM resources) AS r, (SELECT count(*) FROM resource_versions) AS v,
+            (SELECT count(*) FROM registry_patients) AS p, (SELECT count(*) FROM registry_studies) AS s`,
+  );
+  const row = rows[0]!;
+  return { resources: Number(row.r) + Number(row.v), registry: Number(row.p) + Number(row.s) };
+}
+
+/**
+ * Loads a dump into `db` (docs/dump-format.md, restore rules): a full dump
+ * into an empty store, an incremental one into the store its `since` names.
+ * One transaction: on any failure nothing is written.
+ */
+export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions = {}): Promise<RestoreSummary> {
+  const batchSize = opts.batchSize ?? 2000;
+  let bytesRead = 0;
+  input.on("data", (chunk: Buffer) => {
+    bytesRead += chunk.length;
+  });
+  const gunzip = createGunzip();
+  const lines = createInterface({ input: input.pipe(gunzip), crlfDelay: Infinity });
+  const unreadable = (err: unknown): DumpError =>
+    err instanceof DumpError
+      ? err
+      : new DumpError(`the dump cannot be read (${err instanceof Error ? err.message : String(err)}): it may be cut short; nothing was restored`);
+  // A stream error may reach us through the line iterator or only through the stream: either ends the restore.
+  const failed = new Promise<never>((_, reject) => {
+    input.once("error", (err) => reject(unreadable(err)));
+    gunzip.once("error", (err) => reject(unreadable(err)));
+  });
+  failed.catch(() => {});
+  const it = lines[Symbol.asyncIterator]();
+  const nextLine = async (): Promise<string | undefined> => {
+    try {
+      const r = await Promise.race([it.next(), failed]);
+      return r.done === true ? undefined : r.value;
+    } catch (err) {
+      throw unreadable(err);
+    }
+  };
+
+  const first = await nextLine();
+  if (first === undefined) throw new DumpError("the dump is empty");
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(first);
+  } catch {
+    throw new DumpError("not a resource-store dump (its first line is not JSON)");
+  }
+  const header = checkHeader(parsed);
+  const digest = new Digest();
+  digest.add(`${first}\n`);
+
+  const summary = await db.transaction(async (tx) => {
+    const shape = await shapeOf(tx);
+    // Nothing else writes while we load: the clock row is ours until commit.
+    const { rows: clockRows } = await tx.query<{ last: string | null }>(
+      `SELECT CASE WHEN last = '-infinity' THEN NULL ELSE ${ts("last")} END AS last FROM clock FOR UPDATE`,
+    );
+    const clock = clockRows[0]?.last ?? null;
+    if (header.since === null) {
+      const held = await storeContents(tx);
+      if (held.resources > 0 || held.registry > 0) {
+        throw new DumpError(
+          `the store is not empty (${held.resources} versions of resources, ${held.registry} registry rows): a dump is restored only into an empty store`,
+        );
+      }
+    } else {
+      const { rows } = await tx.query<{ same: boolean }>("SELECT $1::timestamptz IS NOT DISTINCT FROM $2::timestamptz AS same", [clock, header.since]);
+      if (rows[0]?.same !== true) {
+        throw new DumpError(
+          `this incremental dump follows ${header.since}, but the store's last write is ${clock ?? "none"}: restore the dumps it follows first, in order`,
+        );
+      }
+    }
+
+    const counts: Record<string, number> = { version: 0, version_current: 0, registry_key: 0, registry_key_chain: 0, registry_patient: 0, registry_study: 0 };
+    const current: VersionRecord[] = [];
+    const superseded: VersionRecord[] = [];
+    const actorCol = shape.actor ? ", actor" : "";
+    const actorVal = shape.actor ? ", x.actor" : "";
+    const flushVersions = async (): Promise<void> => {
+      if (superseded.length > 0) {
+        // An incremental dump closes versions that were current in the store: they leave `resources` first.
+        if (header.since !== null) {
+          await tx.query(
+            `DELETE FROM resources r USING jsonb_to_recordset($1::text::jsonb) AS x(identifier text, version bigint)
+              WHERE r.identifier = x.identifier AND r.version = x.version`,
+            [JSON.stringify(superseded.map((v) => ({ identifier: v.identifier, version: v.version })))],
+          );
+        }
+        await tx.query(
+          `INSERT INTO resource_versions (identifier, version, tx_from, tx_to, payload_type, parent_identifier, license,
+              access_level, derived_from, payload, created_at, updated_at, is_deleted, deleted_by${actorCol})
+           SELECT x.identifier, x.version, x."from", x."to", x.payload_type, x.parent_identifier, x.license,
+              x.access_level, coalesce(x.derived_from, '{}'), x.payload, x.created_at, x."from", x.is_deleted, x.deleted_by${actorVal}
+             FROM jsonb_to_recordset($1::text::jsonb) AS x(${VERSION_COLUMNS})
+           ON CONFLICT (identifier, version) DO NOTHING`,
+          [JSON.stringify(superseded)],
+        );
+        superseded.length = 0;
+      }
+      if (current.length > 0) {
+        await tx.query(
+          `INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload,
+              created_at, updated_at, version, is_deleted, deleted_by${actorCol})
+           SELECT x.identifier, x.payload_type, x.parent_identifier, x.license, x.access_level, coalesce(x.derived_from, '{}'),
+              x.payload, x.created_at, x."from", x.version, x.is_deleted, x.deleted_by${actorVal}
+             FROM jsonb_to_recordset($1::text::jsonb) AS x(${VERSION_COLUMNS})`,
+          [JSON.stringify(current)],
+        );
+        current.length = 0;
+      }
+      opts.onProgress?.(counts.version!, bytesRead);
+    };
+
+    // Per identifier: versions consecutive, contiguous periods, one current version, the last.
+    let prev: VersionRecord | undefined;
+    const endIdentifier = (lineNo: number): void => {
+      if (prev !== undefined && header.since === null && prev.to !== null) throw bad(lineNo, `${prev.identifier} has no current version`);
+    };
+    const registryRows: Record<string, Record<string, unknown>[]> = { registry_key: [], registry_key_chain: [], registry_patient: [], registry_study: [] };
+    let lineNo = 1;
+    // A section is written in full before the next begins; what references it (studies their patients, rows their chains) comes later.
+    let section: unknown = "version";
+    const flushAll = async (): Promise<void> => {
+      await flushVersions();
+      for (const name of ["registry_key", "registry_key_chain", "registry_patient", "registry_study"]) await flushRegistry(tx, shape, registryRows, name);
+    };
+    type Trailer = { counts?: Record<string, number>; sha256?: string };
+    let trailer: Trailer | undefined;
+    for (;;) {
+      const line = await nextLine();
+      if (line === undefined) break;
+      lineNo++;
+      if (trailer !== undefined) throw bad(lineNo, "a line after the trailer");
+      let rec: { record?: unknown } & Record<string, unknown>;
+      try {
+        rec = JSON.parse(line) as typeof rec;
+      } catch {
+        throw bad(lineNo, "not JSON");
+      }
+      if (rec.record === "trailer") {
+        trailer = rec as Trailer;
+        continue;
+      }
+      digest.add(`${line}\n`);
+      if (rec.record !== section) {
+        await flushAll();
+        section = rec.record;
+      }
+      if (rec.record === "version") {
+        const v = rec as unknown as VersionRecord;
+        if (typeof v.identifier !== "string" || typeof v.from !== "string" || (v.to !== null && typeof v.to !== "string")) throw bad(lineNo, "a version without identifier or period");
+        if (shape.actor === false && v.actor !== null && v.actor !== undefined) {
+          throw new DumpError("the dump records actors and this store cannot hold them: upgrade resource-store before restoring");
+        }
+        const n = Number(v.version);
+        const same = prev?.identifier === v.identifier;
+        if (!same) endIdentifier(lineNo);
+        if (same) {
+          if (n !== Number(prev!.version) + 1) throw bad(lineNo, `${v.identifier} version ${n} does not follow ${String(prev!.version)}`);
+          if (prev!.to !== v.from) throw bad(lineNo, `${v.identifier} version ${n} does not begin where version ${String(prev!.version)} ended`);
+        } else if (prev !== undefined && Buffer.compare(Buffer.from(prev.identifier), Buffer.from(v.identifier)) >= 0) {
+          throw bad(lineNo, "identifiers out of order");
+        } else if (header.since === null && n !== 1) {
+          throw bad(lineNo, `${v.identifier} begins at version ${n}`);
+        }
+        const before = same ? { isDeleted: prev!.is_deleted, createdAt: prev!.created_at } : undefined;
+        if (header.since === null && kindOf(n, v.is_deleted, v.created_at, before) !== v.kind) throw bad(lineNo, `${v.identifier} version ${n} is not ${v.kind}`);
+        (v.to === null ? current : superseded).push(v);
+        counts.version!++;
+        if (v.to === null) counts.version_current!++;
+        prev = v;
+        if (current.length + superseded.length >= batchSize) await flushVersions();
+      } else if (typeof rec.record === "string" && rec.record in registryRows) {
+        registryRows[rec.record]!.push(rec);
+        counts[rec.record]!++;
+        if (registryRows[rec.record]!.length >= batchSize) await flushRegistry(tx, shape, registryRows, rec.record);
+      } else {
+        throw bad(lineNo, `unknown record ${JSON.stringify(rec.record)}`);
+      }
+    }
+    endIdentifier(lineNo);
+    if (trailer === undefined) throw new DumpError("the dump has no trailer: it was cut short; nothing was restored");
+    for (const [name, n] of Object.entries(counts)) {
+      if (trailer.counts?.[name] !== n) throw new DumpError(`the dump's trailer counts ${trailer.counts?.[name] ?? 0} ${name} records, the file holds ${n}; nothing was restored`);
+    }
+    if (trailer.sha256 !== digest.hex()) throw new DumpError("the dump's checksum does not match its content; nothing was restored");
+    await flushAll();
+    if (header.until !== null) await tx.query("UPDATE clock SET last = $1::timestamptz", [header.until]);
+    return { versions: counts.version!, until: header.until ?? "", since: header.since };
+  });
+  // Derived data: the lineage view (PostgreSQL) is rebuilt from what was restored, so reads need not wait for the service's refresher.
+  if (hasLineageView(db)) await refreshLineageView(db);
+  return summary;
+}
+
+async function flushRegistry(tx: Queryable, shape: Shape, rows: Record<string, Record<string, unknown>[]>, name: string): Promise<void> {
+  const batch = rows[name]!;
+  if (batch.length === 0) return;
+  const json = JSON.stringify(batch);
+  const k = shape.keyColumn;
+  switch (name) {
+    case "registry_key":
+      if (!shape.registryKeys) throw new DumpError("the dump holds registry key fingerprints and this store cannot keep them: upgrade resource-store before restoring");
+      await tx.query(
+        `INSERT INTO registry_keys (key_id, fingerprint, recorded_at)
+         SELECT x.key_id, decode(x.fingerprint, 'hex'), x.recorded_at FROM jsonb_to_recordset($1::text::jsonb) AS x(key_id text, fingerprint text, recorded_at timestamptz)
+         ON CONFLICT (key_id) DO NOTHING`,
+        [json],
+      );
+      {
+        // A store that knows a key id with another key would hash and resolve differently from the source.
+        const { rows: clash } = await tx.query<{ key_id: string }>(
+          `SELECT k.key_id FROM registry_keys k JOIN jsonb_to_recordset($1::text::jsonb) AS x(key_id text, fingerprint text)
+              ON x.key_id = k.key_id WHERE k.fingerprint <> decode(x.fingerprint, 'hex')`,
+          [json],
+        );
+        if (clash.length > 0) throw new DumpError(`this store knows registry key ${clash[0]!.key_id} as another key than the dump's source; nothing was restored`);
+      }
+      break;
+    case "registry_key_chain":
+      if (!shape.registryChains) throw new DumpError("the dump holds registry key chains and this store cannot keep them: upgrade resource-store before restoring");
+      await tx.query(
+        `INSERT INTO registry_key_chains (chain, key_ids)
+         SELECT x.chain, x.key_ids FROM jsonb_to_recordset($1::text::jsonb) AS x(chain text, key_ids text[])
+         ON CONFLICT (chain) DO UPDATE SET key_ids = coalesce(registry_key_chains.key_ids, excluded.key_ids)`,
+        [json],
+      );
+      break;
+    case "registry_patient":
+      await tx.query(
+        `INSERT INTO registry_patients (identifier, datasource_id, uid_hash, ${k}, registered_at)
+         SELECT x.identifier, x.datasource_id, decode(x.uid_hash, 'hex'), x.key_chain, x.registered_at
+           FROM jsonb_to_recordset($1::text::jsonb) AS x(identifier text, datasource_id text, uid_hash text, key_chain text, registered_at timestamptz)
+         ON CONFLICT (identifier) DO UPDATE SET uid_hash = excluded.uid_hash, ${k} = excluded.${k}`,
+        [json],
+      );
+      break;
+    case "registry_study":
+      await tx.query(
+        `INSERT INTO registry_studies (identifier, patient_identifier, uid_hash, ${k}, registered_at)
+         SELECT x.identifier, x.patient_identifier, decode(x.uid_hash, 'hex'), x.key_chain, x.registered_at
+           FROM jsonb_to_recordset($1::text::jsonb) AS x(identifier text, patient_identifier text, uid_hash text, key_chain text, registered_at timestamptz)
+         ON CONFLICT (identifier) DO UPDATE SET uid_hash = excluded.uid_hash, ${k} = excluded.${k}`,
+        [json],
+      );
+      break;
+  }
+  batch.length = 0;
+}

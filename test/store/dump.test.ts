@@ -1,0 +1,267 @@
+// Dump and restore (issue 34, docs/dump-format.md): a store built by a random
+// history on PGlite is dumped and restored into PGlite and PostgreSQL; the
+// copy holds the same versions with the same periods, answers reads at every
+// stamp of the history as the source does, and holds the same registry rows.
+// An incremental dump continues it. A store that is not empty, a cut dump, a
+// changed byte and a newer format are refused, and leave the target empty.
+import { randomBytes } from "node:crypto";
+import { PassThrough, Readable } from "node:stream";
+import { gunzipSync, gzipSync } from "node:zlib";
+import { cp, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describeDumpError } from "../../src/cli/dump.js";
+import {
+  createRegistry,
+  createResources,
+  deleteResources,
+  loadRegistryKeys,
+  DUMP_FORMAT_VERSION,
+  migrate,
+  openDatabase,
+  readResources,
+  restoreDump,
+  restoreResources,
+  ts,
+  updateResources,
+  writeDump,
+  type Db,
+} from "../../src/store/index.js";
+import { createTestDatabase, postgresReachable, REQUIRE_POSTGRES, type TestDatabase } from "../support/postgres.js";
+
+async function dumpBytes(db: Db, since?: string): Promise<Buffer> {
+  const sink = new PassThrough();
+  const chunks: Buffer[] = [];
+  sink.on("data", (c: Buffer) => chunks.push(c));
+  await writeDump(db, sink, { batchSize: 7, ...(since !== undefined ? { since } : {}) });
+  return Buffer.concat(chunks);
+}
+
+const restoreFrom = (db: Db, bytes: Buffer) => restoreDump(db, Readable.from([bytes]), { batchSize: 5 });
+
+const dirs: string[] = [];
+/** An embedded store from the run's initialised PGlite directory (test/support/global-setup.ts): no initdb. */
+async function freshPglite(): Promise<Db> {
+  const dir = await mkdtemp(join(tmpdir(), "rs-dump-"));
+  dirs.push(dir);
+  await cp(inject("pgliteTemplate"), join(dir, "pglite"), { recursive: true });
+  const db = await openDatabase({ dataDir: dir });
+  await migrate(db);
+  return db;
+}
+
+/** Everything a read can see: every version with its period, the registry, the clock. */
+async function contents(db: Db): Promise<unknown> {
+  const { rows: versions } = await db.query(
+    `SELECT identifier, version::text, ${ts("tx_from")} AS f, ${ts("tx_to")} AS t, payload_type, parent_identifier, license, access_level,
+            derived_from, payload, ${ts("created_at")} AS c, ${ts("updated_at")} AS u, is_deleted, ${ts("deleted_by")} AS d
+       FROM resource_history ORDER BY identifier, version`,
+  );
+  const { rows: patients } = await db.query(
+    `SELECT identifier, datasource_id, encode(uid_hash, 'hex') AS h, key_chain, ${ts("registered_at")} AS r FROM registry_patients ORDER BY identifier`,
+  );
+  const { rows: studies } = await db.query(
+    `SELECT identifier, patient_identifier, encode(uid_hash, 'hex') AS h, key_chain, ${ts("registered_at")} AS r FROM registry_studies ORDER BY identifier`,
+  );
+  const { rows: keys } = await db.query(`SELECT key_id, encode(fingerprint, 'hex') AS f FROM registry_keys ORDER BY key_id`);
+  const { rows: chains } = await db.query("SELECT chain, key_ids FROM registry_key_chains ORDER BY chain");
+  const { rows: clock } = await db.query(`SELECT ${ts("last")} AS last FROM clock`);
+  return { versions, patients, studies, keys, chains, clock };
+}
+
+/** Reads of every identifier at every stamp of the history (and now). */
+async function readsAtEveryStamp(db: Db): Promise<unknown[]> {
+  const { rows: ids } = await db.query<{ identifier: string }>("SELECT identifier FROM resources ORDER BY identifier");
+  const { rows: stamps } = await db.query<{ at: string }>(`SELECT DISTINCT ${ts("tx_from")} AS at FROM resource_history ORDER BY 1`);
+  const identifiers = ids.map((r) => r.identifier);
+  const out: unknown[] = [await readResources(db, identifiers)];
+  for (const { at } of stamps) out.push(await readResources(db, identifiers, { asOf: at }));
+  return out;
+}
+
+/** A small deterministic generator (the history must be the same on every run). */
+function prng(seed: number): () => number {
+  let x = seed >>> 0;
+  return () => {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
+    return x / 2 ** 32;
+  };
+}
+
+/**
+ * A random history over a small tree: creates, updates, re-parents, cascading
+ * deletes and restores, creates over tombstones. The store refuses some (a
+ * cycle, a restore under a tombstoned parent): those write nothing, as in production.
+ */
+async function applyHistory(db: Db, seed: number, steps: number, prefix: string): Promise<void> {
+  const random = prng(seed);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+  const ids = Array.from({ length: 12 }, (_, i) => `${prefix}-${i}`);
+  const roots = ids.slice(0, 3);
+  for (const id of ids) {
+    try {
+      await createResources(db, [{ identifier: id, payloadType: "annotation", parentIdentifier: roots.includes(id) ? null : pick(roots), payload: { label: id } }]);
+    } catch {
+      // exists already (a second history over the same identifiers)
+    }
+  }
+  for (let i = 0; i < steps; i++) {
+    const id = pick(ids);
+    const op = pick(["update", "update", "reparent", "delete", "restore", "create"] as const);
+    try {
+      if (op === "update") await updateResources(db, [[id, { license: pick(["CC-BY", "CC0", null]), payload: { label: `${id}-${i}` } }]]);
+      else if (op === "reparent") await updateResources(db, [[id, { parentIdentifier: pick([...roots, null]) }]]);
+      else if (op === "delete") await deleteResources(db, [id], true);
+      else if (op === "restore") await restoreResources(db, [id], true);
+      else await createResources(db, [{ identifier: id, payloadType: "annotation", parentIdentifier: null, payload: { label: `new-${i}` } }]);
+    } catch {
+      // refused: nothing written
+    }
+  }
+}
+
+async function registerSome(db: Db, secret: Buffer, from: number, to: number): Promise<void> {
+  const registry = createRegistry({ db, keys: [{ id: "default", secret }] });
+  for (let i = from; i < to; i++) {
+    const patient = await registry.registerPatient(`ds-${i % 2}`, `MRN-${i}`);
+    await registry.registerStudy(patient, `ACC-${i}`);
+  }
+}
+
+const secretText = randomBytes(32).toString("base64url");
+const configured = [{ id: "default", secret: secretText }];
+const secret = Buffer.from(secretText, "utf8");
+
+describe("dump and restore", () => {
+  let source: Db;
+  let full: Buffer;
+  let pg: TestDatabase | undefined;
+
+  beforeAll(async () => {
+    source = await freshPglite();
+    // As the service starts: the key's fingerprint and chain are recorded, then rows hashed under it.
+    await loadRegistryKeys({ configured, db: source, dataDir: undefined });
+    await applyHistory(source, 34, 60, "a");
+    await registerSome(source, secret, 0, 3);
+    full = await dumpBytes(source);
+    if (await postgresReachable()) pg = await createTestDatabase();
+    else if (REQUIRE_POSTGRES) throw new Error("PostgreSQL is required (REQUIRE_POSTGRES=1) but not reachable");
+  });
+  afterAll(async () => {
+    await source?.close();
+    await pg?.drop();
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("writes a header, every version in order with its kind, the registry rows and a trailer", () => {
+    const lines = gunzipSync(full).toString("utf8").trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines[0]).toMatchObject({ record: "header", format: "resource-store-dump", format_version: DUMP_FORMAT_VERSION, since: null });
+    const trailer = lines[lines.length - 1]!;
+    expect(trailer.record).toBe("trailer");
+    const versions = lines.filter((l) => l.record === "version");
+    expect((trailer.counts as Record<string, number>).version).toBe(versions.length);
+    expect(new Set(versions.map((v) => v.kind))).toEqual(new Set(["created", "updated", "deleted", "restored"]));
+    expect(lines.filter((l) => l.record === "registry_patient")).toHaveLength(3);
+    expect(lines.filter((l) => l.record === "registry_study")).toHaveLength(3);
+    expect(lines.filter((l) => l.record === "registry_key").map((l) => l.key_id)).toEqual(["default"]);
+    expect(lines.filter((l) => l.record === "registry_key_chain").map((l) => l.chain)).toEqual(["default"]);
+    // Hashes only: no external uid in the file.
+    expect(gunzipSync(full).toString("utf8")).not.toMatch(/MRN-|ACC-/);
+  });
+
+  const targets: { name: string; open: () => Promise<Db | undefined> }[] = [
+    { name: "PGlite", open: freshPglite },
+    {
+      name: "PostgreSQL",
+      open: async () => {
+        if (pg === undefined) return undefined;
+        const db = await openDatabase({ databaseUrl: pg.url, poolSize: 2 });
+        await migrate(db);
+        return db;
+      },
+    },
+  ];
+
+  it.each(targets)("restores into $name: the same versions, reads at every stamp and registry; then an incremental dump continues it", async ({ open }) => {
+    const copy = await open();
+    if (copy === undefined) return;
+    try {
+      const summary = await restoreFrom(copy, full);
+      expect(summary.versions).toBeGreaterThan(40);
+      expect(await contents(copy)).toEqual(await contents(source));
+      expect(await readsAtEveryStamp(copy)).toEqual(await readsAtEveryStamp(source));
+      // The same key resolves the same uids on the copy.
+      // The copy starts as the service would, with the same key: its fingerprint matches the restored one.
+      await loadRegistryKeys({ configured, db: copy, dataDir: undefined });
+      const onCopy = createRegistry({ db: copy, keys: [{ id: "default", secret }] });
+      const onSource = createRegistry({ db: source, keys: [{ id: "default", secret }] });
+      for (let i = 0; i < 3; i++) expect(await onCopy.resolvePatient(`ds-${i % 2}`, `MRN-${i}`)).toBe(await onSource.resolvePatient(`ds-${i % 2}`, `MRN-${i}`));
+
+      // A restored store is not empty: a full dump is refused, and nothing changes.
+      const before = await contents(copy);
+      await expect(restoreFrom(copy, full).catch((e: unknown) => Promise.reject(new Error(describeDumpError(e))))).rejects.toThrow(/not empty/);
+      expect(await contents(copy)).toEqual(before);
+
+      // More history on a second source built the same way, dumped since the full dump's until.
+      const second = await freshPglite();
+      try {
+        await restoreFrom(second, full);
+        const until = summary.until;
+        await applyHistory(second, 35, 30, "a");
+        await registerSome(second, secret, 3, 5);
+        const increment = await dumpBytes(second, until);
+        const header = JSON.parse(gunzipSync(increment).toString("utf8").split("\n")[0]!) as { since: string };
+        expect(header.since).toBe(until);
+        await restoreFrom(copy, increment);
+        expect(await contents(copy)).toEqual(await contents(second));
+        expect(await readsAtEveryStamp(copy)).toEqual(await readsAtEveryStamp(second));
+        // Again: the store has moved past the increment's `since`.
+        await expect(restoreFrom(copy, increment).catch((e: unknown) => Promise.reject(new Error(describeDumpError(e))))).rejects.toThrow(/follows/);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await copy.close();
+    }
+  });
+
+  const refusals: { name: string; bytes: () => Buffer; message: RegExp }[] = [
+    { name: "a cut dump", bytes: () => full.subarray(0, Math.floor(full.length * 0.6)), message: /cut short|cannot be read/ },
+    {
+      name: "a dump cut at a line end (gzip intact, no trailer)",
+      bytes: () => {
+        const text = gunzipSync(full).toString("utf8").trimEnd().split("\n");
+        return gzipSync(`${text.slice(0, -1).join("\n")}\n`);
+      },
+      message: /no trailer/,
+    },
+    {
+      name: "a changed byte",
+      // A valid value, so only the checksum can tell.
+      bytes: () => gzipSync(gunzipSync(full).toString("utf8").replace('"access_level":"internal"', '"access_level":"public"')),
+      message: /checksum/,
+    },
+    {
+      name: "a newer format",
+      bytes: () => gzipSync(gunzipSync(full).toString("utf8").replace(`"format_version":${DUMP_FORMAT_VERSION}`, `"format_version":${DUMP_FORMAT_VERSION + 1}`)),
+      message: /newer resource-store/,
+    },
+    { name: "a file that is not a dump", bytes: () => gzipSync("hello\n"), message: /not a resource-store dump/ },
+  ];
+
+  it("refuses a cut dump, a changed byte, a newer format and a file that is not a dump, and writes nothing", async () => {
+    const target = await freshPglite();
+    try {
+      const empty = await contents(target);
+      for (const { name, bytes, message } of refusals) {
+        await expect(restoreFrom(target, bytes()).catch((e: unknown) => Promise.reject(new Error(describeDumpError(e)))), name).rejects.toThrow(message);
+        expect(await contents(target), name).toEqual(empty);
+      }
+      // And the intact dump still restores into it.
+      expect((await restoreFrom(target, full)).versions).toBeGreaterThan(40);
+    } finally {
+      await target.close();
+    }
+  });
+});
