@@ -15,11 +15,11 @@ await db.query("DELETE FROM resources WHERE identifier LIKE 'bench-%'");
 const clock = await db.query<{ t: string }>("SELECT now()::text AS t");
 // Rows straight into the current table (what the write path would leave behind; nothing superseded yet).
 await db.query(
-  `INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload, created_at, updated_at, version)
+  `INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload, created_at, updated_at, version, actor)
    SELECT 'bench-' || lpad(g::text, 8, '0'), 'file', NULL, CASE WHEN g % 3 = 0 THEN 'MIT' END, 'internal',
           ARRAY['src-' || (g % 100)], jsonb_build_object('path', 's3://b/k' || g, 'size_bytes', (g * 1000)::text,
           'content_type', 'application/dicom', 'sha256', md5(g::text) || md5(g::text)),
-          $1::timestamptz + g * interval '1 microsecond', $1::timestamptz + g * interval '1 microsecond', 1
+          $1::timestamptz + g * interval '1 microsecond', $1::timestamptz + g * interval '1 microsecond', 1, 'bench'
      FROM generate_series(1, $2::int) g`,
   [clock.rows[0]?.t, rows],
 );

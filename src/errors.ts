@@ -53,6 +53,8 @@ export const errorCatalogue = {
   CONFLICT: { code: Code.FailedPrecondition, when: "The database refused the change as conflicting with stored data." },
   TREE_TOO_DEEP: { code: Code.FailedPrecondition, when: "A create, update or restore would put a resource deeper than the configured number of ancestors (MAX_TREE_DEPTH); nothing is written." },
   TOO_MANY_CHILDREN: { code: Code.FailedPrecondition, when: "GET /children of a node with more children than the configured limit (MAX_CHILDREN); query by parent_identifier with a cursor instead." },
+  // aborted: the request raced another change.
+  VERSION_MISMATCH: { code: Code.Aborted, when: "An update's expected_version, or a delete's or restore's expected_versions, differs from the stored version (or names an identifier never created); the message and the ErrorInfo's `identifiers` name them, and nothing of the batch is written." },
   // not_found
   NOT_FOUND: { code: Code.NotFound, when: "A resource, object, artefact, datasource or service asked for does not exist (at that time)." },
   NO_OPERATION: { code: Code.NotFound, when: "No operation at this REST path (or not in this revision)." },
@@ -152,6 +154,18 @@ export function invalidArgument(message: string, reason: ReasonFor<Code.InvalidA
 /** The request conflicts with what is stored. */
 export function failedPrecondition(message: string, reason: ReasonFor<Code.FailedPrecondition> = "FAILED_PRECONDITION"): ConnectError {
   return serviceError(reason, message);
+}
+
+/**
+ * Optimistic concurrency: the stored versions of these identifiers are not
+ * the ones the client expected (409 aborted, nothing written). The
+ * identifiers travel in the message and, comma-separated, in the ErrorInfo.
+ */
+export function abortedVersionMismatch(identifiers: readonly string[]): ConnectError {
+  const shown = identifiers.slice(0, 5).join(", ") + (identifiers.length > 5 ? ` and ${identifiers.length - 5} more` : "");
+  return serviceError("VERSION_MISMATCH", `the stored version differs from the expected one: ${shown}`, {
+    metadata: { identifiers: identifiers.join(",") },
+  });
 }
 
 export function notFound(message: string, reason: ReasonFor<Code.NotFound> = "NOT_FOUND"): ConnectError {

@@ -29,13 +29,13 @@ export async function bulkLoadFiles(url: string, from: number, to: number): Prom
       const hi = Math.min(to, lo + step) - 1;
       await c.query(
         `INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from,
-            payload, created_at, updated_at, version, is_deleted, deleted_by)
+            payload, created_at, updated_at, version, is_deleted, deleted_by, actor)
          SELECT '${BULK_PREFIX}-f' || i, 'file', NULL, NULL, 'internal', '{}',
             jsonb_build_object('path', 's3://resources/bulk/' || (i / 1000) || '/' || i || '.dcm',
               'size_bytes', (500000 + (i % 1000) * 17)::text,
               'content_type', (ARRAY['application/dicom', 'application/dicom', 'application/dicom', 'image/png', 'application/json'])[i % 5 + 1],
               'sha256', md5(i::text) || md5((i + 1)::text)),
-            s, s, 1, false, NULL
+            s, s, 1, false, NULL, 'bench'
            FROM generate_series($1::bigint, $2::bigint) AS i,
                 LATERAL (SELECT timestamptz '2026-01-01T00:00:00Z' + (i / 1000) * interval '1 millisecond' AS s) AS t`,
         [lo, hi],

@@ -39,7 +39,10 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
   const limits = config.limits;
   const keys = deps.registryKeys ?? (await loadRegistryKeys({ configured: config.registryKeys, db, dataDir: db.dataDir }));
   return {
-    ResourceService: createResourceService({ store: createResourceStore(db, { maxTreeDepth: config.defence.maxTreeDepth }), limits }),
+    ResourceService: createResourceService({
+      store: createResourceStore(db, { maxTreeDepth: config.defence.maxTreeDepth, cursorSecret: config.cursorSecret }),
+      limits,
+    }),
     QueryService: createQueryService({
       db,
       cursorSecret: config.cursorSecret,

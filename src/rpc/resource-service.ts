@@ -4,18 +4,22 @@
 // message travels to the store as proto3 JSON with proto field names.
 import { create } from "@bufbuild/protobuf";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { ServiceImpl } from "@connectrpc/connect";
 import {
   type Resource,
   type ResourceUpdate,
   CreateResponseSchema,
   DeleteResponseSchema,
+  HistoryResponseSchema,
   ReadResponseSchema,
+  ResourceVersionSchema,
   RestoreResponseSchema,
   UpdateResponseSchema,
 } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
+import { callerOf } from "../auth/index.js";
 import { invalidArgument } from "../errors.js";
+import { parseAsOf } from "../time.js";
 import { metadataFieldByName, payloadTypeOf } from "../schema/payload-registry.js";
 import type { NewResource, ResourcePatch, ResourceStore, StoredResource } from "../store/index.js";
 import { payloadJsonToMessage, payloadMessageToJson } from "../schema/payload-json.js";
@@ -23,7 +27,8 @@ import { optionalAsOf } from "./as-of.js";
 
 export interface ResourceServiceDeps {
   readonly store: ResourceStore;
-  readonly limits: { readonly maxBatchItems: number };
+  /** maxQueryLimit bounds a history page (MAX_QUERY_LIMIT). */
+  readonly limits: { readonly maxBatchItems: number; readonly maxQueryLimit: number };
 }
 
 export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<typeof ResourceService> {
@@ -33,9 +38,10 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
   };
 
   return {
-    create: async (req) => {
+    // Every write passes its caller down: the actor goes into each version it writes.
+    create: async (req, ctx) => {
       checkSize(req.resources.length, "resources");
-      const { count } = await store.create(req.resources.map(toNewResource));
+      const { count } = await store.create(req.resources.map(toNewResource), callerOf(ctx));
       return create(CreateResponseSchema, { created: BigInt(count) });
     },
     read: async (req) => {
@@ -47,27 +53,57 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
       });
       return create(ReadResponseSchema, { resources: rows.map(toResourceMessage) });
     },
-    update: async (req) => {
+    update: async (req, ctx) => {
       const entries = Object.entries(req.updates);
       checkSize(entries.length, "updates");
-      const { count } = await store.update(entries.map(([id, u]) => [id, toResourcePatch(id, u)] as const));
+      const { count } = await store.update(entries.map(([id, u]) => [id, toResourcePatch(id, u)] as const), callerOf(ctx));
       return create(UpdateResponseSchema, { updated: BigInt(count) });
     },
-    delete: async (req) => {
+    delete: async (req, ctx) => {
       checkSize(req.identifiers.length, "identifiers");
-      const { count } = await store.delete(req.identifiers, { cascade: req.cascade ?? true });
+      checkSize(Object.keys(req.expectedVersions).length, "expected_versions");
+      const { count } = await store.delete(req.identifiers, callerOf(ctx), { cascade: req.cascade ?? true, expectedVersions: expectedVersions(req.expectedVersions) });
       return create(DeleteResponseSchema, { deleted: BigInt(count) });
     },
-    restore: async (req) => {
+    restore: async (req, ctx) => {
       checkSize(req.identifiers.length, "identifiers");
-      const { count } = await store.restore(req.identifiers, { cascade: req.cascade ?? true });
+      checkSize(Object.keys(req.expectedVersions).length, "expected_versions");
+      const { count } = await store.restore(req.identifiers, callerOf(ctx), { cascade: req.cascade ?? true, expectedVersions: expectedVersions(req.expectedVersions) });
       return create(RestoreResponseSchema, { restored: BigInt(count) });
     },
-    // Issue 32 builds it; until then the method answers as one not served.
-    history: () => {
-      throw new ConnectError("History is not served yet", Code.Unimplemented);
+    history: async (req, ctx) => {
+      if (req.limit !== undefined && (req.limit < 1 || req.limit > limits.maxQueryLimit)) {
+        throw invalidArgument(`limit must be between 1 and ${limits.maxQueryLimit}, got ${req.limit}`, "LIMIT_OUT_OF_RANGE");
+      }
+      const page = await store.history(req.identifier, callerOf(ctx).grants, {
+        since: optionalStamp(req.since, "since"),
+        until: optionalStamp(req.until, "until"),
+        limit: req.limit,
+        cursor: req.cursor,
+      });
+      return create(HistoryResponseSchema, {
+        versions: page.versions.map((v) =>
+          create(ResourceVersionSchema, { version: BigInt(v.version), at: v.at, actor: v.actor, kind: v.kind, resource: toResourceMessage(v.resource) }),
+        ),
+        ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}),
+      });
     },
   };
+}
+
+/** A since/until bound: RFC 3339 as as_of is (time.ts); absent = open. */
+function optionalStamp(value: string | undefined, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return parseAsOf(value);
+  } catch {
+    throw invalidArgument(`${name} ${JSON.stringify(value.slice(0, 100))} is not an RFC 3339 timestamp with Z or an offset`);
+  }
+}
+
+/** expected_versions as the store takes them (int64 -> number; the store refuses what is not a version). */
+function expectedVersions(map: { [id: string]: bigint }): Map<string, number> {
+  return new Map(Object.entries(map).map(([id, v]) => [id, v > BigInt(Number.MAX_SAFE_INTEGER) || v < 0n ? -1 : Number(v)]));
 }
 
 type PayloadOneof = Resource["payload"] | ResourceUpdate["payload"];
@@ -154,6 +190,7 @@ export function toResourcePatch(id: string, msg: ResourceUpdate): ResourcePatch 
           patch.derivedFrom = msg.derivedFrom;
           break;
         case "is_deleted":
+        case "expected_version":
         case "payload_type":
           break;
         default: {
@@ -174,6 +211,10 @@ export function toResourcePatch(id: string, msg: ResourceUpdate): ResourcePatch 
   }
   if (Object.keys(payload).length > 0) patch.payload = payload;
   if (msg.isDeleted !== undefined) patch.isDeleted = msg.isDeleted;
+  if (msg.expectedVersion !== undefined) {
+    const v = msg.expectedVersion;
+    patch.expectedVersion = v > BigInt(Number.MAX_SAFE_INTEGER) || v < 0n ? -1 : Number(v);
+  }
   return patch;
 }
 

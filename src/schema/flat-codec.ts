@@ -23,9 +23,10 @@ export const resourceUpdateTypeName = ResourceUpdateSchema.typeName;
 
 const PAYLOAD_TYPE = "payload_type";
 const IS_DELETED = "is_deleted";
+const EXPECTED_VERSION = "expected_version";
 // Fields of ResourceUpdate that carry the update's structure rather than a
 // resource field; REST expresses them through the keys present.
-const UPDATE_STRUCTURAL = new Set([IS_DELETED, "payload_fields", "update_mask"]);
+const UPDATE_STRUCTURAL = new Set([IS_DELETED, EXPECTED_VERSION, "payload_fields", "update_mask"]);
 const REST_FORBIDDEN_UPDATE_KEYS = new Set(["update_mask", "payload_fields"]);
 
 /** Metadata fields an update may change, from the ResourceUpdate descriptor. */
@@ -110,7 +111,9 @@ export function flatUpdateToProtoJson(json: unknown, where = ""): JsonObject {
     if (REST_FORBIDDEN_UPDATE_KEYS.has(key)) {
       throw invalidArgument(at(where, `"${key}" is not accepted over REST: the keys present are the mask`));
     }
-    if (key === IS_DELETED) {
+    // Governed by presence, not by the mask: is_deleted, and the version the
+    // client last saw (optimistic concurrency, docs/contract/19-audit-history.md).
+    if (key === IS_DELETED || key === EXPECTED_VERSION) {
       if (value !== null && value !== undefined) out[key] = value as JsonValue;
       continue;
     }
@@ -209,6 +212,7 @@ export function updateToFlat(update: ResourceUpdate): JsonObject {
   const pt = member === undefined ? undefined : payloadTypes.get(ResourceUpdateSchema.field[member].name);
   if (pt) out[PAYLOAD_TYPE] = pt.name;
   if (isDeletedField && update.isDeleted !== undefined) out[IS_DELETED] = update.isDeleted;
+  if (update.expectedVersion !== undefined) out[EXPECTED_VERSION] = Number(update.expectedVersion);
   const payloadJson: JsonObject = pt ? payloadToJson(pt, value) : {};
   // protobuf-es hands Struct fields over as plain JSON objects.
   const struct: JsonObject = update.payloadFields ?? {};

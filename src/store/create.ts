@@ -9,6 +9,7 @@ import {
   normalizePayload,
   payloadTypeOrThrow,
 } from "../schema/validate.js";
+import type { Caller } from "../access/index.js";
 import type { Db } from "./db.js";
 import { listIds, tickClock, type WritableRow } from "./sql.js";
 import type { MutationResult, NewResource } from "./types.js";
@@ -42,7 +43,8 @@ export function prepareCreate(items: readonly NewResource[]): CreateRow[] {
   return rows;
 }
 
-export async function createResources(db: Db, items: readonly NewResource[], maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
+/** Creates `items` as one transaction; every version it writes names `caller.actor`. */
+export async function createResources(db: Db, items: readonly NewResource[], caller: Caller, maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
   const rows = prepareCreate(items);
   // Built before the clock is taken: writers wait for each other on the clock row.
   const input = JSON.stringify(rows);
@@ -58,19 +60,19 @@ export async function createResources(db: Db, items: readonly NewResource[], max
             parent_identifier text, license text, access_level text, derived_from text[], payload jsonb)
        ), t AS (SELECT last FROM clock)
        INSERT INTO resources AS r (identifier, payload_type, parent_identifier, license, access_level,
-          derived_from, payload, created_at, updated_at, version, is_deleted, deleted_by)
+          derived_from, payload, created_at, updated_at, version, is_deleted, deleted_by, actor)
        SELECT i.identifier, i.payload_type, i.parent_identifier, i.license, i.access_level,
-          coalesce(i.derived_from, '{}'), i.payload, t.last, t.last, 1, false, NULL
+          coalesce(i.derived_from, '{}'), i.payload, t.last, t.last, 1, false, NULL, $2::text
          FROM input i CROSS JOIN t
        ON CONFLICT (identifier) DO UPDATE SET
           payload_type = excluded.payload_type, parent_identifier = excluded.parent_identifier,
           license = excluded.license, access_level = excluded.access_level,
           derived_from = excluded.derived_from, payload = excluded.payload,
           created_at = excluded.created_at, updated_at = excluded.updated_at,
-          version = r.version + 1, is_deleted = false, deleted_by = NULL
+          version = r.version + 1, is_deleted = false, deleted_by = NULL, actor = excluded.actor
         WHERE r.is_deleted
        RETURNING r.identifier`,
-      [input],
+      [input, caller.actor],
     );
     if (written.length !== rows.length) {
       const done = new Set(written.map((w) => w.identifier));

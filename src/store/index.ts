@@ -1,10 +1,14 @@
 // The resource store: the data layer's one public surface. Nothing outside
 // src/store/ imports its other files (eslint: local/index-boundaries).
+import type { Caller, Grants } from "../access/index.js";
 import { createResources } from "./create.js";
 import type { Db } from "./db.js";
 import { readResources } from "./read.js";
 import { readerFor } from "./replicas.js";
-import { deleteResources, restoreResources } from "./tombstones.js";
+import { readHistory, type HistoryCursor, type HistoryOptions, type VersionPage } from "./history.js";
+import { createCursorCodec, type CursorCodec } from "./query/index.js";
+import { loadCursorSecret } from "./secrets.js";
+import { deleteResources, restoreResources, type TombstoneOptions } from "./tombstones.js";
 import type { MutationResult, NewResource, ReadOptions, ResourcePatch, StoredResource } from "./types.js";
 import { updateResources } from "./update.js";
 
@@ -25,7 +29,9 @@ export type { MutationResult, NewResource, ReadOptions, ResourcePatch, StoredRes
 export { createResources } from "./create.js";
 export { readResources } from "./read.js";
 export { updateResources } from "./update.js";
-export { deleteResources, restoreResources } from "./tombstones.js";
+export { deleteResources, restoreResources, type TombstoneOptions } from "./tombstones.js";
+// Every version of one resource (docs/contract/19-audit-history.md).
+export { readHistory, type HistoryCursor, type HistoryOptions, type VersionPage, type HistoryVersion, type VersionKind } from "./history.js";
 /** The SQL that formats a timestamp column as the API writes it (for tests and benchmarks writing their own SQL). */
 export { ts } from "./sql.js";
 // The query engine.
@@ -90,30 +96,56 @@ export {
   type RegistryKeyStatus,
 } from "./registry-keys.js";
 
+/** How a delete or restore runs: cascade (default true), and the versions the caller expects (optimistic concurrency). */
+export interface TombstoneCallOptions {
+  cascade?: boolean;
+  expectedVersions?: ReadonlyMap<string, number>;
+}
+
+/**
+ * Every write names its caller: the actor goes into each version it writes
+ * (docs/contract/19-audit-history.md), in the statement that writes it.
+ */
 export interface ResourceStore {
   readonly db: Db;
   /** All or nothing; identifiers unique in the batch and not active. */
-  create(items: readonly NewResource[]): Promise<MutationResult>;
+  create(items: readonly NewResource[], caller: Caller): Promise<MutationResult>;
   /** In input order, repeats repeated; missing and tombstoned identifiers skipped. */
   read(identifiers: readonly string[], options?: ReadOptions): Promise<StoredResource[]>;
   /** All or nothing; count = resources changed. */
-  update(updates: Iterable<readonly [string, ResourcePatch]>): Promise<MutationResult>;
+  update(updates: Iterable<readonly [string, ResourcePatch]>, caller: Caller): Promise<MutationResult>;
   /** count = resources newly tombstoned. */
-  delete(identifiers: readonly string[], options?: { cascade?: boolean }): Promise<MutationResult>;
+  delete(identifiers: readonly string[], caller: Caller, options?: TombstoneCallOptions): Promise<MutationResult>;
   /** count = resources restored. */
-  restore(identifiers: readonly string[], options?: { cascade?: boolean }): Promise<MutationResult>;
+  restore(identifiers: readonly string[], caller: Caller, options?: TombstoneCallOptions): Promise<MutationResult>;
+  /** One page of a resource's versions, oldest first, as `grants` may see them (404 when it may see none). */
+  history(identifier: string, grants: Grants, options?: HistoryOptions): Promise<VersionPage>;
+}
+
+function tombstoneOptions(options: TombstoneCallOptions | undefined): TombstoneOptions {
+  return { cascade: options?.cascade ?? true, ...(options?.expectedVersions !== undefined ? { expectedVersions: options.expectedVersions } : {}) };
 }
 
 /** A store over a migrated database (see migrate()). */
-export function createResourceStore(db: Db, limits: { maxTreeDepth?: number } = {}): ResourceStore {
+export function createResourceStore(db: Db, limits: { maxTreeDepth?: number; cursorSecret?: string | undefined } = {}): ResourceStore {
   const depth = limits.maxTreeDepth;
+  let codec: Promise<CursorCodec> | undefined;
+  const historyCursor: HistoryCursor = () => {
+    codec ??= loadCursorSecret(db, limits.cursorSecret).then(createCursorCodec, (err: unknown) => {
+      codec = undefined;
+      throw err;
+    });
+    return codec;
+  };
   return {
     db,
-    create: (items) => createResources(db, items, depth),
+    create: (items, caller) => createResources(db, items, caller, depth),
     read: async (identifiers, options) => readResources(await readerFor(db, options?.asOf), identifiers, options),
-    update: (updates) => updateResources(db, updates, depth),
-    delete: (identifiers, options) => deleteResources(db, identifiers, options?.cascade ?? true),
-    restore: (identifiers, options) => restoreResources(db, identifiers, options?.cascade ?? true, depth),
+    update: (updates, caller) => updateResources(db, updates, caller, depth),
+    delete: (identifiers, caller, options) => deleteResources(db, identifiers, caller, tombstoneOptions(options)),
+    restore: (identifiers, caller, options) => restoreResources(db, identifiers, caller, tombstoneOptions(options), depth),
+    // Now: a history read names no as_of, so it runs on the primary.
+    history: (identifier, grants, options) => readHistory(db, historyCursor, identifier, grants, options),
   };
 }
 

@@ -9,15 +9,26 @@
 // pick a scan): with plain joins every delete or restore of a batch read the
 // whole table (test/store/write-check-plans.test.ts).
 import { checkIdentifiers } from "../schema/validate.js";
-import type { Db } from "./db.js";
+import type { Caller } from "../access/index.js";
+import { abortedVersionMismatch, invalidArgument } from "../errors.js";
+import type { Db, Queryable } from "./db.js";
 import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
 import { tickClock } from "./sql.js";
 import type { MutationResult } from "./types.js";
 
-export async function deleteResources(db: Db, identifiers: readonly string[], cascade: boolean): Promise<MutationResult> {
+export interface TombstoneOptions {
+  readonly cascade: boolean;
+  /** identifier -> the version the caller last saw; any other stored version refuses the whole batch. */
+  readonly expectedVersions?: ReadonlyMap<string, number>;
+}
+
+export async function deleteResources(db: Db, identifiers: readonly string[], caller: Caller, options: TombstoneOptions): Promise<MutationResult> {
   const ids = [...new Set(checkIdentifiers(identifiers))];
+  const expected = checkExpectedVersions(options.expectedVersions);
+  const cascade = options.cascade;
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
+    await checkVersions(tx, expected);
     if (ids.length === 0) return { count: 0, at };
     // The active subtree: the walk stops at tombstoned rows.
     const { rows } = await tx.query<{ identifier: string }>(
@@ -30,19 +41,28 @@ export async function deleteResources(db: Db, identifiers: readonly string[], ca
                                 WHERE parent_identifier = sub.identifier AND NOT is_deleted OFFSET 0) c
            WHERE $2::boolean
        ), t AS (SELECT last FROM clock)
-       UPDATE resources r SET is_deleted = true, deleted_by = t.last, updated_at = t.last, version = r.version + 1
+       UPDATE resources r SET is_deleted = true, deleted_by = t.last, updated_at = t.last, version = r.version + 1, actor = $3::text
          FROM t WHERE r.identifier = ANY (ARRAY(SELECT identifier FROM sub))
        RETURNING r.identifier`,
-      [ids, cascade],
+      [ids, cascade, caller.actor],
     );
     return finish(rows, at);
   });
 }
 
-export async function restoreResources(db: Db, identifiers: readonly string[], cascade: boolean, maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
+export async function restoreResources(
+  db: Db,
+  identifiers: readonly string[],
+  caller: Caller,
+  options: TombstoneOptions,
+  maxTreeDepth = DEFAULT_MAX_TREE_DEPTH,
+): Promise<MutationResult> {
   const ids = [...new Set(checkIdentifiers(identifiers))];
+  const expected = checkExpectedVersions(options.expectedVersions);
+  const cascade = options.cascade;
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
+    await checkVersions(tx, expected);
     if (ids.length === 0) return { count: 0, at };
     const { rows } = await tx.query<{ identifier: string }>(
       `WITH RECURSIVE sub(identifier, deleted_by) AS (
@@ -54,10 +74,10 @@ export async function restoreResources(db: Db, identifiers: readonly string[], c
                                 WHERE parent_identifier = sub.identifier AND is_deleted AND deleted_by = sub.deleted_by OFFSET 0) c
            WHERE $2::boolean
        ), t AS (SELECT last FROM clock)
-       UPDATE resources r SET is_deleted = false, deleted_by = NULL, updated_at = t.last, version = r.version + 1
+       UPDATE resources r SET is_deleted = false, deleted_by = NULL, updated_at = t.last, version = r.version + 1, actor = $3::text
          FROM t WHERE r.identifier = ANY (ARRAY(SELECT DISTINCT identifier FROM sub))
        RETURNING r.identifier`,
-      [ids, cascade],
+      [ids, cascade, caller.actor],
     );
     // A restore sets no parent: only the depth of what comes back (with what it brings back below it).
     await checkTree(
@@ -73,4 +93,33 @@ function finish(rows: readonly { identifier: string }[], at: string): MutationRe
   // The tombstoned or restored rows' previous versions moved to the history
   // in the same statement (the trigger of migration 0006).
   return { count: rows.length, at };
+}
+
+/** The expected versions, checked for shape (invalid_argument) before any transaction. */
+export function checkExpectedVersions(expected: ReadonlyMap<string, number> | undefined): ReadonlyMap<string, number> {
+  if (expected === undefined || expected.size === 0) return new Map();
+  checkIdentifiers([...expected.keys()], "expected_versions");
+  for (const [id, v] of expected) {
+    if (!Number.isSafeInteger(v) || v < 1) throw invalidArgument(`expected_versions[${JSON.stringify(id)}] must be a version (1 or more), got ${v}`);
+  }
+  return expected;
+}
+
+/**
+ * Refuses the batch (aborted, VERSION_MISMATCH) unless every identifier's
+ * stored version is the expected one; an identifier never created has no
+ * version, so it differs too. Runs after tickClock: the clock row lock is
+ * held to commit, so no other writer can change a version between this
+ * check and this transaction's own writes.
+ */
+export async function checkVersions(tx: Queryable, expected: ReadonlyMap<string, number>): Promise<void> {
+  if (expected.size === 0) return;
+  const ids = [...expected.keys()];
+  const { rows } = await tx.query<{ identifier: string; version: string }>(
+    "SELECT identifier, version::text AS version FROM resources WHERE identifier = ANY($1::text[])",
+    [ids],
+  );
+  const stored = new Map(rows.map((r) => [r.identifier, Number(r.version)]));
+  const differ = ids.filter((id) => stored.get(id) !== expected.get(id));
+  if (differ.length > 0) throw abortedVersionMismatch(differ);
 }

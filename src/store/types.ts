@@ -47,6 +47,8 @@ export interface ResourcePatch {
   payload?: Readonly<Record<string, unknown>>;
   /** true tombstones (this resource only), false restores. */
   isDeleted?: boolean;
+  /** Optimistic concurrency: the version the caller last saw; any other stored version refuses the whole batch. */
+  expectedVersion?: number;
 }
 
 export interface ReadOptions {

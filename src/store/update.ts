@@ -4,6 +4,8 @@
 import { failedPrecondition, invalidArgument } from "../errors.js";
 import { checkAccessLevel, checkIdentifier, checkIdentifiers, mergePayload, normalizePayload, payloadTypeOrThrow } from "../schema/validate.js";
 import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
+import type { Caller } from "../access/index.js";
+import { abortedVersionMismatch } from "../errors.js";
 import type { Db } from "./db.js";
 import { jsonEqual } from "./json-equal.js";
 import { listIds, tickClock, type WritableRow } from "./sql.js";
@@ -11,6 +13,10 @@ import type { MutationResult, ResourcePatch } from "./types.js";
 
 interface CurrentRow extends WritableRow {
   is_deleted: boolean;
+}
+
+interface StoredRow extends CurrentRow {
+  version: string;
 }
 
 /** Checks what does not depend on the stored state (invalid_argument). */
@@ -29,6 +35,9 @@ export function prepareUpdate(updates: Iterable<readonly [string, ResourcePatch]
       checkAccessLevel(patch.accessLevel);
     }
     if (patch.derivedFrom !== undefined) checkIdentifiers(patch.derivedFrom, "derived_from");
+    if (patch.expectedVersion !== undefined && (!Number.isSafeInteger(patch.expectedVersion) || patch.expectedVersion < 1)) {
+      throw invalidArgument(`${id}: expected_version must be a version (1 or more), got ${patch.expectedVersion}`);
+    }
     if (patch.payload !== undefined && patch.payloadType !== undefined) {
       // Field names are known already when the type is named.
       const type = payloadTypeOrThrow(patch.payloadType);
@@ -55,9 +64,11 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
+/** Applies `updates` as one transaction; every version it writes names `caller.actor`. */
 export async function updateResources(
   db: Db,
   updates: Iterable<readonly [string, ResourcePatch]>,
+  caller: Caller,
   maxTreeDepth = DEFAULT_MAX_TREE_DEPTH,
 ): Promise<MutationResult> {
   const patches = prepareUpdate(updates);
@@ -65,14 +76,23 @@ export async function updateResources(
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
     if (ids.length === 0) return { count: 0, at };
-    const { rows } = await tx.query<CurrentRow>(
-      `SELECT identifier, payload_type, parent_identifier, license, access_level, derived_from, payload, is_deleted
+    // Read after tickClock: writers are serialised on the clock row until
+    // commit, so the versions seen here are the ones this write replaces
+    // (expected_version cannot race another writer).
+    const { rows } = await tx.query<StoredRow>(
+      `SELECT identifier, payload_type, parent_identifier, license, access_level, derived_from, payload, is_deleted,
+          version::text AS version
          FROM resources WHERE identifier = ANY($1::text[])`,
       [ids],
     );
     const current = new Map(rows.map((r) => [r.identifier, r]));
     const unknown = ids.filter((id) => !current.has(id));
     if (unknown.length > 0) throw failedPrecondition(`unknown identifiers: ${listIds(unknown)}`, "UNKNOWN_IDENTIFIER");
+    const stale = ids.filter((id) => {
+      const want = patches.get(id)?.expectedVersion;
+      return want !== undefined && Number(current.get(id)?.version) !== want;
+    });
+    if (stale.length > 0) throw abortedVersionMismatch(stale);
 
     const next: (CurrentRow & { newly_deleted: boolean })[] = [];
     const changedParents: string[] = [];
@@ -120,11 +140,11 @@ export async function updateResources(
           access_level = x.access_level, derived_from = coalesce(x.derived_from, '{}'), payload = x.payload,
           is_deleted = x.is_deleted,
           deleted_by = CASE WHEN NOT x.is_deleted THEN NULL WHEN x.newly_deleted THEN t.last ELSE r.deleted_by END,
-          updated_at = t.last, version = r.version + 1
+          updated_at = t.last, version = r.version + 1, actor = $2::text
          FROM jsonb_to_recordset($1::text::jsonb) AS x(identifier text, parent_identifier text, license text,
             access_level text, derived_from text[], payload jsonb, is_deleted boolean, newly_deleted boolean), t
         WHERE r.identifier = x.identifier`,
-      [JSON.stringify(next)],
+      [JSON.stringify(next), caller.actor],
     );
     // A re-parented resource takes its subtree with it.
     await checkTree(tx, changedParents, { max: maxTreeDepth, descendants: true, parentsSet: changedParents });

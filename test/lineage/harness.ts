@@ -16,6 +16,9 @@ import { createAdminService, createArtefactService, createLineageService, create
 import { createRegistry, loadRegistryKeys } from "../../src/store/index.js";
 import { describeBackends, type Backend } from "../store/backends.js";
 import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
+// The pipeline makes every call's caller; with authentication off it is the local one.
+import { createAuthenticator, createAuthInterceptor } from "../../src/auth/index.js";
+const AUTH_OFF = { tokens: undefined, tokensFile: undefined, oidcIssuer: undefined, oidcAudience: undefined, oidcJwksUrl: undefined };
 
 export interface Services {
   readonly backend: Backend;
@@ -34,7 +37,7 @@ export interface Services {
 export async function buildServices(backend: Backend): Promise<Services> {
   const { db, store } = backend;
   const keys = await loadRegistryKeys({ configured: [{ id: "default", secret: TEST_REGISTRY_SECRET }], db, dataDir: undefined });
-  const resource = createResourceService({ store, limits: { maxBatchItems: 10_000 } });
+  const resource = createResourceService({ store, limits: { maxBatchItems: 10_000, maxQueryLimit: 10_000 } });
   const lineage = createLineageService({ db });
   const registry = createRegistryService({ registry: createRegistry({ db, keys }) });
   const stats = createStatsService({ db });
@@ -49,7 +52,7 @@ export async function buildServices(backend: Backend): Promise<Services> {
     router.service(v1Stats.StatsService, stats);
     router.service(v2Stats.StatsService, stats);
     router.service(v1Admin.AdminService, createAdminService({ db }));
-  });
+  }, { router: { interceptors: [createAuthInterceptor(createAuthenticator(AUTH_OFF))] } });
   return {
     backend,
     resources: createClient(v2Resource.ResourceService, transport),

@@ -31,16 +31,16 @@ describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
     await migrate(db);
     // 50,000 current rows over 5 types; one chain of parents; CT is rare.
     await db.query(`
-      INSERT INTO resources (identifier, payload_type, parent_identifier, access_level, payload, created_at, updated_at, version)
+      INSERT INTO resources (identifier, payload_type, parent_identifier, access_level, payload, created_at, updated_at, version, actor)
       SELECT 'r' || g, (ARRAY['study','series','file','annotation','dataset'])[1 + g % 5],
              CASE WHEN g > 1 AND g % 1000 <> 0 THEN 'r' || (g / 10) END, 'internal',
              jsonb_build_object('modality', CASE WHEN g % 997 = 0 THEN 'CT' ELSE 'MR' || (g % 50) END, 'name', 'n' || g),
-             now() - g * interval '1 second', now(), 2
+             now() - g * interval '1 second', now(), 2, 'test'
         FROM generate_series(1, 50000) g`);
     // Their history: one superseded version each (the current one is the row above).
     await db.query(`
-      INSERT INTO resource_versions (identifier, version, tx_from, tx_to, payload_type, parent_identifier, access_level, payload, created_at, updated_at)
-      SELECT identifier, 1, created_at, updated_at, payload_type, parent_identifier, access_level, payload, created_at, created_at FROM resources`);
+      INSERT INTO resource_versions (identifier, version, tx_from, tx_to, payload_type, parent_identifier, access_level, payload, created_at, updated_at, actor)
+      SELECT identifier, 1, created_at, updated_at, payload_type, parent_identifier, access_level, payload, created_at, created_at, actor FROM resources`);
     await db.exec("ANALYZE resources; ANALYZE resource_versions");
   });
   afterAll(async () => {

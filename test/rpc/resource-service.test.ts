@@ -6,6 +6,9 @@ import { ResourceService as V1 } from "../../gen/resourcestore/v1/resource_servi
 import { ResourceService as V2 } from "../../gen/resourcestore/v2/resource_service_pb.js";
 import { createResourceService } from "../../src/rpc/index.js";
 import { describeBackends, uid } from "../store/backends.js";
+// The pipeline makes every call's caller; with authentication off it is the local one.
+import { createAuthenticator, createAuthInterceptor } from "../../src/auth/index.js";
+const AUTH_OFF = { tokens: undefined, tokensFile: undefined, oidcIssuer: undefined, oidcAudience: undefined, oidcJwksUrl: undefined };
 
 async function code(p: Promise<unknown>): Promise<Code | "ok"> {
   try {
@@ -22,11 +25,11 @@ describeBackends("ResourceService", (backend) => {
   let v1: Client<typeof V1>;
   const clients = () => {
     if (!v2) {
-      const impl = createResourceService({ store: backend().store, limits: { maxBatchItems: 4 } });
+      const impl = createResourceService({ store: backend().store, limits: { maxBatchItems: 4, maxQueryLimit: 10_000 } });
       const transport = createRouterTransport((router) => {
         router.service(V2, impl);
         router.service(V1, impl);
-      });
+      }, { router: { interceptors: [createAuthInterceptor(createAuthenticator(AUTH_OFF))] } });
       v2 = createClient(V2, transport);
       v1 = createClient(V1, transport);
     }

@@ -2,15 +2,16 @@ import { expect, it } from "vitest";
 import { parseAsOf } from "../../src/time.js";
 import { describeBackends, uid } from "./backends.js";
 import { ds, fromMicros, micros, study, TS_PATTERN } from "./helpers.js";
+import { LOCAL_CALLER } from "../../src/access/index.js";
 
 describeBackends("as_of reads", (backend) => {
   const s = () => backend().store;
 
   it("a version stamped t is visible at t and not a microsecond earlier", async () => {
     const p = uid();
-    const c = await s().create([ds(`${p}a`)]);
+    const c = await s().create([ds(`${p}a`)], LOCAL_CALLER);
     expect(c.at).toMatch(TS_PATTERN);
-    const u = await s().update([[`${p}a`, { license: "MIT" }]]);
+    const u = await s().update([[`${p}a`, { license: "MIT" }]], LOCAL_CALLER);
     expect(micros(u.at) > micros(c.at)).toBe(true);
     const at = (us: bigint) => s().read([`${p}a`], { asOf: fromMicros(us) });
     expect(await at(micros(c.at) - 1n)).toEqual([]);
@@ -21,9 +22,9 @@ describeBackends("as_of reads", (backend) => {
 
   it("tombstones, parents and children are read as they were", async () => {
     const p = uid();
-    const c = await s().create([ds(`${p}r1`), ds(`${p}r2`), study(`${p}x`, `${p}r1`)]);
-    const moved = await s().update([[`${p}x`, { parentIdentifier: `${p}r2` }]]);
-    const gone = await s().delete([`${p}r2`]);
+    const c = await s().create([ds(`${p}r1`), ds(`${p}r2`), study(`${p}x`, `${p}r1`)], LOCAL_CALLER);
+    const moved = await s().update([[`${p}x`, { parentIdentifier: `${p}r2` }]], LOCAL_CALLER);
+    const gone = await s().delete([`${p}r2`], LOCAL_CALLER);
     const read = (asOf: string) => s().read([`${p}r1`, `${p}r2`, `${p}x`], { asOf });
     expect((await read(c.at)).map((r) => [r.identifier, r.parentIdentifier, r.children])).toEqual([
       [`${p}r1`, null, [`${p}x`]],
@@ -42,7 +43,7 @@ describeBackends("as_of reads", (backend) => {
 
   it("before any data is empty; the future reads now; offsets and extra digits name the same instant", async () => {
     const p = uid();
-    const c = await s().create([ds(`${p}a`)]);
+    const c = await s().create([ds(`${p}a`)], LOCAL_CALLER);
     expect(await s().read([`${p}a`], { asOf: parseAsOf("1999-01-01T00:00:00Z") })).toEqual([]);
     const now = await s().read([`${p}a`]);
     expect(await s().read([`${p}a`], { asOf: parseAsOf("2999-12-31T23:59:59.999999999Z") })).toEqual(now);
@@ -56,8 +57,8 @@ describeBackends("as_of reads", (backend) => {
 
   it("a read without as_of answers the same as one at the last commit", async () => {
     const p = uid();
-    await s().create([ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}a`)]);
-    const last = await s().delete([`${p}c`]);
+    await s().create([ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}a`)], LOCAL_CALLER);
+    const last = await s().delete([`${p}c`], LOCAL_CALLER);
     expect(await s().read([`${p}a`, `${p}b`, `${p}c`], { asOf: last.at })).toEqual(await s().read([`${p}a`, `${p}b`, `${p}c`]));
   });
 });

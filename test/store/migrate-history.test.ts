@@ -22,6 +22,7 @@ import {
 } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { ds, fromMicros, micros, study } from "./helpers.js";
+import { LOCAL_CALLER } from "../../src/access/index.js";
 
 const pgReachable = await postgresReachable();
 const BEFORE = migrations.filter((m) => m.id <= 5);
@@ -87,6 +88,10 @@ for (const kind of ["pglite", "postgres"] as const) {
       if (kind === "postgres") testDb = await createTestDatabase();
       db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
       await migrate(db, BEFORE);
+      // Today's writes name their actor; the schema of then had no column for
+      // it. It lives only while the old history is written (migration 0013
+      // adds it for real, every old version \`unknown\`).
+      await db.exec("ALTER TABLE resources ADD COLUMN actor text");
       const store = createResourceStore(db);
       // The old history read through the new statements: the view over the old table.
       await db.exec("CREATE VIEW resource_history AS SELECT * FROM resource_versions");
@@ -95,16 +100,16 @@ for (const kind of ["pglite", "postgres"] as const) {
         stamps.push((await op()).at);
         await legacyVersions(db!);
       };
-      await write(() => store.create([ds("d1"), ds("d2"), study("s1", "d1"), study("s2", "s1")]));
-      await write(() => store.create([study("s3", "d1"), study("s4", "s3")]));
-      await write(() => store.update([["s1", { license: "MIT" }], ["s3", { parentIdentifier: "d2" }]]));
-      await write(() => store.delete(["s1"], { cascade: false }));
-      await write(() => store.update([["d2", { payload: { name: "renamed" } }]]));
-      await write(() => store.create([study("s1", "d2", { payload: { modality: "MR" } })])); // over the tombstone
-      await write(() => store.delete(["d2"], { cascade: true }));
-      await write(() => store.restore(["d2"], { cascade: true }));
-      await write(() => store.update([["s4", { parentIdentifier: null }], ["s2", { license: "CC0" }]]));
-      await write(() => store.delete(["s4"]));
+      await write(() => store.create([ds("d1"), ds("d2"), study("s1", "d1"), study("s2", "s1")], LOCAL_CALLER));
+      await write(() => store.create([study("s3", "d1"), study("s4", "s3")], LOCAL_CALLER));
+      await write(() => store.update([["s1", { license: "MIT" }], ["s3", { parentIdentifier: "d2" }]], LOCAL_CALLER));
+      await write(() => store.delete(["s1"], LOCAL_CALLER, { cascade: false }));
+      await write(() => store.update([["d2", { payload: { name: "renamed" } }]], LOCAL_CALLER));
+      await write(() => store.create([study("s1", "d2", { payload: { modality: "MR" } })], LOCAL_CALLER)); // over the tombstone
+      await write(() => store.delete(["d2"], LOCAL_CALLER, { cascade: true }));
+      await write(() => store.restore(["d2"], LOCAL_CALLER, { cascade: true }));
+      await write(() => store.update([["s4", { parentIdentifier: null }], ["s2", { license: "CC0" }]], LOCAL_CALLER));
+      await write(() => store.delete(["s4"], LOCAL_CALLER));
 
       const points = [fromMicros(micros(stamps[0]!) - 1n)];
       for (const s of stamps) points.push(fromMicros(micros(s) - 1n), s);
@@ -113,6 +118,7 @@ for (const kind of ["pglite", "postgres"] as const) {
       expect(versions.length).toBe(24);
 
       await db.exec("DROP VIEW resource_history");
+      await db.exec("ALTER TABLE resources DROP COLUMN actor");
       expect(await migrate(db)).toEqual(migrations.filter((m) => m.id > 5).map((m) => m.id));
       // Only superseded versions stay in the table; the view yields every one as before.
       const { rows: open } = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM resource_versions WHERE tx_to = 'infinity'");
@@ -120,10 +126,20 @@ for (const kind of ["pglite", "postgres"] as const) {
       expect(await everyVersion(db, "resource_history")).toEqual(versions);
       expect(await allReads(db, store, points)).toEqual(before);
 
-      // Writes after the migration continue the same history.
-      const u = await store.update([["d1", { license: "MIT" }]]);
+      const { rows: actors } = await db.query<{ actor: string; n: string }>("SELECT actor, count(*)::text AS n FROM resource_history GROUP BY actor");
+      expect(actors).toEqual([{ actor: "unknown", n: "24" }]);
+
+      // Writes after the migration continue the same history, with their actor.
+      const u = await store.update([["d1", { license: "MIT" }]], { ...LOCAL_CALLER, actor: "after" });
       const all = await everyVersion(db, "resource_history");
       expect(all.length).toBe(25);
+      const { rows: byActor } = await db.query<{ actor: string; version: string }>(
+        "SELECT actor, version::text AS version FROM resource_history WHERE identifier = 'd1' ORDER BY version",
+      );
+      expect(byActor).toEqual([
+        { actor: "unknown", version: "1" },
+        { actor: "after", version: "2" },
+      ]);
       expect((await store.read(["d1"], { asOf: fromMicros(micros(u.at) - 1n), excludeChildren: true }))[0]).toMatchObject({ license: null, version: 1 });
       expect((await store.read(["d1"], { asOf: u.at, excludeChildren: true }))[0]).toMatchObject({ license: "MIT", version: 2 });
     }, 240_000);
@@ -132,8 +148,10 @@ for (const kind of ["pglite", "postgres"] as const) {
       if (kind === "postgres") testDb = await createTestDatabase();
       db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
       await migrate(db, BEFORE);
-      await createResourceStore(db).create([ds("d1")]);
+      await db.exec("ALTER TABLE resources ADD COLUMN actor text");
+      await createResourceStore(db).create([ds("d1")], LOCAL_CALLER);
       await legacyVersions(db);
+      await db.exec("ALTER TABLE resources DROP COLUMN actor");
       await db.query("UPDATE resources SET version = 2");
       const err: unknown = await migrate(db).then(() => undefined, (e: unknown) => e);
       expect(String((err as { cause?: unknown }).cause ?? err)).toMatch(/open version does not match/);

@@ -9,6 +9,7 @@ import type { ResourcePatch, ResourceStore } from "../../src/store/index.js";
 import { describeBackends, uid } from "./backends.js";
 import { fromMicros, micros } from "./helpers.js";
 import { apply, readModel, type Batch, type Outcome, type State } from "./model.js";
+import { LOCAL_CALLER } from "../../src/access/index.js";
 
 const POOL = ["a", "b", "c", "d", "e", "f"];
 const id = fc.constantFrom(...POOL);
@@ -46,13 +47,11 @@ async function run(store: ResourceStore, p: string, batch: Batch): Promise<{ out
     let res;
     switch (batch.kind) {
       case "create":
-        res = await store.create(
-          batch.items.map((i) => ({ identifier: `${p}${i.id}`, payloadType: "datasource", parentIdentifier: q(i.parent) ?? null, payload: { name: i.name } })),
+        res = await store.create(batch.items.map((i) => ({ identifier: `${p}${i.id}`, payloadType: "datasource", parentIdentifier: q(i.parent) ?? null, payload: { name: i.name } })), LOCAL_CALLER
         );
         break;
       case "update":
-        res = await store.update(
-          batch.entries.map((e) => {
+        res = await store.update(batch.entries.map((e) => {
             const patch: ResourcePatch = {};
             if (e.parent !== undefined) patch.parentIdentifier = q(e.parent) ?? null;
             if (e.license !== undefined) patch.license = e.license;
@@ -60,14 +59,14 @@ async function run(store: ResourceStore, p: string, batch: Batch): Promise<{ out
             if (e.payloadType !== undefined) patch.payloadType = e.payloadType;
             if (e.isDeleted !== undefined) patch.isDeleted = e.isDeleted;
             return [`${p}${e.id}`, patch] as const;
-          }),
+          }), LOCAL_CALLER
         );
         break;
       case "delete":
-        res = await store.delete(batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade });
+        res = await store.delete(batch.ids.map((i) => `${p}${i}`), LOCAL_CALLER, { cascade: batch.cascade });
         break;
       case "restore":
-        res = await store.restore(batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade });
+        res = await store.restore(batch.ids.map((i) => `${p}${i}`), LOCAL_CALLER, { cascade: batch.cascade });
         break;
     }
     return { outcome: { ok: true, count: res.count }, at: res.at };

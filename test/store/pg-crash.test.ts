@@ -7,13 +7,14 @@ import pg from "pg";
 import { expect, it } from "vitest";
 import { describeBackends, uid } from "./backends.js";
 import { ds, expectCode, study } from "./helpers.js";
+import { LOCAL_CALLER } from "../../src/access/index.js";
 
 describeBackends("connection killed mid-batch", (backend) => {
   it("rolls the whole batch back and keeps serving", async () => {
     const { store, url } = backend();
     if (url === undefined) throw new Error("a PostgreSQL suite without a URL");
     const p = uid();
-    await store.create([ds(`${p}a`), ds(`${p}b`), study(`${p}c`, `${p}a`)]);
+    await store.create([ds(`${p}a`), ds(`${p}b`), study(`${p}c`, `${p}a`)], LOCAL_CALLER);
     const before = await store.read([`${p}a`, `${p}b`, `${p}c`]);
 
     const holder = new pg.Client({ connectionString: url });
@@ -26,7 +27,7 @@ describeBackends("connection killed mid-batch", (backend) => {
         [`${p}a`, { license: "L1" }],
         [`${p}b`, { license: "L2" }],
         [`${p}c`, { parentIdentifier: `${p}b` }],
-      ]);
+      ], LOCAL_CALLER);
       const settled = batch.then(
         () => undefined,
         (err: unknown) => err,
@@ -56,7 +57,7 @@ describeBackends("connection killed mid-batch", (backend) => {
     );
     expect(Number(rows[0]?.n)).toBe(3);
     // still serving, on a fresh connection
-    expect((await store.update([[`${p}b`, { license: "L3" }]])).count).toBe(1);
+    expect((await store.update([[`${p}b`, { license: "L3" }]], LOCAL_CALLER)).count).toBe(1);
     expect((await store.read([`${p}b`]))[0]).toMatchObject({ license: "L3", version: 2 });
     await store.db.ping();
   });

@@ -14,6 +14,7 @@ import type { Db, NewResource, Queryable, ReadPoint } from "../../src/store/inde
 import { countStatement, createResourceStore, listChildren, pageStatement, planQuery } from "../../src/store/index.js";
 import { describeBackends, uid } from "./backends.js";
 import { recording, type Recorded } from "./recording.js";
+import { LOCAL_CALLER } from "../../src/access/index.js";
 
 interface PlanNode {
   "Node Type": string;
@@ -82,8 +83,8 @@ describeBackends("subtree walks of the read paths use the keys", (backend) => {
     const store = createResourceStore(db);
     // Eight trees like the one walked: the table is 8x the subtree.
     const p = uid("walk");
-    for (let i = 0; i < 7; i++) await store.create(tree(uid("fill")));
-    await store.create(tree(p));
+    for (let i = 0; i < 7; i++) await store.create(tree(uid("fill")), LOCAL_CALLER);
+    await store.create(tree(p), LOCAL_CALLER);
     await db.exec("ANALYZE resources; ANALYZE resource_versions");
     const { rows } = await db.query<{ at: string }>("SELECT to_char(last AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at FROM clock");
     const asOf = rows[0]!.at;

@@ -1,0 +1,150 @@
+// Every version of one resource, oldest first (docs/contract/19-audit-history.md):
+// the rows of resource_history for one identifier, by version. One statement
+// per page: whether the caller may see the identifier now, and the page.
+//
+// - `at` is the version's tx_from: the stamp of the commit that wrote it.
+// - `kind` comes from the version before it (the rule the change feed uses,
+//   store/events.ts): none before, or a tombstone before and a new
+//   created_at (a create over a tombstone), is `created`; a tombstone is
+//   `deleted`; a live version after a tombstone with the old created_at is
+//   `restored`; anything else `updated`.
+// - `since` is inclusive and `until` exclusive, on `at` ([since, until), as
+//   every period of the store).
+// - Pages are keyed by version; the cursor is the query cursor's signed
+//   token (store/query/cursor.ts), bound to the identifier and the range by
+//   its hash, so it cannot be replayed against another resource.
+//
+// Access (docs/contract/18-access.md): a caller sees a version when the
+// grants admit both the version (its access_level and its datasource as the
+// tree was at its `at`) and the resource as it is now; when they do not admit
+// the resource now, the identifier answers 404 as one never created. The
+// predicate is built here until the store has a shared one.
+import { createHash } from "node:crypto";
+import type { Grants } from "../access/index.js";
+import { accessRank, seesEverything } from "../access/index.js";
+import { invalidArgument, notFound } from "../errors.js";
+import { checkIdentifier } from "../schema/validate.js";
+import { prepared, type Queryable } from "./db.js";
+import type { CursorCodec } from "./query/index.js";
+import { resourceColumns, toStoredResource, ts, type ResourceRow } from "./sql.js";
+import type { StoredResource } from "./types.js";
+
+export type VersionKind = "created" | "updated" | "deleted" | "restored";
+
+export interface HistoryVersion {
+  version: number;
+  /** The commit's stamp, RFC 3339 UTC with microseconds. */
+  at: string;
+  actor: string;
+  kind: VersionKind;
+  /** The resource as it read at `at` (a deleted version: its tombstone's content); no children. */
+  resource: StoredResource;
+}
+
+export interface VersionPage {
+  readonly versions: HistoryVersion[];
+  /** Undefined exactly when no version follows (in the range, as the caller may see it). */
+  readonly nextCursor: string | undefined;
+}
+
+/** The signing of history cursors: the query cursor codec, loaded when first needed. */
+export type HistoryCursor = () => Promise<CursorCodec>;
+
+export interface HistoryOptions {
+  /** Parsed RFC 3339 (time.ts parseAsOf); only versions at or after it. */
+  readonly since?: string | undefined;
+  /** Parsed RFC 3339; only versions before it. */
+  readonly until?: string | undefined;
+  /** Versions per page, 1 or more (the caller bounds it by MAX_QUERY_LIMIT). */
+  readonly limit?: number | undefined;
+  /** The next_cursor of the previous page. */
+  readonly cursor?: string | undefined;
+}
+
+export const DEFAULT_HISTORY_LIMIT = 100;
+
+type HistoryRow = Partial<ResourceRow> & { at: string | null; actor: string | null; kind: VersionKind | null };
+
+// The datasource of a resource (docs/contract/08-statistics.md): a
+// datasource's own identifier, a patient's datasource_id, else the nearest
+// patient ancestor's; `$rel a` with `$when` chooses the ancestors' versions.
+function datasourceOf(v: string, rel: string, when: string): string {
+  return `CASE ${v}.payload_type WHEN 'datasource' THEN ${v}.identifier WHEN 'patient' THEN ${v}.payload->>'datasource_id' ELSE (
+      WITH RECURSIVE up(parent, ds, depth) AS (
+        SELECT ${v}.parent_identifier, NULL::text, 0
+        UNION ALL
+        SELECT a.parent_identifier, CASE WHEN a.payload_type = 'patient' THEN a.payload->>'datasource_id' END, up.depth + 1
+          FROM up JOIN ${rel} a ON a.identifier = up.parent ${when}
+         WHERE up.ds IS NULL AND up.depth < 10000
+      )
+      SELECT ds FROM up WHERE ds IS NOT NULL LIMIT 1) END`;
+}
+
+/** The grants as a condition on version `v` ($6 clearance rank, $7 every datasource, $8 the datasources). */
+function admits(v: string, rel: string, when: string): string {
+  return `(CASE ${v}.access_level WHEN 'public' THEN 0 WHEN 'internal' THEN 1 ELSE 2 END) <= $6::int
+      AND ($7::boolean OR coalesce(${datasourceOf(v, rel, when)} = ANY($8::text[]), true))`;
+}
+
+function historySql(restricted: boolean): string {
+  return `WITH cur AS (
+      SELECT r.identifier FROM resources r
+       WHERE r.identifier = $1::text${restricted ? ` AND ${admits("r", "resources", "")}` : ""}
+    )
+    SELECT h.* FROM cur LEFT JOIN LATERAL (
+      SELECT ${ts("v.tx_from")} AS at, v.actor,
+             CASE WHEN p.identifier IS NULL THEN 'created'
+                  WHEN v.is_deleted THEN 'deleted'
+                  WHEN p.is_deleted THEN CASE WHEN v.created_at = v.tx_from THEN 'created' ELSE 'restored' END
+                  ELSE 'updated' END AS kind,
+             ${resourceColumns("v")}
+        FROM resource_history v
+        LEFT JOIN resource_history p ON p.identifier = v.identifier AND p.version = v.version - 1
+       WHERE v.identifier = cur.identifier AND v.version > $2::bigint
+         AND v.tx_from >= $3::timestamptz AND v.tx_from < $4::timestamptz
+         ${restricted ? `AND ${admits("v", "resource_history", "AND a.tx_from <= v.tx_from AND v.tx_from < a.tx_to")}` : ""}
+       ORDER BY v.version
+       LIMIT $5
+    ) h ON true`;
+}
+
+// The unrestricted page is one shape for every call: prepared once per connection.
+const HISTORY_ALL = prepared(historySql(false));
+const HISTORY_RESTRICTED = historySql(true);
+
+/** Ties a cursor to its identifier and range. */
+function rangeHash(identifier: string, since: string | undefined, until: string | undefined): string {
+  return createHash("sha256").update(JSON.stringify(["history", identifier, since ?? null, until ?? null])).digest("base64url");
+}
+
+export async function readHistory(db: Queryable, codec: HistoryCursor, identifier: string, grants: Grants, options: HistoryOptions = {}): Promise<VersionPage> {
+  checkIdentifier(identifier);
+  const limit = options.limit ?? DEFAULT_HISTORY_LIMIT;
+  if (!Number.isSafeInteger(limit) || limit < 1) throw invalidArgument(`limit must be 1 or more, got ${limit}`, "LIMIT_OUT_OF_RANGE");
+  const hash = rangeHash(identifier, options.since, options.until);
+  let after = 0;
+  if (options.cursor !== undefined && options.cursor !== "") {
+    const state = (await codec()).decode(options.cursor, hash);
+    after = Number(state.after.value);
+    if (!Number.isSafeInteger(after) || after < 0 || state.after.identifier !== identifier) throw invalidArgument("cursor is invalid", "INVALID_CURSOR");
+  }
+  const restricted = !seesEverything(grants);
+  const params: unknown[] = [identifier, after, options.since ?? "-infinity", options.until ?? "infinity", limit + 1];
+  if (restricted) {
+    params.push(accessRank(grants.clearance), grants.datasources === "all", grants.datasources === "all" ? [] : [...grants.datasources]);
+  }
+  const { rows } = await db.query<HistoryRow>(restricted ? HISTORY_RESTRICTED : HISTORY_ALL, params);
+  if (rows.length === 0) throw notFound(`resource ${JSON.stringify(identifier)} not found`);
+  const versions: HistoryVersion[] = [];
+  for (const r of rows) {
+    if (r.at === null || r.kind === null || r.actor === null || r.identifier === undefined) continue;
+    versions.push({ version: Number(r.version), at: r.at, actor: r.actor, kind: r.kind, resource: toStoredResource(r as ResourceRow, false) });
+  }
+  let nextCursor: string | undefined;
+  if (versions.length > limit) {
+    versions.length = limit;
+    const last = versions[limit - 1] as HistoryVersion;
+    nextCursor = (await codec()).encode({ at: last.at, after: { value: String(last.version), identifier }, hash });
+  }
+  return { versions, nextCursor };
+}
