@@ -22,7 +22,10 @@ import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { createHttpFallback } from "./http-fallback.js";
 import { createOpsRoutes } from "./ops-routes.js";
 import {
+  auditSink,
+  type AuditSink,
   callRecordKey,
+  createAuditInterceptor,
   createHealthService,
   createPipeline,
   createReflectionService,
@@ -90,6 +93,8 @@ export interface AppOptions {
    * caller shuts it down. Default: started here when config.tracing is set.
    */
   readonly tracing?: Tracing;
+  /** Where audit lines go; defaults to config.auditLog's sink (none when unset). */
+  readonly auditSink?: AuditSink;
 }
 
 export async function createApp(config: Config, log: Logger, opts: AppOptions = {}): Promise<App> {
@@ -169,12 +174,15 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   // Every call, whichever path it takes below, runs this one pipeline: its
   // interceptors, body limit, compressions and JSON options (rpc/pipeline.ts,
   // where access, audit and tracing take their slots).
+  // The audit (AUDIT_LOG, or the sink a test passes): its slot is inside auth, so its lines name the actor.
+  const audit = opts.auditSink ?? (config.auditLog !== undefined ? auditSink(config.auditLog) : undefined);
   const pipeline = createPipeline({
     log,
     auth,
     metrics,
     maxBodyBytes: config.limits.maxBodyBytes,
     ...(tracing !== undefined ? { tracing: tracing.interceptor } : {}),
+    ...(audit !== undefined ? { audit: createAuditInterceptor(audit) } : {}),
   });
   const routes = routesFor(impls, ready);
   // REST streams reach their handlers through an in-process router with the pipeline.

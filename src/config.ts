@@ -56,6 +56,11 @@ export interface Config {
   readonly readReplicas: ReadReplicasConfig;
   readonly logLevel: LogLevel;
   /**
+   * The read audit (AUDIT_LOG, docs/contract/19-audit-history.md): "stdout",
+   * or the path of a file the lines are appended to; unset = off.
+   */
+  readonly auditLog: string | undefined;
+  /**
    * The registry's HMAC keys, the one hashing new rows first (REGISTRY_SECRET,
    * REGISTRY_SECRET_FILE, REGISTRY_SECRETS or REGISTRY_SECRETS_FILE); unset =
    * the embedded store generates one under DATA_DIR, and PostgreSQL refuses to start.
@@ -333,6 +338,7 @@ export function loadConfig(env: Env = process.env): Config {
     databasePoolSize: int(env, "DATABASE_POOL_SIZE", DEFAULTS.DATABASE_POOL_SIZE, 1, 1000),
     readReplicas: readReplicas(env),
     logLevel: logLevel as LogLevel,
+    auditLog: str(env, "AUDIT_LOG"),
     registryKeys: registryKeys(env),
     cursorSecret: str(env, "CURSOR_SECRET"),
     s3: {

@@ -76,6 +76,7 @@ export const errorCatalogue = {
   CONCURRENT_CONFLICT: { code: Code.Unavailable, when: "The change collided with a concurrent one (serialization failure, deadlock); retrying succeeds." },
   STORAGE_UNAVAILABLE: { code: Code.Unavailable, when: "Object storage cannot be reached, answers with an error, or its bucket is missing." },
   OBJECT_CHANGED: { code: Code.Unavailable, when: "An object changed while it was being read; retrying reads the new one." },
+  AUDIT_UNAVAILABLE: { code: Code.Unavailable, when: "AUDIT_LOG is set and the call's audit line cannot be written (a full disk, a removed directory, a closed stdout); the call answers nothing." },
   IDENTITY_PROVIDER_UNAVAILABLE: { code: Code.Unavailable, when: "The OIDC provider's signing keys could not be fetched." },
   // anything else
   INTERNAL: { code: Code.Internal, when: "Anything else; the message never carries internals (stack, SQL, paths) and the server logs the cause." },

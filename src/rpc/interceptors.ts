@@ -80,6 +80,8 @@ function sanitize(err: unknown, log: Logger, ctx: Record<string, unknown>): Conn
 export function createCallInterceptor(log: Logger): Interceptor {
   return (next) => async (req) => {
     const requestId = requestIdOf(req.header.get(REQUEST_ID));
+    // The interceptors inside (the audit) name the call by the same id.
+    req.header.set(REQUEST_ID, requestId);
     const ctx = { request_id: requestId, rpc: `${req.service.typeName}/${req.method.name}` };
     const started = process.hrtime.bigint();
     const done = (code: string): void =>
