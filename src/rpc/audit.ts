@@ -103,6 +103,22 @@ function requestJson(desc: DescMessage, message: unknown): JsonValue {
   return toJson(desc, message as Message, { useProtoFieldName: true });
 }
 
+/** An async iterable of the one result already taken off a request stream. */
+function once<T>(first: IteratorResult<T>): AsyncIterable<T> {
+  return {
+    [Symbol.asyncIterator]: () => {
+      let taken = first.done === true;
+      return {
+        next: (): Promise<IteratorResult<T>> => {
+          if (taken) return Promise.resolve({ done: true, value: undefined });
+          taken = true;
+          return Promise.resolve(first);
+        },
+      };
+    },
+  };
+}
+
 function unique(list: readonly string[]): string[] {
   return [...new Set(list)];
 }
@@ -124,6 +140,17 @@ export function createAuditInterceptor(sink: AuditSink): Interceptor {
       method: `${req.service.typeName}/${req.method.name}`,
       request_id: req.header.get(REQUEST_ID),
     };
+    // A server stream's one request message, taken off its iterable to be logged and handed on.
+    let streamed: unknown;
+    if (req.stream && req.method.methodKind === "server_streaming") {
+      const first = await req.message[Symbol.asyncIterator]().next();
+      streamed = first.done === true ? undefined : first.value;
+      const one = first;
+      req = {
+        ...req,
+        message: once(one) as typeof req.message,
+      };
+    }
     let res: Awaited<ReturnType<typeof next>>;
     try {
       res = await next(req);
@@ -134,7 +161,8 @@ export function createAuditInterceptor(sink: AuditSink): Interceptor {
       throw err;
     }
     if (res.stream) {
-      const request = req.stream ? undefined : requestJson(req.method.input, req.message);
+      const message = req.stream ? streamed : req.message;
+      const request = message === undefined ? undefined : requestJson(req.method.input, message);
       await write({ ...base, outcome: "ok", ...(request !== undefined ? { request } : {}), count: null });
       return res;
     }
