@@ -145,11 +145,7 @@ export function createAuditInterceptor(sink: AuditSink): Interceptor {
     if (req.stream && req.method.methodKind === "server_streaming") {
       const first = await req.message[Symbol.asyncIterator]().next();
       streamed = first.done === true ? undefined : first.value;
-      const one = first;
-      req = {
-        ...req,
-        message: once(one) as typeof req.message,
-      };
+      req = { ...req, message: once(first) };
     }
     let res: Awaited<ReturnType<typeof next>>;
     try {
