@@ -9,6 +9,7 @@ import { runUploadDir } from "./upload-dir.js";
 import { runWatch } from "./watch.js";
 import { registryCommand } from "./registry-command.js";
 import { dumpCommand, restoreCommand } from "./dump.js";
+import { historyCommand } from "./history.js";
 
 /** Operator commands: they open the database themselves (DATABASE_URL), not the service. */
 const OPERATOR_COMMANDS: (() => Command)[] = [() => registryCommand(), () => dumpCommand(), () => restoreCommand()];
@@ -185,6 +186,7 @@ export function buildProgram(): Command {
     "resource-store watch --payload-type study --since 2026-01-31T00:00:00Z",
   );
 
+  program.addCommand(historyCommand());
   for (const make of OPERATOR_COMMANDS) program.addCommand(make());
   return program;
 }

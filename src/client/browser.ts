@@ -11,3 +11,5 @@ export {
   type WatchParams,
   type WatchStreamRequest,
 } from "./watch.js";
+// A resource's versions page by page (the explorer's history panel can use it too).
+export { historyPages, type HistoryParams } from "./history.js";

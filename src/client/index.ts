@@ -24,7 +24,7 @@ import * as v2Storage from "../../gen/resourcestore/v2/storage_service_pb.js";
 import * as v1Event from "../../gen/resourcestore/v1/event_service_pb.js";
 import * as v2Event from "../../gen/resourcestore/v2/event_service_pb.js";
 import { createPlannedRequestInterceptor } from "../protobuf/index.js";
-import { watchEvents, type WatchParams } from "./browser.js";
+import { historyPages, watchEvents, type HistoryParams, type WatchParams } from "./browser.js";
 
 export * from "./browser.js";
 
@@ -105,7 +105,11 @@ function clientsOf<S extends Record<string, DescService>>(services: S, transport
   return out as { [K in keyof S]: Client<S[K]> };
 }
 
-/** Clients of the second revision (the default), and `watch()`: the change feed, resumed by itself after a dropped connection. */
+/**
+ * Clients of the second revision (the default), `watch()`: the change feed,
+ * resumed by itself after a dropped connection, and `history(identifier)`:
+ * a resource's versions, page by page.
+ */
 export function createResourceStoreClient(opts: ClientOptions) {
   const transport = createTransport(opts);
   return {
@@ -123,6 +127,7 @@ export function createResourceStoreClient(opts: ClientOptions) {
       transport,
     ),
     watch: (params?: WatchParams) => watchEvents(transport, params),
+    history: (identifier: string, params?: HistoryParams) => historyPages(transport, identifier, params),
   };
 }
 
