@@ -6,6 +6,7 @@ import { cpus, totalmem } from "node:os";
 import { cliImportBenchmarks } from "./cli-import.bench.js";
 import { createBenchmarks } from "./create.bench.js";
 import { eventsBenchmarks } from "./events.bench.js";
+import { historyBenchmarks } from "./history.bench.js";
 import { loadBenchmarks } from "./load.bench.js";
 import { parseOptions } from "./options.js";
 import { pgliteBenchmarks } from "./pglite.bench.js";
@@ -20,6 +21,7 @@ import type { BenchOptions } from "./options.js";
 const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[] = [
   { name: "create", run: createBenchmarks },
   { name: "read", run: readBenchmarks },
+  { name: "history", run: historyBenchmarks },
   { name: "query", run: queryBenchmarks },
   { name: "parquet", run: parquetBenchmarks },
   { name: "pglite", run: pgliteBenchmarks },

@@ -35,7 +35,7 @@ import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { Compression } from "@connectrpc/connect/protocol";
 import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
-import { ReadResponseSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
+import { HistoryResponseSchema, ReadResponseSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { createAuthInterceptor, type Authenticator } from "../auth/index.js";
 import type { Logger } from "../log.js";
 import { createPlannedBinaryInterceptor } from "../protobuf/index.js";
@@ -84,7 +84,7 @@ export const ACCEPT_COMPRESSION: readonly Compression[] = [compressionGzip, comp
 export function createPipeline(parts: PipelineParts): Pipeline {
   const slot = (i: Interceptor | undefined): Interceptor[] => (i === undefined ? [] : [i]);
   const interceptors: Interceptor[] = [
-    createPlannedBinaryInterceptor([ReadResponseSchema]),
+    createPlannedBinaryInterceptor([ReadResponseSchema, HistoryResponseSchema]),
     parts.metrics.interceptor,
     ...slot(parts.tracing),
     createCallInterceptor(parts.log),

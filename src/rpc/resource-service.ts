@@ -8,11 +8,11 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import {
   type Resource,
   type ResourceUpdate,
+  type ResourceVersion,
   CreateResponseSchema,
   DeleteResponseSchema,
   HistoryResponseSchema,
   ReadResponseSchema,
-  ResourceVersionSchema,
   RestoreResponseSchema,
   UpdateResponseSchema,
 } from "../../gen/resourcestore/type/v1/resource_pb.js";
@@ -82,8 +82,16 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
         cursor: req.cursor,
       });
       return create(HistoryResponseSchema, {
-        versions: page.versions.map((v) =>
-          create(ResourceVersionSchema, { version: BigInt(v.version), at: v.at, actor: v.actor, kind: v.kind, resource: toResourceMessage(v.resource) }),
+        // Written out as create() would build them, without its reflective walk (100 a page).
+        versions: page.versions.map(
+          (v): ResourceVersion => ({
+            $typeName: "resourcestore.type.v1.ResourceVersion",
+            version: BigInt(v.version),
+            at: v.at,
+            actor: v.actor,
+            kind: v.kind,
+            resource: toResourceMessage(v.resource),
+          }),
         ),
         ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}),
       });
