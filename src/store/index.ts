@@ -7,7 +7,7 @@ import { readResources } from "./read.js";
 import { readerFor } from "./replicas.js";
 import { readHistory, type HistoryCursor, type HistoryOptions, type VersionPage } from "./history.js";
 import { createCursorCodec, type CursorCodec } from "./query/index.js";
-import { loadCursorSecret } from "./secrets.js";
+import { loadCursorSecret } from "./cursor-secret.js";
 import { deleteResources, restoreResources, type TombstoneOptions } from "./tombstones.js";
 import type { MutationResult, NewResource, ReadOptions, ResourcePatch, StoredResource } from "./types.js";
 import { updateResources } from "./update.js";
@@ -131,11 +131,12 @@ export function createResourceStore(db: Db, limits: { maxTreeDepth?: number; cur
   const depth = limits.maxTreeDepth;
   let codec: Promise<CursorCodec> | undefined;
   const historyCursor: HistoryCursor = () => {
-    codec ??= loadCursorSecret(db, limits.cursorSecret).then(createCursorCodec, (err: unknown) => {
+    const loading = (codec ??= loadCursorSecret(db, limits.cursorSecret).then(createCursorCodec, (err: unknown) => {
+      // A failed load is tried again by the next call.
       codec = undefined;
       throw err;
-    });
-    return codec;
+    }));
+    return loading;
   };
   return {
     db,
