@@ -5,9 +5,7 @@
 import { Command, InvalidArgumentError } from "commander";
 import type { ResourceVersion } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { HistoryParams, ResourceStoreClient } from "../client/index.js";
-// The codec alone, as watch.ts takes it.
-// eslint-disable-next-line local/index-boundaries
-import { resourceToFlat } from "../rest/flat-codec.js";
+import { resourceToFlat } from "../schema/flat-codec.js";
 import { CliError, clientFor, describeError, resolveGlobals, summary, warn } from "./common.js";
 
 /** One NDJSON line for a version. */
