@@ -49,6 +49,8 @@ beforeAll(async () => {
   await post("/resources/update", { updates: { "nobody": { description: "x" } } });
   await post("/resources/delete", { identifiers: ["oa-d"] });
   await post("/resources/restore", { identifiers: ["oa-d"] });
+  await post("/resources/history", { identifier: "oa-d", limit: 2 });
+  await post("/resources/history", { identifier: "nobody" });
   await post("/query", { payload_type: "file", limit: 1 });
   await post("/query", { select_columns: ["license"], limit: 2 });
   await post("/query", { payload_type: "file", filters: [{ field: "nope", op: "eq", value: 1 }] });

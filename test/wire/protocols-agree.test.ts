@@ -315,6 +315,11 @@ const scenarios: Record<string, Scenario> = {
     ok: (t) => ({ req: { identifiers: [`${t}-pat`] } }),
     bad: { identifiers: ["bad id!"] },
   },
+  "ResourceService.History": {
+    setup: seedHistory,
+    ok: (t) => ({ req: { identifier: `${t}-st`, limit: 1 } }),
+    bad: { identifier: "bad id!" },
+  },
   "QueryService.Query": {
     setup: seedTree,
     ok: (t) => ({ req: { payload_type: "file", parent_identifier: `${t}-ds`, include_indirect_parents: true, limit: 5 } }),
