@@ -49,13 +49,9 @@ export const EVENTS_CHANNEL = "resource_events";
  */
 export const EMPTY_STORE_POINT = "1970-01-01T00:00:00.000000Z";
 
-/**
- * Who wrote the version. The history has no actor column yet (the history
- * engineer's migration adds one); until it does every event says "unknown",
- * so the wire shape is already right. Replace with `${v}.actor` then.
- */
-function actorColumn(_v: string): string {
-  return `'unknown'::text`;
+/** Who wrote the version (migration 0017: every version's actor column). */
+function actorColumn(v: string): string {
+  return `${v}.actor`;
 }
 
 /**

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { dumpCommands } from "../../src/cli/dump.js";
 import { createResources, deleteResources, migrate, openDatabase, readResources } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, REQUIRE_POSTGRES, type TestDatabase } from "../support/postgres.js";
+import { LOCAL_CALLER } from "../../src/access/index.js";
 
 async function run(env: Record<string, string>, args: string[]): Promise<{ out: string; err: string; code: number }> {
   let out = "";
@@ -35,8 +36,8 @@ describe("dump and restore commands", () => {
     await createResources(db, [
       { identifier: "cli-root", payloadType: "annotation", payload: { label: "r" } },
       { identifier: "cli-child", payloadType: "annotation", parentIdentifier: "cli-root", payload: { label: "c" } },
-    ]);
-    await deleteResources(db, ["cli-child"], true);
+    ], LOCAL_CALLER);
+    await deleteResources(db, ["cli-child"], LOCAL_CALLER, { cascade: true });
     await db.close();
     if (await postgresReachable()) pg = await createTestDatabase();
     else if (REQUIRE_POSTGRES) throw new Error("PostgreSQL is required (REQUIRE_POSTGRES=1) but not reachable");

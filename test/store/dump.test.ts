@@ -29,6 +29,7 @@ import {
   type Db,
 } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, REQUIRE_POSTGRES, type TestDatabase } from "../support/postgres.js";
+import { LOCAL_CALLER } from "../../src/access/index.js";
 
 async function dumpBytes(db: Db, since?: string): Promise<Buffer> {
   const sink = new PassThrough();
@@ -101,7 +102,7 @@ async function applyHistory(db: Db, seed: number, steps: number, prefix: string)
   const roots = ids.slice(0, 3);
   for (const id of ids) {
     try {
-      await createResources(db, [{ identifier: id, payloadType: "annotation", parentIdentifier: roots.includes(id) ? null : pick(roots), payload: { label: id } }]);
+      await createResources(db, [{ identifier: id, payloadType: "annotation", parentIdentifier: roots.includes(id) ? null : pick(roots), payload: { label: id } }], LOCAL_CALLER);
     } catch {
       // exists already (a second history over the same identifiers)
     }
@@ -110,11 +111,11 @@ async function applyHistory(db: Db, seed: number, steps: number, prefix: string)
     const id = pick(ids);
     const op = pick(["update", "update", "reparent", "delete", "restore", "create"] as const);
     try {
-      if (op === "update") await updateResources(db, [[id, { license: pick(["CC-BY", "CC0", null]), payload: { label: `${id}-${i}` } }]]);
-      else if (op === "reparent") await updateResources(db, [[id, { parentIdentifier: pick([...roots, null]) }]]);
-      else if (op === "delete") await deleteResources(db, [id], true);
-      else if (op === "restore") await restoreResources(db, [id], true);
-      else await createResources(db, [{ identifier: id, payloadType: "annotation", parentIdentifier: null, payload: { label: `new-${i}` } }]);
+      if (op === "update") await updateResources(db, [[id, { license: pick(["CC-BY", "CC0", null]), payload: { label: `${id}-${i}` } }]], LOCAL_CALLER);
+      else if (op === "reparent") await updateResources(db, [[id, { parentIdentifier: pick([...roots, null]) }]], LOCAL_CALLER);
+      else if (op === "delete") await deleteResources(db, [id], LOCAL_CALLER, { cascade: true });
+      else if (op === "restore") await restoreResources(db, [id], LOCAL_CALLER, { cascade: true });
+      else await createResources(db, [{ identifier: id, payloadType: "annotation", parentIdentifier: null, payload: { label: `new-${i}` } }], LOCAL_CALLER);
     } catch {
       // refused: nothing written
     }

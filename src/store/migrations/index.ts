@@ -8,10 +8,10 @@ import { sql as historySortIndexes } from "./0005-history-sort-indexes.js";
 import { sql as supersededHistory } from "./0006-superseded-history.js";
 import { sql as registryKeyIds } from "./0010-registry-key-ids.js";
 import { sql as events } from "./0012-events.js";
-import { sql as versionActors } from "./0013-version-actors.js";
 import { sql as registryKeyChains } from "./0014-registry-key-chains.js";
 import { sql as eventsOnlyChanges } from "./0015-events-only-changes.js";
 import { sql as supersedeHashJoin } from "./0016-supersede-hash-join.js";
+import { sql as versionActors } from "./0017-version-actors.js";
 
 export interface Migration {
   readonly id: number;
@@ -28,8 +28,8 @@ export const migrations: readonly Migration[] = [
   { id: 6, name: "superseded-history", sql: supersededHistory },
   { id: 10, name: "registry-key-ids", sql: registryKeyIds },
   { id: 12, name: "events", sql: events },
-  { id: 13, name: "version-actors", sql: versionActors },
   { id: 14, name: "registry-key-chains", sql: registryKeyChains },
   { id: 15, name: "events-only-changes", sql: eventsOnlyChanges },
   { id: 16, name: "supersede-hash-join", sql: supersedeHashJoin },
+  { id: 17, name: "version-actors", sql: versionActors },
 ];

@@ -9,13 +9,15 @@
 // actor fails instead of recording a made-up one. The supersede trigger
 // carries the actor with the version into the history, and resource_history
 // yields it (as its last column: a view can only grow at the end).
+// The function keeps 0016's SET enable_nestloop = off (CREATE OR REPLACE
+// would drop it otherwise).
 export const sql = `
 ALTER TABLE resources ADD COLUMN actor text NOT NULL DEFAULT 'unknown';
 ALTER TABLE resources ALTER COLUMN actor DROP DEFAULT;
 ALTER TABLE resource_versions ADD COLUMN actor text NOT NULL DEFAULT 'unknown';
 ALTER TABLE resource_versions ALTER COLUMN actor DROP DEFAULT;
 
-CREATE OR REPLACE FUNCTION resources_supersede() RETURNS trigger LANGUAGE plpgsql AS $fn$
+CREATE OR REPLACE FUNCTION resources_supersede() RETURNS trigger LANGUAGE plpgsql SET enable_nestloop = off AS $fn$
 BEGIN
   INSERT INTO resource_versions (identifier, version, tx_from, tx_to, payload_type, parent_identifier, license,
       access_level, derived_from, payload, created_at, updated_at, is_deleted, deleted_by, actor)
