@@ -146,9 +146,9 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       await tx.query(
         `WITH c AS (SELECT last FROM clock)
          INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload,
-                                created_at, updated_at, version, is_deleted, deleted_by)
+                                created_at, updated_at, version, is_deleted, deleted_by, actor)
          SELECT 'scan-' || i, 'datasource', NULL, NULL, 'internal', '{}', jsonb_build_object('name', 'n' || i),
-                c.last + i * interval '1 microsecond', c.last + i * interval '1 microsecond', 1, false, NULL
+                c.last + i * interval '1 microsecond', c.last + i * interval '1 microsecond', 1, false, NULL, 'test'
            FROM c, generate_series(1, 200000) AS i`,
       );
       await tx.query(`UPDATE clock SET last = last + 200001 * interval '1 microsecond'`);
