@@ -13,6 +13,7 @@ import { captureStatements, type Statement } from "./support/capture.js";
 import { connect, withDatabase } from "./support/database.js";
 import { migrateDatabase } from "./support/load.js";
 import { batchAt } from "./support/workload.js";
+import { ALL_GRANTS } from "../src/access/index.js";
 
 const batches = Number(process.argv[2] ?? 40);
 const size = 1000;
@@ -20,7 +21,7 @@ const rounds = 4;
 const concurrency = 2;
 
 const statements: Statement[][] = [];
-for (let b = 0; b < batches; b++) statements.push(await captureStatements((db) => createResources(db, batchAt("c", b, size))));
+for (let b = 0; b < batches; b++) statements.push(await captureStatements((db) => createResources(db, ALL_GRANTS, batchAt("c", b, size))));
 
 async function timeStatements(): Promise<void> {
   await withDatabase(async (db) => {

@@ -14,6 +14,7 @@ import { startServer } from "./support/server.js";
 import { leanWriter, LEAN_COUNT } from "./support/lean.js";
 import { batchAt, toFlat, toMessage } from "./support/workload.js";
 import type { BenchOptions } from "./options.js";
+import { ALL_GRANTS } from "../src/access/index.js";
 
 export const CREATE_GRPC_TARGET = 0.7;
 export const CREATE_REST_TARGET = 0.6;
@@ -21,7 +22,7 @@ export const CREATE_REST_TARGET = 0.6;
 /** The statements the store sends for each batch, captured from its own code. */
 async function baselineStatements(prefix: string, batches: number, batchSize: number): Promise<Statement[][]> {
   const out: Statement[][] = [];
-  for (let b = 0; b < batches; b++) out.push(await captureStatements((db) => createResources(db, batchAt(prefix, b, batchSize))));
+  for (let b = 0; b < batches; b++) out.push(await captureStatements((db) => createResources(db, ALL_GRANTS, batchAt(prefix, b, batchSize))));
   return out;
 }
 

@@ -19,6 +19,7 @@ import { setMaxListeners } from "node:events";
 import type { BenchOptions } from "./options.js";
 import { withDatabase } from "./support/database.js";
 import { context, fmt, percentile, type Result } from "./support/measure.js";
+import { ALL_GRANTS } from "../src/access/index.js";
 
 /** Streams per HTTP/2 connection: well under the server's concurrent-stream limit. */
 const STREAMS_PER_CONNECTION = 100;
@@ -78,7 +79,7 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
       let firstCommit = 0;
       for (let i = 0; i < total; i += batch) {
         const { at } = await store.create(
-          Array.from({ length: batch }, (_, j) => ({ identifier: `ev-${i}-${j}`, payloadType: "annotation", payload: { label: "bench", value: j } })),
+          ALL_GRANTS, Array.from({ length: batch }, (_, j) => ({ identifier: `ev-${i}-${j}`, payloadType: "annotation", payload: { label: "bench", value: j } })),
         );
         committedAt.set(at, performance.now());
         firstCommit ||= performance.now();

@@ -5,6 +5,7 @@ import { createResources, migrate, openDatabase, ts } from "../../src/store/inde
 import { captureStatements, replay } from "./capture.js";
 import { connect } from "./database.js";
 import { batchAt } from "./workload.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 export async function migrateDatabase(url: string): Promise<void> {
   const db = await openDatabase({ databaseUrl: url, poolSize: 1 });
@@ -20,7 +21,7 @@ export async function loadThroughStoreSql(url: string, prefix: string, batches: 
   const client = await connect(url);
   try {
     for (let b = 0; b < batches; b++) {
-      await replay(client, await captureStatements((db) => createResources(db, batchAt(prefix, b, batchSize))));
+      await replay(client, await captureStatements((db) => createResources(db, ALL_GRANTS, batchAt(prefix, b, batchSize))));
     }
   } finally {
     await client.end();

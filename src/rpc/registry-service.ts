@@ -8,6 +8,7 @@ import {
   ResolveStudyResponseSchema,
 } from "../../gen/resourcestore/type/v1/registry_pb.js";
 import type { RegistryService } from "../../gen/resourcestore/v2/registry_service_pb.js";
+import { callerOf } from "../auth/index.js";
 import type { Registry } from "../store/index.js";
 
 export interface RegistryServiceDeps {
@@ -18,13 +19,13 @@ export interface RegistryServiceDeps {
 export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<typeof RegistryService> {
   const { registry } = deps;
   return {
-    registerPatient: async (req) =>
-      create(RegisterPatientResponseSchema, { identifier: await registry.registerPatient(req.datasourceId, req.externalUid) }),
-    resolvePatient: async (req) =>
-      create(ResolvePatientResponseSchema, { identifier: await registry.resolvePatient(req.datasourceId, req.externalUid) }),
-    registerStudy: async (req) =>
-      create(RegisterStudyResponseSchema, { identifier: await registry.registerStudy(req.patientIdentifier, req.externalUid) }),
-    resolveStudy: async (req) =>
-      create(ResolveStudyResponseSchema, { identifier: await registry.resolveStudy(req.patientIdentifier, req.externalUid) }),
+    registerPatient: async (req, ctx) =>
+      create(RegisterPatientResponseSchema, { identifier: await registry.registerPatient(callerOf(ctx).grants, req.datasourceId, req.externalUid) }),
+    resolvePatient: async (req, ctx) =>
+      create(ResolvePatientResponseSchema, { identifier: await registry.resolvePatient(callerOf(ctx).grants, req.datasourceId, req.externalUid) }),
+    registerStudy: async (req, ctx) =>
+      create(RegisterStudyResponseSchema, { identifier: await registry.registerStudy(callerOf(ctx).grants, req.patientIdentifier, req.externalUid) }),
+    resolveStudy: async (req, ctx) =>
+      create(ResolveStudyResponseSchema, { identifier: await registry.resolveStudy(callerOf(ctx).grants, req.patientIdentifier, req.externalUid) }),
   };
 }

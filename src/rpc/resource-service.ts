@@ -15,6 +15,7 @@ import {
   UpdateResponseSchema,
 } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
+import { callerOf } from "../auth/index.js";
 import { invalidArgument } from "../errors.js";
 import { metadataFieldByName, payloadTypeOf } from "../schema/payload-registry.js";
 import type { NewResource, ResourcePatch, ResourceStore, StoredResource } from "../store/index.js";
@@ -33,34 +34,39 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
   };
 
   return {
-    create: async (req) => {
+    create: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
       checkSize(req.resources.length, "resources");
-      const { count } = await store.create(req.resources.map(toNewResource));
+      const { count } = await store.create(grants, req.resources.map(toNewResource));
       return create(CreateResponseSchema, { created: BigInt(count) });
     },
-    read: async (req) => {
+    read: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
       checkSize(req.identifiers.length, "identifiers");
       const asOf = optionalAsOf(req.asOf);
-      const rows = await store.read(req.identifiers, {
+      const rows = await store.read(grants, req.identifiers, {
         ...(asOf !== undefined ? { asOf } : {}),
         excludeChildren: req.excludeChildren === true,
       });
       return create(ReadResponseSchema, { resources: rows.map(toResourceMessage) });
     },
-    update: async (req) => {
+    update: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
       const entries = Object.entries(req.updates);
       checkSize(entries.length, "updates");
-      const { count } = await store.update(entries.map(([id, u]) => [id, toResourcePatch(id, u)] as const));
+      const { count } = await store.update(grants, entries.map(([id, u]) => [id, toResourcePatch(id, u)] as const));
       return create(UpdateResponseSchema, { updated: BigInt(count) });
     },
-    delete: async (req) => {
+    delete: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
       checkSize(req.identifiers.length, "identifiers");
-      const { count } = await store.delete(req.identifiers, { cascade: req.cascade ?? true });
+      const { count } = await store.delete(grants, req.identifiers, { cascade: req.cascade ?? true });
       return create(DeleteResponseSchema, { deleted: BigInt(count) });
     },
-    restore: async (req) => {
+    restore: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
       checkSize(req.identifiers.length, "identifiers");
-      const { count } = await store.restore(req.identifiers, { cascade: req.cascade ?? true });
+      const { count } = await store.restore(grants, req.identifiers, { cascade: req.cascade ?? true });
       return create(RestoreResponseSchema, { restored: BigInt(count) });
     },
     // Issue 32 builds it; until then the method answers as one not served.

@@ -9,6 +9,8 @@ import {
   normalizePayload,
   payloadTypeOrThrow,
 } from "../schema/validate.js";
+import type { Grants } from "../access/index.js";
+import { checkWithinGrants, maintainAttribution } from "./attribution.js";
 import type { Db } from "./db.js";
 import { listIds, tickClock, type WritableRow } from "./sql.js";
 import type { MutationResult, NewResource } from "./types.js";
@@ -42,7 +44,7 @@ export function prepareCreate(items: readonly NewResource[]): CreateRow[] {
   return rows;
 }
 
-export async function createResources(db: Db, items: readonly NewResource[], maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
+export async function createResources(db: Db, grants: Grants, items: readonly NewResource[], maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
   const rows = prepareCreate(items);
   // Built before the clock is taken: writers wait for each other on the clock row.
   const input = JSON.stringify(rows);
@@ -79,6 +81,9 @@ export async function createResources(db: Db, items: readonly NewResource[], max
     }
     const withParent = rows.filter((r) => r.parent_identifier !== null).map((r) => r.identifier);
     await checkTree(tx, ids, { max: maxTreeDepth, descendants: false, parentsSet: withParent });
+    // Access (API.md section 18): attribution kept, then everything written within the grants.
+    await maintainAttribution(tx, ids);
+    await checkWithinGrants(tx, grants, ids, withParent);
     return { count: rows.length, at };
   });
 }

@@ -1,5 +1,6 @@
 // The resource store: the data layer's one public surface. Nothing outside
 // src/store/ imports its other files (eslint: local/index-boundaries).
+import type { Grants } from "../access/index.js";
 import { createResources } from "./create.js";
 import type { Db } from "./db.js";
 import { readResources } from "./read.js";
@@ -67,6 +68,11 @@ export {
   type Registry,
   type RegistryOptions,
 } from "./registry.js";
+// Access (API.md section 18): the visibility predicate, for statements
+// written outside these modules (the change feed, the history), and the
+// object paths a caller may reach.
+export { andVisible, visibleAt, visibleNow } from "./visibility.js";
+export { objectPathVisible } from "./objects.js";
 // Artefacts and statistics.
 export { latestArtefact, type LatestArtefactQuery } from "./artefacts.js";
 export { datasourceStats, type DatasourceStatsRow } from "./stats.js";
@@ -90,18 +96,22 @@ export {
   type RegistryKeyStatus,
 } from "./registry-keys.js";
 
+/**
+ * Every method takes the caller's grants (API.md section 18; docs/access.md):
+ * reads answer only what they may see, writes may touch only that.
+ */
 export interface ResourceStore {
   readonly db: Db;
   /** All or nothing; identifiers unique in the batch and not active. */
-  create(items: readonly NewResource[]): Promise<MutationResult>;
-  /** In input order, repeats repeated; missing and tombstoned identifiers skipped. */
-  read(identifiers: readonly string[], options?: ReadOptions): Promise<StoredResource[]>;
+  create(grants: Grants, items: readonly NewResource[]): Promise<MutationResult>;
+  /** In input order, repeats repeated; missing, tombstoned and invisible identifiers skipped. */
+  read(grants: Grants, identifiers: readonly string[], options?: ReadOptions): Promise<StoredResource[]>;
   /** All or nothing; count = resources changed. */
-  update(updates: Iterable<readonly [string, ResourcePatch]>): Promise<MutationResult>;
+  update(grants: Grants, updates: Iterable<readonly [string, ResourcePatch]>): Promise<MutationResult>;
   /** count = resources newly tombstoned. */
-  delete(identifiers: readonly string[], options?: { cascade?: boolean }): Promise<MutationResult>;
+  delete(grants: Grants, identifiers: readonly string[], options?: { cascade?: boolean }): Promise<MutationResult>;
   /** count = resources restored. */
-  restore(identifiers: readonly string[], options?: { cascade?: boolean }): Promise<MutationResult>;
+  restore(grants: Grants, identifiers: readonly string[], options?: { cascade?: boolean }): Promise<MutationResult>;
 }
 
 /** A store over a migrated database (see migrate()). */
@@ -109,11 +119,11 @@ export function createResourceStore(db: Db, limits: { maxTreeDepth?: number } = 
   const depth = limits.maxTreeDepth;
   return {
     db,
-    create: (items) => createResources(db, items, depth),
-    read: async (identifiers, options) => readResources(await readerFor(db, options?.asOf), identifiers, options),
-    update: (updates) => updateResources(db, updates, depth),
-    delete: (identifiers, options) => deleteResources(db, identifiers, options?.cascade ?? true),
-    restore: (identifiers, options) => restoreResources(db, identifiers, options?.cascade ?? true, depth),
+    create: (grants, items) => createResources(db, grants, items, depth),
+    read: async (grants, identifiers, options) => readResources(await readerFor(db, options?.asOf), grants, identifiers, options),
+    update: (grants, updates) => updateResources(db, grants, updates, depth),
+    delete: (grants, identifiers, options) => deleteResources(db, grants, identifiers, options?.cascade ?? true),
+    restore: (grants, identifiers, options) => restoreResources(db, grants, identifiers, options?.cascade ?? true, depth),
   };
 }
 

@@ -8,14 +8,20 @@
 // primary key (= ANY of an array the planner cannot size, so it does not
 // pick a scan): with plain joins every delete or restore of a batch read the
 // whole table (test/store/write-check-plans.test.ts).
+import type { Grants } from "../access/index.js";
 import { checkIdentifiers } from "../schema/validate.js";
 import type { Db } from "./db.js";
 import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
 import { tickClock } from "./sql.js";
 import type { MutationResult } from "./types.js";
+import { andVisible, visibleNow } from "./visibility.js";
 
-export async function deleteResources(db: Db, identifiers: readonly string[], cascade: boolean): Promise<MutationResult> {
+// Access (API.md section 18): a walk takes only resources the caller may
+// see, and goes on only through them; what it may not see is skipped as if
+// unknown, and so is what lies below it.
+export async function deleteResources(db: Db, grants: Grants, identifiers: readonly string[], cascade: boolean): Promise<MutationResult> {
   const ids = [...new Set(checkIdentifiers(identifiers))];
+  const seen = andVisible(visibleNow(grants, "resources"));
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
     if (ids.length === 0) return { count: 0, at };
@@ -23,11 +29,11 @@ export async function deleteResources(db: Db, identifiers: readonly string[], ca
     const { rows } = await tx.query<{ identifier: string }>(
       `WITH RECURSIVE sub(identifier) AS (
           SELECT r.identifier FROM unnest($1::text[]) AS i(id)
-           CROSS JOIN LATERAL (SELECT identifier FROM resources WHERE identifier = i.id AND NOT is_deleted LIMIT 1) r
+           CROSS JOIN LATERAL (SELECT identifier FROM resources WHERE identifier = i.id AND NOT is_deleted${seen} LIMIT 1) r
           UNION
           SELECT c.identifier FROM sub
            CROSS JOIN LATERAL (SELECT identifier FROM resources
-                                WHERE parent_identifier = sub.identifier AND NOT is_deleted OFFSET 0) c
+                                WHERE parent_identifier = sub.identifier AND NOT is_deleted${seen} OFFSET 0) c
            WHERE $2::boolean
        ), t AS (SELECT last FROM clock)
        UPDATE resources r SET is_deleted = true, deleted_by = t.last, updated_at = t.last, version = r.version + 1
@@ -39,19 +45,26 @@ export async function deleteResources(db: Db, identifiers: readonly string[], ca
   });
 }
 
-export async function restoreResources(db: Db, identifiers: readonly string[], cascade: boolean, maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
+export async function restoreResources(
+  db: Db,
+  grants: Grants,
+  identifiers: readonly string[],
+  cascade: boolean,
+  maxTreeDepth = DEFAULT_MAX_TREE_DEPTH,
+): Promise<MutationResult> {
   const ids = [...new Set(checkIdentifiers(identifiers))];
+  const seen = andVisible(visibleNow(grants, "resources"));
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
     if (ids.length === 0) return { count: 0, at };
     const { rows } = await tx.query<{ identifier: string }>(
       `WITH RECURSIVE sub(identifier, deleted_by) AS (
           SELECT r.identifier, r.deleted_by FROM unnest($1::text[]) AS i(id)
-           CROSS JOIN LATERAL (SELECT identifier, deleted_by FROM resources WHERE identifier = i.id AND is_deleted LIMIT 1) r
+           CROSS JOIN LATERAL (SELECT identifier, deleted_by FROM resources WHERE identifier = i.id AND is_deleted${seen} LIMIT 1) r
           UNION
           SELECT c.identifier, c.deleted_by FROM sub
            CROSS JOIN LATERAL (SELECT identifier, deleted_by FROM resources
-                                WHERE parent_identifier = sub.identifier AND is_deleted AND deleted_by = sub.deleted_by OFFSET 0) c
+                                WHERE parent_identifier = sub.identifier AND is_deleted AND deleted_by = sub.deleted_by${seen} OFFSET 0) c
            WHERE $2::boolean
        ), t AS (SELECT last FROM clock)
        UPDATE resources r SET is_deleted = false, deleted_by = NULL, updated_at = t.last, version = r.version + 1

@@ -4,6 +4,8 @@
 import { failedPrecondition, invalidArgument } from "../errors.js";
 import { checkAccessLevel, checkIdentifier, checkIdentifiers, mergePayload, normalizePayload, payloadTypeOrThrow } from "../schema/validate.js";
 import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
+import type { Grants } from "../access/index.js";
+import { attributionMayChange, checkWithinGrants, maintainAttribution, refuseInvisible } from "./attribution.js";
 import type { Db } from "./db.js";
 import { jsonEqual } from "./json-equal.js";
 import { listIds, tickClock, type WritableRow } from "./sql.js";
@@ -57,6 +59,7 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
 
 export async function updateResources(
   db: Db,
+  grants: Grants,
   updates: Iterable<readonly [string, ResourcePatch]>,
   maxTreeDepth = DEFAULT_MAX_TREE_DEPTH,
 ): Promise<MutationResult> {
@@ -65,6 +68,8 @@ export async function updateResources(
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
     if (ids.length === 0) return { count: 0, at };
+    // What the caller may not see answers as unknown (API.md section 18).
+    await refuseInvisible(tx, grants, ids);
     const { rows } = await tx.query<CurrentRow>(
       `SELECT identifier, payload_type, parent_identifier, license, access_level, derived_from, payload, is_deleted
          FROM resources WHERE identifier = ANY($1::text[])`,
@@ -128,6 +133,9 @@ export async function updateResources(
     );
     // A re-parented resource takes its subtree with it.
     await checkTree(tx, changedParents, { max: maxTreeDepth, descendants: true, parentsSet: changedParents });
+    // Access: attribution kept (a re-parent moves the subtree), then everything written within the grants.
+    await maintainAttribution(tx, next.filter((r) => attributionMayChange(current.get(r.identifier), r)).map((r) => r.identifier));
+    await checkWithinGrants(tx, grants, next.map((r) => r.identifier), changedParents);
     return { count: next.length, at };
   });
 }

@@ -4,6 +4,7 @@ import type { NewResource } from "../../src/store/index.js";
 import { uid } from "../store/backends.js";
 import { expectCode, fromMicros, micros } from "../store/helpers.js";
 import { describeServices } from "../lineage/harness.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const artefact = (identifier: string, p: string, status: string, extra: Record<string, unknown> = {}): NewResource => ({
   identifier,
@@ -19,9 +20,9 @@ describeServices("GET /artefacts/latest", (svc) => {
   it("answers the succeeded artefact created last for repo, branch and path, as a full resource", async () => {
     const p = uid();
     await expectCode(latest(p), Code.NotFound);
-    const t1 = (await store().create([artefact(`${p}a1`, p, "succeeded", { commit: "c1", uri: "s3://b/a1", metrics: { dice: 0.91 } })])).at;
-    const t2 = (await store().create([artefact(`${p}a2`, p, "failed")])).at;
-    await store().create([
+    const t1 = (await store().create(ALL_GRANTS, [artefact(`${p}a1`, p, "succeeded", { commit: "c1", uri: "s3://b/a1", metrics: { dice: 0.91 } })])).at;
+    const t2 = (await store().create(ALL_GRANTS, [artefact(`${p}a2`, p, "failed")])).at;
+    await store().create(ALL_GRANTS, [
       artefact(`${p}a3`, p, "running"),
       { ...artefact(`${p}other-branch`, p, "succeeded"), payload: { repo: `${p}/repo`, branch: "dev", path: "models/unet.onnx", status: "succeeded" } },
     ]);
@@ -35,7 +36,7 @@ describeServices("GET /artefacts/latest", (svc) => {
     await expectCode(latest(p, { path: "models/other.onnx" }), Code.NotFound);
 
     // a running artefact that succeeds later counts by its creation time
-    await store().update([[`${p}a3`, { payload: { status: "succeeded" } }]]);
+    await store().update(ALL_GRANTS, [[`${p}a3`, { payload: { status: "succeeded" } }]]);
     expect((await latest(p)).resource?.identifier).toBe(`${p}a3`);
     // before that change, and before a1 existed
     expect((await latest(p, { asOf: t2 })).resource?.identifier).toBe(`${p}a1`);
@@ -44,18 +45,18 @@ describeServices("GET /artefacts/latest", (svc) => {
 
   it("skips tombstoned artefacts, now and as they were", async () => {
     const p = uid();
-    await store().create([artefact(`${p}a1`, p, "succeeded")]);
-    const t = (await store().create([artefact(`${p}a2`, p, "succeeded")])).at;
-    await store().delete([`${p}a2`]);
+    await store().create(ALL_GRANTS, [artefact(`${p}a1`, p, "succeeded")]);
+    const t = (await store().create(ALL_GRANTS, [artefact(`${p}a2`, p, "succeeded")])).at;
+    await store().delete(ALL_GRANTS, [`${p}a2`]);
     expect((await latest(p)).resource?.identifier).toBe(`${p}a1`);
     expect((await latest(p, { asOf: t })).resource?.identifier).toBe(`${p}a2`);
-    await store().delete([`${p}a1`]);
+    await store().delete(ALL_GRANTS, [`${p}a1`]);
     await expectCode(latest(p), Code.NotFound);
   });
 
   it("orders one batch by identifier, and refuses missing fields and bad as_of", async () => {
     const p = uid();
-    await store().create([artefact(`${p}b`, p, "succeeded"), artefact(`${p}c`, p, "succeeded"), artefact(`${p}a`, p, "succeeded")]);
+    await store().create(ALL_GRANTS, [artefact(`${p}b`, p, "succeeded"), artefact(`${p}c`, p, "succeeded"), artefact(`${p}a`, p, "succeeded")]);
     expect((await latest(p)).resource?.identifier).toBe(`${p}c`);
     await expectCode(svc().artefacts.latest({ repo: `${p}/repo`, branch: "", path: "models/unet.onnx" }), Code.InvalidArgument);
     await expectCode(svc().artefacts.latest({ repo: "", branch: "main", path: "x" }), Code.InvalidArgument);

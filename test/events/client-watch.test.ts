@@ -5,6 +5,7 @@ import { createResourceStoreClient } from "../../src/client/index.js";
 import { createResourceStore } from "../../src/store/index.js";
 import { startTestServer, type TestServer } from "../support/app.js";
 import { startTcpProxy, type TcpProxy } from "../reliability/tcp-proxy.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 let srv: TestServer;
 let proxy: TcpProxy;
@@ -30,7 +31,7 @@ describe("client watch()", () => {
     const it = client.watch({ signal: ac.signal, retryMs: 20, heartbeats: true, onRetry: (_e, since) => retries.push(since ?? "") })[Symbol.asyncIterator]();
     await it.next();
     for (let i = 0; i < total; i += 2) {
-      await store.create([0, 1].map((j) => ({ identifier: `${p}${i + j}`, payloadType: "datasource", payload: { name: "n" } })));
+      await store.create(ALL_GRANTS, [0, 1].map((j) => ({ identifier: `${p}${i + j}`, payloadType: "datasource", payload: { name: "n" } })));
       while (seen.length < i + 2) {
         const next = await it.next();
         if (next.done === true) throw new Error("ended");

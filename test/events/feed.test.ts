@@ -5,6 +5,7 @@ import { expect, it } from "vitest";
 import { createEventFeed, createNotifications, readHistoryPage, type EventMessage, type ResourceEvent } from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const brief = (e: ResourceEvent) => [e.identifier, e.kind, e.version];
 
@@ -23,12 +24,12 @@ describeBackends("change feed history", (backend) => {
   it("derives kinds from consecutive versions, one stamp per commit, since exclusive", async () => {
     const b = backend();
     const r = uid("r");
-    const t0 = (await b.store.create([ds(r), study(`${r}a`, r), study(`${r}b`, `${r}a`)])).at;
-    const t1 = (await b.store.update([[`${r}a`, { payload: { modality: "MR" } }]])).at;
-    const t2 = (await b.store.delete([r])).at;
-    const t3 = (await b.store.restore([r])).at;
-    await b.store.delete([`${r}b`], { cascade: false });
-    const t5 = (await b.store.create([study(`${r}b`, `${r}a`)])).at;
+    const t0 = (await b.store.create(ALL_GRANTS, [ds(r), study(`${r}a`, r), study(`${r}b`, `${r}a`)])).at;
+    const t1 = (await b.store.update(ALL_GRANTS, [[`${r}a`, { payload: { modality: "MR" } }]])).at;
+    const t2 = (await b.store.delete(ALL_GRANTS, [r])).at;
+    const t3 = (await b.store.restore(ALL_GRANTS, [r])).at;
+    await b.store.delete(ALL_GRANTS, [`${r}b`], { cascade: false });
+    const t5 = (await b.store.create(ALL_GRANTS, [study(`${r}b`, `${r}a`)])).at;
     const events = (await all(b, t0)).filter((e) => e.identifier.startsWith(r));
     expect(events.map(brief)).toEqual([
       [`${r}a`, "updated", 2],
@@ -58,9 +59,9 @@ describeBackends("change feed history", (backend) => {
   it("pages end on commit boundaries whatever the page size", async () => {
     const b = backend();
     const p = uid("p");
-    const start = (await b.store.create([ds(`${p}0`)])).at;
+    const start = (await b.store.create(ALL_GRANTS, [ds(`${p}0`)])).at;
     for (let i = 1; i <= 5; i++) {
-      await b.store.create(Array.from({ length: i }, (_, j) => ds(`${p}${i}-${j}`)));
+      await b.store.create(ALL_GRANTS, Array.from({ length: i }, (_, j) => ds(`${p}${i}-${j}`)));
     }
     const whole = await all(b, start);
     for (const limit of [1, 2, 3, 7]) {
@@ -82,12 +83,12 @@ describeBackends("change feed history", (backend) => {
   it("filters by payload type and by the subtree as it was at each event", async () => {
     const b = backend();
     const r = uid("f");
-    const t0 = (await b.store.create([ds(r), ds(`${r}other`), study(`${r}s`, r), study(`${r}t`, `${r}s`)])).at;
-    await b.store.update([[`${r}t`, { payload: { modality: "MR" } }]]);
+    const t0 = (await b.store.create(ALL_GRANTS, [ds(r), ds(`${r}other`), study(`${r}s`, r), study(`${r}t`, `${r}s`)])).at;
+    await b.store.update(ALL_GRANTS, [[`${r}t`, { payload: { modality: "MR" } }]]);
     // Moved out: this event is outside, and so is every later one.
-    await b.store.update([[`${r}s`, { parentIdentifier: `${r}other` }]]);
-    await b.store.update([[`${r}t`, { payload: { modality: "US" } }]]);
-    await b.store.update([[`${r}other`, { payload: { name: "x" } }]]);
+    await b.store.update(ALL_GRANTS, [[`${r}s`, { parentIdentifier: `${r}other` }]]);
+    await b.store.update(ALL_GRANTS, [[`${r}t`, { payload: { modality: "US" } }]]);
+    await b.store.update(ALL_GRANTS, [[`${r}other`, { payload: { name: "x" } }]]);
     const under = await all(b, t0, { rootIdentifier: r });
     expect(under.map(brief)).toEqual([[`${r}t`, "updated", 2]]);
     const fromStart = (await all(b, null, { rootIdentifier: r })).map(brief);
@@ -110,12 +111,12 @@ describeBackends("change feed history", (backend) => {
     const feed = createEventFeed({ db: b.db, notifications });
     const w = uid("w");
     try {
-      await b.store.create([ds(`${w}old`)]);
+      await b.store.create(ALL_GRANTS, [ds(`${w}old`)]);
       const stream = feed.watch({ heartbeatMs: 300 });
       // Heartbeat first (nothing new), at the read point.
       const hb = await stream.next();
       expect((hb.value as EventMessage).events).toEqual([]);
-      const created = b.store.create([ds(`${w}new`), ds(`${w}new2`)]);
+      const created = b.store.create(ALL_GRANTS, [ds(`${w}new`), ds(`${w}new2`)]);
       let msg: EventMessage;
       do {
         msg = (await stream.next()).value as EventMessage;

@@ -11,6 +11,7 @@ import { WatchRequestSchema, WatchResponseSchema, type WatchResponse } from "../
 import { createResourceStore } from "../../src/store/index.js";
 import { startTestServer, type TestServer } from "../support/app.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const pgOk = await postgresReachable();
 const FOUR_MIB = 4 * 1024 * 1024;
@@ -58,13 +59,13 @@ describe.skipIf(!pgOk)("a commit larger than a default gRPC client's receive lim
   it("a cascading delete of 20,000 resources watched with include_resources arrives, every event once, within 4 MiB messages", async () => {
     const store = createResourceStore(srv.app.db);
     const description = "d".repeat(300);
-    await store.create([{ identifier: "big-root", payloadType: "datasource", payload: { name: "root" } }]);
+    await store.create(ALL_GRANTS, [{ identifier: "big-root", payloadType: "datasource", payload: { name: "root" } }]);
     let since = "";
     for (let done = 1; done < 20_000; done += 10_000) {
       const n = Math.min(10_000, 20_000 - done);
       since = (
         await store.create(
-          Array.from({ length: n }, (_, i) => ({
+          ALL_GRANTS, Array.from({ length: n }, (_, i) => ({
             identifier: `big-${String(done + i).padStart(5, "0")}`,
             payloadType: "datasource",
             parentIdentifier: "big-root",
@@ -73,7 +74,7 @@ describe.skipIf(!pgOk)("a commit larger than a default gRPC client's receive lim
         )
       ).at;
     }
-    const { at, count } = await store.delete(["big-root"], { cascade: true });
+    const { at, count } = await store.delete(ALL_GRANTS, ["big-root"], { cascade: true });
     expect(count).toBe(20_000);
     const address = new URL(srv.url).host;
     const messages = await watchGrpcJs(address, since, (m) => m.at >= at && !m.partial);

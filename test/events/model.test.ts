@@ -18,6 +18,7 @@ import { createResourceStore, type ResourcePatch, type ResourceStore } from "../
 import { startTestServer, type TestServer } from "../support/app.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { apply, type Batch, type State } from "../store/model.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const pgOk = await postgresReachable();
 
@@ -46,11 +47,11 @@ async function run(store: ResourceStore, p: string, batch: Batch): Promise<strin
   try {
     switch (batch.kind) {
       case "create":
-        return (await store.create(batch.items.map((i) => ({ identifier: `${p}${i.id}`, payloadType: "datasource", parentIdentifier: q(i.parent) ?? null, payload: { name: i.name } })))).at;
+        return (await store.create(ALL_GRANTS, batch.items.map((i) => ({ identifier: `${p}${i.id}`, payloadType: "datasource", parentIdentifier: q(i.parent) ?? null, payload: { name: i.name } })))).at;
       case "update":
         return (
           await store.update(
-            batch.entries.map((e) => {
+            ALL_GRANTS, batch.entries.map((e) => {
               const patch: ResourcePatch = {};
               if (e.parent !== undefined) patch.parentIdentifier = q(e.parent) ?? null;
               if (e.name !== undefined) patch.payload = { name: e.name };
@@ -60,9 +61,9 @@ async function run(store: ResourceStore, p: string, batch: Batch): Promise<strin
           )
         ).at;
       case "delete":
-        return (await store.delete(batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade })).at;
+        return (await store.delete(ALL_GRANTS, batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade })).at;
       case "restore":
-        return (await store.restore(batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade })).at;
+        return (await store.restore(ALL_GRANTS, batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade })).at;
     }
   } catch (err) {
     if (err instanceof ConnectError) return undefined;
@@ -226,7 +227,7 @@ describe.skipIf(!pgOk)("a commit by another process wakes a watcher", () => {
     const stream = client.watch({}, { signal: ac.signal })[Symbol.asyncIterator]();
     expect((await stream.next()).value?.events).toEqual([]);
     const store = createResourceStore(servers[1]!.app.db);
-    const { at } = await store.create([{ identifier: "woken", payloadType: "datasource", payload: { name: "w" } }]);
+    const { at } = await store.create(ALL_GRANTS, [{ identifier: "woken", payloadType: "datasource", payload: { name: "w" } }]);
     const next = await stream.next();
     expect(next.value?.at).toBe(at);
     expect(next.value?.events.map((e: { identifier: string }) => e.identifier)).toEqual(["woken"]);

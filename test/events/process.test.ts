@@ -12,6 +12,7 @@ import { EventService } from "../../gen/resourcestore/v2/event_service_pb.js";
 import { createResourceStore, migrate, openDatabase, type Db } from "../../src/store/index.js";
 import { listeningPort, startMain } from "../support/main-process.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const pgOk = await postgresReachable();
 
@@ -54,7 +55,7 @@ describe.skipIf(!pgOk)("the server process", () => {
       let n = 0;
       const write = async (count: number) => {
         for (let done = 0; done < count; done += 10_000) {
-          await store.create(Array.from({ length: Math.min(10_000, count - done) }, () => ({ identifier: `mem-${n++}`, payloadType: "datasource", payload: { name: "m", description: text } })));
+          await store.create(ALL_GRANTS, Array.from({ length: Math.min(10_000, count - done) }, () => ({ identifier: `mem-${n++}`, payloadType: "datasource", payload: { name: "m", description: text } })));
         }
       };
       // Warm up: the server has served a page of this size before the baseline.

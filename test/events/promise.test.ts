@@ -22,6 +22,7 @@ import {
 import { describeBackends, uid } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
 import { ADMIN_URL, createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const pgOk = await postgresReachable();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -43,24 +44,24 @@ describeBackends("the feed keeps its promise", (backend) => {
   it("an empty create, a delete of nothing and an update to the same values notify no one and commit no event", async () => {
     const b = backend();
     const r = uid("noop");
-    await b.store.create([ds(r)]);
+    await b.store.create(ALL_GRANTS, [ds(r)]);
     let notified = 0;
     const listener = await b.db.listen!(EVENTS_CHANNEL, { onNotify: () => (notified += 1), onLost: () => {} });
     try {
-      const before = (await b.store.create([ds(`${r}-mark`)])).at;
+      const before = (await b.store.create(ALL_GRANTS, [ds(`${r}-mark`)])).at;
       // The mark's own notification arrives.
       for (let i = 0; i < 100 && notified === 0; i++) await sleep(20);
       expect(notified).toBe(1);
-      expect((await b.store.create([])).count).toBe(0);
-      expect((await b.store.delete([`${r}-nothing-here`])).count).toBe(0);
-      expect((await b.store.delete([])).count).toBe(0);
-      expect((await b.store.update([[r, { payload: { name: `name of ${r}` } }]])).count).toBe(0);
+      expect((await b.store.create(ALL_GRANTS, [])).count).toBe(0);
+      expect((await b.store.delete(ALL_GRANTS, [`${r}-nothing-here`])).count).toBe(0);
+      expect((await b.store.delete(ALL_GRANTS, [])).count).toBe(0);
+      expect((await b.store.update(ALL_GRANTS, [[r, { payload: { name: `name of ${r}` } }]])).count).toBe(0);
       await sleep(300);
       expect(notified).toBe(1);
       const page = await readHistoryPage(b.db, before, 1000);
       expect(page.events).toEqual([]);
       // A real write still wakes.
-      await b.store.create([ds(`${r}-real`)]);
+      await b.store.create(ALL_GRANTS, [ds(`${r}-real`)]);
       for (let i = 0; i < 100 && notified === 1; i++) await sleep(20);
       expect(notified).toBe(2);
     } finally {
@@ -73,9 +74,9 @@ describeBackends("the feed keeps its promise", (backend) => {
     const feed = createEventFeed({ db: b.db, maxMessageBytes: 2048 });
     const r = uid("split");
     try {
-      const since = (await b.store.create([ds(r)])).at;
+      const since = (await b.store.create(ALL_GRANTS, [ds(r)])).at;
       const big = Array.from({ length: 60 }, (_, i) => study(`${r}-${String(i).padStart(3, "0")}`, r, { payload: { modality: "CT", description: "d".repeat(100) } }));
-      const { at } = await b.store.create(big);
+      const { at } = await b.store.create(ALL_GRANTS, big);
       const msgs = await collect(feed.watch({ since, heartbeatMs: 60_000, includeResources: true }), (m) => m.at >= at);
       const pieces = msgs.filter((m) => m.events.length > 0);
       expect(pieces.length).toBeGreaterThan(2);
@@ -139,7 +140,7 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
 
   it("a filtered catch-up over 200,000 versions with no match still sends watermarks and finishes", async () => {
     const store = createResourceStore(db);
-    const since = (await store.create([ds("scan-start")])).at;
+    const since = (await store.create(ALL_GRANTS, [ds("scan-start")])).at;
     // 200,000 versions, one commit each (stamps a microsecond apart), none a study.
     await db.transaction(async (tx) => {
       await tx.query(
@@ -152,7 +153,7 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       );
       await tx.query(`UPDATE clock SET last = last + 200001 * interval '1 microsecond'`);
     });
-    const end = (await store.create([ds("scan-end")])).at;
+    const end = (await store.create(ALL_GRANTS, [ds("scan-end")])).at;
     const heartbeatMs = 100;
     const feed = createEventFeed({ db, pageSize: 1000 });
     try {
@@ -202,7 +203,7 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
     const feed = createEventFeed({ db: counting, notifications });
     const store = createResourceStore(db);
     const root = uid("root");
-    await store.create([ds(root)]);
+    await store.create(ALL_GRANTS, [ds(root)]);
     // Five kinds of stream: all, studies only, datasources only, under root, all with resources.
     const kinds = [{}, { payloadTypes: ["study"] }, { payloadTypes: ["datasource"] }, { rootIdentifier: root }, { includeResources: true }] as const;
     const ac = new AbortController();
@@ -230,7 +231,7 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       const expected: string[][] = kinds.map(() => []);
       for (let c = 0; c < commits; c++) {
         const items = c % 2 === 0 ? [study(`${root}-s${c}`, root)] : [ds(`${root}-d${c}`)];
-        await store.create(items);
+        await store.create(ALL_GRANTS, items);
         const id = items[0]!.identifier;
         const isStudy = c % 2 === 0;
         expected[0]!.push(`${id}:1:false`);
@@ -297,7 +298,7 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       /** Commits one resource and returns how long until the streams had it. */
       const delay = async (id: string): Promise<number> => {
         const t0 = Date.now();
-        await store.create([ds(id)]);
+        await store.create(ALL_GRANTS, [ds(id)]);
         while (!arrivals.has(id)) {
           if (Date.now() - t0 > 10_000) throw new Error(`${id} not delivered in 10 s`);
           await sleep(5);

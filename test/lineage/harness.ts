@@ -16,6 +16,7 @@ import { createAdminService, createArtefactService, createLineageService, create
 import { createRegistry, loadRegistryKeys } from "../../src/store/index.js";
 import { describeBackends, type Backend } from "../store/backends.js";
 import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
+import { routerAs } from "../support/caller.js";
 
 export interface Services {
   readonly backend: Backend;
@@ -49,7 +50,7 @@ export async function buildServices(backend: Backend): Promise<Services> {
     router.service(v1Stats.StatsService, stats);
     router.service(v2Stats.StatsService, stats);
     router.service(v1Admin.AdminService, createAdminService({ db }));
-  });
+  }, routerAs());
   return {
     backend,
     resources: createClient(v2Resource.ResourceService, transport),

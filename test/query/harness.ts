@@ -4,6 +4,7 @@ import { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
 import { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
 import { createQueryService, type QueryServiceDeps, createResourceService } from "../../src/rpc/index.js";
 import type { Backend } from "../store/backends.js";
+import { routerAs } from "../support/caller.js";
 
 export interface Clients {
   readonly query: Client<typeof QueryService>;
@@ -14,6 +15,6 @@ export function clients(backend: Backend, extra: Partial<QueryServiceDeps> = {})
   const transport = createRouterTransport((router) => {
     router.service(QueryService, createQueryService({ db: backend.db, ...extra }));
     router.service(ResourceService, createResourceService({ store: backend.store, limits: { maxBatchItems: 10_000 } }));
-  });
+  }, routerAs());
   return { query: createClient(QueryService, transport), resources: createClient(ResourceService, transport) };
 }

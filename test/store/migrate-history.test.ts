@@ -22,6 +22,7 @@ import {
 } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { ds, fromMicros, micros, study } from "./helpers.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const pgReachable = await postgresReachable();
 const BEFORE = migrations.filter((m) => m.id <= 5);
@@ -48,16 +49,16 @@ async function allReads(db: Db, store: ResourceStore, points: readonly string[])
   const out: unknown[] = [];
   for (const asOf of [undefined, ...points]) {
     const opt = asOf === undefined ? {} : { asOf };
-    out.push(await store.read(IDS, opt));
-    out.push(await store.read(IDS, { ...opt, excludeChildren: true }));
-    out.push(await listChildren(db, { ...opt, withPayloads: true }));
+    out.push(await store.read(ALL_GRANTS, IDS, opt));
+    out.push(await store.read(ALL_GRANTS, IDS, { ...opt, excludeChildren: true }));
+    out.push(await listChildren(db, ALL_GRANTS, { ...opt, withPayloads: true }));
     for (const parent of ["d1", "d2", "s1"]) {
-      out.push(await listChildren(db, { ...opt, parentIdentifier: parent }).catch((e: unknown) => String(e)));
+      out.push(await listChildren(db, ALL_GRANTS, { ...opt, parentIdentifier: parent }).catch((e: unknown) => String(e)));
     }
-    for (const id of ["s2", "s3", "s4"]) out.push(await listParents(db, id, opt).catch((e: unknown) => String(e)));
+    for (const id of ["s2", "s3", "s4"]) out.push(await listParents(db, ALL_GRANTS, id, opt).catch((e: unknown) => String(e)));
     for (const req of [{}, { payloadType: "study" }, { parentIdentifier: "d1", includeIndirectParents: true }]) {
       const point = asOf === undefined ? ({ kind: "now" } as const) : ({ kind: "as_of", asOf } as const);
-      const st = pageStatement(planQuery(create(QueryRequestSchema, req)), point, {});
+      const st = pageStatement(planQuery(create(QueryRequestSchema, req)), point, ALL_GRANTS, {});
       out.push((await db.query(st.sql, st.params)).rows);
     }
   }
@@ -95,16 +96,16 @@ for (const kind of ["pglite", "postgres"] as const) {
         stamps.push((await op()).at);
         await legacyVersions(db!);
       };
-      await write(() => store.create([ds("d1"), ds("d2"), study("s1", "d1"), study("s2", "s1")]));
-      await write(() => store.create([study("s3", "d1"), study("s4", "s3")]));
-      await write(() => store.update([["s1", { license: "MIT" }], ["s3", { parentIdentifier: "d2" }]]));
-      await write(() => store.delete(["s1"], { cascade: false }));
-      await write(() => store.update([["d2", { payload: { name: "renamed" } }]]));
-      await write(() => store.create([study("s1", "d2", { payload: { modality: "MR" } })])); // over the tombstone
-      await write(() => store.delete(["d2"], { cascade: true }));
-      await write(() => store.restore(["d2"], { cascade: true }));
-      await write(() => store.update([["s4", { parentIdentifier: null }], ["s2", { license: "CC0" }]]));
-      await write(() => store.delete(["s4"]));
+      await write(() => store.create(ALL_GRANTS, [ds("d1"), ds("d2"), study("s1", "d1"), study("s2", "s1")]));
+      await write(() => store.create(ALL_GRANTS, [study("s3", "d1"), study("s4", "s3")]));
+      await write(() => store.update(ALL_GRANTS, [["s1", { license: "MIT" }], ["s3", { parentIdentifier: "d2" }]]));
+      await write(() => store.delete(ALL_GRANTS, ["s1"], { cascade: false }));
+      await write(() => store.update(ALL_GRANTS, [["d2", { payload: { name: "renamed" } }]]));
+      await write(() => store.create(ALL_GRANTS, [study("s1", "d2", { payload: { modality: "MR" } })])); // over the tombstone
+      await write(() => store.delete(ALL_GRANTS, ["d2"], { cascade: true }));
+      await write(() => store.restore(ALL_GRANTS, ["d2"], { cascade: true }));
+      await write(() => store.update(ALL_GRANTS, [["s4", { parentIdentifier: null }], ["s2", { license: "CC0" }]]));
+      await write(() => store.delete(ALL_GRANTS, ["s4"]));
 
       const points = [fromMicros(micros(stamps[0]!) - 1n)];
       for (const s of stamps) points.push(fromMicros(micros(s) - 1n), s);
@@ -121,18 +122,18 @@ for (const kind of ["pglite", "postgres"] as const) {
       expect(await allReads(db, store, points)).toEqual(before);
 
       // Writes after the migration continue the same history.
-      const u = await store.update([["d1", { license: "MIT" }]]);
+      const u = await store.update(ALL_GRANTS, [["d1", { license: "MIT" }]]);
       const all = await everyVersion(db, "resource_history");
       expect(all.length).toBe(25);
-      expect((await store.read(["d1"], { asOf: fromMicros(micros(u.at) - 1n), excludeChildren: true }))[0]).toMatchObject({ license: null, version: 1 });
-      expect((await store.read(["d1"], { asOf: u.at, excludeChildren: true }))[0]).toMatchObject({ license: "MIT", version: 2 });
+      expect((await store.read(ALL_GRANTS, ["d1"], { asOf: fromMicros(micros(u.at) - 1n), excludeChildren: true }))[0]).toMatchObject({ license: null, version: 1 });
+      expect((await store.read(ALL_GRANTS, ["d1"], { asOf: u.at, excludeChildren: true }))[0]).toMatchObject({ license: "MIT", version: 2 });
     }, 240_000);
 
     it("refuses to migrate a history whose open version does not match the current row", async () => {
       if (kind === "postgres") testDb = await createTestDatabase();
       db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
       await migrate(db, BEFORE);
-      await createResourceStore(db).create([ds("d1")]);
+      await createResourceStore(db).create(ALL_GRANTS, [ds("d1")]);
       await legacyVersions(db);
       await db.query("UPDATE resources SET version = 2");
       const err: unknown = await migrate(db).then(() => undefined, (e: unknown) => e);

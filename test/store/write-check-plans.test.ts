@@ -12,6 +12,7 @@ import type { Db, NewResource } from "../../src/store/index.js";
 import { createResourceStore } from "../../src/store/index.js";
 import { describeBackends, uid } from "./backends.js";
 import { recording, type Recorded } from "./recording.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const file = (identifier: string, parent: string): NewResource => ({
   identifier,
@@ -45,15 +46,15 @@ describeBackends("write checks use the keys, not a scan", (backend) => {
     const { db } = backend();
     const store = createResourceStore(db);
     // A table several times the batch, with statistics, as a store has after a while.
-    for (let i = 0; i < 4; i++) await store.create(upload(uid("fill"), 99));
+    for (let i = 0; i < 4; i++) await store.create(ALL_GRANTS, upload(uid("fill"), 99));
     await db.exec("ANALYZE resources; ANALYZE resource_versions");
 
     const created: Recorded[] = [];
     const p = uid("up");
-    await createResourceStore(recording(db, created)).create(upload(p, 99));
+    await createResourceStore(recording(db, created)).create(ALL_GRANTS, upload(p, 99));
     const updated: Recorded[] = [];
     const moves = Array.from({ length: 500 }, (_, i) => [`${p}-s${i % 10}-f${Math.floor(i / 10)}`, { parentIdentifier: `${p}-s${(i + 1) % 10}` }] as const);
-    expect((await createResourceStore(recording(db, updated)).update(moves)).count).toBe(500);
+    expect((await createResourceStore(recording(db, updated)).update(ALL_GRANTS, moves)).count).toBe(500);
 
     const plans = [...(await plansOf(db, created)), ...(await plansOf(db, updated))];
     // The create's tree check and the update's.
@@ -64,19 +65,19 @@ describeBackends("write checks use the keys, not a scan", (backend) => {
   it("a cascading delete of an upload and its restore explain without a sequential scan of the resource tables", async () => {
     const { db } = backend();
     const store = createResourceStore(db);
-    for (let i = 0; i < 4; i++) await store.create(upload(uid("fill"), 99));
+    for (let i = 0; i < 4; i++) await store.create(ALL_GRANTS, upload(uid("fill"), 99));
     const p = uid("del");
-    await store.create(upload(p, 99));
+    await store.create(ALL_GRANTS, upload(p, 99));
     await db.exec("ANALYZE resources; ANALYZE resource_versions");
     const series = Array.from({ length: 10 }, (_, s) => `${p}-s${s}`);
     const files = Array.from({ length: 10 }, (_, s) => Array.from({ length: 99 }, (_, f) => `${p}-s${s}-f${f}`)).flat();
 
     const written: Recorded[] = [];
     const recorded = createResourceStore(recording(db, written));
-    expect((await recorded.delete(series, { cascade: true })).count).toBe(1000);
-    expect((await recorded.restore(series, { cascade: true })).count).toBe(1000);
-    expect((await recorded.delete(files)).count).toBe(990);
-    expect((await recorded.restore(files)).count).toBe(990);
+    expect((await recorded.delete(ALL_GRANTS, series, { cascade: true })).count).toBe(1000);
+    expect((await recorded.restore(ALL_GRANTS, series, { cascade: true })).count).toBe(1000);
+    expect((await recorded.delete(ALL_GRANTS, files)).count).toBe(990);
+    expect((await recorded.restore(ALL_GRANTS, files)).count).toBe(990);
 
     const plans = await plansOf(db, written);
     // Each delete's walk (and write), each restore's walk (and write) and its tree check.

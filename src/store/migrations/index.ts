@@ -11,6 +11,7 @@ import { sql as events } from "./0012-events.js";
 import { sql as registryKeyChains } from "./0014-registry-key-chains.js";
 import { sql as eventsOnlyChanges } from "./0015-events-only-changes.js";
 import { sql as supersedeHashJoin } from "./0016-supersede-hash-join.js";
+import { sql as accessAttribution } from "./0017-access-attribution.js";
 
 export interface Migration {
   readonly id: number;
@@ -30,4 +31,5 @@ export const migrations: readonly Migration[] = [
   { id: 14, name: "registry-key-chains", sql: registryKeyChains },
   { id: 15, name: "events-only-changes", sql: eventsOnlyChanges },
   { id: 16, name: "supersede-hash-join", sql: supersedeHashJoin },
+  { id: 17, name: "access-attribution", sql: accessAttribution },
 ];
