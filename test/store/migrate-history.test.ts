@@ -24,6 +24,10 @@ import { createTestDatabase, postgresReachable, type TestDatabase } from "../sup
 import { ds, fromMicros, micros, study } from "./helpers.js";
 import { ALL_GRANTS } from "../../src/access/index.js";
 
+const ACCESS_SHIM = `ALTER TABLE resources ADD COLUMN datasource_id text COLLATE "C";
+  CREATE TABLE resource_attribution (identifier text COLLATE "C", datasource_id text, tx_from timestamptz, tx_to timestamptz)`;
+const DROP_ACCESS_SHIM = "DROP TABLE resource_attribution; ALTER TABLE resources DROP COLUMN datasource_id";
+
 const pgReachable = await postgresReachable();
 const BEFORE = migrations.filter((m) => m.id <= 5);
 
@@ -89,6 +93,8 @@ for (const kind of ["pglite", "postgres"] as const) {
       db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
       await migrate(db, BEFORE);
       const store = createResourceStore(db);
+      // Today's writes keep attribution (migration 0015): give the old schema its column and table for the while.
+      await db.exec(ACCESS_SHIM);
       // The old history read through the new statements: the view over the old table.
       await db.exec("CREATE VIEW resource_history AS SELECT * FROM resource_versions");
       const stamps: string[] = [];
@@ -114,6 +120,7 @@ for (const kind of ["pglite", "postgres"] as const) {
       expect(versions.length).toBe(24);
 
       await db.exec("DROP VIEW resource_history");
+      await db.exec(DROP_ACCESS_SHIM);
       expect(await migrate(db)).toEqual(migrations.filter((m) => m.id > 5).map((m) => m.id));
       // Only superseded versions stay in the table; the view yields every one as before.
       const { rows: open } = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM resource_versions WHERE tx_to = 'infinity'");
@@ -133,7 +140,10 @@ for (const kind of ["pglite", "postgres"] as const) {
       if (kind === "postgres") testDb = await createTestDatabase();
       db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
       await migrate(db, BEFORE);
+      // Today's writes keep attribution (migration 0015): give the old schema its column and table for the while.
+      await db.exec(ACCESS_SHIM);
       await createResourceStore(db).create(ALL_GRANTS, [ds("d1")]);
+      await db.exec(DROP_ACCESS_SHIM);
       await legacyVersions(db);
       await db.query("UPDATE resources SET version = 2");
       const err: unknown = await migrate(db).then(() => undefined, (e: unknown) => e);
