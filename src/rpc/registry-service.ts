@@ -19,13 +19,21 @@ export interface RegistryServiceDeps {
 export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<typeof RegistryService> {
   const { registry } = deps;
   return {
-    registerPatient: async (req, ctx) =>
-      create(RegisterPatientResponseSchema, { identifier: await registry.registerPatient(callerOf(ctx).grants, req.datasourceId, req.externalUid) }),
-    resolvePatient: async (req, ctx) =>
-      create(ResolvePatientResponseSchema, { identifier: await registry.resolvePatient(callerOf(ctx).grants, req.datasourceId, req.externalUid) }),
-    registerStudy: async (req, ctx) =>
-      create(RegisterStudyResponseSchema, { identifier: await registry.registerStudy(callerOf(ctx).grants, req.patientIdentifier, req.externalUid) }),
-    resolveStudy: async (req, ctx) =>
-      create(ResolveStudyResponseSchema, { identifier: await registry.resolveStudy(callerOf(ctx).grants, req.patientIdentifier, req.externalUid) }),
+    registerPatient: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
+      return create(RegisterPatientResponseSchema, { identifier: await registry.registerPatient(grants, req.datasourceId, req.externalUid) });
+    },
+    resolvePatient: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
+      return create(ResolvePatientResponseSchema, { identifier: await registry.resolvePatient(grants, req.datasourceId, req.externalUid) });
+    },
+    registerStudy: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
+      return create(RegisterStudyResponseSchema, { identifier: await registry.registerStudy(grants, req.patientIdentifier, req.externalUid) });
+    },
+    resolveStudy: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
+      return create(ResolveStudyResponseSchema, { identifier: await registry.resolveStudy(grants, req.patientIdentifier, req.externalUid) });
+    },
   };
 }
