@@ -54,15 +54,15 @@ const MAINTAIN = `WITH RECURSIVE
            CASE WHEN g.payload_type = 'patient' THEN g.payload->>'datasource_id' ELSE h.ds END AS ds
       FROM given g LEFT JOIN handed h ON h.identifier = g.parent_identifier
   ),
-  down(identifier, ds, attr, go) AS (
+  down(identifier, ds, attr, stored, go) AS (
     SELECT b.identifier, b.ds,
-           CASE WHEN b.payload_type = 'datasource' THEN b.identifier ELSE b.ds END,
+           CASE WHEN b.payload_type = 'datasource' THEN b.identifier ELSE b.ds END, b.datasource_id,
            b.payload_type = 'datasource' OR b.datasource_id IS DISTINCT FROM
              (CASE WHEN b.payload_type = 'datasource' THEN b.identifier ELSE b.ds END)
       FROM base b
     UNION
     SELECT c.identifier, d.ds,
-           CASE WHEN c.payload_type = 'datasource' THEN c.identifier ELSE d.ds END,
+           CASE WHEN c.payload_type = 'datasource' THEN c.identifier ELSE d.ds END, c.datasource_id,
            c.payload_type = 'datasource' OR c.datasource_id IS DISTINCT FROM
              (CASE WHEN c.payload_type = 'datasource' THEN c.identifier ELSE d.ds END)
       FROM down d
@@ -71,15 +71,19 @@ const MAINTAIN = `WITH RECURSIVE
      WHERE d.go
   ),
   changes AS MATERIALIZED (
-    SELECT DISTINCT d.identifier, d.attr FROM down d JOIN resources r ON r.identifier = d.identifier
-     WHERE r.datasource_id IS DISTINCT FROM d.attr
+    SELECT DISTINCT identifier, attr FROM down WHERE stored IS DISTINCT FROM attr
   ),
+  -- Rows taken by primary key (= ANY of an array), as the other writes do:
+  -- a join with the CTE may be planned as a scan of the whole table.
   set_now AS (
-    UPDATE resources r SET datasource_id = ch.attr FROM changes ch WHERE r.identifier = ch.identifier RETURNING 1
+    UPDATE resources r SET datasource_id = ch.attr FROM changes ch
+     WHERE r.identifier = ANY (ARRAY(SELECT identifier FROM changes)) AND r.identifier = ch.identifier
+    RETURNING 1
   ),
   closed AS (
     UPDATE resource_attribution a SET tx_to = (SELECT last FROM clock)
-      FROM changes ch WHERE a.identifier = ch.identifier AND a.tx_to = 'infinity' RETURNING 1
+     WHERE a.identifier = ANY (ARRAY(SELECT identifier FROM changes)) AND a.tx_to = 'infinity'
+    RETURNING 1
   ),
   opened AS (
     INSERT INTO resource_attribution (identifier, datasource_id, tx_from, tx_to)
