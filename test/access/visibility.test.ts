@@ -214,8 +214,9 @@ describeBackends("access: every read path against the model", (backend) => {
           expect(sorted(page.resources.map((r) => r.identifier)), `query ${where}`).toEqual(seen);
           expect(await engine.count(all, grants, asOf), `count ${where}`).toBe(BigInt(seen.length));
           const exported: string[] = [];
-          await engine.forEachBatch(all, grants, { asOf }, 7, async (batch: QueryRow[]) => {
+          await engine.forEachBatch(all, grants, { asOf }, 7, (batch: QueryRow[]) => {
             exported.push(...batch.map((r) => r.identifier));
+            return Promise.resolve();
           });
           expect(sorted(exported), `export ${where}`).toEqual(seen);
           // payload type and a metadata filter

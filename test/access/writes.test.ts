@@ -116,7 +116,7 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
   it("registry: register needs the datasource; patients outside the grants are not registered", async () => {
     const { db } = backend();
     const { t, one } = await setup();
-    const registry = createRegistry({ db, secret: randomBytes(32) });
+    const registry = createRegistry({ db, keys: [{ id: "default", secret: randomBytes(32) }] });
     const euid = `u-${t.p}`;
     expect(await reason(registry.registerPatient(one, t.ds2, euid), Code.PermissionDenied)).toBe("OUTSIDE_GRANTS");
     const mine = await registry.registerPatient(one, t.ds1, euid);
