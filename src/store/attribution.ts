@@ -27,9 +27,9 @@ const WALK_GUARD = 100_000;
 // stored datasource_id, so the order of the writes does not matter.
 const MAINTAIN = `WITH RECURSIVE
   given AS MATERIALIZED (
-    SELECT r.identifier, r.parent_identifier, r.payload_type, r.payload, r.datasource_id
+    SELECT r.identifier, r.parent_identifier, r.payload_type, r.payload, r.datasource_id, r.version
       FROM unnest($1::text[]) AS i(id)
-     CROSS JOIN LATERAL (SELECT identifier, parent_identifier, payload_type, payload, datasource_id FROM resources
+     CROSS JOIN LATERAL (SELECT identifier, parent_identifier, payload_type, payload, datasource_id, version FROM resources
                           WHERE identifier = i.id LIMIT 1) r
   ),
   up(start, cur, ds, done, n) AS (
@@ -50,15 +50,17 @@ const MAINTAIN = `WITH RECURSIVE
   ),
   handed(identifier, ds) AS (SELECT start, ds FROM up WHERE done),
   base AS (
-    SELECT g.identifier, g.payload_type, g.datasource_id,
+    SELECT g.identifier, g.payload_type, g.datasource_id, g.version,
            CASE WHEN g.payload_type = 'patient' THEN g.payload->>'datasource_id' ELSE h.ds END AS ds
       FROM given g LEFT JOIN handed h ON h.identifier = g.parent_identifier
   ),
   down(identifier, ds, attr, stored, go) AS (
+    -- A first version (a fresh create) has no children but those written
+    -- with it, which are rows of base themselves: no walk below it.
     SELECT b.identifier, b.ds,
            CASE WHEN b.payload_type = 'datasource' THEN b.identifier ELSE b.ds END, b.datasource_id,
-           b.payload_type = 'datasource' OR b.datasource_id IS DISTINCT FROM
-             (CASE WHEN b.payload_type = 'datasource' THEN b.identifier ELSE b.ds END)
+           b.version > 1 AND (b.payload_type = 'datasource' OR b.datasource_id IS DISTINCT FROM
+             (CASE WHEN b.payload_type = 'datasource' THEN b.identifier ELSE b.ds END))
       FROM base b
     UNION
     SELECT c.identifier, d.ds,
