@@ -25,7 +25,7 @@ import {
 export interface StorageServiceDeps {
   readonly storage: ObjectStorage;
   /**
-   * Where the paths a caller may reach are looked up (API.md section 18).
+   * Where the paths a caller may reach are looked up (docs/contract/18-access.md).
    * Without it only a caller who sees everything reaches any object.
    */
   readonly db?: Db;
@@ -60,7 +60,7 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
   const maxListKeys = limits.maxListKeys ?? 100_000;
 
   /**
-   * Access (API.md section 18): an object is answered for only when it is
+   * Access (docs/contract/18-access.md): an object is answered for only when it is
    * the path or uri of a resource the caller may see now, or the caller sees
    * everything; otherwise it is absent (404), whether or not it exists.
    */

@@ -1,6 +1,6 @@
 // Keeps resources.datasource_id and resource_attribution (migration 0015)
 // true after a write, inside the write's transaction, and checks that a
-// write stays within the caller's grants (API.md section 18). Called once at
+// write stays within the caller's grants (docs/contract/18-access.md). Called once at
 // the end of each write transaction that may change attribution (a create,
 // an update), after the tree checks, so the tree it walks has no cycle.
 //

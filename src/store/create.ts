@@ -81,7 +81,7 @@ export async function createResources(db: Db, grants: Grants, items: readonly Ne
     }
     const withParent = rows.filter((r) => r.parent_identifier !== null).map((r) => r.identifier);
     await checkTree(tx, ids, { max: maxTreeDepth, descendants: false, parentsSet: withParent });
-    // Access (API.md section 18): attribution kept, then everything written within the grants.
+    // Access (docs/contract/18-access.md): attribution kept, then everything written within the grants.
     await maintainAttribution(tx, ids);
     await checkWithinGrants(tx, grants, ids, withParent);
     return { count: rows.length, at };

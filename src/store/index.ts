@@ -68,7 +68,7 @@ export {
   type Registry,
   type RegistryOptions,
 } from "./registry.js";
-// Access (API.md section 18): the visibility predicate, for statements
+// Access (docs/contract/18-access.md): the visibility predicate, for statements
 // written outside these modules (the change feed, the history), and the
 // object paths a caller may reach.
 export { andVisible, visibleAt, visibleNow } from "./visibility.js";
@@ -97,7 +97,7 @@ export {
 } from "./registry-keys.js";
 
 /**
- * Every method takes the caller's grants (API.md section 18; docs/access.md):
+ * Every method takes the caller's grants (docs/contract/18-access.md; docs/access.md):
  * reads answer only what they may see, writes may touch only that.
  */
 export interface ResourceStore {

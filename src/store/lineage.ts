@@ -49,7 +49,7 @@ interface Source {
   /** ...and active. */
   live(alias: string): string;
   readonly with: string;
-  /** The caller may see the row (API.md section 18); undefined when its grants see everything. */
+  /** The caller may see the row (docs/contract/18-access.md); undefined when its grants see everything. */
   visible(grants: Grants, alias: string): string | undefined;
 }
 
@@ -170,7 +170,7 @@ function childrenSql(src: Source, useView: boolean, withPayloads: boolean, grant
       ORDER BY n.created_at, n.identifier`;
 }
 
-/** The chain stops before the first ancestor the caller may not see (API.md section 18). */
+/** The chain stops before the first ancestor the caller may not see (docs/contract/18-access.md). */
 function parentsSql(src: Source, grants: Grants): string {
   const vis = (a: string) => andVisible(src.visible(grants, a));
   return `WITH RECURSIVE ${src.with}

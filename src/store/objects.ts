@@ -1,4 +1,4 @@
-// Which object paths a caller may reach (API.md section 18, object
+// Which object paths a caller may reach (docs/contract/18-access.md, object
 // storage): a path is answered for only when it is the `path` of a `file` or
 // `dataset`, or the `uri` of an `artefact`, that the caller may see now.
 import type { Grants } from "../access/index.js";

@@ -27,7 +27,7 @@ import { grantsDatasource, visibleNow } from "./visibility.js";
 export const MAX_REGISTRY_VALUE_LENGTH = 1024;
 
 /**
- * Every method takes the caller's grants (API.md section 18): registering
+ * Every method takes the caller's grants (docs/contract/18-access.md): registering
  * needs the datasource granted (403 OUTSIDE_GRANTS otherwise); a patient of
  * a datasource not granted, or whose resource the caller may not see, is
  * answered for as one not registered.

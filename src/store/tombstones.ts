@@ -16,7 +16,7 @@ import { tickClock } from "./sql.js";
 import type { MutationResult } from "./types.js";
 import { andVisible, visibleNow } from "./visibility.js";
 
-// Access (API.md section 18): a walk takes only resources the caller may
+// Access (docs/contract/18-access.md): a walk takes only resources the caller may
 // see, and goes on only through them; what it may not see is skipped as if
 // unknown, and so is what lies below it.
 export async function deleteResources(db: Db, grants: Grants, identifiers: readonly string[], cascade: boolean): Promise<MutationResult> {

@@ -68,7 +68,7 @@ export async function updateResources(
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
     if (ids.length === 0) return { count: 0, at };
-    // What the caller may not see answers as unknown (API.md section 18).
+    // What the caller may not see answers as unknown (docs/contract/18-access.md).
     await refuseInvisible(tx, grants, ids);
     const { rows } = await tx.query<CurrentRow>(
       `SELECT identifier, payload_type, parent_identifier, license, access_level, derived_from, payload, is_deleted

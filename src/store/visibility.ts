@@ -1,4 +1,4 @@
-// The visibility predicate (API.md section 18): the one piece of SQL that
+// The visibility predicate (docs/contract/18-access.md): the one piece of SQL that
 // says which rows a caller's grants may see, composed into every statement
 // that returns, counts or walks resources. Nothing filters rows after
 // reading them.

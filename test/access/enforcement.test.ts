@@ -1,5 +1,5 @@
-// A store read cannot be reached without a caller's grants (API.md section
-// 18, DESIGN.md 6b): every function and store method exported by
+// A store read cannot be reached without a caller's grants
+// (docs/contract/18-access.md, DESIGN.md 6b): every function and store method exported by
 // src/store/index.ts that reads, counts, walks or writes resources takes a
 // Grants parameter that is neither optional nor defaulted, and every handler
 // of every service takes its caller (callerOf) before it touches the store.
@@ -37,6 +37,12 @@ const NO_RESOURCE_READS: Record<string, string> = {
   keyFingerprintMessage: "message text",
   keyNotConfiguredMessage: "message text",
   registryKeyStatus: "operator command: rows per registry key, no resource data",
+  createStatementNames: "statement naming",
+  primaryWithStandbys: "connections",
+  writeDump: "operator backup (dump command): runs outside the service, with no caller, over the whole store",
+  restoreDump: "operator restore (restore command): runs outside the service, with no caller",
+  beforeStamp: "time arithmetic",
+  toMessages: "splits events already read into messages",
   andVisible: "SQL fragment",
   loadCursorSecret: "secret",
   loadRegistryKeys: "secret",

@@ -1,4 +1,4 @@
-// A small model of API.md section 18 for the access tests: the tree as a
+// A small model of docs/contract/18-access.md for the access tests: the tree as a
 // plain map per point in time, and what a caller may see, computed from the
 // rules alone (never from the store's SQL).
 import { maySee, type AccessLevel, type Grants } from "../../src/access/index.js";

@@ -1,4 +1,4 @@
-// API.md section 18 on every store read path, both backends: a generated
+// docs/contract/18-access.md on every store read path, both backends: a generated
 // history (re-parents across datasources, a patient moved to another
 // datasource, levels raised and lowered, tombstones, restores, a create over
 // a tombstone) written with full grants, then read by restricted callers at

@@ -1,4 +1,4 @@
-// API.md section 18 for writes, the registry, artefacts and object paths,
+// docs/contract/18-access.md for writes, the registry, artefacts and object paths,
 // both backends: a write may touch only what the caller may see, before and
 // after; what it may not see answers as unknown; nothing is written on a
 // refusal.

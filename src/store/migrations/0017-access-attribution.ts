@@ -1,4 +1,4 @@
-// Access (API.md section 18): the datasource each resource is attributed to,
+// Access (docs/contract/18-access.md): the datasource each resource is attributed to,
 // cheap to join for the visibility predicate (store/visibility.ts).
 //
 // resources.datasource_id: the resource's datasource now (section 8): a

@@ -137,7 +137,7 @@ function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params, viaV
     }
   }
   for (const f of plan.filters) where.push(renderFilter(f, p));
-  // What the caller may not see is not there (API.md section 18): the walk
+  // What the caller may not see is not there (docs/contract/18-access.md): the walk
   // of descendants is the full tree's, its answer filtered like every row.
   const visible = source.kind === "current" ? visibleNow(grants, "r") : visibleAt(grants, "r", t);
   if (visible !== undefined) where.push(visible);

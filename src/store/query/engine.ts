@@ -33,7 +33,7 @@ export interface Page {
   readonly nextCursor: string | undefined;
 }
 
-/** Every method reads only what `grants` may see (API.md section 18). */
+/** Every method reads only what `grants` may see (docs/contract/18-access.md). */
 export interface QueryEngine {
   page(plan: QueryPlan, grants: Grants, request: PageRequest & { readonly limit: number }): Promise<Page>;
   count(plan: QueryPlan, grants: Grants, asOf: string | undefined): Promise<bigint>;
