@@ -159,3 +159,32 @@ export async function checkWithinGrants(tx: Queryable, grants: Grants, ids: read
   }
   if (rows.length > 0) throw outsideGrants(rows.map((r) => r.identifier));
 }
+
+/**
+ * Recomputes every resource's attribution, now and over its whole history,
+ * from the versions (as migration 17 backfills it): for writes that load
+ * versions wholesale (a restored dump) instead of going through the writes.
+ */
+export async function rebuildAttribution(tx: Queryable): Promise<void> {
+  await tx.exec(`
+    DELETE FROM resource_attribution;
+    UPDATE resources SET datasource_id = NULL WHERE datasource_id IS NOT NULL;
+    CREATE TEMPORARY TABLE attribution_backfill ON COMMIT DROP AS
+    WITH RECURSIVE prop(identifier, payload_type, f, t, ds) AS (
+      SELECT v.identifier, v.payload_type, v.tx_from, v.tx_to,
+             CASE WHEN v.payload_type = 'patient' THEN v.payload->>'datasource_id' END
+        FROM resource_history v
+       WHERE v.payload_type = 'patient' OR v.parent_identifier IS NULL
+      UNION ALL
+      SELECT v.identifier, v.payload_type, greatest(v.tx_from, p.f), least(v.tx_to, p.t), p.ds
+        FROM prop p JOIN resource_history v ON v.parent_identifier = p.identifier
+         AND v.tx_from < p.t AND v.tx_to > p.f
+       WHERE v.payload_type <> 'patient'
+    )
+    SELECT identifier, CASE WHEN payload_type = 'datasource' THEN identifier ELSE ds END AS ds, f, t FROM prop;
+    INSERT INTO resource_attribution (identifier, datasource_id, tx_from, tx_to)
+    SELECT identifier, ds, f, t FROM attribution_backfill WHERE ds IS NOT NULL AND f < t;
+    UPDATE resources r SET datasource_id = b.ds FROM attribution_backfill b
+     WHERE b.identifier = r.identifier AND b.t = 'infinity' AND b.ds IS NOT NULL;
+    DROP TABLE attribution_backfill;`);
+}
