@@ -21,7 +21,7 @@ const rounds = 4;
 const concurrency = 2;
 
 const statements: Statement[][] = [];
-for (let b = 0; b < batches; b++) statements.push(await captureStatements((db) => createResources(db, batchAt("c", b, size), LOCAL_CALLER)));
+for (let b = 0; b < batches; b++) statements.push(await captureStatements((db) => createResources(db, LOCAL_CALLER, batchAt("c", b, size))));
 
 async function timeStatements(): Promise<void> {
   await withDatabase(async (db) => {

@@ -22,7 +22,7 @@ export const CREATE_REST_TARGET = 0.6;
 /** The statements the store sends for each batch, captured from its own code. */
 async function baselineStatements(prefix: string, batches: number, batchSize: number): Promise<Statement[][]> {
   const out: Statement[][] = [];
-  for (let b = 0; b < batches; b++) out.push(await captureStatements((db) => createResources(db, batchAt(prefix, b, batchSize), LOCAL_CALLER)));
+  for (let b = 0; b < batches; b++) out.push(await captureStatements((db) => createResources(db, LOCAL_CALLER, batchAt(prefix, b, batchSize))));
   return out;
 }
 

@@ -79,8 +79,7 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
       let firstCommit = 0;
       for (let i = 0; i < total; i += batch) {
         const { at } = await store.create(
-          Array.from({ length: batch }, (_, j) => ({ identifier: `ev-${i}-${j}`, payloadType: "annotation", payload: { label: "bench", value: j } })),
-          LOCAL_CALLER,
+          LOCAL_CALLER, Array.from({ length: batch }, (_, j) => ({ identifier: `ev-${i}-${j}`, payloadType: "annotation", payload: { label: "bench", value: j } })),
         );
         committedAt.set(at, performance.now());
         firstCommit ||= performance.now();

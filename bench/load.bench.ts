@@ -19,6 +19,7 @@ import { context, fmt, type Result } from "./support/measure.js";
 import { startServer } from "./support/server.js";
 import { resourceAt, SERIES_PER_BATCH } from "./support/workload.js";
 import type { BenchOptions } from "./options.js";
+import { ALL_GRANTS } from "../src/access/index.js";
 
 export const CONNECTIONS = 50;
 /** Contract silent beyond the issue: a route within half of its statements under pgbench. */
@@ -184,12 +185,12 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
     const requests = loadRequests(data);
 
     const sql = {
-      read: await captureStatements((d) => readResources(d, ids)),
+      read: await captureStatements((d) => readResources(d, ALL_GRANTS, ids)),
       // The page statement the engine sends, named as it names it (preparedPage), so the floor sends it alike.
-      query: [namedPage(pageStatement(planQuery(fromJson(QueryRequestSchema, query as unknown as JsonObject)), { kind: "now" }, { limit: 21 }))],
-      children: await captureStatements((d) => listChildren(d, { parentIdentifier: parentOf, withPayloads: false }), childrenAnswers),
-      parents: await captureStatements((d) => listParents(d, leaf), (q) => (/FROM chain/.test(q) ? [{ identifier: leaf, depth: 0 }] : undefined)),
-      stats: await captureStatements((d) => datasourceStats(d)),
+      query: [namedPage(pageStatement(planQuery(fromJson(QueryRequestSchema, query as unknown as JsonObject)), { kind: "now" }, ALL_GRANTS, { limit: 21 }))],
+      children: await captureStatements((d) => listChildren(d, ALL_GRANTS, { parentIdentifier: parentOf, withPayloads: false }), childrenAnswers),
+      parents: await captureStatements((d) => listParents(d, ALL_GRANTS, leaf), (q) => (/FROM chain/.test(q) ? [{ identifier: leaf, depth: 0 }] : undefined)),
+      stats: await captureStatements((d) => datasourceStats(d, ALL_GRANTS)),
     };
 
     // Children and stats are read in one read-only snapshot (src/store/lineage-view.ts): the captured

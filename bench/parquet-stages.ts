@@ -14,6 +14,7 @@ import { pageStatement, planQuery, type QueryRow } from "../src/store/index.js";
 import { bulkLoadFiles } from "./support/bulk.js";
 import { connect, withDatabase } from "./support/database.js";
 import { migrateDatabase } from "./support/load.js";
+import { ALL_GRANTS } from "../src/access/index.js";
 
 const N = Number(process.argv[2] ?? 200_000);
 const plan = () => planQuery(fromJson(QueryRequestSchema, { payload_type: "file" }));
@@ -26,7 +27,7 @@ async function run(pool: EncoderPool, rows: QueryRow[], rg: number): Promise<Uin
 await withDatabase(async (db) => {
   await migrateDatabase(db.url);
   await bulkLoadFiles(db.url, 0, N);
-  const st = pageStatement(plan(), { kind: "now" }, {});
+  const st = pageStatement(plan(), { kind: "now" }, ALL_GRANTS, {});
   const client = await connect(db.url);
   const rows = (await client.query<QueryRow>(st.sql, st.params)).rows;
   await client.end();

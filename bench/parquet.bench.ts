@@ -17,6 +17,7 @@ import { migrateDatabase } from "./support/load.js";
 import { context, fmt, mb, timed, type Result } from "./support/measure.js";
 import { startServer } from "./support/server.js";
 import type { BenchOptions } from "./options.js";
+import { ALL_GRANTS } from "../src/access/index.js";
 
 const MiB = 1024 * 1024;
 export const END_TO_END_TARGET = 0.8;
@@ -64,7 +65,7 @@ async function exportThroughService(
 
 /** The export's statement through a pg cursor, 10,000 rows a fetch, as the engine reads it. */
 async function streamThroughPg(url: string, keep: number): Promise<{ rate: number; kept: QueryRow[] }> {
-  const st = pageStatement(plan(), { kind: "now" }, {});
+  const st = pageStatement(plan(), { kind: "now" }, ALL_GRANTS, {});
   const client = await connect(url);
   const kept: QueryRow[] = [];
   try {

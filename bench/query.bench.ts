@@ -10,6 +10,7 @@ import { migrateDatabase } from "./support/load.js";
 import { context, fmt, median, percentile, type Result } from "./support/measure.js";
 import { startServer } from "./support/server.js";
 import type { BenchOptions } from "./options.js";
+import { ALL_GRANTS } from "../src/access/index.js";
 
 export const DEEP_TARGET = 1.5;
 
@@ -76,7 +77,7 @@ export async function queryBenchmarks(opts: BenchOptions): Promise<Result[]> {
       const first = { ...PAGE_QUERY, limit: 100 };
       const cursor = await cursorAt(server.url, PAGE_QUERY, deep);
       // The first page's statement as the engine compiles it (limit + 1 tells whether more follow).
-      const st = pageStatement(planQuery(fromJson(QueryRequestSchema, first as unknown as JsonObject)), { kind: "now" }, { limit: 101 });
+      const st = pageStatement(planQuery(fromJson(QueryRequestSchema, first as unknown as JsonObject)), { kind: "now" }, ALL_GRANTS, { limit: 101 });
       const times = await measurePages(
         server.url,
         {

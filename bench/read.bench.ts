@@ -10,6 +10,7 @@ import { clockNow, loadThroughStoreSql, migrateDatabase } from "./support/load.j
 import { startServer } from "./support/server.js";
 import { resourceAt } from "./support/workload.js";
 import type { BenchOptions } from "./options.js";
+import { ALL_GRANTS } from "../src/access/index.js";
 
 export const AS_OF_TARGET = 1.2;
 /** Contract silent; chosen so a read is dominated by the database, not by encoding. */
@@ -57,7 +58,7 @@ export async function readBenchmarks(opts: BenchOptions): Promise<Result[]> {
       });
       // The statement the store sends for each read, captured from its own code.
       const sqlOf = async (ids: string[], asOf?: string): Promise<Statement[]> =>
-        captureStatements((d) => readResources(d, ids, asOf !== undefined ? { asOf } : {}));
+        captureStatements((d) => readResources(d, ALL_GRANTS, ids, asOf !== undefined ? { asOf } : {}));
       // An as_of read is two statements: the read point, then the read at it (src/store/read.ts).
       const runRead = async (sts: readonly Statement[]): Promise<number> => {
         let point: unknown;

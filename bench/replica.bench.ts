@@ -18,6 +18,7 @@ import { clockNow, loadThroughStoreSql, migrateDatabase } from "./support/load.j
 import { processCpuMs, startServer } from "./support/server.js";
 import { batchAt, resourceAt, toMessage } from "./support/workload.js";
 import type { BenchOptions } from "./options.js";
+import { ALL_GRANTS } from "../src/access/index.js";
 
 export const REPLICA_READ_TARGET = 1.1;
 
@@ -60,7 +61,7 @@ export async function replicaBenchmarks(opts: BenchOptions): Promise<Result[]> {
         return [...ids];
       });
       // An as_of read is two statements (src/store/read.ts): the read point, then the read at it.
-      const asOfSql = await Promise.all(idSets.map((ids) => captureStatements((d) => readResources(d, ids, { asOf }))));
+      const asOfSql = await Promise.all(idSets.map((ids) => captureStatements((d) => readResources(d, ALL_GRANTS, ids, { asOf }))));
       const runAsOf = async (q: typeof admin, i: number): Promise<number> => {
         const [point, read] = asOfSql[i]!;
         const { rows } = await q.query<{ t: string }>(point!.sql, point!.params);

@@ -3,6 +3,7 @@
 // <=). The exit code is 0 even when a target is missed: the figures are the
 // output, and BENCHMARKS.md explains each miss.
 import { cpus, totalmem } from "node:os";
+import { accessBenchmarks } from "./access.bench.js";
 import { cliImportBenchmarks } from "./cli-import.bench.js";
 import { createBenchmarks } from "./create.bench.js";
 import { eventsBenchmarks } from "./events.bench.js";
@@ -28,6 +29,7 @@ const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[]
   { name: "events", run: eventsBenchmarks },
   { name: "cli", run: cliImportBenchmarks },
   { name: "replica", run: replicaBenchmarks },
+  { name: "access", run: accessBenchmarks },
   { name: "load", run: loadBenchmarks },
 ];
 

@@ -65,6 +65,7 @@ export const errorCatalogue = {
   UNAUTHENTICATED: { code: Code.Unauthenticated, when: "No bearer token, a malformed Authorization header, or a token that is not valid." },
   PERMISSION_DENIED: { code: Code.PermissionDenied, when: "The token is valid but lacks the scope the operation needs." },
   MISDIRECTED_REQUEST: { code: Code.PermissionDenied, httpStatus: 421, when: "The request's Host (HTTP/2 :authority) is not one the service answers to: with authentication off only localhost, 127.0.0.1, [::1] and ALLOWED_HOSTS; with it on, ALLOWED_HOSTS when set. Refused before anything else runs." },
+  OUTSIDE_GRANTS: { code: Code.PermissionDenied, when: "A write would create, change or move a resource outside the caller's grants (its datasources and clearance; docs/access.md), or register a patient under a datasource not granted; nothing is written." },
   // limits
   RESOURCE_EXHAUSTED: { code: Code.ResourceExhausted, when: "A limit of the service was reached." },
   BODY_TOO_LARGE: { code: Code.ResourceExhausted, when: "The request body is larger than the configured limit (MAX_BODY_BYTES)." },
@@ -179,6 +180,13 @@ export function unauthenticated(message: string): ConnectError {
 
 export function permissionDenied(message: string): ConnectError {
   return serviceError("PERMISSION_DENIED", message);
+}
+
+/** A write that would put resources outside the caller's grants (docs/access.md); only identifiers the caller wrote are named. */
+export function outsideGrants(ids: readonly string[]): ConnectError {
+  const shown = ids.slice(0, 5).join(", ");
+  const more = ids.length > 5 ? ` and ${ids.length - 5} more` : "";
+  return serviceError("OUTSIDE_GRANTS", `outside the caller's grants (datasources and clearance): ${shown}${more}`);
 }
 
 export function resourceExhausted(message: string, reason: ReasonFor<Code.ResourceExhausted> = "RESOURCE_EXHAUSTED"): ConnectError {

@@ -21,7 +21,7 @@ export async function loadThroughStoreSql(url: string, prefix: string, batches: 
   const client = await connect(url);
   try {
     for (let b = 0; b < batches; b++) {
-      await replay(client, await captureStatements((db) => createResources(db, batchAt(prefix, b, batchSize), LOCAL_CALLER)));
+      await replay(client, await captureStatements((db) => createResources(db, LOCAL_CALLER, batchAt(prefix, b, batchSize))));
     }
   } finally {
     await client.end();

@@ -47,17 +47,26 @@ export function scopesOf(payload: JWTPayload): Set<Scope> {
 export function grantsOfClaim(payload: JWTPayload): Grants {
   const found: GrantScope[] = [];
   let malformedClearance = false;
+  let malformedDatasource = false;
   for (const n of claimNames(payload)) {
     const g = parseGrantScope(n);
     if (g === undefined) continue;
     if ("error" in g) {
       if (n.toLowerCase().startsWith("clearance:")) malformedClearance = true;
+      if (n.toLowerCase().startsWith("datasource:")) malformedDatasource = true;
       continue;
     }
     if (g.kind !== "actor") found.push(g);
   }
   if (malformedClearance && !found.some((g) => g.kind === "clearance")) found.push({ kind: "clearance", level: "public" });
-  return grantsOf(found);
+  const grants = grantsOf(found);
+  // A dropped datasource scope must not leave "no datasource scope" (= every
+  // datasource): the caller keeps only the well-formed ones it listed.
+  if (malformedDatasource && grants.datasources === "all" && !found.some((g) => g.kind === "datasource" && g.id === "*")) {
+    const ids = new Set(found.flatMap((g) => (g.kind === "datasource" ? [g.id] : [])));
+    return Object.freeze({ datasources: ids, clearance: grants.clearance });
+  }
+  return grants;
 }
 
 async function discoverJwksUri(issuer: string, timeoutMs: number): Promise<URL> {

@@ -3,6 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { LatestResponseSchema } from "../../gen/resourcestore/type/v1/artefact_pb.js";
 import type { ArtefactService } from "../../gen/resourcestore/v1/artefact_service_pb.js";
+import { callerOf } from "../auth/index.js";
 import { notFound } from "../errors.js";
 import { latestArtefact, readerFor } from "../store/index.js";
 import type { Db } from "../store/index.js";
@@ -16,9 +17,10 @@ export interface ArtefactServiceDeps {
 export function createArtefactService(deps: ArtefactServiceDeps): ServiceImpl<typeof ArtefactService> {
   const { db } = deps;
   return {
-    async latest(req) {
+    async latest(req, ctx) {
+      const { grants } = callerOf(ctx);
       const asOf = optionalAsOf(req.asOf);
-      const found = await latestArtefact(await readerFor(db, asOf), {
+      const found = await latestArtefact(await readerFor(db, asOf), grants, {
         repo: req.repo,
         branch: req.branch,
         path: req.path,

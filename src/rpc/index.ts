@@ -59,6 +59,7 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
     SchemaService: createSchemaService(),
     StorageService: createStorageService({
       storage: deps.storage,
+      db,
       limits,
       presignExpiresSeconds: config.s3.presignExpiresSeconds,
       maxPreviewBytes: config.defence.maxPreviewBytes,

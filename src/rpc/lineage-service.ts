@@ -7,6 +7,7 @@ import type { TreeNode } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { LineageService } from "../../gen/resourcestore/v1/lineage_service_pb.js";
 import type { Db, TreeNodeRow } from "../store/index.js";
 import { listChildren, listParents, readerFor } from "../store/index.js";
+import { callerOf } from "../auth/index.js";
 import { optionalAsOf } from "./as-of.js";
 
 export interface LineageServiceDeps {
@@ -38,10 +39,11 @@ export function treeNode(n: TreeNodeRow): TreeNode {
 export function createLineageService(deps: LineageServiceDeps): ServiceImpl<typeof LineageService> {
   const { db } = deps;
   return {
-    async children(req) {
+    async children(req, ctx) {
+      const { grants } = callerOf(ctx);
       const asOf = optionalAsOf(req.asOf);
       // Only an absent parent_identifier lists the roots; "" is malformed (as an empty as_of is).
-      const nodes = await listChildren(await readerFor(db, asOf), {
+      const nodes = await listChildren(await readerFor(db, asOf), grants, {
         parentIdentifier: req.parentIdentifier ?? null,
         withPayloads: req.withPayloads === true,
         ...(deps.maxChildren !== undefined ? { maxChildren: deps.maxChildren } : {}),
@@ -49,9 +51,10 @@ export function createLineageService(deps: LineageServiceDeps): ServiceImpl<type
       });
       return create(ChildrenResponseSchema, { nodes: nodes.map(treeNode) });
     },
-    async parents(req) {
+    async parents(req, ctx) {
+      const { grants } = callerOf(ctx);
       const asOf = optionalAsOf(req.asOf);
-      const identifiers = await listParents(await readerFor(db, asOf), req.identifier, asOf !== undefined ? { asOf } : {});
+      const identifiers = await listParents(await readerFor(db, asOf), grants, req.identifier, asOf !== undefined ? { asOf } : {});
       return create(ParentsResponseSchema, { identifiers });
     },
   };

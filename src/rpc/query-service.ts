@@ -7,6 +7,7 @@ import { HttpBodySchema } from "../../gen/google/api/httpbody_pb.js";
 import type { Resource } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { CountResponseSchema, QueryResponseSchema, type QueryRequest } from "../../gen/resourcestore/type/v1/query_pb.js";
 import type { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
+import { callerOf } from "../auth/index.js";
 import { invalidArgument } from "../errors.js";
 import { createEncoderPool, createExportGate, exportColumns, parquetExport, type EncoderPool } from "../parquet/index.js";
 import { defaultEncoderWorkers } from "../config.js";
@@ -75,9 +76,10 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
   const request = (req: QueryRequest) => ({ plan: plan(req), asOf: optionalAsOf(req.asOf), limit: checkLimit(req.limit, maxLimit) });
 
   return {
-    async query(req) {
+    async query(req, ctx) {
+      const { grants } = callerOf(ctx);
       const { plan, asOf, limit } = request(req);
-      const page = await engine.page(plan, { asOf, cursor: req.cursor, limit: limit ?? maxLimit });
+      const page = await engine.page(plan, grants, { asOf, cursor: req.cursor, limit: limit ?? maxLimit });
       return create(QueryResponseSchema, {
         results: page.resources.map((r) => selectedMessage(r, plan)),
         ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}),
@@ -85,12 +87,14 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
       });
     },
 
-    async count(req) {
-      const count = await engine.count(plan(req), optionalAsOf(req.asOf));
+    async count(req, ctx) {
+      const { grants } = callerOf(ctx);
+      const count = await engine.count(plan(req), grants, optionalAsOf(req.asOf));
       return create(CountResponseSchema, { count });
     },
 
     async *queryParquet(req, ctx) {
+      const { grants } = callerOf(ctx);
       const { plan, asOf, limit } = request(req);
       const batchRows = deps.exportBatchRows ?? 10_000;
       // One slot per export, held until it ends (or is cut for stalling).
@@ -105,7 +109,7 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
         const chunks = parquetExport({
           columns: exportColumns(plan),
           encoders: encoders(),
-          produce: (write) => engine.forEachBatch(plan, { asOf, cursor: req.cursor, limit }, batchRows, write),
+          produce: (write) => engine.forEachBatch(plan, grants, { asOf, cursor: req.cursor, limit }, batchRows, write),
           ...(deps.chunkBytes !== undefined ? { chunkBytes: deps.chunkBytes } : {}),
           ...(deps.onError ? { onError: deps.onError } : {}),
           ...(deps.exports ? { stallMs: deps.exports.stallMs, onStall } : {}),

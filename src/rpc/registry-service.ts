@@ -8,6 +8,7 @@ import {
   ResolveStudyResponseSchema,
 } from "../../gen/resourcestore/type/v1/registry_pb.js";
 import type { RegistryService } from "../../gen/resourcestore/v2/registry_service_pb.js";
+import { callerOf } from "../auth/index.js";
 import type { Registry } from "../store/index.js";
 
 export interface RegistryServiceDeps {
@@ -18,13 +19,21 @@ export interface RegistryServiceDeps {
 export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<typeof RegistryService> {
   const { registry } = deps;
   return {
-    registerPatient: async (req) =>
-      create(RegisterPatientResponseSchema, { identifier: await registry.registerPatient(req.datasourceId, req.externalUid) }),
-    resolvePatient: async (req) =>
-      create(ResolvePatientResponseSchema, { identifier: await registry.resolvePatient(req.datasourceId, req.externalUid) }),
-    registerStudy: async (req) =>
-      create(RegisterStudyResponseSchema, { identifier: await registry.registerStudy(req.patientIdentifier, req.externalUid) }),
-    resolveStudy: async (req) =>
-      create(ResolveStudyResponseSchema, { identifier: await registry.resolveStudy(req.patientIdentifier, req.externalUid) }),
+    registerPatient: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
+      return create(RegisterPatientResponseSchema, { identifier: await registry.registerPatient(grants, req.datasourceId, req.externalUid) });
+    },
+    resolvePatient: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
+      return create(ResolvePatientResponseSchema, { identifier: await registry.resolvePatient(grants, req.datasourceId, req.externalUid) });
+    },
+    registerStudy: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
+      return create(RegisterStudyResponseSchema, { identifier: await registry.registerStudy(grants, req.patientIdentifier, req.externalUid) });
+    },
+    resolveStudy: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
+      return create(ResolveStudyResponseSchema, { identifier: await registry.resolveStudy(grants, req.patientIdentifier, req.externalUid) });
+    },
   };
 }

@@ -38,37 +38,43 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
   };
 
   return {
-    // Every write passes its caller down: the actor goes into each version it writes.
+    // Every write passes its caller down: its grants bound what it may touch,
+    // its actor goes into each version it writes.
     create: async (req, ctx) => {
+      const caller = callerOf(ctx);
       checkSize(req.resources.length, "resources");
-      const { count } = await store.create(req.resources.map(toNewResource), callerOf(ctx));
+      const { count } = await store.create(caller, req.resources.map(toNewResource));
       return create(CreateResponseSchema, { created: BigInt(count) });
     },
-    read: async (req) => {
+    read: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
       checkSize(req.identifiers.length, "identifiers");
       const asOf = optionalAsOf(req.asOf);
-      const rows = await store.read(req.identifiers, {
+      const rows = await store.read(grants, req.identifiers, {
         ...(asOf !== undefined ? { asOf } : {}),
         excludeChildren: req.excludeChildren === true,
       });
       return create(ReadResponseSchema, { resources: rows.map(toResourceMessage) });
     },
     update: async (req, ctx) => {
+      const caller = callerOf(ctx);
       const entries = Object.entries(req.updates);
       checkSize(entries.length, "updates");
-      const { count } = await store.update(entries.map(([id, u]) => [id, toResourcePatch(id, u)] as const), callerOf(ctx));
+      const { count } = await store.update(caller, entries.map(([id, u]) => [id, toResourcePatch(id, u)] as const));
       return create(UpdateResponseSchema, { updated: BigInt(count) });
     },
     delete: async (req, ctx) => {
+      const caller = callerOf(ctx);
       checkSize(req.identifiers.length, "identifiers");
       checkSize(Object.keys(req.expectedVersions).length, "expected_versions");
-      const { count } = await store.delete(req.identifiers, callerOf(ctx), { cascade: req.cascade ?? true, expectedVersions: expectedVersions(req.expectedVersions) });
+      const { count } = await store.delete(caller, req.identifiers, { cascade: req.cascade ?? true, expectedVersions: expectedVersions(req.expectedVersions) });
       return create(DeleteResponseSchema, { deleted: BigInt(count) });
     },
     restore: async (req, ctx) => {
+      const caller = callerOf(ctx);
       checkSize(req.identifiers.length, "identifiers");
       checkSize(Object.keys(req.expectedVersions).length, "expected_versions");
-      const { count } = await store.restore(req.identifiers, callerOf(ctx), { cascade: req.cascade ?? true, expectedVersions: expectedVersions(req.expectedVersions) });
+      const { count } = await store.restore(caller, req.identifiers, { cascade: req.cascade ?? true, expectedVersions: expectedVersions(req.expectedVersions) });
       return create(RestoreResponseSchema, { restored: BigInt(count) });
     },
     history: async (req, ctx) => {

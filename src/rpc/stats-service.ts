@@ -8,6 +8,7 @@ import {
   StatsResponseSchema,
 } from "../../gen/resourcestore/type/v1/stats_pb.js";
 import type { StatsService } from "../../gen/resourcestore/v2/stats_service_pb.js";
+import { callerOf } from "../auth/index.js";
 import { invalidArgument } from "../errors.js";
 import type { Db } from "../store/index.js";
 import { datasourceStats, readerFor } from "../store/index.js";
@@ -22,8 +23,9 @@ const bigints = (counts: Record<string, number>): Record<string, bigint> =>
 export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof StatsService> {
   const { db } = deps;
   return {
-    async stats() {
-      const rows = await datasourceStats(await readerFor(db, undefined));
+    async stats(_req, ctx) {
+      const { grants } = callerOf(ctx);
+      const rows = await datasourceStats(await readerFor(db, undefined), grants);
       return create(StatsResponseSchema, {
         datasources: rows.map((r) =>
           create(DatasourceStatsSchema, {
@@ -35,11 +37,12 @@ export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof S
         ),
       });
     },
-    async detailedStats(req) {
+    async detailedStats(req, ctx) {
+      const { grants } = callerOf(ctx);
       // Only an absent datasource_id means every datasource; "" is malformed (as an empty as_of is).
       const only = req.datasourceId;
       if (only === "") throw invalidArgument("datasource_id is empty");
-      const rows = await datasourceStats(await readerFor(db, undefined), only !== undefined ? { datasourceId: only } : {});
+      const rows = await datasourceStats(await readerFor(db, undefined), grants, only !== undefined ? { datasourceId: only } : {});
       return create(DetailedStatsResponseSchema, {
         datasources: rows.map((r) =>
           create(DatasourceDetailedStatsSchema, {

@@ -3,7 +3,10 @@
 import { ConnectError } from "@connectrpc/connect";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { LimitsConfig } from "../config.js";
-import { invalidArgument, prefixMessage } from "../errors.js";
+import { seesEverything, type Grants } from "../access/index.js";
+import { callerOf } from "../auth/index.js";
+import { invalidArgument, notFound, prefixMessage } from "../errors.js";
+import { objectPathVisible, readerFor, type Db } from "../store/index.js";
 import type { PresignItem } from "../../gen/resourcestore/type/v1/storage_pb.js";
 import type { StorageService } from "../../gen/resourcestore/v2/storage_service_pb.js";
 import type { ObjectStorage } from "../storage/index.js";
@@ -21,6 +24,11 @@ import {
 
 export interface StorageServiceDeps {
   readonly storage: ObjectStorage;
+  /**
+   * Where the paths a caller may reach are looked up (docs/contract/18-access.md).
+   * Without it only a caller who sees everything reaches any object.
+   */
+  readonly db?: Db;
   /** maxPreviewRows and maxListKeys default to the API's 10,000 and 100,000. */
   readonly limits: Pick<LimitsConfig, "maxBatchItems"> & Partial<Pick<LimitsConfig, "maxPreviewRows" | "maxListKeys">>;
   /** Lifetime of every presigned URL. */
@@ -51,8 +59,20 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
   const maxPreview = limits.maxPreviewRows ?? PREVIEW_MAX_LIMIT;
   const maxListKeys = limits.maxListKeys ?? 100_000;
 
+  /**
+   * Access (docs/contract/18-access.md): an object is answered for only when it is
+   * the path or uri of a resource the caller may see now, or the caller sees
+   * everything; otherwise it is absent (404), whether or not it exists.
+   */
+  async function checkReachable(grants: Grants, key: string): Promise<void> {
+    if (seesEverything(grants)) return;
+    const path = toS3Path(storage.bucket, key);
+    const db = deps.db;
+    if (db === undefined || !(await objectPathVisible(await readerFor(db, undefined), grants, path))) throw notFound(`no object at ${path}`);
+  }
+
   /** Checks one item and returns a signer, so a batch signs nothing until every item passed. */
-  function planItem(direction: Direction, item: Omit<PresignItem, "$typeName">): () => Promise<SignedItem> {
+  function planItem(grants: Grants, direction: Direction, item: Omit<PresignItem, "$typeName">): () => Promise<SignedItem> {
     if (direction === "upload") {
       if (item.path !== undefined) throw invalidArgument("path is for downloads; an upload takes filename and group");
       const key = uploadKey(item.group, item.filename);
@@ -62,7 +82,10 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
       throw invalidArgument("filename and group are for uploads; a download takes path");
     }
     const key = parseObjectPath(item.path, storage.bucket);
-    return async () => ({ url: await storage.presignDownload(key, expires) });
+    return async () => {
+      await checkReachable(grants, key);
+      return { url: await storage.presignDownload(key, expires) };
+    };
   }
 
   return {
@@ -70,24 +93,27 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
       return { s3Endpoint: storage.publicEndpoint, s3Bucket: storage.bucket };
     },
 
-    async presign(req) {
-      return planItem(parseDirection(req.direction), req)();
+    async presign(req, ctx) {
+      const { grants } = callerOf(ctx);
+      return planItem(grants, parseDirection(req.direction), req)();
     },
 
-    async presignBatch(req) {
+    async presignBatch(req, ctx) {
+      const { grants } = callerOf(ctx);
       // An empty batch is an answer of its own, even without a direction.
       if (req.items.length === 0 && req.direction === "") return { urls: [] };
       const direction = parseDirection(req.direction);
       checkCount(req.items.length, limits.maxBatchItems, "items");
       const signers = req.items.map((item, i) => {
         try {
-          return planItem(direction, item);
+          return planItem(grants, direction, item);
         } catch (err) {
           // Say which item was refused; the code stays the same.
           if (err instanceof ConnectError) throw prefixMessage(err, `items[${i}]`);
           throw err;
         }
       });
+      // A download item the caller may not reach rejects the whole batch (404).
       return { urls: await Promise.all(signers.map((sign) => sign())) };
     },
 
@@ -101,8 +127,11 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
       return { root: toS3Path(storage.bucket, prefix), items };
     },
 
-    async list(req) {
+    async list(req, ctx) {
+      const { grants } = callerOf(ctx);
       const prefix = parseListPrefix(req.prefix, storage.bucket);
+      // Keys say nothing of whose they are: only a caller who sees everything lists them.
+      if (!seesEverything(grants)) throw notFound(`nothing to list under ${req.prefix}`);
       const objects = await storage.listObjects(prefix, maxListKeys);
       if (objects.length > maxListKeys) {
         throw invalidArgument(`more than ${maxListKeys} keys under this prefix; list a narrower prefix`, "TOO_MANY_KEYS");
@@ -110,7 +139,8 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
       return { keys: objects.map((o) => o.key), sizes: objects.map((o) => BigInt(o.size)) };
     },
 
-    async parquetPreview(req) {
+    async parquetPreview(req, ctx) {
+      const { grants } = callerOf(ctx);
       const limit = req.limit ?? Math.min(PREVIEW_DEFAULT_LIMIT, maxPreview);
       if (limit < 1 || limit > maxPreview) {
         throw invalidArgument(`limit must be between 1 and ${maxPreview}`, "LIMIT_OUT_OF_RANGE");
@@ -118,6 +148,7 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
       const offset = req.offset ?? 0n;
       if (offset < 0n) throw invalidArgument("offset must not be negative", "LIMIT_OUT_OF_RANGE");
       const key = parseObjectPath(req.path, storage.bucket);
+      await checkReachable(grants, key);
       // Past MAX_SAFE_INTEGER there are no rows anyway; clamping keeps Number safe.
       const start = offset > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(offset);
       const preview = await previewParquet(storage, key, start, limit, deps.maxPreviewBytes);

@@ -10,6 +10,7 @@ import {
   payloadTypeOrThrow,
 } from "../schema/validate.js";
 import type { Caller } from "../access/index.js";
+import { checkWithinGrants, maintainAttribution } from "./attribution.js";
 import type { Db } from "./db.js";
 import { listIds, tickClock, type WritableRow } from "./sql.js";
 import type { MutationResult, NewResource } from "./types.js";
@@ -43,8 +44,12 @@ export function prepareCreate(items: readonly NewResource[]): CreateRow[] {
   return rows;
 }
 
-/** Creates `items` as one transaction; every version it writes names `caller.actor`. */
-export async function createResources(db: Db, items: readonly NewResource[], caller: Caller, maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
+/**
+ * Creates `items` as one transaction: every version it writes names
+ * `caller.actor`, and everything it writes must lie within `caller.grants`.
+ */
+export async function createResources(db: Db, caller: Caller, items: readonly NewResource[], maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
+  const { grants } = caller;
   const rows = prepareCreate(items);
   // Built before the clock is taken: writers wait for each other on the clock row.
   const input = JSON.stringify(rows);
@@ -81,6 +86,9 @@ export async function createResources(db: Db, items: readonly NewResource[], cal
     }
     const withParent = rows.filter((r) => r.parent_identifier !== null).map((r) => r.identifier);
     await checkTree(tx, ids, { max: maxTreeDepth, descendants: false, parentsSet: withParent });
+    // Access (docs/contract/18-access.md): attribution kept, then everything written within the grants.
+    await maintainAttribution(tx, ids);
+    await checkWithinGrants(tx, grants, ids, withParent);
     return { count: rows.length, at };
   });
 }

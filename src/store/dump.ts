@@ -16,6 +16,7 @@ import { createGunzip, createGzip } from "node:zlib";
 import type { Db, Queryable } from "./db.js";
 import { hasLineageView, refreshLineageView } from "./lineage-view.js";
 import { ts } from "./sql.js";
+import { rebuildAttribution } from "./attribution.js";
 
 export const DUMP_FORMAT = "resource-store-dump";
 /** The format this code writes, and the newest it reads (docs/dump-format.md). */
@@ -520,6 +521,8 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     }
     if (trailer.sha256 !== digest.hex()) throw new DumpError("the dump's checksum does not match its content; nothing was restored");
     await flushAll();
+    // Access (docs/contract/18-access.md): versions loaded wholesale get their datasource attribution here.
+    await rebuildAttribution(tx);
     if (header.until !== null) await tx.query("UPDATE clock SET last = $1::timestamptz", [header.until]);
     return { versions: counts.version!, until: header.until ?? "", since: header.since };
   });

@@ -73,6 +73,11 @@ export {
   type Registry,
   type RegistryOptions,
 } from "./registry.js";
+// Access (docs/contract/18-access.md): the visibility predicate, for statements
+// written outside these modules (the change feed, the history), and the
+// object paths a caller may reach.
+export { andVisible, visibleAt, visibleNow } from "./visibility.js";
+export { objectPathVisible } from "./objects.js";
 // Artefacts and statistics.
 export { latestArtefact, type LatestArtefactQuery } from "./artefacts.js";
 export { datasourceStats, type DatasourceStatsRow } from "./stats.js";
@@ -103,21 +108,23 @@ export interface TombstoneCallOptions {
 }
 
 /**
- * Every write names its caller: the actor goes into each version it writes
- * (docs/contract/19-audit-history.md), in the statement that writes it.
+ * Every method takes the caller's grants (docs/contract/18-access.md;
+ * docs/access.md): reads answer only what they may see, writes may touch only
+ * that. Writes take the whole caller: its actor goes into each version they
+ * write (docs/contract/19-audit-history.md), in the statement that writes it.
  */
 export interface ResourceStore {
   readonly db: Db;
   /** All or nothing; identifiers unique in the batch and not active. */
-  create(items: readonly NewResource[], caller: Caller): Promise<MutationResult>;
-  /** In input order, repeats repeated; missing and tombstoned identifiers skipped. */
-  read(identifiers: readonly string[], options?: ReadOptions): Promise<StoredResource[]>;
+  create(caller: Caller, items: readonly NewResource[]): Promise<MutationResult>;
+  /** In input order, repeats repeated; missing, tombstoned and invisible identifiers skipped. */
+  read(grants: Grants, identifiers: readonly string[], options?: ReadOptions): Promise<StoredResource[]>;
   /** All or nothing; count = resources changed. */
-  update(updates: Iterable<readonly [string, ResourcePatch]>, caller: Caller): Promise<MutationResult>;
+  update(caller: Caller, updates: Iterable<readonly [string, ResourcePatch]>): Promise<MutationResult>;
   /** count = resources newly tombstoned. */
-  delete(identifiers: readonly string[], caller: Caller, options?: TombstoneCallOptions): Promise<MutationResult>;
+  delete(caller: Caller, identifiers: readonly string[], options?: TombstoneCallOptions): Promise<MutationResult>;
   /** count = resources restored. */
-  restore(identifiers: readonly string[], caller: Caller, options?: TombstoneCallOptions): Promise<MutationResult>;
+  restore(caller: Caller, identifiers: readonly string[], options?: TombstoneCallOptions): Promise<MutationResult>;
   /** One page of a resource's versions, oldest first, as `grants` may see them (404 when it may see none). */
   history(identifier: string, grants: Grants, options?: HistoryOptions): Promise<VersionPage>;
 }
@@ -140,11 +147,11 @@ export function createResourceStore(db: Db, limits: { maxTreeDepth?: number; cur
   };
   return {
     db,
-    create: (items, caller) => createResources(db, items, caller, depth),
-    read: async (identifiers, options) => readResources(await readerFor(db, options?.asOf), identifiers, options),
-    update: (updates, caller) => updateResources(db, updates, caller, depth),
-    delete: (identifiers, caller, options) => deleteResources(db, identifiers, caller, tombstoneOptions(options)),
-    restore: (identifiers, caller, options) => restoreResources(db, identifiers, caller, tombstoneOptions(options), depth),
+    create: (caller, items) => createResources(db, caller, items, depth),
+    read: async (grants, identifiers, options) => readResources(await readerFor(db, options?.asOf), grants, identifiers, options),
+    update: (caller, updates) => updateResources(db, caller, updates, depth),
+    delete: (caller, identifiers, options) => deleteResources(db, caller, identifiers, tombstoneOptions(options)),
+    restore: (caller, identifiers, options) => restoreResources(db, caller, identifiers, tombstoneOptions(options), depth),
     // Now: a history read names no as_of, so it runs on the primary.
     history: (identifier, grants, options) => readHistory(db, historyCursor, identifier, grants, options),
   };

@@ -5,12 +5,14 @@
 // "Active descendants" are those reachable through active resources only: a
 // walk stops at a tombstone, as /children does and as a cascading delete does.
 import type { JsonObject } from "@bufbuild/protobuf";
+import { ALL_GRANTS, seesEverything, type Grants } from "../access/index.js";
 import { failedPrecondition, notFound } from "../errors.js";
 import { checkIdentifier } from "../schema/validate.js";
 import type { Db } from "./db.js";
 import { prepared } from "./prepared.js";
 import { withLineageSnapshot } from "./lineage-view.js";
 import { ts } from "./sql.js";
+import { andVisible, visibleAt, visibleNow } from "./visibility.js";
 
 export interface TreeNodeRow {
   identifier: string;
@@ -47,6 +49,8 @@ interface Source {
   /** ...and active. */
   live(alias: string): string;
   readonly with: string;
+  /** The caller may see the row (docs/contract/18-access.md); undefined when its grants see everything. */
+  visible(grants: Grants, alias: string): string | undefined;
 }
 
 const CURRENT: Source = {
@@ -54,6 +58,7 @@ const CURRENT: Source = {
   at: () => "true",
   live: (a) => `NOT ${a}.is_deleted`,
   with: "",
+  visible: visibleNow,
 };
 
 function asOfSource(param: string): Source {
@@ -63,6 +68,7 @@ function asOfSource(param: string): Source {
     at,
     live: (a) => `${at(a)} AND NOT ${a}.is_deleted`,
     with: `p AS (SELECT least(${param}::timestamptz, last) AS t FROM clock),`,
+    visible: (grants, a) => visibleAt(grants, a, "(SELECT t FROM p)"),
   };
 }
 
@@ -77,7 +83,11 @@ interface ChildRow {
   descendant_count: string | null;
 }
 
-export async function listChildren(db: Db, options: ChildrenOptions = {}): Promise<TreeNodeRow[]> {
+/**
+ * Children the caller may see, with counts of what it may see below them
+ * (the full tree's descendants, filtered); a parent it may not see is 404.
+ */
+export async function listChildren(db: Db, grants: Grants, options: ChildrenOptions = {}): Promise<TreeNodeRow[]> {
   const parent = options.parentIdentifier ?? null;
   if (parent !== null) checkIdentifier(parent, "parent_identifier");
   const withPayloads = options.withPayloads === true;
@@ -86,9 +96,9 @@ export async function listChildren(db: Db, options: ChildrenOptions = {}): Promi
   const rows =
     asOf === undefined
       ? await withLineageSnapshot(db, (q, fresh) =>
-          q.query<ChildRow>(childrenSql(CURRENT, fresh, withPayloads), [parent]).then((r) => r.rows),
+          q.query<ChildRow>(childrenSql(CURRENT, fresh, withPayloads, grants), [parent]).then((r) => r.rows),
         )
-      : (await db.query<ChildRow>(childrenSql(asOfSource("$2"), false, withPayloads), [parent, asOf])).rows;
+      : (await db.query<ChildRow>(childrenSql(asOfSource("$2"), false, withPayloads, grants), [parent, asOf])).rows;
 
   if (rows[0]?.parent_ok !== true) throw notFound(`parent ${parent ?? ""} is not an active resource at that time`);
   const max = options.maxChildren ?? DEFAULT_MAX_CHILDREN;
@@ -113,35 +123,41 @@ export async function listChildren(db: Db, options: ChildrenOptions = {}): Promi
  * With the fresh view the counts come from lineage_closure; otherwise a
  * recursive walk below the listed nodes counts them.
  */
-function childrenSql(src: Source, useView: boolean, withPayloads: boolean): string {
+function childrenSql(src: Source, useView: boolean, withPayloads: boolean, grants: Grants): string {
+  const vis = (a: string) => andVisible(src.visible(grants, a));
+  const seen = src.visible(grants, "c");
   const counts = useView
     ? `counts AS (
          SELECT m.ancestor AS root, count(*) FILTER (WHERE m.depth = 1) AS child_count, count(*) AS descendant_count
-           FROM lineage_closure m WHERE m.ancestor IN (SELECT identifier FROM nodes) AND m.depth > 0
+           FROM lineage_closure m${seen === undefined ? "" : ` JOIN resources c ON c.identifier = m.descendant AND ${seen}`}
+          WHERE m.ancestor IN (SELECT identifier FROM nodes) AND m.depth > 0
           GROUP BY m.ancestor
        )`
     : // Each step probes the parent index from the rows found (LATERAL with
       // OFFSET 0, not flattened into a join): as a join the planner hashed a
       // sequential scan of the whole table at every step.
-      `sub(root, identifier, depth) AS (
-         SELECT n.identifier, c.identifier, 1 FROM nodes n
-          CROSS JOIN LATERAL (SELECT c.identifier FROM ${src.table} c WHERE c.parent_identifier = n.identifier AND ${src.live("c")} OFFSET 0) c
+      // The walk is the full tree's; only what the caller may see is counted.
+      `sub(root, identifier, depth, seen) AS (
+         SELECT n.identifier, c.identifier, 1, c.seen FROM nodes n
+          CROSS JOIN LATERAL (SELECT c.identifier, ${seen ?? "true"} AS seen FROM ${src.table} c
+                               WHERE c.parent_identifier = n.identifier AND ${src.live("c")} OFFSET 0) c
          UNION ALL
-         SELECT s.root, c.identifier, s.depth + 1 FROM sub s
-          CROSS JOIN LATERAL (SELECT c.identifier FROM ${src.table} c WHERE c.parent_identifier = s.identifier AND ${src.live("c")} OFFSET 0) c
+         SELECT s.root, c.identifier, s.depth + 1, c.seen FROM sub s
+          CROSS JOIN LATERAL (SELECT c.identifier, ${seen ?? "true"} AS seen FROM ${src.table} c
+                               WHERE c.parent_identifier = s.identifier AND ${src.live("c")} OFFSET 0) c
        ),
        counts AS (
-         SELECT root, count(*) FILTER (WHERE depth = 1) AS child_count, count(*) AS descendant_count
+         SELECT root, count(*) FILTER (WHERE depth = 1 AND seen) AS child_count, count(*) FILTER (WHERE seen) AS descendant_count
            FROM sub GROUP BY root
        )`;
   return `WITH RECURSIVE ${src.with}
      parent_ok AS (
-       SELECT $1::text IS NULL OR EXISTS (SELECT 1 FROM ${src.table} x WHERE x.identifier = $1::text AND ${src.live("x")}) AS ok
+       SELECT $1::text IS NULL OR EXISTS (SELECT 1 FROM ${src.table} x WHERE x.identifier = $1::text AND ${src.live("x")}${vis("x")}) AS ok
      ),
      nodes AS (
        SELECT n.identifier, n.payload_type, n.parent_identifier, n.created_at${withPayloads ? ", n.payload" : ""}
          FROM ${src.table} n
-        WHERE ${src.live("n")}
+        WHERE ${src.live("n")}${vis("n")}
           AND (CASE WHEN $1::text IS NULL THEN n.parent_identifier IS NULL ELSE n.parent_identifier = $1::text END)
      ),
      ${counts}
@@ -154,32 +170,34 @@ function childrenSql(src: Source, useView: boolean, withPayloads: boolean): stri
       ORDER BY n.created_at, n.identifier`;
 }
 
-function parentsSql(src: Source): string {
+/** The chain stops before the first ancestor the caller may not see (docs/contract/18-access.md). */
+function parentsSql(src: Source, grants: Grants): string {
+  const vis = (a: string) => andVisible(src.visible(grants, a));
   return `WITH RECURSIVE ${src.with}
      chain(identifier, parent_identifier, depth) AS (
-       SELECT x.identifier, x.parent_identifier, 0 FROM ${src.table} x WHERE x.identifier = $1::text AND ${src.live("x")}
+       SELECT x.identifier, x.parent_identifier, 0 FROM ${src.table} x WHERE x.identifier = $1::text AND ${src.live("x")}${vis("x")}
        UNION ALL
        SELECT a.identifier, a.parent_identifier, c.depth + 1
          FROM chain c JOIN ${src.table} a ON a.identifier = c.parent_identifier
-        WHERE ${src.at("a")}
+        WHERE ${src.at("a")}${vis("a")}
      )
      SELECT identifier, depth FROM chain ORDER BY depth`;
 }
 
 // Key lookups up the chain whatever the identifier: prepared once per connection.
-const PARENTS_CURRENT = prepared(parentsSql(CURRENT));
+const PARENTS_CURRENT = prepared(parentsSql(CURRENT, ALL_GRANTS));
 
 /**
  * The ancestors of `identifier`, nearest first, itself excluded. The chain
  * follows parent_identifier through tombstoned ancestors too; the resource
  * itself must be active at the read point.
  */
-export async function listParents(db: Db, identifier: string, options: { asOf?: string } = {}): Promise<string[]> {
+export async function listParents(db: Db, grants: Grants, identifier: string, options: { asOf?: string } = {}): Promise<string[]> {
   checkIdentifier(identifier);
   const { rows } =
     options.asOf === undefined
-      ? await db.query<{ identifier: string; depth: number }>(PARENTS_CURRENT, [identifier])
-      : await db.query<{ identifier: string; depth: number }>(parentsSql(asOfSource("$2")), [identifier, options.asOf]);
+      ? await db.query<{ identifier: string; depth: number }>(seesEverything(grants) ? PARENTS_CURRENT : (db.statementNames?.page(parentsSql(CURRENT, grants)) ?? parentsSql(CURRENT, grants)), [identifier])
+      : await db.query<{ identifier: string; depth: number }>(parentsSql(asOfSource("$2"), grants), [identifier, options.asOf]);
   if (rows.length === 0) throw notFound(`${identifier} is not an active resource at that time`);
   return rows.slice(1).map((r) => r.identifier);
 }

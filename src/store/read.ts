@@ -1,26 +1,28 @@
 // Reads by identifier, now or at an as_of read point, in one statement each
 // (children included) so the answer is one consistent snapshot.
 import { checkIdentifiers } from "../schema/validate.js";
-import type { Queryable } from "./db.js";
+import type { Grants } from "../access/index.js";
+import type { Db, Queryable } from "./db.js";
 import { prepared } from "./prepared.js";
 import { resourceColumns, toStoredResource, type ResourceRow } from "./sql.js";
 import type { ReadOptions, StoredResource } from "./types.js";
+import { andVisible, visibleAt, visibleNow } from "./visibility.js";
 
-const CURRENT_CHILDREN = `ARRAY(SELECT c.identifier FROM resources c
-    WHERE c.parent_identifier = r.identifier AND NOT c.is_deleted ORDER BY c.created_at, c.identifier) AS children`;
+const currentChildren = (visible = "") => `ARRAY(SELECT c.identifier FROM resources c
+    WHERE c.parent_identifier = r.identifier AND NOT c.is_deleted${visible} ORDER BY c.created_at, c.identifier) AS children`;
 
 // The read point is least(as_of, committed clock): a writer that holds the
 // clock but has not committed stamps a later time, so it can never appear
 // afterwards at a point already answered.
-const AS_OF_CHILDREN = `ARRAY(SELECT c.identifier FROM resource_history c
-    WHERE c.parent_identifier = r.identifier AND NOT c.is_deleted AND c.tx_from <= p.t AND c.tx_to > p.t
+const asOfChildren = (visible = "") => `ARRAY(SELECT c.identifier FROM resource_history c
+    WHERE c.parent_identifier = r.identifier AND NOT c.is_deleted AND c.tx_from <= p.t AND c.tx_to > p.t${visible}
     ORDER BY c.created_at, c.identifier) AS children`;
 
 /** The read of identifiers $1 from `from`, with or without the children column; the columns as every read takes them. */
-function readSql(from: string, children: string | undefined): string {
+function readSql(from: string, children: string | undefined, visible = ""): string {
   return `SELECT ${resourceColumns("r")}${children !== undefined ? `, ${children}` : ""}
              ${from}
-            WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted`;
+            WHERE r.identifier = ANY($1::text[]) AND NOT r.is_deleted${visible}`;
 }
 
 const CURRENT_FROM = "FROM resources r";
@@ -28,13 +30,33 @@ const CURRENT_FROM = "FROM resources r";
 const AS_OF_FROM = "FROM (SELECT $2::timestamptz AS t) p JOIN resource_history r ON r.tx_from <= p.t AND r.tx_to > p.t";
 
 // Key lookups whatever the identifiers: prepared once per connection.
-const READ_CURRENT = prepared(readSql(CURRENT_FROM, CURRENT_CHILDREN));
+const READ_CURRENT = prepared(readSql(CURRENT_FROM, currentChildren()));
 const READ_CURRENT_NO_CHILDREN = prepared(readSql(CURRENT_FROM, undefined));
 const READ_POINT = prepared(`SELECT least($1::timestamptz, last)::text AS t FROM clock`);
-const READ_AS_OF = prepared(readSql(AS_OF_FROM, AS_OF_CHILDREN));
+const READ_AS_OF = prepared(readSql(AS_OF_FROM, asOfChildren()));
 const READ_AS_OF_NO_CHILDREN = prepared(readSql(AS_OF_FROM, undefined));
 
-export async function readResources(db: Queryable, identifiers: readonly string[], options: ReadOptions = {}): Promise<StoredResource[]> {
+/**
+ * The four read statements for restricted grants: the same texts with the
+ * visibility predicate on the rows read and on their children (API.md
+ * section 18); prepared like the query pages, per distinct grants.
+ */
+function restrictedSql(db: Queryable, grants: Grants, asOf: boolean, withChildren: boolean): string | undefined {
+  // Named like a query page while the database names shapes (prepared.ts).
+  const preparedPage = (sql: string) => (db as Partial<Pick<Db, "statementNames">>).statementNames?.page(sql) ?? sql;
+  if (asOf) {
+    const at = visibleAt(grants, "r", "p.t");
+    if (at === undefined) return undefined;
+    const children = withChildren ? asOfChildren(andVisible(visibleAt(grants, "c", "p.t"))) : undefined;
+    return preparedPage(readSql(AS_OF_FROM, children, andVisible(at)));
+  }
+  const now = visibleNow(grants, "r");
+  if (now === undefined) return undefined;
+  const children = withChildren ? currentChildren(andVisible(visibleNow(grants, "c"))) : undefined;
+  return preparedPage(readSql(CURRENT_FROM, children, andVisible(now)));
+}
+
+export async function readResources(db: Queryable, grants: Grants, identifiers: readonly string[], options: ReadOptions = {}): Promise<StoredResource[]> {
   checkIdentifiers(identifiers);
   const unique = [...new Set(identifiers)];
   if (unique.length === 0) return [];
@@ -42,7 +64,7 @@ export async function readResources(db: Queryable, identifiers: readonly string[
   let sql: string;
   const params: unknown[] = [unique];
   if (options.asOf === undefined) {
-    sql = withChildren ? READ_CURRENT : READ_CURRENT_NO_CHILDREN;
+    sql = restrictedSql(db, grants, false, withChildren) ?? (withChildren ? READ_CURRENT : READ_CURRENT_NO_CHILDREN);
   } else {
     // The read point first, as a value: joined in as a parameter of the
     // statement (least(as_of, clock.last)) the planner cannot estimate it and
@@ -51,7 +73,7 @@ export async function readResources(db: Queryable, identifiers: readonly string[
     // committed clock was committed before it was read, so the second
     // statement sees exactly the state at that point.
     const { rows: point } = await db.query<{ t: string }>(READ_POINT, [options.asOf]);
-    sql = withChildren ? READ_AS_OF : READ_AS_OF_NO_CHILDREN;
+    sql = restrictedSql(db, grants, true, withChildren) ?? (withChildren ? READ_AS_OF : READ_AS_OF_NO_CHILDREN);
     params.push(point[0]?.t ?? options.asOf);
     const { rows } = await db.query<ResourceRow>(sql, params);
     return inOrder(identifiers, rows, withChildren);

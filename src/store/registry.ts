@@ -15,20 +15,43 @@
 // recorded a new chain (always before moving a row onto it), the answer
 // "not there" is not trusted, the set is read again and the statement retried.
 import { randomBytes } from "node:crypto";
-import { failedPrecondition, invalidArgument, unavailable } from "../errors.js";
+import type { Grants } from "../access/index.js";
+import { failedPrecondition, invalidArgument, outsideGrants, unavailable } from "../errors.js";
 import { checkIdentifier } from "../schema/validate.js";
 import type { Db, Queryable } from "./db.js";
 import { chainHash, wrapHash, type RegistryKey, type UidKind } from "./registry-hash.js";
 import { ensureChain } from "./registry-keys.js";
+import { grantsDatasource, visibleNow } from "./visibility.js";
 
 /** Longest datasource_id or external_uid accepted, in characters. */
 export const MAX_REGISTRY_VALUE_LENGTH = 1024;
 
+/**
+ * Every method takes the caller's grants (docs/contract/18-access.md): registering
+ * needs the datasource granted (403 OUTSIDE_GRANTS otherwise); a patient of
+ * a datasource not granted, or whose resource the caller may not see, is
+ * answered for as one not registered.
+ */
 export interface Registry {
-  registerPatient(datasourceId: string, externalUid: string): Promise<string>;
-  resolvePatient(datasourceId: string, externalUid: string): Promise<string>;
-  registerStudy(patientIdentifier: string, externalUid: string): Promise<string>;
-  resolveStudy(patientIdentifier: string, externalUid: string): Promise<string>;
+  registerPatient(grants: Grants, datasourceId: string, externalUid: string): Promise<string>;
+  resolvePatient(grants: Grants, datasourceId: string, externalUid: string): Promise<string>;
+  registerStudy(grants: Grants, patientIdentifier: string, externalUid: string): Promise<string>;
+  resolveStudy(grants: Grants, patientIdentifier: string, externalUid: string): Promise<string>;
+}
+
+/**
+ * Over a registry_patients row aliased `p`: the caller may see that patient
+ * (its datasource granted, and its resource, if one exists, visible now).
+ */
+function patientVisible(grants: Grants, p: string): string {
+  const parts: string[] = [];
+  if (grants.datasources !== "all") {
+    const ids = [...grants.datasources].map((id) => `'${id.replaceAll("'", "''")}'`);
+    parts.push(ids.length === 0 ? "false" : `${p}.datasource_id IN (${ids.join(", ")})`);
+  }
+  const now = visibleNow(grants, "pr");
+  if (now !== undefined) parts.push(`NOT EXISTS (SELECT 1 FROM resources pr WHERE pr.identifier = ${p}.identifier AND NOT ${now})`);
+  return parts.length === 0 ? "true" : parts.join(" AND ");
 }
 
 export interface RegistryOptions {
@@ -152,12 +175,13 @@ export function createRegistry(options: RegistryOptions): Registry {
     }
   };
 
-  async function resolve(kind: UidKind, table: string, scopeColumn: string, scope: string, uid: string): Promise<string | undefined> {
+  /** `visible`: a condition on the row (aliased x) the caller may see; the registry's access rule. */
+  async function resolve(kind: UidKind, table: string, scopeColumn: string, scope: string, uid: string, visible: string): Promise<string | undefined> {
     for (let attempt = 0; ; attempt++) {
       const set = await chainSet();
       const hashes = set.chains.map((c) => chainHash(c.keys, kind, scope, uid));
       const { rows } = await db.query<{ identifier: string | null; version: string }>(
-        `SELECT (SELECT identifier FROM ${table} WHERE ${scopeColumn} = $1 AND uid_hash IN ${ANY_HASH("$2")} LIMIT 1) AS identifier,
+        `SELECT (SELECT x.identifier FROM ${table} x WHERE x.${scopeColumn} = $1 AND x.uid_hash IN ${ANY_HASH("$2")} AND ${visible} LIMIT 1) AS identifier,
                 ${VERSION} AS version`,
         [scope, hexes(hashes)],
       );
@@ -200,8 +224,9 @@ export function createRegistry(options: RegistryOptions): Registry {
   };
 
   return {
-    async registerPatient(datasourceId, externalUid) {
+    async registerPatient(grants, datasourceId, externalUid) {
       patientArgs(datasourceId, externalUid);
+      if (!grantsDatasource(grants, datasourceId)) throw outsideGrants([datasourceId]);
       const id = await register("patient", datasourceId, externalUid, async (tx, args) => {
         const { rows } = await tx.query<{ identifier: string }>(
           `INSERT INTO registry_patients (identifier, datasource_id, uid_hash, key_chain)
@@ -216,20 +241,20 @@ export function createRegistry(options: RegistryOptions): Registry {
       if (id === undefined) throw failedPrecondition("this patient is registered already", "ALREADY_REGISTERED");
       return id;
     },
-    async resolvePatient(datasourceId, externalUid) {
+    async resolvePatient(grants, datasourceId, externalUid) {
       patientArgs(datasourceId, externalUid);
-      const id = await resolve("patient", "registry_patients", "datasource_id", datasourceId, externalUid);
+      const id = await resolve("patient", "registry_patients", "datasource_id", datasourceId, externalUid, patientVisible(grants, "x"));
       if (id === undefined) throw failedPrecondition("this patient is not registered", "NOT_REGISTERED");
       return id;
     },
-    async registerStudy(patientIdentifier, externalUid) {
+    async registerStudy(grants, patientIdentifier, externalUid) {
       studyArgs(patientIdentifier, externalUid);
       // The patient must be registered: the SELECT yields no row otherwise.
       const id = await register("study", patientIdentifier, externalUid, async (tx, args) => {
         const { rows } = await tx.query<{ identifier: string }>(
           `INSERT INTO registry_studies (identifier, patient_identifier, uid_hash, key_chain)
            SELECT $1, p.identifier, $3, $4 FROM registry_patients p
-            WHERE p.identifier = $2
+            WHERE p.identifier = $2 AND ${patientVisible(grants, "p")}
               AND NOT EXISTS (SELECT 1 FROM registry_studies WHERE patient_identifier = $2 AND uid_hash IN ${ANY_HASH("$5")})
               AND ${VERSION} = $6
            ON CONFLICT DO NOTHING RETURNING identifier`,
@@ -240,13 +265,16 @@ export function createRegistry(options: RegistryOptions): Registry {
       if (id !== undefined) return id;
       // Only to word the refusal: registered patients are never removed, so
       // the answer cannot change between the insert and this look.
-      const { rows: patient } = await db.query("SELECT 1 FROM registry_patients WHERE identifier = $1", [patientIdentifier]);
+      const { rows: patient } = await db.query(`SELECT 1 FROM registry_patients p WHERE p.identifier = $1 AND ${patientVisible(grants, "p")}`, [
+        patientIdentifier,
+      ]);
       if (patient.length === 0) throw failedPrecondition(`patient ${patientIdentifier} is not registered`, "NOT_REGISTERED");
       throw failedPrecondition("this study is registered already", "ALREADY_REGISTERED");
     },
-    async resolveStudy(patientIdentifier, externalUid) {
+    async resolveStudy(grants, patientIdentifier, externalUid) {
       studyArgs(patientIdentifier, externalUid);
-      const id = await resolve("study", "registry_studies", "patient_identifier", patientIdentifier, externalUid);
+      const visible = `EXISTS (SELECT 1 FROM registry_patients p WHERE p.identifier = x.patient_identifier AND ${patientVisible(grants, "p")})`;
+      const id = await resolve("study", "registry_studies", "patient_identifier", patientIdentifier, externalUid, visible);
       if (id === undefined) throw failedPrecondition("this study is not registered", "NOT_REGISTERED");
       return id;
     },

@@ -3,10 +3,12 @@
 // like the tree listing, attribution follows active resources only, so a
 // resource under a tombstoned parent belongs to no datasource until restored.
 // The datasources listed are those seen in the registry or on an active patient.
+import type { Grants } from "../access/index.js";
 import { notFound } from "../errors.js";
 import type { Db, Queryable } from "./db.js";
 import { withLineageSnapshot } from "./lineage-view.js";
 import { ts } from "./sql.js";
+import { andVisible, grantsDatasource, visibleNow } from "./visibility.js";
 
 export interface DatasourceStatsRow {
   datasourceId: string;
@@ -24,10 +26,15 @@ export interface DatasourceStatsRow {
   lastUpdatedAt: string | null;
 }
 
-/** Every listed datasource, or the one named (404 when it is not listed); sorted by datasource_id (bytes). */
-export async function datasourceStats(db: Db, options: { datasourceId?: string } = {}): Promise<DatasourceStatsRow[]> {
+/**
+ * Every listed datasource the caller's grants hold, or the one named (404
+ * when it is not listed or not granted: absent, as if unknown); sorted by
+ * datasource_id (bytes). Resource counts count only what the caller may see.
+ */
+export async function datasourceStats(db: Db, grants: Grants, options: { datasourceId?: string } = {}): Promise<DatasourceStatsRow[]> {
   const only = options.datasourceId ?? null;
-  const rows = await withLineageSnapshot(db, (q, fresh) => collect(q, fresh, only));
+  if (only !== null && !grantsDatasource(grants, only)) throw notFound(`datasource ${only} is not known`);
+  const rows = await withLineageSnapshot(db, (q, fresh) => collect(q, grants, fresh, only));
   if (only !== null && rows.length === 0) throw notFound(`datasource ${only} is not known`);
   return rows;
 }
@@ -47,7 +54,12 @@ interface GroupRow {
   last: string;
 }
 
-async function collect(q: Queryable, fresh: boolean, only: string | null): Promise<DatasourceStatsRow[]> {
+/** The grants' datasources as a parameter: null for every one. */
+function grantedList(grants: Grants): string[] | null {
+  return grants.datasources === "all" ? null : [...grants.datasources];
+}
+
+async function collect(q: Queryable, grants: Grants, fresh: boolean, only: string | null): Promise<DatasourceStatsRow[]> {
   const { rows: listed } = await q.query<ListedRow>(
     `WITH listed AS (
         SELECT datasource_id FROM registry_patients
@@ -62,8 +74,9 @@ async function collect(q: Queryable, fresh: boolean, only: string | null): Promi
      SELECT l.datasource_id, coalesce(p.n, 0)::text AS patients, coalesce(s.n, 0)::text AS studies
        FROM listed l LEFT JOIN patients p USING (datasource_id) LEFT JOIN studies s USING (datasource_id)
       WHERE l.datasource_id IS NOT NULL AND ($1::text IS NULL OR l.datasource_id = $1::text)
+        AND ($2::text[] IS NULL OR l.datasource_id = ANY($2::text[]))
       ORDER BY l.datasource_id`,
-    [only],
+    [only, grantedList(grants)],
   );
   if (listed.length === 0) return [];
 
@@ -88,7 +101,7 @@ async function collect(q: Queryable, fresh: boolean, only: string | null): Promi
             coalesce(sum((r.payload->>'size_bytes')::numeric) FILTER (WHERE r.payload_type = 'file'), 0)::text AS bytes,
             ${ts("max(r.updated_at)")} AS last
        FROM attr a JOIN resources r ON r.identifier = a.identifier
-      WHERE $1::text IS NULL OR a.ds = $1::text
+      WHERE ($1::text IS NULL OR a.ds = $1::text)${andVisible(visibleNow(grants, "r"))}
       GROUP BY a.ds, r.payload_type, r.access_level`,
     [only],
   );

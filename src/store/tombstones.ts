@@ -15,6 +15,7 @@ import type { Db, Queryable } from "./db.js";
 import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
 import { tickClock } from "./sql.js";
 import type { MutationResult } from "./types.js";
+import { andVisible, visibleNow } from "./visibility.js";
 
 export interface TombstoneOptions {
   readonly cascade: boolean;
@@ -22,23 +23,27 @@ export interface TombstoneOptions {
   readonly expectedVersions?: ReadonlyMap<string, number>;
 }
 
-export async function deleteResources(db: Db, identifiers: readonly string[], caller: Caller, options: TombstoneOptions): Promise<MutationResult> {
+// Access (docs/contract/18-access.md): a walk takes only resources the caller may
+// see, and goes on only through them; what it may not see is skipped as if
+// unknown, and so is what lies below it. Every version written names caller.actor.
+export async function deleteResources(db: Db, caller: Caller, identifiers: readonly string[], options: TombstoneOptions): Promise<MutationResult> {
   const ids = [...new Set(checkIdentifiers(identifiers))];
   const expected = checkExpectedVersions(options.expectedVersions);
   const cascade = options.cascade;
+  const seen = andVisible(visibleNow(caller.grants, "resources"));
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
-    await checkVersions(tx, expected);
+    await checkVersions(tx, expected, seen);
     if (ids.length === 0) return { count: 0, at };
     // The active subtree: the walk stops at tombstoned rows.
     const { rows } = await tx.query<{ identifier: string }>(
       `WITH RECURSIVE sub(identifier) AS (
           SELECT r.identifier FROM unnest($1::text[]) AS i(id)
-           CROSS JOIN LATERAL (SELECT identifier FROM resources WHERE identifier = i.id AND NOT is_deleted LIMIT 1) r
+           CROSS JOIN LATERAL (SELECT identifier FROM resources WHERE identifier = i.id AND NOT is_deleted${seen} LIMIT 1) r
           UNION
           SELECT c.identifier FROM sub
            CROSS JOIN LATERAL (SELECT identifier FROM resources
-                                WHERE parent_identifier = sub.identifier AND NOT is_deleted OFFSET 0) c
+                                WHERE parent_identifier = sub.identifier AND NOT is_deleted${seen} OFFSET 0) c
            WHERE $2::boolean
        ), t AS (SELECT last FROM clock)
        UPDATE resources r SET is_deleted = true, deleted_by = t.last, updated_at = t.last, version = r.version + 1, actor = $3::text
@@ -52,26 +57,27 @@ export async function deleteResources(db: Db, identifiers: readonly string[], ca
 
 export async function restoreResources(
   db: Db,
-  identifiers: readonly string[],
   caller: Caller,
+  identifiers: readonly string[],
   options: TombstoneOptions,
   maxTreeDepth = DEFAULT_MAX_TREE_DEPTH,
 ): Promise<MutationResult> {
   const ids = [...new Set(checkIdentifiers(identifiers))];
   const expected = checkExpectedVersions(options.expectedVersions);
   const cascade = options.cascade;
+  const seen = andVisible(visibleNow(caller.grants, "resources"));
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
-    await checkVersions(tx, expected);
+    await checkVersions(tx, expected, seen);
     if (ids.length === 0) return { count: 0, at };
     const { rows } = await tx.query<{ identifier: string }>(
       `WITH RECURSIVE sub(identifier, deleted_by) AS (
           SELECT r.identifier, r.deleted_by FROM unnest($1::text[]) AS i(id)
-           CROSS JOIN LATERAL (SELECT identifier, deleted_by FROM resources WHERE identifier = i.id AND is_deleted LIMIT 1) r
+           CROSS JOIN LATERAL (SELECT identifier, deleted_by FROM resources WHERE identifier = i.id AND is_deleted${seen} LIMIT 1) r
           UNION
           SELECT c.identifier, c.deleted_by FROM sub
            CROSS JOIN LATERAL (SELECT identifier, deleted_by FROM resources
-                                WHERE parent_identifier = sub.identifier AND is_deleted AND deleted_by = sub.deleted_by OFFSET 0) c
+                                WHERE parent_identifier = sub.identifier AND is_deleted AND deleted_by = sub.deleted_by${seen} OFFSET 0) c
            WHERE $2::boolean
        ), t AS (SELECT last FROM clock)
        UPDATE resources r SET is_deleted = false, deleted_by = NULL, updated_at = t.last, version = r.version + 1, actor = $3::text
@@ -112,11 +118,16 @@ export function checkExpectedVersions(expected: ReadonlyMap<string, number> | un
  * held to commit, so no other writer can change a version between this
  * check and this transaction's own writes.
  */
-export async function checkVersions(tx: Queryable, expected: ReadonlyMap<string, number>): Promise<void> {
+/**
+ * Refuses the batch when a stored version differs from the expected one. A
+ * resource the caller may not see (`seen`, the visibility predicate) counts
+ * as never created, so the answer says nothing of its version.
+ */
+export async function checkVersions(tx: Queryable, expected: ReadonlyMap<string, number>, seen = ""): Promise<void> {
   if (expected.size === 0) return;
   const ids = [...expected.keys()];
   const { rows } = await tx.query<{ identifier: string; version: string }>(
-    "SELECT identifier, version::text AS version FROM resources WHERE identifier = ANY($1::text[])",
+    `SELECT identifier, version::text AS version FROM resources WHERE identifier = ANY($1::text[])${seen}`,
     [ids],
   );
   const stored = new Map(rows.map((r) => [r.identifier, Number(r.version)]));

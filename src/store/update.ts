@@ -6,6 +6,7 @@ import { checkAccessLevel, checkIdentifier, checkIdentifiers, mergePayload, norm
 import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
 import type { Caller } from "../access/index.js";
 import { abortedVersionMismatch } from "../errors.js";
+import { attributionMayChange, checkWithinGrants, maintainAttribution, refuseInvisible } from "./attribution.js";
 import type { Db } from "./db.js";
 import { jsonEqual } from "./json-equal.js";
 import { listIds, tickClock, type WritableRow } from "./sql.js";
@@ -64,18 +65,25 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-/** Applies `updates` as one transaction; every version it writes names `caller.actor`. */
+/**
+ * Applies `updates` as one transaction: every version it writes names
+ * `caller.actor`, and it touches only what `caller.grants` may see.
+ */
 export async function updateResources(
   db: Db,
-  updates: Iterable<readonly [string, ResourcePatch]>,
   caller: Caller,
+  updates: Iterable<readonly [string, ResourcePatch]>,
   maxTreeDepth = DEFAULT_MAX_TREE_DEPTH,
 ): Promise<MutationResult> {
+  const { grants } = caller;
   const patches = prepareUpdate(updates);
   const ids = [...patches.keys()];
   return db.transaction(async (tx) => {
     const at = await tickClock(tx);
     if (ids.length === 0) return { count: 0, at };
+    // What the caller may not see answers as unknown (docs/contract/18-access.md),
+    // before any version is compared: a hidden resource's version says nothing.
+    await refuseInvisible(tx, grants, ids);
     // Read after tickClock: writers are serialised on the clock row until
     // commit, so the versions seen here are the ones this write replaces
     // (expected_version cannot race another writer).
@@ -148,6 +156,9 @@ export async function updateResources(
     );
     // A re-parented resource takes its subtree with it.
     await checkTree(tx, changedParents, { max: maxTreeDepth, descendants: true, parentsSet: changedParents });
+    // Access: attribution kept (a re-parent moves the subtree), then everything written within the grants.
+    await maintainAttribution(tx, next.filter((r) => attributionMayChange(current.get(r.identifier), r)).map((r) => r.identifier));
+    await checkWithinGrants(tx, grants, next.map((r) => r.identifier), changedParents);
     return { count: next.length, at };
   });
 }

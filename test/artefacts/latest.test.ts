@@ -20,12 +20,12 @@ describeServices("GET /artefacts/latest", (svc) => {
   it("answers the succeeded artefact created last for repo, branch and path, as a full resource", async () => {
     const p = uid();
     await expectCode(latest(p), Code.NotFound);
-    const t1 = (await store().create([artefact(`${p}a1`, p, "succeeded", { commit: "c1", uri: "s3://b/a1", metrics: { dice: 0.91 } })], LOCAL_CALLER)).at;
-    const t2 = (await store().create([artefact(`${p}a2`, p, "failed")], LOCAL_CALLER)).at;
-    await store().create([
+    const t1 = (await store().create(LOCAL_CALLER, [artefact(`${p}a1`, p, "succeeded", { commit: "c1", uri: "s3://b/a1", metrics: { dice: 0.91 } })])).at;
+    const t2 = (await store().create(LOCAL_CALLER, [artefact(`${p}a2`, p, "failed")])).at;
+    await store().create(LOCAL_CALLER, [
       artefact(`${p}a3`, p, "running"),
       { ...artefact(`${p}other-branch`, p, "succeeded"), payload: { repo: `${p}/repo`, branch: "dev", path: "models/unet.onnx", status: "succeeded" } },
-    ], LOCAL_CALLER);
+    ]);
     const { resource } = await latest(p);
     expect(resource?.identifier).toBe(`${p}a1`);
     expect(resource?.payload.case).toBe("artefact");
@@ -36,7 +36,7 @@ describeServices("GET /artefacts/latest", (svc) => {
     await expectCode(latest(p, { path: "models/other.onnx" }), Code.NotFound);
 
     // a running artefact that succeeds later counts by its creation time
-    await store().update([[`${p}a3`, { payload: { status: "succeeded" } }]], LOCAL_CALLER);
+    await store().update(LOCAL_CALLER, [[`${p}a3`, { payload: { status: "succeeded" } }]]);
     expect((await latest(p)).resource?.identifier).toBe(`${p}a3`);
     // before that change, and before a1 existed
     expect((await latest(p, { asOf: t2 })).resource?.identifier).toBe(`${p}a1`);
@@ -45,18 +45,18 @@ describeServices("GET /artefacts/latest", (svc) => {
 
   it("skips tombstoned artefacts, now and as they were", async () => {
     const p = uid();
-    await store().create([artefact(`${p}a1`, p, "succeeded")], LOCAL_CALLER);
-    const t = (await store().create([artefact(`${p}a2`, p, "succeeded")], LOCAL_CALLER)).at;
-    await store().delete([`${p}a2`], LOCAL_CALLER);
+    await store().create(LOCAL_CALLER, [artefact(`${p}a1`, p, "succeeded")]);
+    const t = (await store().create(LOCAL_CALLER, [artefact(`${p}a2`, p, "succeeded")])).at;
+    await store().delete(LOCAL_CALLER, [`${p}a2`]);
     expect((await latest(p)).resource?.identifier).toBe(`${p}a1`);
     expect((await latest(p, { asOf: t })).resource?.identifier).toBe(`${p}a2`);
-    await store().delete([`${p}a1`], LOCAL_CALLER);
+    await store().delete(LOCAL_CALLER, [`${p}a1`]);
     await expectCode(latest(p), Code.NotFound);
   });
 
   it("orders one batch by identifier, and refuses missing fields and bad as_of", async () => {
     const p = uid();
-    await store().create([artefact(`${p}b`, p, "succeeded"), artefact(`${p}c`, p, "succeeded"), artefact(`${p}a`, p, "succeeded")], LOCAL_CALLER);
+    await store().create(LOCAL_CALLER, [artefact(`${p}b`, p, "succeeded"), artefact(`${p}c`, p, "succeeded"), artefact(`${p}a`, p, "succeeded")]);
     expect((await latest(p)).resource?.identifier).toBe(`${p}c`);
     await expectCode(svc().artefacts.latest({ repo: `${p}/repo`, branch: "", path: "models/unet.onnx" }), Code.InvalidArgument);
     await expectCode(svc().artefacts.latest({ repo: "", branch: "main", path: "x" }), Code.InvalidArgument);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { dumpCommands } from "../../src/cli/dump.js";
 import { createResources, deleteResources, migrate, openDatabase, readResources } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, REQUIRE_POSTGRES, type TestDatabase } from "../support/postgres.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 async function run(env: Record<string, string>, args: string[]): Promise<{ out: string; err: string; code: number }> {
   let out = "";
@@ -33,11 +33,11 @@ describe("dump and restore commands", () => {
     await cp(inject("pgliteTemplate"), join(dir, "data", "pglite"), { recursive: true });
     const db = await openDatabase({ dataDir: join(dir, "data") });
     await migrate(db);
-    await createResources(db, [
+    await createResources(db, LOCAL_CALLER, [
       { identifier: "cli-root", payloadType: "annotation", payload: { label: "r" } },
       { identifier: "cli-child", payloadType: "annotation", parentIdentifier: "cli-root", payload: { label: "c" } },
-    ], LOCAL_CALLER);
-    await deleteResources(db, ["cli-child"], LOCAL_CALLER, { cascade: true });
+    ]);
+    await deleteResources(db, LOCAL_CALLER, ["cli-child"], { cascade: true });
     await db.close();
     if (await postgresReachable()) pg = await createTestDatabase();
     else if (REQUIRE_POSTGRES) throw new Error("PostgreSQL is required (REQUIRE_POSTGRES=1) but not reachable");
@@ -64,7 +64,7 @@ describe("dump and restore commands", () => {
     expect(restored).toEqual({ out: "restored 3 versions\n", err: "", code: 0 });
     const db = await openDatabase({ databaseUrl: pg.url, poolSize: 1 });
     try {
-      const [root, child] = await readResources(db, ["cli-root", "cli-child"]);
+      const [root, child] = await readResources(db, ALL_GRANTS, ["cli-root", "cli-child"]);
       expect(root).toMatchObject({ identifier: "cli-root", version: 1 });
       expect(child).toBeUndefined(); // tombstoned, as on the source
     } finally {

@@ -31,7 +31,7 @@ describe("client watch()", () => {
     const it = client.watch({ signal: ac.signal, retryMs: 20, heartbeats: true, onRetry: (_e, since) => retries.push(since ?? "") })[Symbol.asyncIterator]();
     await it.next();
     for (let i = 0; i < total; i += 2) {
-      await store.create([0, 1].map((j) => ({ identifier: `${p}${i + j}`, payloadType: "datasource", payload: { name: "n" } })), LOCAL_CALLER);
+      await store.create(LOCAL_CALLER, [0, 1].map((j) => ({ identifier: `${p}${i + j}`, payloadType: "datasource", payload: { name: "n" } })));
       while (seen.length < i + 2) {
         const next = await it.next();
         if (next.done === true) throw new Error("ended");

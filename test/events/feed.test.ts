@@ -24,12 +24,12 @@ describeBackends("change feed history", (backend) => {
   it("derives kinds from consecutive versions, one stamp per commit, since exclusive", async () => {
     const b = backend();
     const r = uid("r");
-    const t0 = (await b.store.create([ds(r), study(`${r}a`, r), study(`${r}b`, `${r}a`)], LOCAL_CALLER)).at;
-    const t1 = (await b.store.update([[`${r}a`, { payload: { modality: "MR" } }]], LOCAL_CALLER)).at;
-    const t2 = (await b.store.delete([r], LOCAL_CALLER)).at;
-    const t3 = (await b.store.restore([r], LOCAL_CALLER)).at;
-    await b.store.delete([`${r}b`], LOCAL_CALLER, { cascade: false });
-    const t5 = (await b.store.create([study(`${r}b`, `${r}a`)], LOCAL_CALLER)).at;
+    const t0 = (await b.store.create(LOCAL_CALLER, [ds(r), study(`${r}a`, r), study(`${r}b`, `${r}a`)])).at;
+    const t1 = (await b.store.update(LOCAL_CALLER, [[`${r}a`, { payload: { modality: "MR" } }]])).at;
+    const t2 = (await b.store.delete(LOCAL_CALLER, [r])).at;
+    const t3 = (await b.store.restore(LOCAL_CALLER, [r])).at;
+    await b.store.delete(LOCAL_CALLER, [`${r}b`], { cascade: false });
+    const t5 = (await b.store.create(LOCAL_CALLER, [study(`${r}b`, `${r}a`)])).at;
     const events = (await all(b, t0)).filter((e) => e.identifier.startsWith(r));
     expect(events.map(brief)).toEqual([
       [`${r}a`, "updated", 2],
@@ -59,9 +59,9 @@ describeBackends("change feed history", (backend) => {
   it("pages end on commit boundaries whatever the page size", async () => {
     const b = backend();
     const p = uid("p");
-    const start = (await b.store.create([ds(`${p}0`)], LOCAL_CALLER)).at;
+    const start = (await b.store.create(LOCAL_CALLER, [ds(`${p}0`)])).at;
     for (let i = 1; i <= 5; i++) {
-      await b.store.create(Array.from({ length: i }, (_, j) => ds(`${p}${i}-${j}`)), LOCAL_CALLER);
+      await b.store.create(LOCAL_CALLER, Array.from({ length: i }, (_, j) => ds(`${p}${i}-${j}`)));
     }
     const whole = await all(b, start);
     for (const limit of [1, 2, 3, 7]) {
@@ -83,12 +83,12 @@ describeBackends("change feed history", (backend) => {
   it("filters by payload type and by the subtree as it was at each event", async () => {
     const b = backend();
     const r = uid("f");
-    const t0 = (await b.store.create([ds(r), ds(`${r}other`), study(`${r}s`, r), study(`${r}t`, `${r}s`)], LOCAL_CALLER)).at;
-    await b.store.update([[`${r}t`, { payload: { modality: "MR" } }]], LOCAL_CALLER);
+    const t0 = (await b.store.create(LOCAL_CALLER, [ds(r), ds(`${r}other`), study(`${r}s`, r), study(`${r}t`, `${r}s`)])).at;
+    await b.store.update(LOCAL_CALLER, [[`${r}t`, { payload: { modality: "MR" } }]]);
     // Moved out: this event is outside, and so is every later one.
-    await b.store.update([[`${r}s`, { parentIdentifier: `${r}other` }]], LOCAL_CALLER);
-    await b.store.update([[`${r}t`, { payload: { modality: "US" } }]], LOCAL_CALLER);
-    await b.store.update([[`${r}other`, { payload: { name: "x" } }]], LOCAL_CALLER);
+    await b.store.update(LOCAL_CALLER, [[`${r}s`, { parentIdentifier: `${r}other` }]]);
+    await b.store.update(LOCAL_CALLER, [[`${r}t`, { payload: { modality: "US" } }]]);
+    await b.store.update(LOCAL_CALLER, [[`${r}other`, { payload: { name: "x" } }]]);
     const under = await all(b, t0, { rootIdentifier: r });
     expect(under.map(brief)).toEqual([[`${r}t`, "updated", 2]]);
     const fromStart = (await all(b, null, { rootIdentifier: r })).map(brief);
@@ -111,12 +111,12 @@ describeBackends("change feed history", (backend) => {
     const feed = createEventFeed({ db: b.db, notifications });
     const w = uid("w");
     try {
-      await b.store.create([ds(`${w}old`)], LOCAL_CALLER);
+      await b.store.create(LOCAL_CALLER, [ds(`${w}old`)]);
       const stream = feed.watch({ heartbeatMs: 300 });
       // Heartbeat first (nothing new), at the read point.
       const hb = await stream.next();
       expect((hb.value as EventMessage).events).toEqual([]);
-      const created = b.store.create([ds(`${w}new`), ds(`${w}new2`)], LOCAL_CALLER);
+      const created = b.store.create(LOCAL_CALLER, [ds(`${w}new`), ds(`${w}new2`)]);
       let msg: EventMessage;
       do {
         msg = (await stream.next()).value as EventMessage;

@@ -59,21 +59,22 @@ describe.skipIf(!pgOk)("a commit larger than a default gRPC client's receive lim
   it("a cascading delete of 20,000 resources watched with include_resources arrives, every event once, within 4 MiB messages", async () => {
     const store = createResourceStore(srv.app.db);
     const description = "d".repeat(300);
-    await store.create([{ identifier: "big-root", payloadType: "datasource", payload: { name: "root" } }], LOCAL_CALLER);
+    await store.create(LOCAL_CALLER, [{ identifier: "big-root", payloadType: "datasource", payload: { name: "root" } }]);
     let since = "";
     for (let done = 1; done < 20_000; done += 10_000) {
       const n = Math.min(10_000, 20_000 - done);
       since = (
-        await store.create(Array.from({ length: n }, (_, i) => ({
+        await store.create(
+          LOCAL_CALLER, Array.from({ length: n }, (_, i) => ({
             identifier: `big-${String(done + i).padStart(5, "0")}`,
             payloadType: "datasource",
             parentIdentifier: "big-root",
             payload: { name: `n${done + i}`, description },
-          })), LOCAL_CALLER
+          })),
         )
       ).at;
     }
-    const { at, count } = await store.delete(["big-root"], LOCAL_CALLER, { cascade: true });
+    const { at, count } = await store.delete(LOCAL_CALLER, ["big-root"], { cascade: true });
     expect(count).toBe(20_000);
     const address = new URL(srv.url).host;
     const messages = await watchGrpcJs(address, since, (m) => m.at >= at && !m.partial);

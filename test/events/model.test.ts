@@ -47,22 +47,23 @@ async function run(store: ResourceStore, p: string, batch: Batch): Promise<strin
   try {
     switch (batch.kind) {
       case "create":
-        return (await store.create(batch.items.map((i) => ({ identifier: `${p}${i.id}`, payloadType: "datasource", parentIdentifier: q(i.parent) ?? null, payload: { name: i.name } })), LOCAL_CALLER)).at;
+        return (await store.create(LOCAL_CALLER, batch.items.map((i) => ({ identifier: `${p}${i.id}`, payloadType: "datasource", parentIdentifier: q(i.parent) ?? null, payload: { name: i.name } })))).at;
       case "update":
         return (
-          await store.update(batch.entries.map((e) => {
+          await store.update(
+            LOCAL_CALLER, batch.entries.map((e) => {
               const patch: ResourcePatch = {};
               if (e.parent !== undefined) patch.parentIdentifier = q(e.parent) ?? null;
               if (e.name !== undefined) patch.payload = { name: e.name };
               if (e.isDeleted !== undefined) patch.isDeleted = e.isDeleted;
               return [`${p}${e.id}`, patch] as const;
-            }), LOCAL_CALLER
+            }),
           )
         ).at;
       case "delete":
-        return (await store.delete(batch.ids.map((i) => `${p}${i}`), LOCAL_CALLER, { cascade: batch.cascade })).at;
+        return (await store.delete(LOCAL_CALLER, batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade })).at;
       case "restore":
-        return (await store.restore(batch.ids.map((i) => `${p}${i}`), LOCAL_CALLER, { cascade: batch.cascade })).at;
+        return (await store.restore(LOCAL_CALLER, batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade })).at;
     }
   } catch (err) {
     if (err instanceof ConnectError) return undefined;
@@ -226,7 +227,7 @@ describe.skipIf(!pgOk)("a commit by another process wakes a watcher", () => {
     const stream = client.watch({}, { signal: ac.signal })[Symbol.asyncIterator]();
     expect((await stream.next()).value?.events).toEqual([]);
     const store = createResourceStore(servers[1]!.app.db);
-    const { at } = await store.create([{ identifier: "woken", payloadType: "datasource", payload: { name: "w" } }], LOCAL_CALLER);
+    const { at } = await store.create(LOCAL_CALLER, [{ identifier: "woken", payloadType: "datasource", payload: { name: "w" } }]);
     const next = await stream.next();
     expect(next.value?.at).toBe(at);
     expect(next.value?.events.map((e: { identifier: string }) => e.identifier)).toEqual(["woken"]);

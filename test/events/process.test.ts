@@ -55,7 +55,7 @@ describe.skipIf(!pgOk)("the server process", () => {
       let n = 0;
       const write = async (count: number) => {
         for (let done = 0; done < count; done += 10_000) {
-          await store.create(Array.from({ length: Math.min(10_000, count - done) }, () => ({ identifier: `mem-${n++}`, payloadType: "datasource", payload: { name: "m", description: text } })), LOCAL_CALLER);
+          await store.create(LOCAL_CALLER, Array.from({ length: Math.min(10_000, count - done) }, () => ({ identifier: `mem-${n++}`, payloadType: "datasource", payload: { name: "m", description: text } })));
         }
       };
       // Warm up: the server has served a page of this size before the baseline.

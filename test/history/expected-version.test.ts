@@ -27,35 +27,32 @@ describeBackends("expected versions", (backend) => {
   it("an update, delete or restore with a stale version writes nothing", async () => {
     const { store, db } = backend();
     const p = uid("ev");
-    await store.create([study(`${p}r`, null), study(`${p}c`, `${p}r`), study(`${p}x`, null)], A);
-    await store.update([[`${p}r`, { license: "MIT" }]], A); // r at 2
+    await store.create(A, [study(`${p}r`, null), study(`${p}c`, `${p}r`), study(`${p}x`, null)]);
+    await store.update(A, [[`${p}r`, { license: "MIT" }]]); // r at 2
     const count = async () => (await db.query<{ n: string }>("SELECT count(*)::text AS n FROM resource_history WHERE identifier LIKE $1", [`${p}%`])).rows[0]?.n;
     const before = await count();
     // The batch names a good and a stale item: nothing of it is written.
     const stale = await refusal(
-      store.update(
-        [
-          [`${p}x`, { license: "CC0", expectedVersion: 1 }],
-          [`${p}r`, { license: "CC0", expectedVersion: 1 }],
-        ],
-        B,
-      ),
+      store.update(B, [
+        [`${p}x`, { license: "CC0", expectedVersion: 1 }],
+        [`${p}r`, { license: "CC0", expectedVersion: 1 }],
+      ]),
     );
     expect(stale).toEqual({ code: Code.Aborted, reason: "VERSION_MISMATCH", identifiers: `${p}r` });
-    expect(await refusal(store.delete([`${p}r`], B, { expectedVersions: new Map([[`${p}r`, 1]]) }))).toMatchObject({ code: Code.Aborted, reason: "VERSION_MISMATCH" });
+    expect(await refusal(store.delete(B, [`${p}r`], { expectedVersions: new Map([[`${p}r`, 1]]) }))).toMatchObject({ code: Code.Aborted, reason: "VERSION_MISMATCH" });
     // An identifier never created has no version: it differs too.
-    expect(await refusal(store.delete([`${p}r`], B, { expectedVersions: new Map([[`${p}nope`, 1]]) }))).toMatchObject({ reason: "VERSION_MISMATCH" });
+    expect(await refusal(store.delete(B, [`${p}r`], { expectedVersions: new Map([[`${p}nope`, 1]]) }))).toMatchObject({ reason: "VERSION_MISMATCH" });
     expect(await count()).toBe(before);
-    expect((await store.read([`${p}x`, `${p}r`], { excludeChildren: true })).map((r) => [r.license, r.version])).toEqual([
+    expect((await store.read(ALL_GRANTS, [`${p}x`, `${p}r`], { excludeChildren: true })).map((r) => [r.license, r.version])).toEqual([
       [null, 1],
       ["MIT", 2],
     ]);
     // The right versions go through.
-    expect((await store.update([[`${p}r`, { license: "CC0", expectedVersion: 2 }]], B)).count).toBe(1);
-    expect((await store.delete([`${p}r`], B, { expectedVersions: new Map([[`${p}r`, 3], [`${p}c`, 1]]) })).count).toBe(2);
-    expect(await refusal(store.restore([`${p}r`], B, { expectedVersions: new Map([[`${p}r`, 3]]) }))).toMatchObject({ reason: "VERSION_MISMATCH" });
-    expect((await store.restore([`${p}r`], B, { expectedVersions: new Map([[`${p}r`, 4]]) })).count).toBe(2);
-    expect(await refusal(store.update([[`${p}r`, { license: "x", expectedVersion: 0 }]], B))).toMatchObject({ code: Code.InvalidArgument });
+    expect((await store.update(B, [[`${p}r`, { license: "CC0", expectedVersion: 2 }]])).count).toBe(1);
+    expect((await store.delete(B, [`${p}r`], { expectedVersions: new Map([[`${p}r`, 3], [`${p}c`, 1]]) })).count).toBe(2);
+    expect(await refusal(store.restore(B, [`${p}r`], { expectedVersions: new Map([[`${p}r`, 3]]) }))).toMatchObject({ reason: "VERSION_MISMATCH" });
+    expect((await store.restore(B, [`${p}r`], { expectedVersions: new Map([[`${p}r`, 4]]) })).count).toBe(2);
+    expect(await refusal(store.update(B, [[`${p}r`, { license: "x", expectedVersion: 0 }]]))).toMatchObject({ code: Code.InvalidArgument });
   });
 });
 
@@ -66,12 +63,12 @@ describeBackends(
       const { store } = backend();
       const p = uid("race");
       const ids = Array.from({ length: 200 }, (_, i) => `${p}-${i}`);
-      await store.create(ids.map((id) => study(id, null)), A);
+      await store.create(A, ids.map((id) => study(id, null)));
       let aWins = 0;
       for (const id of ids) {
         const [a, b] = await Promise.all([
-          refusal(store.update([[id, { license: "A", expectedVersion: 1 }]], A)),
-          refusal(store.update([[id, { license: "B", expectedVersion: 1 }]], B)),
+          refusal(store.update(A, [[id, { license: "A", expectedVersion: 1 }]])),
+          refusal(store.update(B, [[id, { license: "B", expectedVersion: 1 }]])),
         ]);
         const outcomes = [a, b];
         expect(outcomes.filter((o) => o === "ok")).toHaveLength(1);

@@ -123,15 +123,15 @@ async function run(store: ResourceStore, op: Op, ids: readonly string[], caller:
   const id = ids[op.i] as string;
   switch (op.kind) {
     case "create":
-      return (await store.create([study(id, op.parent === null ? null : (ids[op.parent] as string))], caller)).at;
+      return (await store.create(caller, [study(id, op.parent === null ? null : (ids[op.parent] as string))])).at;
     case "license":
-      return (await store.update([[id, { license: op.value }]], caller)).at;
+      return (await store.update(caller, [[id, { license: op.value }]])).at;
     case "setDeleted":
-      return (await store.update([[id, { isDeleted: op.value }]], caller)).at;
+      return (await store.update(caller, [[id, { isDeleted: op.value }]])).at;
     case "delete":
-      return (await store.delete([id], caller, { cascade: op.cascade })).at;
+      return (await store.delete(caller, [id], { cascade: op.cascade })).at;
     case "restore":
-      return (await store.restore([id], caller, { cascade: op.cascade })).at;
+      return (await store.restore(caller, [id], { cascade: op.cascade })).at;
   }
 }
 
@@ -206,9 +206,9 @@ describeBackends("History equals a model of random histories", (backend) => {
     const { store } = backend();
     const p = uid("hc");
     const caller = { actor: "x", grants: ALL_GRANTS };
-    await store.create([study(`${p}a`, null), study(`${p}b`, null)], caller);
-    await store.update([[`${p}a`, { license: "MIT" }]], caller);
-    await store.update([[`${p}b`, { license: "MIT" }]], caller);
+    await store.create(caller, [study(`${p}a`, null), study(`${p}b`, null)]);
+    await store.update(caller, [[`${p}a`, { license: "MIT" }]]);
+    await store.update(caller, [[`${p}b`, { license: "MIT" }]]);
     const page = await store.history(`${p}a`, ALL_GRANTS, { limit: 1 });
     expect(page.versions.map((v) => v.kind)).toEqual(["created"]);
     const cursor = page.nextCursor as string;

@@ -4,7 +4,7 @@ import { describeBackends, uid } from "../store/backends.js";
 import { ds, expectCode, fromMicros, micros, study, TS_PATTERN } from "../store/helpers.js";
 import type { NewResource } from "../../src/store/index.js";
 import { buildServices, describeServices } from "./harness.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 const file = (identifier: string, parent: string, size: string): NewResource => ({
   identifier,
@@ -20,16 +20,16 @@ describeServices("GET /children", (svc) => {
 
   it("lists active children oldest first, equal created_at by identifier, with exact counts", async () => {
     const p = uid();
-    await store().create([
+    await store().create(LOCAL_CALLER, [
       ds(`${p}d`),
       study(`${p}s_b`, `${p}d`),
       study(`${p}s_a`, `${p}d`),
       { identifier: `${p}x`, payloadType: "series", parentIdentifier: `${p}s_b`, payload: { modality: "CT" } },
       file(`${p}f1`, `${p}x`, "1"),
       file(`${p}f2`, `${p}x`, "2"),
-    ], LOCAL_CALLER);
+    ]);
     // a later batch comes after, although its identifier sorts first
-    await store().create([study(`${p}s_0`, `${p}d`)], LOCAL_CALLER);
+    await store().create(LOCAL_CALLER, [study(`${p}s_0`, `${p}d`)]);
     const nodes = await children(`${p}d`);
     expect(nodes.map((n) => [n.identifier, n.payloadType, n.parentIdentifier, n.childCount, n.descendantCount])).toEqual([
       [`${p}s_a`, "study", `${p}d`, 0n, 0n],
@@ -40,14 +40,14 @@ describeServices("GET /children", (svc) => {
       expect(n.createdAt).toMatch(TS_PATTERN);
       expect(n.payload).toBeUndefined();
     }
-    const [read] = await store().read([`${p}s_0`]);
+    const [read] = await store().read(ALL_GRANTS, [`${p}s_0`]);
     expect(nodes[2]?.createdAt).toBe(read?.createdAt);
     expect(micros(nodes[0]?.createdAt ?? "")).toBeLessThan(micros(nodes[2]?.createdAt ?? ""));
   });
 
   it("carries the payload as proto3 JSON only with with_payloads", async () => {
     const p = uid();
-    await store().create([ds(`${p}d`), file(`${p}f`, `${p}d`, "9007199254740993")], LOCAL_CALLER);
+    await store().create(LOCAL_CALLER, [ds(`${p}d`), file(`${p}f`, `${p}d`, "9007199254740993")]);
     const [withPayload] = await children(`${p}d`, { withPayloads: true });
     expect(withPayload?.payload).toEqual({ path: `s3://b/${p}f`, size_bytes: "9007199254740993" });
     const [without] = await children(`${p}d`, { withPayloads: false });
@@ -56,22 +56,22 @@ describeServices("GET /children", (svc) => {
 
   it("leaves tombstoned children out of the listing and the counts; a walk stops at a tombstone", async () => {
     const p = uid();
-    await store().create([ds(`${p}d`), study(`${p}s`, `${p}d`), study(`${p}t`, `${p}s`), study(`${p}u`, `${p}t`), study(`${p}v`, `${p}s`)], LOCAL_CALLER);
+    await store().create(LOCAL_CALLER, [ds(`${p}d`), study(`${p}s`, `${p}d`), study(`${p}t`, `${p}s`), study(`${p}u`, `${p}t`), study(`${p}v`, `${p}s`)]);
     expect((await children(`${p}d`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([[`${p}s`, 2n, 3n]]);
-    await store().delete([`${p}t`], LOCAL_CALLER, { cascade: false });
+    await store().delete(LOCAL_CALLER, [`${p}t`], { cascade: false });
     // u is still active but hangs under a tombstone: not reachable from s
     expect((await children(`${p}d`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([[`${p}s`, 1n, 1n]]);
     expect((await children(`${p}s`)).map((n) => n.identifier)).toEqual([`${p}v`]);
-    await store().restore([`${p}t`], LOCAL_CALLER);
+    await store().restore(LOCAL_CALLER, [`${p}t`]);
     expect((await children(`${p}d`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([[`${p}s`, 2n, 3n]]);
   });
 
   it("answers 404 for a parent that is not active at that time, 400 for a malformed one", async () => {
     const p = uid();
-    const made = await store().create([ds(`${p}d`), study(`${p}s`, `${p}d`)], LOCAL_CALLER);
+    const made = await store().create(LOCAL_CALLER, [ds(`${p}d`), study(`${p}s`, `${p}d`)]);
     await expectCode(children(`${p}nowhere`), Code.NotFound);
     await expectCode(children(`${p}d`, { asOf: fromMicros(micros(made.at) - 1n) }), Code.NotFound);
-    await store().delete([`${p}d`], LOCAL_CALLER, { cascade: false });
+    await store().delete(LOCAL_CALLER, [`${p}d`], { cascade: false });
     // s is still active, but its parent is not
     await expectCode(children(`${p}d`), Code.NotFound);
     expect((await children(`${p}d`, { asOf: made.at })).map((n) => n.identifier)).toEqual([`${p}s`]);
@@ -81,10 +81,10 @@ describeServices("GET /children", (svc) => {
 
   it("is exact at any as_of: moves, deletes, restores and the counts below", async () => {
     const p = uid();
-    const t1 = (await store().create([ds(`${p}a`), ds(`${p}b`), study(`${p}s`, `${p}a`), study(`${p}t`, `${p}s`)], LOCAL_CALLER)).at;
-    const t2 = (await store().update([[`${p}s`, { parentIdentifier: `${p}b` }]], LOCAL_CALLER)).at;
-    const t3 = (await store().delete([`${p}t`], LOCAL_CALLER)).at;
-    const t4 = (await store().restore([`${p}t`], LOCAL_CALLER)).at;
+    const t1 = (await store().create(LOCAL_CALLER, [ds(`${p}a`), ds(`${p}b`), study(`${p}s`, `${p}a`), study(`${p}t`, `${p}s`)])).at;
+    const t2 = (await store().update(LOCAL_CALLER, [[`${p}s`, { parentIdentifier: `${p}b` }]])).at;
+    const t3 = (await store().delete(LOCAL_CALLER, [`${p}t`])).at;
+    const t4 = (await store().restore(LOCAL_CALLER, [`${p}t`])).at;
     const at = async (parent: string, asOf: string) =>
       (await children(parent, { asOf })).map((n) => [n.identifier, n.childCount, n.descendantCount]);
     expect(await at(`${p}a`, t1)).toEqual([[`${p}s`, 1n, 1n]]);
@@ -107,9 +107,9 @@ describeBackends("GET /children without a parent lists the roots", (backend) => 
     const roots = async (asOf?: string) =>
       (await svc.lineage.children(asOf !== undefined ? { asOf } : {})).nodes.map((n) => [n.identifier, n.descendantCount]);
     expect(await roots()).toEqual([]);
-    const t1 = (await s.create([ds("r2"), ds("r1"), study("c1", "r1"), study("c2", "c1")], LOCAL_CALLER)).at;
-    const t2 = (await s.create([ds("r0")], LOCAL_CALLER)).at;
-    const t3 = (await s.delete(["r1"], LOCAL_CALLER, { cascade: false })).at;
+    const t1 = (await s.create(LOCAL_CALLER, [ds("r2"), ds("r1"), study("c1", "r1"), study("c2", "c1")])).at;
+    const t2 = (await s.create(LOCAL_CALLER, [ds("r0")])).at;
+    const t3 = (await s.delete(LOCAL_CALLER, ["r1"], { cascade: false })).at;
     // c1 hangs under a tombstone: it is not a root (it has a parent)
     expect(await roots()).toEqual([["r2", 0n], ["r0", 0n]]);
     expect(await roots(t1)).toEqual([["r1", 2n], ["r2", 0n]]);

@@ -16,9 +16,7 @@ import { createAdminService, createArtefactService, createLineageService, create
 import { createRegistry, loadRegistryKeys } from "../../src/store/index.js";
 import { describeBackends, type Backend } from "../store/backends.js";
 import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
-// The pipeline makes every call's caller; with authentication off it is the local one.
-import { createAuthenticator, createAuthInterceptor } from "../../src/auth/index.js";
-const AUTH_OFF = { tokens: undefined, tokensFile: undefined, oidcIssuer: undefined, oidcAudience: undefined, oidcJwksUrl: undefined };
+import { routerAs } from "../support/caller.js";
 
 export interface Services {
   readonly backend: Backend;
@@ -52,7 +50,7 @@ export async function buildServices(backend: Backend): Promise<Services> {
     router.service(v1Stats.StatsService, stats);
     router.service(v2Stats.StatsService, stats);
     router.service(v1Admin.AdminService, createAdminService({ db }));
-  }, { router: { interceptors: [createAuthInterceptor(createAuthenticator(AUTH_OFF))] } });
+  }, routerAs());
   return {
     backend,
     resources: createClient(v2Resource.ResourceService, transport),

@@ -12,7 +12,7 @@ describeServices("GET /parents/{identifier}", (svc) => {
 
   it("answers the chain nearest first, itself excluded, on both revisions", async () => {
     const p = uid();
-    await store().create([ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}b`), study(`${p}d`, `${p}c`)], LOCAL_CALLER);
+    await store().create(LOCAL_CALLER, [ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}b`), study(`${p}d`, `${p}c`)]);
     expect(await parents(`${p}d`)).toEqual([`${p}c`, `${p}b`, `${p}a`]);
     expect(await parents(`${p}a`)).toEqual([]);
     expect((await svc().lineageV2.parents({ identifier: `${p}d` })).identifiers).toEqual([`${p}c`, `${p}b`, `${p}a`]);
@@ -20,8 +20,8 @@ describeServices("GET /parents/{identifier}", (svc) => {
 
   it("includes tombstoned ancestors, and is 404 for a resource that is not active", async () => {
     const p = uid();
-    await store().create([ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}b`)], LOCAL_CALLER);
-    await store().delete([`${p}b`], LOCAL_CALLER, { cascade: false });
+    await store().create(LOCAL_CALLER, [ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}b`)]);
+    await store().delete(LOCAL_CALLER, [`${p}b`], { cascade: false });
     expect(await parents(`${p}c`)).toEqual([`${p}b`, `${p}a`]);
     await expectCode(parents(`${p}b`), Code.NotFound);
     await expectCode(parents(`${p}nowhere`), Code.NotFound);
@@ -31,9 +31,9 @@ describeServices("GET /parents/{identifier}", (svc) => {
 
   it("is exact at any as_of", async () => {
     const p = uid();
-    const t1 = (await store().create([ds(`${p}a`), ds(`${p}b`), study(`${p}s`, `${p}a`), study(`${p}t`, `${p}s`)], LOCAL_CALLER)).at;
-    const t2 = (await store().update([[`${p}s`, { parentIdentifier: `${p}b` }]], LOCAL_CALLER)).at;
-    const t3 = (await store().delete([`${p}t`], LOCAL_CALLER)).at;
+    const t1 = (await store().create(LOCAL_CALLER, [ds(`${p}a`), ds(`${p}b`), study(`${p}s`, `${p}a`), study(`${p}t`, `${p}s`)])).at;
+    const t2 = (await store().update(LOCAL_CALLER, [[`${p}s`, { parentIdentifier: `${p}b` }]])).at;
+    const t3 = (await store().delete(LOCAL_CALLER, [`${p}t`])).at;
     expect(await parents(`${p}t`, fromMicros(micros(t1) + 1n))).toEqual([`${p}s`, `${p}a`]);
     expect(await parents(`${p}t`, fromMicros(micros(t2) - 1n))).toEqual([`${p}s`, `${p}a`]);
     expect(await parents(`${p}t`, t2)).toEqual([`${p}s`, `${p}b`]);

@@ -34,14 +34,14 @@ describeBackends("lineage refresher election", (backend) => {
       }
       expect([first.leader, second.leader]).toEqual([true, false]);
 
-      await b.store.create([ds("e1"), study("e1s", "e1")], LOCAL_CALLER);
+      await b.store.create(LOCAL_CALLER, [ds("e1"), study("e1s", "e1")]);
       await until("the view is fresh", async () => {
         await first.settled();
         return fresh(b.db);
       });
       expect(first.refreshes).toBeGreaterThan(0);
       // Written from the other process too: still only the leader refreshes.
-      await createResourceStore(other).create([study("e1t", "e1")], LOCAL_CALLER);
+      await createResourceStore(other).create(LOCAL_CALLER, [study("e1t", "e1")]);
       await until("the view is fresh again", async () => {
         await first.settled();
         return fresh(b.db);
@@ -52,7 +52,7 @@ describeBackends("lineage refresher election", (backend) => {
       await first.stop();
       await until("the second refresher is elected", () => second.leader);
       const before = second.refreshes;
-      await b.store.create([study("e1u", "e1s")], LOCAL_CALLER);
+      await b.store.create(LOCAL_CALLER, [study("e1u", "e1s")]);
       await until("the new leader refreshed", async () => {
         await second.settled();
         return second.refreshes > before && (await fresh(b.db));
@@ -92,7 +92,7 @@ describeBackends("lineage refresher election", (backend) => {
       await until("exactly one refresher leads", () => first.leader !== second.leader);
       const leader = first.leader ? first : second;
       const before = leader.refreshes;
-      await b.store.create([ds("e2"), study("e2s", "e2")], LOCAL_CALLER);
+      await b.store.create(LOCAL_CALLER, [ds("e2"), study("e2s", "e2")]);
       await until("the leader refreshed", async () => {
         await leader.settled();
         return leader.refreshes > before && (await fresh(b.db));

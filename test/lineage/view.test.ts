@@ -5,7 +5,7 @@ import { createLineageRefresher, isLineageViewFresh, refreshLineageView, withLin
 import { describeBackends } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
 import { buildServices } from "./harness.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 const fresh = (b: { db: Parameters<typeof withLineageSnapshot>[0] }) => withLineageSnapshot(b.db, (_q, f) => Promise.resolve(f));
 
@@ -13,7 +13,7 @@ describeBackends("lineage view refresh", (backend) => {
   it("the admin endpoint refreshes it on PostgreSQL and has nothing to refresh on PGlite", async () => {
     const b = backend();
     const svc = await buildServices(b);
-    await b.store.create([ds("a"), study("s", "a")], LOCAL_CALLER);
+    await b.store.create(LOCAL_CALLER, [ds("a"), study("s", "a")]);
     const { message } = await svc.admin.refreshMaterializedViews({});
     if (b.kind === "pglite") {
       expect(message).toMatch(/nothing to refresh/);
@@ -23,14 +23,14 @@ describeBackends("lineage view refresh", (backend) => {
     expect(message).toMatch(/refreshed/);
     expect(await fresh(b)).toBe(true);
     // a change that leaves the tree alone keeps it fresh
-    await b.store.update([["s", { payload: { modality: "MR" } }]], LOCAL_CALLER);
+    await b.store.update(LOCAL_CALLER, [["s", { payload: { modality: "MR" } }]]);
     expect(await fresh(b)).toBe(true);
     // a create, a move, a delete or a restore makes it stale until the next refresh
     for (const change of [
-      () => b.store.create([ds("b")], LOCAL_CALLER),
-      () => b.store.update([["s", { parentIdentifier: "b" }]], LOCAL_CALLER),
-      () => b.store.delete(["s"], LOCAL_CALLER),
-      () => b.store.restore(["s"], LOCAL_CALLER),
+      () => b.store.create(LOCAL_CALLER, [ds("b")]),
+      () => b.store.update(LOCAL_CALLER, [["s", { parentIdentifier: "b" }]]),
+      () => b.store.delete(LOCAL_CALLER, ["s"]),
+      () => b.store.restore(LOCAL_CALLER, ["s"]),
     ]) {
       await change();
       expect(await fresh(b)).toBe(false);
@@ -47,8 +47,8 @@ describeBackends("lineage view kept fresh", (backend) => {
     const refresher = createLineageRefresher({ db: b.db, debounceMs: 20, maxDelayMs: 200 });
     await refresher.start();
     try {
-      await b.store.create([ds("r"), study("r1", "r"), study("r2", "r1")], LOCAL_CALLER);
-      await b.store.update([["r2", { parentIdentifier: "r" }]], LOCAL_CALLER);
+      await b.store.create(LOCAL_CALLER, [ds("r"), study("r1", "r"), study("r2", "r1")]);
+      await b.store.update(LOCAL_CALLER, [["r2", { parentIdentifier: "r" }]]);
       // Eventually fresh: the notification arrives after commit, then the debounce runs.
       const deadline = Date.now() + 30_000;
       while (!(await fresh(b)) && Date.now() < deadline) {
@@ -57,7 +57,7 @@ describeBackends("lineage view kept fresh", (backend) => {
       }
       expect(await fresh(b)).toBe(true);
       expect(refresher.refreshes).toBeGreaterThan(0);
-      const nodes = await listChildren(b.db, { parentIdentifier: "r" });
+      const nodes = await listChildren(b.db, ALL_GRANTS, { parentIdentifier: "r" });
       expect(nodes.map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([
         ["r1", 0, 0],
         ["r2", 0, 0],
@@ -83,7 +83,7 @@ describeBackends("lineage refresher", (backend) => {
     const refresher = createLineageRefresher({ db: b.db, debounceMs: 20, maxDelayMs: 200, reconnectMs: 50 });
     await refresher.start();
     try {
-      await b.store.create([ds("k1")], LOCAL_CALLER);
+      await b.store.create(LOCAL_CALLER, [ds("k1")]);
       if (b.kind === "pglite") {
         await refresher.settled();
         expect(refresher.refreshes).toBe(0);
@@ -96,7 +96,7 @@ describeBackends("lineage refresher", (backend) => {
       );
       expect(rows.map((r) => r.ok)).toEqual([true]);
       // Written while nobody listens, or just after: the refresher catches up either way.
-      await b.store.create([study("k2", "k1")], LOCAL_CALLER);
+      await b.store.create(LOCAL_CALLER, [study("k2", "k1")]);
       expect(await fresh(b)).toBe(false);
       expect(await waitFresh(() => refresher.settled())).toBe(true);
     } finally {
@@ -118,7 +118,7 @@ describeBackends("children and counts agree with a model, view fresh or stale", 
       return seed % n;
     };
     // Each node's parent is an earlier node or none: a forest.
-    await b.store.create(ids.map((id, i) => (i === 0 || rand(4) === 0 ? ds(id) : study(id, ids[rand(i)] ?? null))), LOCAL_CALLER);
+    await b.store.create(LOCAL_CALLER, ids.map((id, i) => (i === 0 || rand(4) === 0 ? ds(id) : study(id, ids[rand(i)] ?? null))));
 
     const check = async (label: string) => {
       const { rows } = await b.db.query<{ identifier: string; parent_identifier: string | null }>(
@@ -132,7 +132,7 @@ describeBackends("children and counts agree with a model, view fresh or stale", 
           .sort()
           .map((id) => [id, kids(id).length, desc(id)]);
       const actual = async (p: string | null) =>
-        (await listChildren(b.db, { parentIdentifier: p })).map((n) => [n.identifier, n.childCount, n.descendantCount]).sort();
+        (await listChildren(b.db, ALL_GRANTS, { parentIdentifier: p })).map((n) => [n.identifier, n.childCount, n.descendantCount]).sort();
       // the same batch stamped them all: order by identifier, so sort both sides
       expect(await actual(null), `${label}: roots`).toEqual(expected(null));
       for (const id of parentOf.keys()) expect(await actual(id), `${label}: ${id}`).toEqual(expected(id));
@@ -146,10 +146,10 @@ describeBackends("children and counts agree with a model, view fresh or stale", 
       const op = rand(4);
       let changed = 0;
       try {
-        if (op === 0 && active.length > 1) changed = (await b.store.update([[pick(active), { parentIdentifier: pick(active) }]], LOCAL_CALLER)).count;
-        else if (op === 1 && active.length > 0) changed = (await b.store.delete([pick(active)], LOCAL_CALLER, { cascade: rand(2) === 0 })).count;
-        else if (op === 2 && gone.length > 0) changed = (await b.store.restore([pick(gone)], LOCAL_CALLER, { cascade: rand(2) === 0 })).count;
-        else if (active.length > 0) changed = (await b.store.update([[pick(active), { parentIdentifier: null }]], LOCAL_CALLER)).count;
+        if (op === 0 && active.length > 1) changed = (await b.store.update(LOCAL_CALLER, [[pick(active), { parentIdentifier: pick(active) }]])).count;
+        else if (op === 1 && active.length > 0) changed = (await b.store.delete(LOCAL_CALLER, [pick(active)], { cascade: rand(2) === 0 })).count;
+        else if (op === 2 && gone.length > 0) changed = (await b.store.restore(LOCAL_CALLER, [pick(gone)], { cascade: rand(2) === 0 })).count;
+        else if (active.length > 0) changed = (await b.store.update(LOCAL_CALLER, [[pick(active), { parentIdentifier: null }]])).count;
       } catch {
         // a refused move (cycle, own parent) changes nothing; the check still runs
       }

@@ -7,6 +7,7 @@ import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js"
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { migrate, openDatabase, type Db, pageStatement, planQuery } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const reachable = await postgresReachable();
 
@@ -49,7 +50,7 @@ describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
   });
 
   async function explain(req: MessageInitShape<typeof QueryRequestSchema>): Promise<string[]> {
-    const st = pageStatement(planQuery(create(QueryRequestSchema, req)), { kind: "now" }, { limit: 101 });
+    const st = pageStatement(planQuery(create(QueryRequestSchema, req)), { kind: "now" }, ALL_GRANTS, { limit: 101 });
     const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${st.sql}`, st.params);
     const plan = rows[0]?.["QUERY PLAN"][0]?.Plan;
     if (!plan) throw new Error("no plan");
@@ -74,7 +75,7 @@ describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
     const st = pageStatement(
       planQuery(create(QueryRequestSchema, { payloadType: "study" })),
       { kind: "pinned", at: "2999-01-01T00:00:00.000000Z" },
-      { limit: 101, after: { value: "2999-01-01T00:00:00.000000Z", identifier: "r1" } },
+      ALL_GRANTS, { limit: 101, after: { value: "2999-01-01T00:00:00.000000Z", identifier: "r1" } },
     );
     const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${st.sql}`, st.params);
     expect(indexScans(rows[0]!["QUERY PLAN"][0].Plan)).toContainEqual(expect.stringMatching(/Index (Only )?Scan.*:resource_versions_type_created_idx/));

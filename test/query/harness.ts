@@ -4,9 +4,7 @@ import { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
 import { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
 import { createQueryService, type QueryServiceDeps, createResourceService } from "../../src/rpc/index.js";
 import type { Backend } from "../store/backends.js";
-// The pipeline makes every call's caller; with authentication off it is the local one.
-import { createAuthenticator, createAuthInterceptor } from "../../src/auth/index.js";
-const AUTH_OFF = { tokens: undefined, tokensFile: undefined, oidcIssuer: undefined, oidcAudience: undefined, oidcJwksUrl: undefined };
+import { routerAs } from "../support/caller.js";
 
 export interface Clients {
   readonly query: Client<typeof QueryService>;
@@ -17,6 +15,6 @@ export function clients(backend: Backend, extra: Partial<QueryServiceDeps> = {})
   const transport = createRouterTransport((router) => {
     router.service(QueryService, createQueryService({ db: backend.db, ...extra }));
     router.service(ResourceService, createResourceService({ store: backend.store, limits: { maxBatchItems: 10_000, maxQueryLimit: 10_000 } }));
-  }, { router: { interceptors: [createAuthInterceptor(createAuthenticator(AUTH_OFF))] } });
+  }, routerAs());
   return { query: createClient(QueryService, transport), resources: createClient(ResourceService, transport) };
 }

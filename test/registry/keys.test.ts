@@ -24,6 +24,7 @@ import {
 } from "../../src/store/index.js";
 import { expectCode } from "../store/helpers.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const key = (id: string): RegistryKey => ({ id, secret: Buffer.from(randomBytes(32).toString("base64url")) });
 const pgOk = await postgresReachable();
@@ -85,32 +86,32 @@ eachBackend("registry key order", (fresh) => {
     const uids = Array.from({ length: 5 }, (_, i) => `MRN-${i}`);
     const before = createRegistry({ db, keys: await loadRegistryKeys({ configured: [{ id: "a", secret: a.secret.toString() }], db, dataDir: undefined }) });
     const known = new Map<string, string>();
-    for (const u of uids) known.set(u, await before.registerPatient("ds", u));
-    const study = await before.registerStudy(known.get("MRN-0") as string, "1.2.3");
+    for (const u of uids) known.set(u, await before.registerPatient(ALL_GRANTS, "ds", u));
+    const study = await before.registerStudy(ALL_GRANTS, known.get("MRN-0") as string, "1.2.3");
     const hashes = await storedHashes(db);
 
     // A new key appended (not first): it hashes nothing, and nothing moves.
     await checkRegistryKeys(db, [a, b]);
     const appended = createRegistry({ db, keys: [a, b] });
-    for (const u of uids) expect(await appended.resolvePatient("ds", u)).toBe(known.get(u));
-    expect(await appended.resolveStudy(known.get("MRN-0") as string, "1.2.3")).toBe(study);
-    await expectCode(appended.registerPatient("ds", "MRN-1"), Code.FailedPrecondition);
-    const viaA = await appended.registerPatient("ds", "MRN-a");
+    for (const u of uids) expect(await appended.resolvePatient(ALL_GRANTS, "ds", u)).toBe(known.get(u));
+    expect(await appended.resolveStudy(ALL_GRANTS, known.get("MRN-0") as string, "1.2.3")).toBe(study);
+    await expectCode(appended.registerPatient(ALL_GRANTS, "ds", "MRN-1"), Code.FailedPrecondition);
+    const viaA = await appended.registerPatient(ALL_GRANTS, "ds", "MRN-a");
     expect(await storedHashes(db)).toEqual(expect.arrayContaining(hashes));
 
     // Moved first: it hashes new rows only.
     await checkRegistryKeys(db, [b, a]);
     const reordered = createRegistry({ db, keys: [b, a] });
-    for (const u of uids) expect(await reordered.resolvePatient("ds", u)).toBe(known.get(u));
-    await expectCode(reordered.registerPatient("ds", "MRN-a"), Code.FailedPrecondition);
-    const viaB = await reordered.registerPatient("ds", "MRN-b");
+    for (const u of uids) expect(await reordered.resolvePatient(ALL_GRANTS, "ds", u)).toBe(known.get(u));
+    await expectCode(reordered.registerPatient(ALL_GRANTS, "ds", "MRN-a"), Code.FailedPrecondition);
+    const viaB = await reordered.registerPatient(ALL_GRANTS, "ds", "MRN-b");
     expect(await rowsByChain(db)).toEqual({ a: 7, b: 1 });
 
     // And back: both resolve under either order; the stored hashes never changed.
     const back = createRegistry({ db, keys: [a, b] });
-    expect(await back.resolvePatient("ds", "MRN-b")).toBe(viaB);
-    expect(await back.resolvePatient("ds", "MRN-a")).toBe(viaA);
-    await expectCode(back.registerPatient("ds", "MRN-b"), Code.FailedPrecondition);
+    expect(await back.resolvePatient(ALL_GRANTS, "ds", "MRN-b")).toBe(viaB);
+    expect(await back.resolvePatient(ALL_GRANTS, "ds", "MRN-a")).toBe(viaA);
+    await expectCode(back.registerPatient(ALL_GRANTS, "ds", "MRN-b"), Code.FailedPrecondition);
     const all = await storedHashes(db);
     for (const h of hashes) expect(all).toContain(h);
   });
@@ -120,12 +121,12 @@ eachBackend("registry key order", (fresh) => {
     const [a, b] = [key("a"), key("b")];
     await checkRegistryKeys(db, [a, b]);
     const early = createRegistry({ db, keys: [a, b] });
-    const id = await early.registerPatient("ds", "MRN-x");
-    expect(await early.resolvePatient("ds", "MRN-x")).toBe(id); // reads the set: chains [a] and [b]
+    const id = await early.registerPatient(ALL_GRANTS, "ds", "MRN-x");
+    expect(await early.resolvePatient(ALL_GRANTS, "ds", "MRN-x")).toBe(id); // reads the set: chains [a] and [b]
     await rehashRegistry(db, [b, a]); // records [a, b] and moves the row onto it
     expect(await rowsByChain(db)).toEqual({ "a>b": 1 });
-    expect(await early.resolvePatient("ds", "MRN-x")).toBe(id);
-    await expectCode(early.registerPatient("ds", "MRN-x"), Code.FailedPrecondition);
+    expect(await early.resolvePatient(ALL_GRANTS, "ds", "MRN-x")).toBe(id);
+    await expectCode(early.registerPatient(ALL_GRANTS, "ds", "MRN-x"), Code.FailedPrecondition);
   });
 });
 
@@ -134,7 +135,7 @@ eachBackend("registry key fingerprints and start-up checks", (fresh) => {
     const db = await fresh();
     const [a, b] = [key("prod"), key("next")];
     const keys = await loadRegistryKeys({ configured: [{ id: "prod", secret: a.secret.toString() }], db, dataDir: undefined });
-    await createRegistry({ db, keys }).registerPatient("ds", "MRN-1");
+    await createRegistry({ db, keys }).registerPatient(ALL_GRANTS, "ds", "MRN-1");
     const { rows } = await db.query<{ key_id: string; fingerprint: Uint8Array }>("SELECT key_id, fingerprint FROM registry_keys");
     expect(rows.map((r) => r.key_id)).toEqual(["prod"]);
     const fingerprint = Buffer.from(rows[0]!.fingerprint);
@@ -165,9 +166,9 @@ eachBackend("registry key fingerprints and start-up checks", (fresh) => {
     const reg = createRegistry({ db, keys: await loadRegistryKeysOf(db, [a]) });
     const uids = Array.from({ length: 6 }, (_, i) => `MRN-${i}`);
     const known = new Map<string, string>();
-    for (const u of uids) known.set(u, await reg.registerPatient("ds", u));
+    for (const u of uids) known.set(u, await reg.registerPatient(ALL_GRANTS, "ds", u));
     const p0 = known.get("MRN-0") as string;
-    const study = await reg.registerStudy(p0, "1.2.3");
+    const study = await reg.registerStudy(ALL_GRANTS, p0, "1.2.3");
 
     await checkRegistryKeys(db, [b, a]);
     const done = await rehashRegistry(db, [b, a], { batchSize: 4 });
@@ -175,7 +176,7 @@ eachBackend("registry key fingerprints and start-up checks", (fresh) => {
     expect(await rowsByChain(db)).toEqual({ "old>new": 7 });
     // Wrapped, the rows still need "old": a list without it is refused, and a process without it says so instead of "not registered".
     expect((await refusal(checkRegistryKeys(db, [b]))).message).toBe(keyNotConfiguredMessage("old"));
-    await expectCode(createRegistry({ db, keys: [b] }).resolvePatient("ds", "MRN-1"), Code.Unavailable);
+    await expectCode(createRegistry({ db, keys: [b] }).resolvePatient(ALL_GRANTS, "ds", "MRN-1"), Code.Unavailable);
     const status = await registryKeyStatus(db, [b, a]);
     expect(status.find((s) => s.id === "old")?.rows).toBe(7);
 
@@ -194,9 +195,9 @@ eachBackend("registry key fingerprints and start-up checks", (fresh) => {
     ]);
     await checkRegistryKeys(db, [b]);
     const alone = createRegistry({ db, keys: [b] });
-    for (const [u, id] of known) expect(await alone.resolvePatient("ds", u)).toBe(id);
-    expect(await alone.resolveStudy(p0, "1.2.3")).toBe(study);
-    await expectCode(alone.registerPatient("ds", "MRN-3"), Code.FailedPrecondition);
+    for (const [u, id] of known) expect(await alone.resolvePatient(ALL_GRANTS, "ds", u)).toBe(id);
+    expect(await alone.resolveStudy(ALL_GRANTS, p0, "1.2.3")).toBe(study);
+    await expectCode(alone.registerPatient(ALL_GRANTS, "ds", "MRN-3"), Code.FailedPrecondition);
     // Its id stays taken by its fingerprint: another key under "old" is refused.
     await refusal(checkRegistryKeys(db, [b, key("old")]));
   });
@@ -229,15 +230,15 @@ eachBackend("registry key fingerprints and start-up checks", (fresh) => {
     await checkRegistryKeys(db, [n, d]);
     expect(await rowsByChain(db)).toEqual({ default: 1, "default>new": 2 });
     const reg = createRegistry({ db, keys: [n, d] });
-    expect(await reg.resolvePatient("ds", "MRN-1")).toBe("pat_1");
-    expect(await reg.resolvePatient("ds", "MRN-2")).toBe("pat_2");
-    expect(await reg.resolveStudy("pat_2", "1.2")).toBe("stu_1");
-    await expectCode(reg.registerPatient("ds", "MRN-2"), Code.FailedPrecondition);
+    expect(await reg.resolvePatient(ALL_GRANTS, "ds", "MRN-1")).toBe("pat_1");
+    expect(await reg.resolvePatient(ALL_GRANTS, "ds", "MRN-2")).toBe("pat_2");
+    expect(await reg.resolveStudy(ALL_GRANTS, "pat_2", "1.2")).toBe("stu_1");
+    await expectCode(reg.registerPatient(ALL_GRANTS, "ds", "MRN-2"), Code.FailedPrecondition);
     // From now on the order is free: the same keys the other way round still resolve every row.
     await checkRegistryKeys(db, [d, n]);
     const swapped = createRegistry({ db, keys: [d, n] });
-    expect(await swapped.resolvePatient("ds", "MRN-2")).toBe("pat_2");
-    expect(await swapped.resolvePatient("ds", "MRN-1")).toBe("pat_1");
+    expect(await swapped.resolvePatient(ALL_GRANTS, "ds", "MRN-2")).toBe("pat_2");
+    expect(await swapped.resolvePatient(ALL_GRANTS, "ds", "MRN-1")).toBe("pat_1");
   });
 });
 
@@ -264,12 +265,12 @@ describe.skipIf(!pgOk)("registrations while processes disagree on the first key 
     await checkRegistryKeys(two!, [b, a]);
     const registries = [createRegistry({ db: one!, keys: [a, b] }), createRegistry({ db: two!, keys: [b, a] })];
     for (let u = 0; u < 5; u++) {
-      const results = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => registries[i % 2]!.registerPatient("ds", `MRN-${u}`)));
+      const results = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => registries[i % 2]!.registerPatient(ALL_GRANTS, "ds", `MRN-${u}`)));
       const ok = results.filter((r) => r.status === "fulfilled");
       expect(ok.length, `MRN-${u}`).toBe(1);
       for (const r of results) if (r.status === "rejected") expect((r.reason as { code?: unknown }).code).toBe(Code.FailedPrecondition);
       const id = (ok[0] as PromiseFulfilledResult<string>).value;
-      for (const reg of registries) expect(await reg.resolvePatient("ds", `MRN-${u}`)).toBe(id);
+      for (const reg of registries) expect(await reg.resolvePatient(ALL_GRANTS, "ds", `MRN-${u}`)).toBe(id);
     }
     const { rows } = await one!.query<{ n: string }>("SELECT count(*)::text AS n FROM registry_patients");
     expect(rows[0]?.n).toBe("5");
@@ -285,7 +286,7 @@ describe.skipIf(!pgOk)("registrations while processes disagree on the first key 
     await checkRegistryKeys(one!, [a]);
     const seed = createRegistry({ db: one!, keys: [a] });
     const known = new Map<string, string>();
-    for (let i = 0; i < 60; i++) known.set(`MRN-${i}`, await seed.registerPatient("ds", `MRN-${i}`));
+    for (let i = 0; i < 60; i++) known.set(`MRN-${i}`, await seed.registerPatient(ALL_GRANTS, "ds", `MRN-${i}`));
     await checkRegistryKeys(one!, [b, a]);
     await rehashRegistry(one!, [b, a], { batchSize: 25 });
     const serving = createRegistry({ db: two!, keys: [b, a] });
@@ -296,10 +297,10 @@ describe.skipIf(!pgOk)("registrations while processes disagree on the first key 
       do {
         rounds += 1;
         for (const [u, id] of known) {
-          const got = await serving.resolvePatient("ds", u).catch((e: Error) => e.message);
+          const got = await serving.resolvePatient(ALL_GRANTS, "ds", u).catch((e: Error) => e.message);
           if (got !== id) failures.push(`${u}: ${got}`);
         }
-        const again = await serving.registerPatient("ds", `MRN-${rounds % 60}`).then(
+        const again = await serving.registerPatient(ALL_GRANTS, "ds", `MRN-${rounds % 60}`).then(
           () => "registered twice",
           () => undefined,
         );

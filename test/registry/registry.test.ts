@@ -9,6 +9,7 @@ import { expectCode } from "../store/helpers.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { buildServices, describeServices, type Services } from "../lineage/harness.js";
 import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const PATIENT_ID = /^pat_[0-9a-f]{32}$/;
 const STUDY_ID = /^stu_[0-9a-f]{32}$/;
@@ -74,7 +75,7 @@ describeServices("patient and study registry", (svc) => {
     expect(rows[0]?.hash).toMatch(/^[0-9a-f]{64}$/);
     // another key gives other hashes: the patient cannot be found without the server's secret
     const foreign = createRegistry({ db, keys: [{ id: "default", secret: Buffer.from("another key") }] });
-    await expectCode(foreign.resolvePatient(d, secretUid), Code.FailedPrecondition);
+    await expectCode(foreign.resolvePatient(ALL_GRANTS, d, secretUid), Code.FailedPrecondition);
   });
 });
 

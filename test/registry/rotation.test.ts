@@ -32,6 +32,7 @@ import { describeBackends, uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
 import { startTestServer, type TestServer } from "../support/app.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { ALL_GRANTS } from "../../src/access/index.js";
 
 const key = (id: string): RegistryKey => ({ id, secret: Buffer.from(randomBytes(32).toString("base64url")) });
 const asConfig = (keys: readonly RegistryKey[]) => keys.map((k) => `${k.id}:${k.secret.toString()}`).join(",");
@@ -122,17 +123,17 @@ describeBackends("registry key rotation", (backend) => {
     const old = createRegistry({ db, keys: [a] });
     const uids = Array.from({ length: 7 }, (_, i) => `MRN-${i}`);
     const patients = new Map<string, string>();
-    for (const u of uids) patients.set(u, await old.registerPatient(ds, u));
+    for (const u of uids) patients.set(u, await old.registerPatient(ALL_GRANTS, ds, u));
     const p0 = patients.get("MRN-0") as string;
-    const study = await old.registerStudy(p0, "1.2.3");
+    const study = await old.registerStudy(ALL_GRANTS, p0, "1.2.3");
 
     const rotated = createRegistry({ db, keys: [b, a] });
     // Found under the older key; never registered again under the newer one.
-    for (const u of uids) expect(await rotated.resolvePatient(ds, u)).toBe(patients.get(u));
-    await expectCode(rotated.registerPatient(ds, "MRN-3"), Code.FailedPrecondition);
-    await expectCode(rotated.registerStudy(p0, "1.2.3"), Code.FailedPrecondition);
-    expect(await rotated.resolveStudy(p0, "1.2.3")).toBe(study);
-    const fresh = await rotated.registerPatient(ds, "MRN-new");
+    for (const u of uids) expect(await rotated.resolvePatient(ALL_GRANTS, ds, u)).toBe(patients.get(u));
+    await expectCode(rotated.registerPatient(ALL_GRANTS, ds, "MRN-3"), Code.FailedPrecondition);
+    await expectCode(rotated.registerStudy(ALL_GRANTS, p0, "1.2.3"), Code.FailedPrecondition);
+    expect(await rotated.resolveStudy(ALL_GRANTS, p0, "1.2.3")).toBe(study);
+    const fresh = await rotated.registerPatient(ALL_GRANTS, ds, "MRN-new");
     const keyChains = async () =>
       (await db.query<{ key_chain: string; n: string }>(
         `SELECT key_chain, count(*)::text AS n FROM (SELECT key_chain FROM registry_patients WHERE datasource_id = $1
@@ -160,12 +161,12 @@ describeBackends("registry key rotation", (backend) => {
       { key_chain: "a>b", n: "8" },
       { key_chain: "b", n: "1" },
     ]);
-    for (const u of uids) expect(await rotated.resolvePatient(ds, u)).toBe(patients.get(u));
-    expect(await rotated.resolvePatient(ds, "MRN-new")).toBe(fresh);
-    expect(await rotated.resolveStudy(p0, "1.2.3")).toBe(study);
+    for (const u of uids) expect(await rotated.resolvePatient(ALL_GRANTS, ds, u)).toBe(patients.get(u));
+    expect(await rotated.resolvePatient(ALL_GRANTS, ds, "MRN-new")).toBe(fresh);
+    expect(await rotated.resolveStudy(ALL_GRANTS, p0, "1.2.3")).toBe(study);
     // The old key alone finds nothing any more, nor does the new one alone: both say which key they lack.
-    expect((await expectCode(old.resolvePatient(ds, "MRN-1"), Code.Unavailable)).message).toMatch(/key b\b/);
-    expect((await expectCode(createRegistry({ db, keys: [b] }).resolvePatient(ds, "MRN-1"), Code.Unavailable)).message).toMatch(/key a\b/);
+    expect((await expectCode(old.resolvePatient(ALL_GRANTS, ds, "MRN-1"), Code.Unavailable)).message).toMatch(/key b\b/);
+    expect((await expectCode(createRegistry({ db, keys: [b] }).resolvePatient(ALL_GRANTS, ds, "MRN-1"), Code.Unavailable)).message).toMatch(/key a\b/);
     // Nothing left to move.
     expect(await rehashRegistry(db, [b, a])).toEqual({ patients: 0, studies: 0 });
   });
@@ -198,7 +199,7 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       const legacy = randomBytes(32).toString("base64url");
       await db.query("INSERT INTO registry_secret (id, secret) VALUES (true, $1)", [legacy]);
       const legacyRegistry = createRegistry({ db, keys: [{ id: "default", secret: Buffer.from(legacy) }] });
-      const patient = await legacyRegistry.registerPatient("ds-legacy", "MRN-legacy");
+      const patient = await legacyRegistry.registerPatient(ALL_GRANTS, "ds-legacy", "MRN-legacy");
       const refused = await start({ REGISTRY_SECRET: legacy }).catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(RegistryKeyError);
       expect((refused as Error).message).toBe(KEY_IN_DATABASE_MESSAGE);
@@ -240,7 +241,7 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       const app = await start({ REGISTRY_SECRET: legacy });
       try {
         const keys = await loadRegistryKeys({ configured: [{ id: "default", secret: legacy }], db, dataDir: undefined });
-        expect(await createRegistry({ db, keys }).resolvePatient("ds-legacy", "MRN-legacy")).toBe(patient);
+        expect(await createRegistry({ db, keys }).resolvePatient(ALL_GRANTS, "ds-legacy", "MRN-legacy")).toBe(patient);
       } finally {
         await app.close();
       }
@@ -255,7 +256,7 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
         expect(l).not.toContain(legacy);
       }
       const keys = await loadRegistryKeys({ configured: loadConfig(env).registryKeys, db, dataDir: undefined });
-      expect(await createRegistry({ db, keys }).resolvePatient("ds-legacy", "MRN-legacy")).toBe(patient);
+      expect(await createRegistry({ db, keys }).resolvePatient(ALL_GRANTS, "ds-legacy", "MRN-legacy")).toBe(patient);
 
       // Start-up refuses a list without the key wrapped rows still need, and a known id with another key, by id.
       const withoutDefault = await start({ REGISTRY_SECRETS: `next:${newest}` }).catch((e: unknown) => e);
@@ -284,7 +285,7 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       expect(after.join("")).toMatch(/^default\tlisted\tfingerprint recorded\t0 rows depend on it \(can be dropped\)\n/m);
       await (await start({ REGISTRY_SECRETS: `next:${newest}` })).close();
       const keysNext = await loadRegistryKeys({ configured: [{ id: "next", secret: newest }], db, dataDir: undefined });
-      expect(await createRegistry({ db, keys: keysNext }).resolvePatient("ds-legacy", "MRN-legacy")).toBe(patient);
+      expect(await createRegistry({ db, keys: keysNext }).resolvePatient(ALL_GRANTS, "ds-legacy", "MRN-legacy")).toBe(patient);
       // A malformed line is refused by its number, never quoted.
       await writeFile(uidFile, '{"datasource_id": "ds-legacy", "external_uid": "MRN-legacy"}\n{"external_uid": "MRN-SECRET"}\n');
       const bad = await runRederive(env, uidFile, { batchSize: 10 }).catch((e: unknown) => e);
@@ -316,7 +317,7 @@ describe.skipIf(!pgOk)("rehash while two app instances register and resolve", ()
     const first = await startTestServer({ DATABASE_URL: testDb.url, REGISTRY_SECRETS: asConfig([a]) });
     const known = new Map<string, string>();
     const seed = createRegistry({ db: first.app.db, keys: [a] });
-    for (let i = 0; i < OLD; i++) known.set(`OLD-${i}`, await seed.registerPatient("ds", `OLD-${i}`));
+    for (let i = 0; i < OLD; i++) known.set(`OLD-${i}`, await seed.registerPatient(ALL_GRANTS, "ds", `OLD-${i}`));
     await first.close();
 
     // Two instances on the new list; a rehash (a third pool, as the command runs) in small batches meanwhile.

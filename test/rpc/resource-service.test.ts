@@ -6,9 +6,7 @@ import { ResourceService as V1 } from "../../gen/resourcestore/v1/resource_servi
 import { ResourceService as V2 } from "../../gen/resourcestore/v2/resource_service_pb.js";
 import { createResourceService } from "../../src/rpc/index.js";
 import { describeBackends, uid } from "../store/backends.js";
-// The pipeline makes every call's caller; with authentication off it is the local one.
-import { createAuthenticator, createAuthInterceptor } from "../../src/auth/index.js";
-const AUTH_OFF = { tokens: undefined, tokensFile: undefined, oidcIssuer: undefined, oidcAudience: undefined, oidcJwksUrl: undefined };
+import { routerAs } from "../support/caller.js";
 
 async function code(p: Promise<unknown>): Promise<Code | "ok"> {
   try {
@@ -29,7 +27,7 @@ describeBackends("ResourceService", (backend) => {
       const transport = createRouterTransport((router) => {
         router.service(V2, impl);
         router.service(V1, impl);
-      }, { router: { interceptors: [createAuthInterceptor(createAuthenticator(AUTH_OFF))] } });
+      }, routerAs());
       v2 = createClient(V2, transport);
       v1 = createClient(V1, transport);
     }

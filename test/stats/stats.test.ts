@@ -5,7 +5,7 @@ import { isLineageViewFresh } from "../../src/store/index.js";
 import { uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
 import { describeServices, type Services } from "../lineage/harness.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 const patient = (identifier: string, parent: string | null, datasourceId: string): NewResource => ({
   identifier,
@@ -75,7 +75,7 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
   }
 
   const lastUpdated = async (ids: string[]) => {
-    const rows = await store().read(ids, { excludeChildren: true });
+    const rows = await store().read(ALL_GRANTS, ids, { excludeChildren: true });
     return rows.map((r) => r.updatedAt).sort().at(-1);
   };
 
@@ -96,7 +96,7 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
       { datasourceId: B, patients: 1, studies: 1, resources: 0, byPayloadType: {}, byAccessLevel: {}, totalBytes: "0", lastUpdatedAt: undefined },
     ]);
 
-    await store().create([
+    await store().create(LOCAL_CALLER, [
       { identifier: `${p}dsA`, payloadType: "datasource", payload: { name: "A" } },
       patient(p1, `${p}dsA`, A),
       node(s1, "study", p1),
@@ -111,7 +111,7 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
       file(`${p}fq`, `${p}q`, "5"),
       // a patient created with a client-chosen identifier, never registered: its datasource is listed too
       patient(`${p}c`, null, C),
-    ], LOCAL_CALLER);
+    ]);
     const aIds = [p1, s1, `${p}se`, `${p}f1`, `${p}f2`, s2];
     const bIds = [p3, s3, `${p}q`, `${p}fq`];
     await expectStats(p, [

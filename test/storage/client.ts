@@ -5,6 +5,7 @@ import type { Client } from "@connectrpc/connect";
 import { StorageService } from "../../gen/resourcestore/v2/storage_service_pb.js";
 import { createStorageService } from "../../src/rpc/index.js";
 import type { StorageServiceDeps } from "../../src/rpc/index.js";
+import { routerAs } from "../support/caller.js";
 
 export type StorageClient = Client<typeof StorageService>;
 
@@ -14,7 +15,7 @@ export function storageClient(deps: StorageServiceDeps, options: { json?: boolea
     (router) => {
       router.service(StorageService, createStorageService(deps));
     },
-    { transport: { useBinaryFormat: options.json !== true } },
+    { transport: { useBinaryFormat: options.json !== true }, ...routerAs() },
   );
   return createClient(StorageService, transport);
 }

@@ -8,6 +8,7 @@ import { startTestS3 } from "../support/s3.js";
 import type { TestS3 } from "../support/s3.js";
 import { storageClient } from "./client.js";
 import type { StorageClient } from "./client.js";
+import { routerAs } from "../support/caller.js";
 
 const MAX_ITEMS = 5;
 const EXPIRES = 900;
@@ -267,7 +268,7 @@ describe("revision 1", () => {
         V1StorageService,
         createStorageService({ storage: s3.storage, limits: { maxBatchItems: MAX_ITEMS }, presignExpiresSeconds: EXPIRES }),
       );
-    });
+    }, routerAs());
     const v1 = createClient(V1StorageService, transport);
     expect((await v1.config({})).s3Bucket).toBe(s3.bucket);
     const up = await v1.presign({ direction: "upload", group: "v1", filename: "x" });

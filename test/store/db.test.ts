@@ -7,7 +7,7 @@ import { createResourceStore, migrate, openDatabase, migrations } from "../../sr
 import { createTestDatabase } from "../support/postgres.js";
 import { describeBackends, uid } from "./backends.js";
 import { ds, expectCode } from "./helpers.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 const allIds = migrations.map((m) => m.id).sort((a, b) => a - b);
 
@@ -60,7 +60,7 @@ describeBackends("database layer", (backend) => {
     expect(err.rawMessage).toBe("internal error");
     await expectCode(db.transaction((tx) => tx.query("SELECT * FROM no_such_table")), Code.Internal);
     const p = uid();
-    expect((await store.create([ds(`${p}a`)], LOCAL_CALLER)).count).toBe(1);
+    expect((await store.create(LOCAL_CALLER, [ds(`${p}a`)])).count).toBe(1);
   });
 });
 
@@ -79,11 +79,11 @@ it("PGlite persists under <dataDir>/pglite", async () => {
   try {
     const first = await openDatabase({ dataDir: dir });
     await migrate(first);
-    await createResourceStore(first).create([ds("kept")], LOCAL_CALLER);
+    await createResourceStore(first).create(LOCAL_CALLER, [ds("kept")]);
     await first.close();
     const again = await openDatabase({ dataDir: dir });
     expect(await migrate(again)).toEqual([]);
-    expect((await createResourceStore(again).read(["kept"])).map((r) => r.identifier)).toEqual(["kept"]);
+    expect((await createResourceStore(again).read(ALL_GRANTS, ["kept"])).map((r) => r.identifier)).toEqual(["kept"]);
     await again.close();
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -29,7 +29,7 @@ import {
   type Db,
 } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, REQUIRE_POSTGRES, type TestDatabase } from "../support/postgres.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 async function dumpBytes(db: Db, since?: string): Promise<Buffer> {
   const sink = new PassThrough();
@@ -76,8 +76,8 @@ async function readsAtEveryStamp(db: Db): Promise<unknown[]> {
   const { rows: ids } = await db.query<{ identifier: string }>("SELECT identifier FROM resources ORDER BY identifier");
   const { rows: stamps } = await db.query<{ at: string }>(`SELECT DISTINCT ${ts("tx_from")} AS at FROM resource_history ORDER BY 1`);
   const identifiers = ids.map((r) => r.identifier);
-  const out: unknown[] = [await readResources(db, identifiers)];
-  for (const { at } of stamps) out.push(await readResources(db, identifiers, { asOf: at }));
+  const out: unknown[] = [await readResources(db, ALL_GRANTS, identifiers)];
+  for (const { at } of stamps) out.push(await readResources(db, ALL_GRANTS, identifiers, { asOf: at }));
   return out;
 }
 
@@ -102,7 +102,7 @@ async function applyHistory(db: Db, seed: number, steps: number, prefix: string)
   const roots = ids.slice(0, 3);
   for (const id of ids) {
     try {
-      await createResources(db, [{ identifier: id, payloadType: "annotation", parentIdentifier: roots.includes(id) ? null : pick(roots), payload: { label: id } }], LOCAL_CALLER);
+      await createResources(db, LOCAL_CALLER, [{ identifier: id, payloadType: "annotation", parentIdentifier: roots.includes(id) ? null : pick(roots), payload: { label: id } }]);
     } catch {
       // exists already (a second history over the same identifiers)
     }
@@ -111,11 +111,11 @@ async function applyHistory(db: Db, seed: number, steps: number, prefix: string)
     const id = pick(ids);
     const op = pick(["update", "update", "reparent", "delete", "restore", "create"] as const);
     try {
-      if (op === "update") await updateResources(db, [[id, { license: pick(["CC-BY", "CC0", null]), payload: { label: `${id}-${i}` } }]], LOCAL_CALLER);
-      else if (op === "reparent") await updateResources(db, [[id, { parentIdentifier: pick([...roots, null]) }]], LOCAL_CALLER);
-      else if (op === "delete") await deleteResources(db, [id], LOCAL_CALLER, { cascade: true });
-      else if (op === "restore") await restoreResources(db, [id], LOCAL_CALLER, { cascade: true });
-      else await createResources(db, [{ identifier: id, payloadType: "annotation", parentIdentifier: null, payload: { label: `new-${i}` } }], LOCAL_CALLER);
+      if (op === "update") await updateResources(db, LOCAL_CALLER, [[id, { license: pick(["CC-BY", "CC0", null]), payload: { label: `${id}-${i}` } }]]);
+      else if (op === "reparent") await updateResources(db, LOCAL_CALLER, [[id, { parentIdentifier: pick([...roots, null]) }]]);
+      else if (op === "delete") await deleteResources(db, LOCAL_CALLER, [id], { cascade: true });
+      else if (op === "restore") await restoreResources(db, LOCAL_CALLER, [id], { cascade: true });
+      else await createResources(db, LOCAL_CALLER, [{ identifier: id, payloadType: "annotation", parentIdentifier: null, payload: { label: `new-${i}` } }]);
     } catch {
       // refused: nothing written
     }
@@ -125,8 +125,8 @@ async function applyHistory(db: Db, seed: number, steps: number, prefix: string)
 async function registerSome(db: Db, secret: Buffer, from: number, to: number): Promise<void> {
   const registry = createRegistry({ db, keys: [{ id: "default", secret }] });
   for (let i = from; i < to; i++) {
-    const patient = await registry.registerPatient(`ds-${i % 2}`, `MRN-${i}`);
-    await registry.registerStudy(patient, `ACC-${i}`);
+    const patient = await registry.registerPatient(ALL_GRANTS, `ds-${i % 2}`, `MRN-${i}`);
+    await registry.registerStudy(ALL_GRANTS, patient, `ACC-${i}`);
   }
 }
 
@@ -197,7 +197,7 @@ describe("dump and restore", () => {
       await loadRegistryKeys({ configured, db: copy, dataDir: undefined });
       const onCopy = createRegistry({ db: copy, keys: [{ id: "default", secret }] });
       const onSource = createRegistry({ db: source, keys: [{ id: "default", secret }] });
-      for (let i = 0; i < 3; i++) expect(await onCopy.resolvePatient(`ds-${i % 2}`, `MRN-${i}`)).toBe(await onSource.resolvePatient(`ds-${i % 2}`, `MRN-${i}`));
+      for (let i = 0; i < 3; i++) expect(await onCopy.resolvePatient(ALL_GRANTS, `ds-${i % 2}`, `MRN-${i}`)).toBe(await onSource.resolvePatient(ALL_GRANTS, `ds-${i % 2}`, `MRN-${i}`));
 
       // A restored store is not empty: a full dump is refused, and nothing changes.
       const before = await contents(copy);

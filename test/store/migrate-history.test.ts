@@ -22,7 +22,11 @@ import {
 } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { ds, fromMicros, micros, study } from "./helpers.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
+
+const ACCESS_SHIM = `ALTER TABLE resources ADD COLUMN datasource_id text COLLATE "C";
+  CREATE TABLE resource_attribution (identifier text COLLATE "C", datasource_id text, tx_from timestamptz, tx_to timestamptz)`;
+const DROP_ACCESS_SHIM = "DROP TABLE resource_attribution; ALTER TABLE resources DROP COLUMN datasource_id";
 
 const pgReachable = await postgresReachable();
 const BEFORE = migrations.filter((m) => m.id <= 5);
@@ -49,16 +53,16 @@ async function allReads(db: Db, store: ResourceStore, points: readonly string[])
   const out: unknown[] = [];
   for (const asOf of [undefined, ...points]) {
     const opt = asOf === undefined ? {} : { asOf };
-    out.push(await store.read(IDS, opt));
-    out.push(await store.read(IDS, { ...opt, excludeChildren: true }));
-    out.push(await listChildren(db, { ...opt, withPayloads: true }));
+    out.push(await store.read(ALL_GRANTS, IDS, opt));
+    out.push(await store.read(ALL_GRANTS, IDS, { ...opt, excludeChildren: true }));
+    out.push(await listChildren(db, ALL_GRANTS, { ...opt, withPayloads: true }));
     for (const parent of ["d1", "d2", "s1"]) {
-      out.push(await listChildren(db, { ...opt, parentIdentifier: parent }).catch((e: unknown) => String(e)));
+      out.push(await listChildren(db, ALL_GRANTS, { ...opt, parentIdentifier: parent }).catch((e: unknown) => String(e)));
     }
-    for (const id of ["s2", "s3", "s4"]) out.push(await listParents(db, id, opt).catch((e: unknown) => String(e)));
+    for (const id of ["s2", "s3", "s4"]) out.push(await listParents(db, ALL_GRANTS, id, opt).catch((e: unknown) => String(e)));
     for (const req of [{}, { payloadType: "study" }, { parentIdentifier: "d1", includeIndirectParents: true }]) {
       const point = asOf === undefined ? ({ kind: "now" } as const) : ({ kind: "as_of", asOf } as const);
-      const st = pageStatement(planQuery(create(QueryRequestSchema, req)), point, {});
+      const st = pageStatement(planQuery(create(QueryRequestSchema, req)), point, ALL_GRANTS, {});
       out.push((await db.query(st.sql, st.params)).rows);
     }
   }
@@ -88,11 +92,9 @@ for (const kind of ["pglite", "postgres"] as const) {
       if (kind === "postgres") testDb = await createTestDatabase();
       db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
       await migrate(db, BEFORE);
-      // Today's writes name their actor; the schema of then had no column for
-      // it. It lives only while the old history is written (migration 0013
-      // adds it for real, every old version \`unknown\`).
-      await db.exec("ALTER TABLE resources ADD COLUMN actor text");
       const store = createResourceStore(db);
+      // Today's writes keep attribution (migration 0015): give the old schema its column and table for the while.
+      await db.exec(ACCESS_SHIM);
       // The old history read through the new statements: the view over the old table.
       await db.exec("CREATE VIEW resource_history AS SELECT * FROM resource_versions");
       const stamps: string[] = [];
@@ -100,16 +102,16 @@ for (const kind of ["pglite", "postgres"] as const) {
         stamps.push((await op()).at);
         await legacyVersions(db!);
       };
-      await write(() => store.create([ds("d1"), ds("d2"), study("s1", "d1"), study("s2", "s1")], LOCAL_CALLER));
-      await write(() => store.create([study("s3", "d1"), study("s4", "s3")], LOCAL_CALLER));
-      await write(() => store.update([["s1", { license: "MIT" }], ["s3", { parentIdentifier: "d2" }]], LOCAL_CALLER));
-      await write(() => store.delete(["s1"], LOCAL_CALLER, { cascade: false }));
-      await write(() => store.update([["d2", { payload: { name: "renamed" } }]], LOCAL_CALLER));
-      await write(() => store.create([study("s1", "d2", { payload: { modality: "MR" } })], LOCAL_CALLER)); // over the tombstone
-      await write(() => store.delete(["d2"], LOCAL_CALLER, { cascade: true }));
-      await write(() => store.restore(["d2"], LOCAL_CALLER, { cascade: true }));
-      await write(() => store.update([["s4", { parentIdentifier: null }], ["s2", { license: "CC0" }]], LOCAL_CALLER));
-      await write(() => store.delete(["s4"], LOCAL_CALLER));
+      await write(() => store.create(LOCAL_CALLER, [ds("d1"), ds("d2"), study("s1", "d1"), study("s2", "s1")]));
+      await write(() => store.create(LOCAL_CALLER, [study("s3", "d1"), study("s4", "s3")]));
+      await write(() => store.update(LOCAL_CALLER, [["s1", { license: "MIT" }], ["s3", { parentIdentifier: "d2" }]]));
+      await write(() => store.delete(LOCAL_CALLER, ["s1"], { cascade: false }));
+      await write(() => store.update(LOCAL_CALLER, [["d2", { payload: { name: "renamed" } }]]));
+      await write(() => store.create(LOCAL_CALLER, [study("s1", "d2", { payload: { modality: "MR" } })])); // over the tombstone
+      await write(() => store.delete(LOCAL_CALLER, ["d2"], { cascade: true }));
+      await write(() => store.restore(LOCAL_CALLER, ["d2"], { cascade: true }));
+      await write(() => store.update(LOCAL_CALLER, [["s4", { parentIdentifier: null }], ["s2", { license: "CC0" }]]));
+      await write(() => store.delete(LOCAL_CALLER, ["s4"]));
 
       const points = [fromMicros(micros(stamps[0]!) - 1n)];
       for (const s of stamps) points.push(fromMicros(micros(s) - 1n), s);
@@ -118,7 +120,7 @@ for (const kind of ["pglite", "postgres"] as const) {
       expect(versions.length).toBe(24);
 
       await db.exec("DROP VIEW resource_history");
-      await db.exec("ALTER TABLE resources DROP COLUMN actor");
+      await db.exec(DROP_ACCESS_SHIM);
       expect(await migrate(db)).toEqual(migrations.filter((m) => m.id > 5).map((m) => m.id));
       // Only superseded versions stay in the table; the view yields every one as before.
       const { rows: open } = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM resource_versions WHERE tx_to = 'infinity'");
@@ -126,32 +128,23 @@ for (const kind of ["pglite", "postgres"] as const) {
       expect(await everyVersion(db, "resource_history")).toEqual(versions);
       expect(await allReads(db, store, points)).toEqual(before);
 
-      const { rows: actors } = await db.query<{ actor: string; n: string }>("SELECT actor, count(*)::text AS n FROM resource_history GROUP BY actor");
-      expect(actors).toEqual([{ actor: "unknown", n: "24" }]);
-
-      // Writes after the migration continue the same history, with their actor.
-      const u = await store.update([["d1", { license: "MIT" }]], { ...LOCAL_CALLER, actor: "after" });
+      // Writes after the migration continue the same history.
+      const u = await store.update(LOCAL_CALLER, [["d1", { license: "MIT" }]]);
       const all = await everyVersion(db, "resource_history");
       expect(all.length).toBe(25);
-      const { rows: byActor } = await db.query<{ actor: string; version: string }>(
-        "SELECT actor, version::text AS version FROM resource_history WHERE identifier = 'd1' ORDER BY version",
-      );
-      expect(byActor).toEqual([
-        { actor: "unknown", version: "1" },
-        { actor: "after", version: "2" },
-      ]);
-      expect((await store.read(["d1"], { asOf: fromMicros(micros(u.at) - 1n), excludeChildren: true }))[0]).toMatchObject({ license: null, version: 1 });
-      expect((await store.read(["d1"], { asOf: u.at, excludeChildren: true }))[0]).toMatchObject({ license: "MIT", version: 2 });
+      expect((await store.read(ALL_GRANTS, ["d1"], { asOf: fromMicros(micros(u.at) - 1n), excludeChildren: true }))[0]).toMatchObject({ license: null, version: 1 });
+      expect((await store.read(ALL_GRANTS, ["d1"], { asOf: u.at, excludeChildren: true }))[0]).toMatchObject({ license: "MIT", version: 2 });
     }, 240_000);
 
     it("refuses to migrate a history whose open version does not match the current row", async () => {
       if (kind === "postgres") testDb = await createTestDatabase();
       db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
       await migrate(db, BEFORE);
-      await db.exec("ALTER TABLE resources ADD COLUMN actor text");
-      await createResourceStore(db).create([ds("d1")], LOCAL_CALLER);
+      // Today's writes keep attribution (migration 0015): give the old schema its column and table for the while.
+      await db.exec(ACCESS_SHIM);
+      await createResourceStore(db).create(LOCAL_CALLER, [ds("d1")]);
+      await db.exec(DROP_ACCESS_SHIM);
       await legacyVersions(db);
-      await db.exec("ALTER TABLE resources DROP COLUMN actor");
       await db.query("UPDATE resources SET version = 2");
       const err: unknown = await migrate(db).then(() => undefined, (e: unknown) => e);
       expect(String((err as { cause?: unknown }).cause ?? err)).toMatch(/open version does not match/);

@@ -9,7 +9,7 @@ import type { ResourcePatch, ResourceStore } from "../../src/store/index.js";
 import { describeBackends, uid } from "./backends.js";
 import { fromMicros, micros } from "./helpers.js";
 import { apply, readModel, type Batch, type Outcome, type State } from "./model.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 const POOL = ["a", "b", "c", "d", "e", "f"];
 const id = fc.constantFrom(...POOL);
@@ -47,11 +47,13 @@ async function run(store: ResourceStore, p: string, batch: Batch): Promise<{ out
     let res;
     switch (batch.kind) {
       case "create":
-        res = await store.create(batch.items.map((i) => ({ identifier: `${p}${i.id}`, payloadType: "datasource", parentIdentifier: q(i.parent) ?? null, payload: { name: i.name } })), LOCAL_CALLER
+        res = await store.create(
+          LOCAL_CALLER, batch.items.map((i) => ({ identifier: `${p}${i.id}`, payloadType: "datasource", parentIdentifier: q(i.parent) ?? null, payload: { name: i.name } })),
         );
         break;
       case "update":
-        res = await store.update(batch.entries.map((e) => {
+        res = await store.update(
+          LOCAL_CALLER, batch.entries.map((e) => {
             const patch: ResourcePatch = {};
             if (e.parent !== undefined) patch.parentIdentifier = q(e.parent) ?? null;
             if (e.license !== undefined) patch.license = e.license;
@@ -59,14 +61,14 @@ async function run(store: ResourceStore, p: string, batch: Batch): Promise<{ out
             if (e.payloadType !== undefined) patch.payloadType = e.payloadType;
             if (e.isDeleted !== undefined) patch.isDeleted = e.isDeleted;
             return [`${p}${e.id}`, patch] as const;
-          }), LOCAL_CALLER
+          }),
         );
         break;
       case "delete":
-        res = await store.delete(batch.ids.map((i) => `${p}${i}`), LOCAL_CALLER, { cascade: batch.cascade });
+        res = await store.delete(LOCAL_CALLER, batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade });
         break;
       case "restore":
-        res = await store.restore(batch.ids.map((i) => `${p}${i}`), LOCAL_CALLER, { cascade: batch.cascade });
+        res = await store.restore(LOCAL_CALLER, batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade });
         break;
     }
     return { outcome: { ok: true, count: res.count }, at: res.at };
@@ -118,10 +120,10 @@ describeBackends("model-based sequences", (backend) => {
           points.add(micros(history.at(-1)!.at) + 3_600_000_000n);
         }
         for (const us of points) {
-          const got = await store.read(ids, { asOf: fromMicros(us) });
+          const got = await store.read(ALL_GRANTS, ids, { asOf: fromMicros(us) });
           expect(got, `as_of ${fromMicros(us)}`).toEqual(prefixed(p, readModel(stateAt(us), POOL)));
         }
-        expect(await store.read(ids)).toEqual(prefixed(p, readModel(state, POOL)));
+        expect(await store.read(ALL_GRANTS, ids)).toEqual(prefixed(p, readModel(state, POOL)));
       }),
       { numRuns: Number(process.env.MODEL_RUNS ?? 40) },
     );

@@ -7,7 +7,7 @@ import { expect, it } from "vitest";
 import { createResourceStore, openDatabase, ts } from "../../src/store/index.js";
 import { describeBackends, uid } from "./backends.js";
 import { ds, micros } from "./helpers.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 interface VersionRow {
   identifier: string;
@@ -22,7 +22,7 @@ describeBackends("concurrent batches", (backend) => {
     const { kind, url, store: shared } = backend();
     const p = uid();
     const ids = ["a", "b", "c", "d"].map((x) => `${p}${x}`);
-    await shared.create(ids.map((id) => ds(id)), LOCAL_CALLER);
+    await shared.create(LOCAL_CALLER, ids.map((id) => ds(id)));
     // Several independent clients (each its own pool) on PostgreSQL.
     const clients = kind === "postgres" && url ? await Promise.all([1, 2, 3, 4].map(() => openDatabase({ databaseUrl: url, poolSize: 3 }))) : [];
     const stores = clients.length > 0 ? clients.map((d) => createResourceStore(d)) : [shared];
@@ -36,7 +36,7 @@ describeBackends("concurrent batches", (backend) => {
           for (let r = 0; r < rounds; r++) {
             // Each update writes a value nobody else writes, so each is a change.
             const batch = ids.filter((_, i) => (i + w + r) % 2 === 0).map((id) => [id, { license: `w${w}r${r}` }] as const);
-            const res = await store.update(batch, LOCAL_CALLER);
+            const res = await store.update(LOCAL_CALLER, batch);
             expect(res.count).toBe(batch.length);
             stamps.push(res.at);
           }
@@ -55,7 +55,7 @@ describeBackends("concurrent batches", (backend) => {
     );
     const written = workers * rounds * ids.length / 2;
     expect(rows.length).toBe(ids.length + written);
-    const current = await shared.read(ids, { excludeChildren: true });
+    const current = await shared.read(ALL_GRANTS, ids, { excludeChildren: true });
     for (const id of ids) {
       const versions = rows.filter((r) => r.identifier === id);
       const now = current.find((c) => c.identifier === id)!;
@@ -87,7 +87,7 @@ describeBackends("concurrent batches", (backend) => {
     const clients = kind === "postgres" && url ? await Promise.all([1, 2, 3, 4].map(() => openDatabase({ databaseUrl: url, poolSize: 2 }))) : [];
     const stores = clients.length > 0 ? clients.map((d) => createResourceStore(d)) : [shared];
     try {
-      const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => stores[i % stores.length]!.create([ds(id)], LOCAL_CALLER)));
+      const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => stores[i % stores.length]!.create(LOCAL_CALLER, [ds(id)])));
       expect(results.filter((r) => r.status === "fulfilled").length).toBe(1);
       for (const r of results) {
         if (r.status === "rejected") {
@@ -98,6 +98,6 @@ describeBackends("concurrent batches", (backend) => {
     } finally {
       await Promise.all(clients.map((c) => c.close()));
     }
-    expect((await shared.read([id]))[0]?.version).toBe(1);
+    expect((await shared.read(ALL_GRANTS, [id]))[0]?.version).toBe(1);
   });
 });

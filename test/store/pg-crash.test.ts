@@ -7,15 +7,15 @@ import pg from "pg";
 import { expect, it } from "vitest";
 import { describeBackends, uid } from "./backends.js";
 import { ds, expectCode, study } from "./helpers.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 describeBackends("connection killed mid-batch", (backend) => {
   it("rolls the whole batch back and keeps serving", async () => {
     const { store, url } = backend();
     if (url === undefined) throw new Error("a PostgreSQL suite without a URL");
     const p = uid();
-    await store.create([ds(`${p}a`), ds(`${p}b`), study(`${p}c`, `${p}a`)], LOCAL_CALLER);
-    const before = await store.read([`${p}a`, `${p}b`, `${p}c`]);
+    await store.create(LOCAL_CALLER, [ds(`${p}a`), ds(`${p}b`), study(`${p}c`, `${p}a`)]);
+    const before = await store.read(ALL_GRANTS, [`${p}a`, `${p}b`, `${p}c`]);
 
     const holder = new pg.Client({ connectionString: url });
     await holder.connect();
@@ -23,11 +23,11 @@ describeBackends("connection killed mid-batch", (backend) => {
       await holder.query("BEGIN");
       // The batch takes the clock (its first write), then blocks writing b's row.
       await holder.query("SELECT 1 FROM resources WHERE identifier = $1 FOR UPDATE", [`${p}b`]);
-      const batch = store.update([
+      const batch = store.update(LOCAL_CALLER, [
         [`${p}a`, { license: "L1" }],
         [`${p}b`, { license: "L2" }],
         [`${p}c`, { parentIdentifier: `${p}b` }],
-      ], LOCAL_CALLER);
+      ]);
       const settled = batch.then(
         () => undefined,
         (err: unknown) => err,
@@ -50,15 +50,15 @@ describeBackends("connection killed mid-batch", (backend) => {
       await holder.end();
     }
 
-    expect(await store.read([`${p}a`, `${p}b`, `${p}c`])).toEqual(before);
+    expect(await store.read(ALL_GRANTS, [`${p}a`, `${p}b`, `${p}c`])).toEqual(before);
     const { rows } = await store.db.query<{ n: string }>(
       "SELECT count(*)::text AS n FROM resource_history WHERE identifier = ANY($1::text[])",
       [[`${p}a`, `${p}b`, `${p}c`]],
     );
     expect(Number(rows[0]?.n)).toBe(3);
     // still serving, on a fresh connection
-    expect((await store.update([[`${p}b`, { license: "L3" }]], LOCAL_CALLER)).count).toBe(1);
-    expect((await store.read([`${p}b`]))[0]).toMatchObject({ license: "L3", version: 2 });
+    expect((await store.update(LOCAL_CALLER, [[`${p}b`, { license: "L3" }]])).count).toBe(1);
+    expect((await store.read(ALL_GRANTS, [`${p}b`]))[0]).toMatchObject({ license: "L3", version: 2 });
     await store.db.ping();
   });
 }, ["postgres"]);

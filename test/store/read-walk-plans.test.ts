@@ -14,7 +14,7 @@ import type { Db, NewResource, Queryable, ReadPoint } from "../../src/store/inde
 import { countStatement, createResourceStore, listChildren, pageStatement, planQuery } from "../../src/store/index.js";
 import { describeBackends, uid } from "./backends.js";
 import { recording, type Recorded } from "./recording.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 interface PlanNode {
   "Node Type": string;
@@ -83,8 +83,8 @@ describeBackends("subtree walks of the read paths use the keys", (backend) => {
     const store = createResourceStore(db);
     // Eight trees like the one walked: the table is 8x the subtree.
     const p = uid("walk");
-    for (let i = 0; i < 7; i++) await store.create(tree(uid("fill")), LOCAL_CALLER);
-    await store.create(tree(p), LOCAL_CALLER);
+    for (let i = 0; i < 7; i++) await store.create(LOCAL_CALLER, tree(uid("fill")));
+    await store.create(LOCAL_CALLER, tree(p));
     await db.exec("ANALYZE resources; ANALYZE resource_versions");
     const { rows } = await db.query<{ at: string }>("SELECT to_char(last AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at FROM clock");
     const asOf = rows[0]!.at;
@@ -93,17 +93,17 @@ describeBackends("subtree walks of the read paths use the keys", (backend) => {
 
     for (const [name, options] of [["children now", {}], ["children as of", { asOf }]] as const) {
       const recorded: Recorded[] = [];
-      const nodes = await listChildren(recordingWithoutView(db, recorded), { parentIdentifier: p, ...options });
+      const nodes = await listChildren(recordingWithoutView(db, recorded), ALL_GRANTS, { parentIdentifier: p, ...options });
       expect(nodes.map((n) => n.descendantCount).reduce((a, b) => a + b, 0)).toBe(subtree - 10);
       const walk = recorded.find((r) => /WITH RECURSIVE/.test(r.sql))!;
       reads[name] = await readsOf(db, walk.sql, walk.params);
     }
     const plan = planQuery(create(QueryRequestSchema, { parentIdentifier: p, includeIndirectParents: true }));
     for (const [name, point] of [["query now", { kind: "now" }], ["query as of", { kind: "as_of", asOf }]] as [string, ReadPoint][]) {
-      const count = countStatement(plan, point, false);
+      const count = countStatement(plan, point, ALL_GRANTS, false);
       expect((await db.query<{ n: string }>(count.sql, count.params)).rows[0]!.n).toBe(String(subtree));
       reads[`count ${name}`] = await readsOf(db, count.sql, count.params);
-      const page = pageStatement(plan, point, { limit: 101 });
+      const page = pageStatement(plan, point, ALL_GRANTS, { limit: 101 });
       reads[`page ${name}`] = await readsOf(db, page.sql, page.params);
     }
     // A walk reads each row of the subtree once or twice (the history and

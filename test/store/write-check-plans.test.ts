@@ -46,38 +46,38 @@ describeBackends("write checks use the keys, not a scan", (backend) => {
     const { db } = backend();
     const store = createResourceStore(db);
     // A table several times the batch, with statistics, as a store has after a while.
-    for (let i = 0; i < 4; i++) await store.create(upload(uid("fill"), 99), LOCAL_CALLER);
+    for (let i = 0; i < 4; i++) await store.create(LOCAL_CALLER, upload(uid("fill"), 99));
     await db.exec("ANALYZE resources; ANALYZE resource_versions");
 
     const created: Recorded[] = [];
     const p = uid("up");
-    await createResourceStore(recording(db, created)).create(upload(p, 99), LOCAL_CALLER);
+    await createResourceStore(recording(db, created)).create(LOCAL_CALLER, upload(p, 99));
     const updated: Recorded[] = [];
     const moves = Array.from({ length: 500 }, (_, i) => [`${p}-s${i % 10}-f${Math.floor(i / 10)}`, { parentIdentifier: `${p}-s${(i + 1) % 10}` }] as const);
-    expect((await createResourceStore(recording(db, updated)).update(moves, LOCAL_CALLER)).count).toBe(500);
+    expect((await createResourceStore(recording(db, updated)).update(LOCAL_CALLER, moves)).count).toBe(500);
 
     const plans = [...(await plansOf(db, created)), ...(await plansOf(db, updated))];
-    // The create's tree check and the update's.
-    expect(plans.length).toBe(2);
+    // The create's tree check and attribution upkeep (access), and the update's.
+    expect(plans.length).toBe(4);
     for (const plan of plans) expect(plan).not.toMatch(/Seq Scan on resource(s|_versions)\b/);
   }, 120_000);
 
   it("a cascading delete of an upload and its restore explain without a sequential scan of the resource tables", async () => {
     const { db } = backend();
     const store = createResourceStore(db);
-    for (let i = 0; i < 4; i++) await store.create(upload(uid("fill"), 99), LOCAL_CALLER);
+    for (let i = 0; i < 4; i++) await store.create(LOCAL_CALLER, upload(uid("fill"), 99));
     const p = uid("del");
-    await store.create(upload(p, 99), LOCAL_CALLER);
+    await store.create(LOCAL_CALLER, upload(p, 99));
     await db.exec("ANALYZE resources; ANALYZE resource_versions");
     const series = Array.from({ length: 10 }, (_, s) => `${p}-s${s}`);
     const files = Array.from({ length: 10 }, (_, s) => Array.from({ length: 99 }, (_, f) => `${p}-s${s}-f${f}`)).flat();
 
     const written: Recorded[] = [];
     const recorded = createResourceStore(recording(db, written));
-    expect((await recorded.delete(series, LOCAL_CALLER, { cascade: true })).count).toBe(1000);
-    expect((await recorded.restore(series, LOCAL_CALLER, { cascade: true })).count).toBe(1000);
-    expect((await recorded.delete(files, LOCAL_CALLER)).count).toBe(990);
-    expect((await recorded.restore(files, LOCAL_CALLER)).count).toBe(990);
+    expect((await recorded.delete(LOCAL_CALLER, series, { cascade: true })).count).toBe(1000);
+    expect((await recorded.restore(LOCAL_CALLER, series, { cascade: true })).count).toBe(1000);
+    expect((await recorded.delete(LOCAL_CALLER, files)).count).toBe(990);
+    expect((await recorded.restore(LOCAL_CALLER, files)).count).toBe(990);
 
     const plans = await plansOf(db, written);
     // Each delete's walk (and write), each restore's walk (and write) and its tree check.

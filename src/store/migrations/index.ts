@@ -12,6 +12,7 @@ import { sql as registryKeyChains } from "./0014-registry-key-chains.js";
 import { sql as eventsOnlyChanges } from "./0015-events-only-changes.js";
 import { sql as supersedeHashJoin } from "./0016-supersede-hash-join.js";
 import { sql as versionActors } from "./0017-version-actors.js";
+import { sql as accessAttribution } from "./0018-access-attribution.js";
 
 export interface Migration {
   readonly id: number;
@@ -32,4 +33,5 @@ export const migrations: readonly Migration[] = [
   { id: 15, name: "events-only-changes", sql: eventsOnlyChanges },
   { id: 16, name: "supersede-hash-join", sql: supersedeHashJoin },
   { id: 17, name: "version-actors", sql: versionActors },
+  { id: 18, name: "access-attribution", sql: accessAttribution },
 ];

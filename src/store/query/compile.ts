@@ -1,7 +1,9 @@
 // A plan rendered as parameterized SQL. Field expressions come from the
 // registry (fields.ts), every client value is a bound parameter, and the
 // read point is either the current table or the history at a point.
+import type { Grants } from "../../access/index.js";
 import { resourceColumns, ts } from "../sql.js";
+import { visibleAt, visibleNow } from "../visibility.js";
 import { descendantsCte, type RowSource } from "./descendants.js";
 import type { QueryField } from "./fields.js";
 import type { Bound, FilterNode, QueryPlan } from "./plan.js";
@@ -110,7 +112,7 @@ interface Body {
   readonly point: string;
 }
 
-function body(plan: QueryPlan, point: ReadPoint, p: Params, viaView = false): Body {
+function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params, viaView = false): Body {
   let source: RowSource;
   let t: string;
   if (point.kind === "now") {
@@ -135,6 +137,10 @@ function body(plan: QueryPlan, point: ReadPoint, p: Params, viaView = false): Bo
     }
   }
   for (const f of plan.filters) where.push(renderFilter(f, p));
+  // What the caller may not see is not there (docs/contract/18-access.md): the walk
+  // of descendants is the full tree's, its answer filtered like every row.
+  const visible = source.kind === "current" ? visibleNow(grants, "r") : visibleAt(grants, "r", t);
+  if (visible !== undefined) where.push(visible);
   return {
     with: ctes.length > 0 ? `WITH RECURSIVE ${ctes.join(", ")}` : "",
     from: source.kind === "current" ? "resources r" : "resource_history r",
@@ -158,9 +164,9 @@ export interface PageOptions {
 }
 
 /** Rows: resource columns plus __k (sort key text) and __t (the read point as text). */
-export function pageStatement(plan: QueryPlan, point: ReadPoint, options: PageOptions = {}): Statement {
+export function pageStatement(plan: QueryPlan, point: ReadPoint, grants: Grants, options: PageOptions = {}): Statement {
   const p = createParams();
-  const b = body(plan, point, p, options.viaView === true);
+  const b = body(plan, point, grants, p, options.viaView === true);
   const keyset = options.after ? ` AND ${keysetPredicate(plan, options.after, p)}` : "";
   const limit = options.limit !== undefined ? ` LIMIT ${p.add(options.limit, "int8")}` : "";
   const sql = `${b.with}
@@ -171,9 +177,9 @@ export function pageStatement(plan: QueryPlan, point: ReadPoint, options: PageOp
   return { sql, params: p.values };
 }
 
-export function countStatement(plan: QueryPlan, point: ReadPoint, viaView = false): Statement {
+export function countStatement(plan: QueryPlan, point: ReadPoint, grants: Grants, viaView = false): Statement {
   const p = createParams();
-  const b = body(plan, point, p, viaView);
+  const b = body(plan, point, grants, p, viaView);
   return { sql: `${b.with} SELECT count(*)::text AS n FROM ${b.from} WHERE ${b.where}`, params: p.values };
 }
 

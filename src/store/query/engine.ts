@@ -1,6 +1,8 @@
 // Runs query plans: pages with signed keyset cursors, counts, and bounded
 // batches for exports (a server-side cursor on PostgreSQL, keyset reads at a
 // pinned point on PGlite, whose single connection a long transaction would block).
+import { createHash } from "node:crypto";
+import { grantsKey, seesEverything, type Grants } from "../../access/index.js";
 import { invalidArgument } from "../../errors.js";
 import { stampMicros } from "../../time.js";
 import type { Db, Queryable } from "../db.js";
@@ -31,11 +33,24 @@ export interface Page {
   readonly nextCursor: string | undefined;
 }
 
+/** Every method reads only what `grants` may see (docs/contract/18-access.md). */
 export interface QueryEngine {
-  page(plan: QueryPlan, request: PageRequest & { readonly limit: number }): Promise<Page>;
-  count(plan: QueryPlan, asOf: string | undefined): Promise<bigint>;
+  page(plan: QueryPlan, grants: Grants, request: PageRequest & { readonly limit: number }): Promise<Page>;
+  count(plan: QueryPlan, grants: Grants, asOf: string | undefined): Promise<bigint>;
   /** Calls onBatch with consecutive batches in query order; stops early when it throws. */
-  forEachBatch(plan: QueryPlan, request: PageRequest, batchSize: number, onBatch: (rows: QueryRow[]) => Promise<void>): Promise<void>;
+  forEachBatch(plan: QueryPlan, grants: Grants, request: PageRequest, batchSize: number, onBatch: (rows: QueryRow[]) => Promise<void>): Promise<void>;
+}
+
+/**
+ * The identity a cursor is bound to: the query's, and, for restricted
+ * grants, the grants too. A cursor taken by one caller and replayed by a
+ * caller with other grants is refused as one of another query (400), so a
+ * page never continues under grants other than those of the first page;
+ * every page also applies the replaying caller's grants in its SQL.
+ */
+export function cursorHash(plan: QueryPlan, grants: Grants): string {
+  if (seesEverything(grants)) return plan.hash;
+  return createHash("sha256").update(plan.hash).update("\0").update(grantsKey(grants)).digest("base64url");
 }
 
 export interface QueryEngineOptions {
@@ -57,11 +72,11 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
     return codec;
   };
 
-  async function start(plan: QueryPlan, req: PageRequest): Promise<{ point: ReadPoint; after?: Keyset; asOf?: string | undefined }> {
+  async function start(plan: QueryPlan, grants: Grants, req: PageRequest): Promise<{ point: ReadPoint; after?: Keyset; asOf?: string | undefined }> {
     if (req.cursor === undefined || req.cursor === "") {
       return { point: req.asOf !== undefined ? { kind: "as_of", asOf: req.asOf } : { kind: "now" }, asOf: req.asOf };
     }
-    const state = (await getCodec()).decode(req.cursor, plan.hash);
+    const state = (await getCodec()).decode(req.cursor, cursorHash(plan, grants));
     // The pinned point, or the as_of that pinned it (they differ when that as_of lay in the future).
     if (req.asOf !== undefined) {
       const given = stampMicros(req.asOf);
@@ -86,10 +101,10 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
   };
 
   return {
-    async page(plan, req) {
-      const { point, after, asOf } = await start(plan, req);
+    async page(plan, grants, req) {
+      const { point, after, asOf } = await start(plan, grants, req);
       const { rows } = await run(plan, point, (q, viaView) => {
-        const st = pageStatement(plan, point, { ...(after ? { after } : {}), limit: req.limit + 1, viaView });
+        const st = pageStatement(plan, point, grants, { ...(after ? { after } : {}), limit: req.limit + 1, viaView });
         // One name per query shape, while the database names shapes (prepared.ts).
         return q.query<QueryRow>(primary.statementNames?.page(st.sql) ?? st.sql, st.params);
       });
@@ -97,28 +112,28 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
       if (rows.length > req.limit) {
         rows.length = req.limit;
         const last = rows[rows.length - 1] as QueryRow;
-        const state: CursorState = { at: last.__t, after: keyOf(last), hash: plan.hash, asOf };
+        const state: CursorState = { at: last.__t, after: keyOf(last), hash: cursorHash(plan, grants), asOf };
         nextCursor = (await getCodec()).encode(state);
       }
       return { resources: rows.map((r) => toStoredResource(r, false)), nextCursor };
     },
 
-    async count(plan, asOf) {
+    async count(plan, grants, asOf) {
       const point: ReadPoint = asOf !== undefined ? { kind: "as_of", asOf } : { kind: "now" };
       const { rows } = await run(plan, point, (q, viaView) => {
-        const st = countStatement(plan, point, viaView);
+        const st = countStatement(plan, point, grants, viaView);
         return q.query<{ n: string }>(st.sql, st.params);
       });
       return BigInt(rows[0]?.n ?? "0");
     },
 
-    async forEachBatch(plan, req, batchSize, onBatch) {
-      const { point, after } = await start(plan, req);
+    async forEachBatch(plan, grants, req, batchSize, onBatch) {
+      const { point, after } = await start(plan, grants, req);
       let remaining = req.limit ?? Number.POSITIVE_INFINITY;
       const db = await readerFor(primary, stampOf(point));
       if (db.capabilities.streamedBatches) {
         // One statement, one snapshot: a server-side cursor hands it out in batches.
-        const st = pageStatement(plan, point, { ...(after ? { after } : {}), ...(req.limit !== undefined ? { limit: req.limit } : {}) });
+        const st = pageStatement(plan, point, grants, { ...(after ? { after } : {}), ...(req.limit !== undefined ? { limit: req.limit } : {}) });
         await db.transaction(async (tx) => {
           await tx.query(`DECLARE query_export NO SCROLL CURSOR FOR ${st.sql}`, st.params);
           for (;;) {
@@ -136,7 +151,7 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
       let key = after;
       while (remaining > 0) {
         const limit = Math.min(batchSize, remaining);
-        const st = pageStatement(plan, at, { ...(key ? { after: key } : {}), limit });
+        const st = pageStatement(plan, at, grants, { ...(key ? { after: key } : {}), limit });
         const { rows } = await db.query<QueryRow>(st.sql, st.params);
         if (rows.length === 0) break;
         const last = rows[rows.length - 1] as QueryRow;
