@@ -29,12 +29,13 @@ import { setMaxListeners } from "node:events";
 import { resourceExhausted } from "../errors.js";
 import { checkIdentifier, payloadTypeOrThrow } from "../schema/validate.js";
 import { stampMicros } from "../time.js";
-import { ALL_GRANTS, grantsKey, seesEverything, type Grants } from "../access/index.js";
+import { ALL_GRANTS, grantsKey, type Grants } from "../access/index.js";
 import type { Db } from "./db.js";
 import type { Notifications } from "./notifications.js";
 import { readerFor } from "./replicas.js";
 import { resourceColumns, toStoredResource, ts, type ResourceRow } from "./sql.js";
 import type { StoredResource } from "./types.js";
+import { visibleAt } from "./visibility.js";
 
 /** The history relation: one row per version with tx_from (its commit's stamp) and tx_to. */
 const HISTORY = "resource_history";
@@ -55,17 +56,15 @@ function actorColumn(v: string): string {
 }
 
 /**
- * The one place where section 18's visibility enters the feed's SQL: a
- * predicate on the version row `v` for these grants (params are appended to
- * `params`, referenced by number). Every read of the history (a stream's own
- * catch-up and the shared tail) goes through it, and shared reads are keyed by
- * grantsKey(grants), so two callers with different grants never share rows.
- * The store has no visibility predicate yet (the access engineer's branch
- * exports one): until then every caller sees every event, as before.
+ * The one place where section 18's visibility enters the feed's SQL: the
+ * store's predicate over the version row `v` at its own commit (the stricter
+ * of that version and the resource now, docs/contract/18-access.md). Every
+ * read of the history (a stream's own catch-up and the shared tail) goes
+ * through it, and shared reads are keyed by grantsKey(grants), so two
+ * callers with different grants never share rows.
  */
-function visibleSql(grants: Grants, _v: string, _params: unknown[]): string {
-  if (seesEverything(grants)) return "true";
-  return "true";
+function visibleSql(grants: Grants, v: string): string {
+  return visibleAt(grants, v, `${v}.tx_from`) ?? "true";
 }
 
 export type EventKind = "created" | "updated" | "deleted" | "restored";
@@ -152,7 +151,7 @@ export async function readHistoryPage(db: Db, since: string | null, limit: numbe
   const params: unknown[] = [since ?? "-infinity", limit, filter.payloadTypes ?? [], filter.rootIdentifier ?? null];
   const under =
     tagRoots.length > 0 ? `ARRAY(${walkUp(undefined)} SELECT identifier FROM up WHERE identifier = ANY($${params.push(tagRoots)}::text[]))` : "NULL::text[]";
-  const visible = visibleSql(options.grants ?? ALL_GRANTS, "v", params);
+  const visible = visibleSql(options.grants ?? ALL_GRANTS, "v");
   const { rows } = await db.query<PageRow>(
     `WITH c AS (SELECT last FROM clock),
      win AS (

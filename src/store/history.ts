@@ -18,16 +18,17 @@
 // grants admit both the version (its access_level and its datasource as the
 // tree was at its `at`) and the resource as it is now; when they do not admit
 // the resource now, the identifier answers 404 as one never created. The
-// predicate is built here until the store has a shared one.
+// predicates are the store's own (visibility.ts), as every read uses.
 import { createHash } from "node:crypto";
 import type { Grants } from "../access/index.js";
-import { accessRank, seesEverything } from "../access/index.js";
+import { ALL_GRANTS, seesEverything } from "../access/index.js";
 import { invalidArgument, notFound } from "../errors.js";
 import { checkIdentifier } from "../schema/validate.js";
 import type { Queryable } from "./db.js";
 import { prepared } from "./prepared.js";
 import type { CursorCodec } from "./query/index.js";
 import { resourceColumns, toStoredResource, ts, type ResourceRow } from "./sql.js";
+import { andVisible, visibleAt, visibleNow } from "./visibility.js";
 import type { StoredResource } from "./types.js";
 
 export type VersionKind = "created" | "updated" | "deleted" | "restored";
@@ -66,31 +67,11 @@ export const DEFAULT_HISTORY_LIMIT = 100;
 
 type HistoryRow = Partial<ResourceRow> & { at: string | null; actor: string | null; kind: VersionKind | null };
 
-// The datasource of a resource (docs/contract/08-statistics.md): a
-// datasource's own identifier, a patient's datasource_id, else the nearest
-// patient ancestor's; `$rel a` with `$when` chooses the ancestors' versions.
-function datasourceOf(v: string, rel: string, when: string): string {
-  return `CASE ${v}.payload_type WHEN 'datasource' THEN ${v}.identifier WHEN 'patient' THEN ${v}.payload->>'datasource_id' ELSE (
-      WITH RECURSIVE up(parent, ds, depth) AS (
-        SELECT ${v}.parent_identifier, NULL::text, 0
-        UNION ALL
-        SELECT a.parent_identifier, CASE WHEN a.payload_type = 'patient' THEN a.payload->>'datasource_id' END, up.depth + 1
-          FROM up JOIN ${rel} a ON a.identifier = up.parent ${when}
-         WHERE up.ds IS NULL AND up.depth < 10000
-      )
-      SELECT ds FROM up WHERE ds IS NOT NULL LIMIT 1) END`;
-}
-
-/** The grants as a condition on version `v` ($6 clearance rank, $7 every datasource, $8 the datasources). */
-function admits(v: string, rel: string, when: string): string {
-  return `(CASE ${v}.access_level WHEN 'public' THEN 0 WHEN 'internal' THEN 1 ELSE 2 END) <= $6::int
-      AND ($7::boolean OR coalesce(${datasourceOf(v, rel, when)} = ANY($8::text[]), true))`;
-}
-
-function historySql(restricted: boolean): string {
+/** The page's statement; for grants that do not see everything, with the store's visibility predicates (visibility.ts). */
+function historySql(grants: Grants): string {
   return `WITH cur AS (
       SELECT r.identifier FROM resources r
-       WHERE r.identifier = $1::text${restricted ? ` AND ${admits("r", "resources", "")}` : ""}
+       WHERE r.identifier = $1::text${andVisible(visibleNow(grants, "r"))}
     )
     SELECT h.* FROM cur LEFT JOIN LATERAL (
       SELECT ${ts("v.tx_from")} AS at, v.actor,
@@ -103,15 +84,14 @@ function historySql(restricted: boolean): string {
         LEFT JOIN resource_history p ON p.identifier = v.identifier AND p.version = v.version - 1
        WHERE v.identifier = cur.identifier AND v.version > $2::bigint
          AND v.tx_from >= $3::timestamptz AND v.tx_from < $4::timestamptz
-         ${restricted ? `AND ${admits("v", "resource_history", "AND a.tx_from <= v.tx_from AND v.tx_from < a.tx_to")}` : ""}
+         ${andVisible(visibleAt(grants, "v", "v.tx_from"))}
        ORDER BY v.version
        LIMIT $5
     ) h ON true`;
 }
 
 // The unrestricted page is one shape for every call: prepared once per connection.
-const HISTORY_ALL = prepared(historySql(false));
-const HISTORY_RESTRICTED = historySql(true);
+const HISTORY_ALL = prepared(historySql(ALL_GRANTS));
 
 /** Ties a cursor to its identifier and range. */
 function rangeHash(identifier: string, since: string | undefined, until: string | undefined): string {
@@ -129,12 +109,8 @@ export async function readHistory(db: Queryable, codec: HistoryCursor, identifie
     after = Number(state.after.value);
     if (!Number.isSafeInteger(after) || after < 0 || state.after.identifier !== identifier) throw invalidArgument("cursor is invalid", "INVALID_CURSOR");
   }
-  const restricted = !seesEverything(grants);
   const params: unknown[] = [identifier, after, options.since ?? "-infinity", options.until ?? "infinity", limit + 1];
-  if (restricted) {
-    params.push(accessRank(grants.clearance), grants.datasources === "all", grants.datasources === "all" ? [] : [...grants.datasources]);
-  }
-  const { rows } = await db.query<HistoryRow>(restricted ? HISTORY_RESTRICTED : HISTORY_ALL, params);
+  const { rows } = await db.query<HistoryRow>(seesEverything(grants) ? HISTORY_ALL : historySql(grants), params);
   if (rows.length === 0) throw notFound(`resource ${JSON.stringify(identifier)} not found`);
   const versions: HistoryVersion[] = [];
   for (const r of rows) {
