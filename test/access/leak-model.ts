@@ -53,6 +53,14 @@ export function visible(grants: Grants, then: State, now: State, id: string): bo
   return maySee(grants, attribution(then, id), t.level) && maySee(grants, attribution(now, id), n.level);
 }
 
+/** Whether the grants may see a version whose state is `then` (a tombstone included: history and events show deletes), the current state being `now`. */
+export function versionVisible(grants: Grants, then: State, now: State, id: string): boolean {
+  const t = then.get(id);
+  const n = now.get(id);
+  if (t === undefined || n === undefined) return false;
+  return maySee(grants, attribution(then, id), t.level) && maySee(grants, attribution(now, id), n.level);
+}
+
 export interface Model {
   /** The state after each applied op (index 0: before any). */
   readonly states: State[];

@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import type { Grants } from "../../src/access/index.js";
 import { startTestServer } from "../support/app.js";
 import { createTestDatabase, postgresReachable } from "../support/postgres.js";
-import { apply, current, DATASOURCES, LEVELS, newModel, opFrom, restRequest, visible, type Model, type State } from "./leak-model.js";
+import { apply, attribution, current, DATASOURCES, LEVELS, newModel, opFrom, restRequest, versionVisible, visible, type Model, type Node, type State } from "./leak-model.js";
 
 const pgOk = await postgresReachable();
 
@@ -106,7 +106,7 @@ function suite(kind: "pglite" | "postgres") {
         // Each run on a store of its own: the datasources' identifiers are the grants' names.
         run += 1;
         const testDb = kind === "postgres" ? await createTestDatabase() : undefined;
-        const server = await startTestServer({ API_TOKENS: TOKENS, ...(testDb ? { DATABASE_URL: testDb.url } : {}) });
+        const server = await startTestServer({ API_TOKENS: TOKENS, EVENTS_HEARTBEAT_MS: "200", ...(testDb ? { DATABASE_URL: testDb.url } : {}) });
         try {
           const base = () => server.url;
           const full = caller(base, "tok-full");
@@ -132,6 +132,14 @@ function suite(kind: "pglite" | "postgres") {
             }
           }
           await checkCursorReplay(base, points[points.length - 1] as string, now);
+          for (const [name, { token, grants }] of Object.entries(CALLERS)) {
+            const who = caller(base, token);
+            const ctx = `${kind} run ${run}, ${name}, now`;
+            await checkStats(who, full, grants, now, ctx);
+            await checkStorage(who, grants, now, ctx);
+            await checkHistory(who, full, grants, model, points, ctx);
+            await checkEvents(server.url, token, grants, model, points, ctx);
+          }
         } finally {
           await server.close();
           await testDb?.drop();
@@ -251,6 +259,125 @@ async function checkCursorReplay(base: () => string, asOf: string, now: State) {
   } else {
     expect(replayed.status).toBe(400);
   }
+}
+
+/** The state a commit stamped `at` produced: the first read point at or after it (each lies between two commits). */
+function stateAt(model: Model, points: string[], at: string): State {
+  const i = points.findIndex((p) => p >= at);
+  expect(i, `no read point after ${at}`).toBeGreaterThan(0);
+  return model.states[i] as State;
+}
+
+/** Statistics count only what the caller may see; a datasource it may not see is absent (and 404 in detail). */
+async function checkStats(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, grants: Grants, now: State, ctx: string) {
+  const sees = (id: string) => visible(grants, now, now, id);
+  const granted = (ds: string) => grants.datasources === "all" || grants.datasources.has(ds);
+  const visiblePatients = [...now.values()].filter((n) => n.type === "patient" && sees(n.id));
+  const listed = [...new Set(visiblePatients.map((p) => p.datasourceId as string))].filter(granted).sort();
+  const perDs = (ds: string) => [...now.keys()].filter((id) => sees(id) && attribution(now, id) === ds);
+  const r = await who.get("/datasources/stats");
+  expect(r.status, ctx).toBe(200);
+  expect(r.json, `stats, ${ctx}`).toEqual(listed.map((ds) => ({ datasource_id: ds, patients: 0, studies: 0, resources: perDs(ds).length })));
+  const f = await full.get("/datasources/stats");
+  for (const entry of f.json as Json[]) {
+    const ds = entry.datasource_id as string;
+    const d = await who.get(`/datasources/detailed-stats?datasource_id=${encodeURIComponent(ds)}`);
+    if (!listed.includes(ds)) {
+      expect(d.status, `detailed stats of hidden ${ds}, ${ctx}`).toBe(404);
+      continue;
+    }
+    expect(d.status, ctx).toBe(200);
+    const ids = perDs(ds);
+    const byType: Record<string, number> = {};
+    const byLevel: Record<string, number> = {};
+    for (const id of ids) {
+      const n = now.get(id) as Node;
+      byType[n.type] = (byType[n.type] ?? 0) + 1;
+      byLevel[n.level] = (byLevel[n.level] ?? 0) + 1;
+    }
+    const files = ids.filter((id) => now.get(id)?.type === "file").length;
+    const e = (d.json as Json[])[0];
+    expect({ resources: e.resources, by_payload_type: e.by_payload_type, by_access_level: e.by_access_level, total_bytes: e.total_bytes }, `detailed stats of ${ds}, ${ctx}`).toEqual({
+      resources: ids.length,
+      by_payload_type: byType,
+      by_access_level: byLevel,
+      total_bytes: String(files * 10),
+    });
+  }
+}
+
+/** Presign download answers a file's path only to a caller who may see that file now; /s3/list only to datasource:* with clearance restricted. */
+async function checkStorage(who: ReturnType<typeof caller>, grants: Grants, now: State, ctx: string) {
+  for (const n of [...now.values()].filter((x) => x.type === "file")) {
+    const r = await who.post("/s3/presign", { direction: "download", path: `s3://test-bucket/${n.id}.dcm` });
+    expect(r.status, `presign ${n.id}, ${ctx}: ${JSON.stringify(r.json)}`).toBe(visible(grants, now, now, n.id) ? 200 : 404);
+  }
+  const everything = grants.datasources === "all" && grants.clearance === "restricted";
+  const list = await who.get(`/s3/list?prefix=${encodeURIComponent("s3://test-bucket/")}`);
+  expect(list.status, `s3 list, ${ctx}`).toBe(everything ? 200 : 404);
+}
+
+/** History: the versions the caller may see (the stricter of then and now); 404 for a resource it may not see now. */
+async function checkHistory(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, grants: Grants, model: Model, points: string[], ctx: string) {
+  const now = current(model);
+  for (const id of now.keys()) {
+    const f = await full.post("/resources/history", { identifier: id, limit: 1000 });
+    expect(f.status, `history of ${id} (unrestricted): ${JSON.stringify(f.json)}`).toBe(200);
+    const expected = (f.json.versions as Json[]).filter((v) => versionVisible(grants, stateAt(model, points, v.at as string), now, id));
+    const r = await who.post("/resources/history", { identifier: id, limit: 1000 });
+    if (expected.length === 0) {
+      expect(r.status, `history of hidden ${id}, ${ctx}`).toBe(404);
+      continue;
+    }
+    expect(r.status, ctx).toBe(200);
+    expect(r.json.versions, `history of ${id}, ${ctx}`).toEqual(expected);
+  }
+}
+
+/** Events since the start: every event the caller may see, in order, and nothing else; the stream's `at` still reaches the last commit. */
+async function checkEvents(url: string, token: string, grants: Grants, model: Model, points: string[], ctx: string) {
+  const now = current(model);
+  const since = encodeURIComponent(points[0] as string);
+  const collect = async (tok: string) => {
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), 10_000);
+    const events: Json[] = [];
+    let last = "";
+    try {
+      const res = await fetch(`${url}/events?since=${since}`, { headers: { authorization: `Bearer ${tok}` }, signal: ac.signal });
+      expect(res.status, ctx).toBe(200);
+      let buf = "";
+      const end = points[points.length - 1] as string;
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buf += Buffer.from(chunk).toString("utf8");
+        let cut: number;
+        while ((cut = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, cut);
+          buf = buf.slice(cut + 2);
+          const data = block.split("\n").find((l) => l.startsWith("data: "));
+          if (data === undefined) continue;
+          const msg = JSON.parse(data.slice(6)) as { at: string; events: Json[] };
+          events.push(...msg.events);
+          last = msg.at;
+        }
+        // Every commit is before the last read point; once `at` passes the last commit, the stream has said all.
+        const lastCommit = points[points.length - 2] as string;
+        if (last !== "" && last >= lastCommit) break;
+        void end;
+      }
+    } catch (err) {
+      if (!ac.signal.aborted) throw err;
+    } finally {
+      clearTimeout(timer);
+      ac.abort();
+    }
+    return { events, last };
+  };
+  const all = await collect("tok-full");
+  const mine = await collect(token);
+  const expected = all.events.filter((e) => versionVisible(grants, stateAt(model, points, e.at as string), now, e.identifier as string));
+  expect(mine.events, `events, ${ctx}`).toEqual(expected);
+  expect(mine.last >= (points[points.length - 2] as string), `events' at reached the last commit, ${ctx}`).toBe(true);
 }
 
 describe("leak suite [pglite]", () => suite("pglite"));
