@@ -1,0 +1,384 @@
+// The leak suite (issue 30, docs/contract/18-access.md): random histories of
+// writes (patients moved between datasources, studies re-parented across
+// them, levels raised and lowered, cascading deletes and restores) are
+// replayed into the service and into a model; then, at read points drawn
+// from the history, every read path answers each restricted caller exactly
+// what the unrestricted reader answers, filtered by the rules the model
+// computes. A path that leaks (or hides too much) fails here.
+import fc from "fast-check";
+import { parquetReadObjects } from "hyparquet";
+import { describe, expect, it } from "vitest";
+import type { Grants } from "../../src/access/index.js";
+import { startTestServer } from "../support/app.js";
+import { createTestDatabase, postgresReachable } from "../support/postgres.js";
+import { apply, attribution, current, DATASOURCES, LEVELS, newModel, opFrom, restRequest, versionVisible, visible, type Model, type Node, type State } from "./leak-model.js";
+
+const pgOk = await postgresReachable();
+
+/** The callers of the suite: the three of the issue, and the unrestricted reader whose answers the model filters. */
+const CALLERS: Record<string, { token: string; grants: Grants }> = {
+  "one datasource, internal": { token: "tok-a", grants: { datasources: new Set(["ds-1"]), clearance: "internal" } },
+  "two datasources, restricted": { token: "tok-b", grants: { datasources: new Set(["ds-1", "ds-2"]), clearance: "restricted" } },
+  "every datasource, public": { token: "tok-c", grants: { datasources: "all", clearance: "public" } },
+};
+const TOKENS = [
+  "tok-w=write,actor:writer",
+  "tok-full=read",
+  "tok-a=read,datasource:ds-1,clearance:internal",
+  "tok-b=read,datasource:ds-1,datasource:ds-2,clearance:restricted",
+  "tok-c=read,datasource:*,clearance:public",
+].join(";");
+
+type Json = any;
+
+function caller(base: () => string, token: string) {
+  const call = async (method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; json: Json; bytes?: Uint8Array }> => {
+    const res = await fetch(base() + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    if (res.headers.get("content-type")?.startsWith("application/octet-stream")) return { status: res.status, json: undefined, bytes: new Uint8Array(await res.arrayBuffer()) };
+    return { status: res.status, json: await res.json() };
+  };
+  return { get: (p: string) => call("GET", p), post: (p: string, b: unknown) => call("POST", p, b) };
+}
+
+/** A read point strictly between two commits (see the comment in `replay`). */
+function stampNow(): string {
+  const ms = Date.now();
+  return new Date(ms).toISOString().replace("Z", "999Z");
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Replayed {
+  model: Model;
+  /** points[i]: a read point at which the state is model.states[i]. */
+  points: string[];
+}
+
+/**
+ * Sends the ops one by one as the unrestricted writer and records a read
+ * point after each: taken after the answer (so the commit is at or before
+ * it) and followed by a pause longer than the clock's resolution (PGlite
+ * ticks in milliseconds), so the next commit is after it.
+ */
+async function replay(writer: ReturnType<typeof caller>, draws: number[][]): Promise<Replayed> {
+  const model = newModel();
+  const points: string[] = [];
+  await sleep(2);
+  points.push(stampNow());
+  await sleep(2);
+  const counter = { n: 0 };
+  const seed = [
+    ...DATASOURCES.map((ds, i) => ({ kind: "create" as const, node: { id: ds, type: "datasource" as const, parent: null, level: LEVELS[i % 3] ?? "public" } })),
+  ];
+  const ops = [...seed];
+  for (const op of ops) {
+    const { path, body } = restRequest(op);
+    const res = await writer.post(path, body);
+    expect(res.status, JSON.stringify(res.json)).toBe(200);
+    apply(model, op);
+    points.push(stampNow());
+    await sleep(2);
+  }
+  for (const draw of draws) {
+    const op = opFrom(current(model), counter, draw);
+    if (op === undefined) continue;
+    const { path, body } = restRequest(op);
+    const res = await writer.post(path, body);
+    expect(res.status, `${JSON.stringify(op)} -> ${JSON.stringify(res.json)}`).toBe(200);
+    apply(model, op);
+    points.push(stampNow());
+    await sleep(2);
+  }
+  return { model, points };
+}
+
+const drawArb = fc.array(fc.array(fc.nat({ max: 1000 }), { minLength: 4, maxLength: 4 }), { minLength: 30, maxLength: 60 });
+
+function suite(kind: "pglite" | "postgres") {
+  it("every read path answers each caller the unrestricted answer filtered by the rules", async () => {
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(drawArb, fc.array(fc.nat(), { minLength: 3, maxLength: 3 }), async (draws, pointDraws) => {
+        // Each run on a store of its own: the datasources' identifiers are the grants' names.
+        run += 1;
+        const testDb = kind === "postgres" ? await createTestDatabase() : undefined;
+        const server = await startTestServer({ API_TOKENS: TOKENS, EVENTS_HEARTBEAT_MS: "200", ...(testDb ? { DATABASE_URL: testDb.url } : {}) });
+        try {
+          const base = () => server.url;
+          const full = caller(base, "tok-full");
+          const { model, points } = await replay(caller(base, "tok-w"), draws);
+          const now = current(model);
+          // Read points: now, and a few drawn from the history.
+          const picks = [points.length - 1, ...pointDraws.map((d) => d % points.length)];
+          for (const i of picks) {
+            const then = model.states[i] as State;
+            const asOf = points[i] as string;
+            const ids = [...now.keys()];
+            const fullRead = await full.post("/resources/read", { identifiers: ids, as_of: asOf });
+            expect(fullRead.status).toBe(200);
+            // The model is right about the unrestricted answer (else the comparisons below mean nothing).
+            expect((fullRead.json as Json[]).map((r) => r.identifier).sort()).toEqual(ids.filter((id) => then.get(id)?.deleted === false).sort());
+            for (const [name, { token, grants }] of Object.entries(CALLERS)) {
+              const who = caller(base, token);
+              const sees = (id: string) => visible(grants, then, now, id);
+              const ctx = `${kind} run ${run}, ${name}, point ${i}/${points.length - 1}`;
+              await checkRead(who, fullRead.json as Json[], ids, asOf, sees, ctx);
+              await checkQueries(who, full, asOf, sees, then, ctx);
+              await checkLineage(who, full, asOf, sees, then, ctx);
+            }
+          }
+          await checkCursorReplay(base, points[points.length - 1] as string, now);
+          for (const [name, { token, grants }] of Object.entries(CALLERS)) {
+            const who = caller(base, token);
+            const ctx = `${kind} run ${run}, ${name}, now`;
+            await checkStats(who, full, grants, now, ctx);
+            await checkStorage(who, grants, now, ctx);
+            await checkHistory(who, full, grants, model, points, ctx);
+            await checkEvents(server.url, token, grants, model, points, ctx);
+          }
+        } finally {
+          await server.close();
+          await testDb?.drop();
+        }
+      }),
+      { numRuns: 2, endOnFailure: true },
+    );
+  });
+}
+
+async function checkRead(who: ReturnType<typeof caller>, fullAnswer: Json[], ids: string[], asOf: string, sees: (id: string) => boolean, ctx: string) {
+  const res = await who.post("/resources/read", { identifiers: ids, as_of: asOf });
+  expect(res.status, ctx).toBe(200);
+  const expected = fullAnswer.filter((r) => sees(r.identifier)).map((r) => ({ ...r, children: (r.children as string[]).filter(sees) }));
+  expect(res.json, `read, ${ctx}`).toEqual(expected);
+}
+
+async function checkQueries(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, asOf: string, sees: (id: string) => boolean, then: State, ctx: string) {
+  const patients = [...then.values()].filter((n) => n.type === "patient" && !n.deleted).map((n) => n.id);
+  const bodies: Json[] = [
+    {},
+    { payload_type: "study" },
+    { payload_type: "patient", filters: [{ field: "datasource_id", op: "in", value: ["ds-1", "ds-3"] }] },
+    { filters: [{ any: [{ field: "access_level", op: "eq", value: "restricted" }, { field: "payload_type", op: "eq", value: "file" }] }] },
+    { filters: [{ field: "identifier", op: "starts_with", value: "s" }] },
+    { filters: [{ field: "parent_identifier", op: "is_not_null" }] },
+    ...patients.slice(0, 2).flatMap((p) => [{ parent_identifier: p }, { parent_identifier: p, include_indirect_parents: true }]),
+    { identifiers: [...then.keys()].slice(0, 7) },
+  ];
+  for (const q of bodies) {
+    const body = { ...q, as_of: asOf, sort_by: "created_at", sort_order: "asc", limit: 10000 };
+    const f = await full.post("/query", body);
+    expect(f.status, `${JSON.stringify(q)} ${JSON.stringify(f.json)}`).toBe(200);
+    const expected = (f.json.results as Json[]).filter((r) => sees(r.identifier));
+    const r = await who.post("/query", body);
+    expect(r.status, ctx).toBe(200);
+    expect(r.json.results, `query ${JSON.stringify(q)}, ${ctx}`).toEqual(expected);
+    const c = await who.post("/query/count", { ...q, as_of: asOf });
+    expect(c.json, `count ${JSON.stringify(q)}, ${ctx}`).toEqual({ count: expected.length });
+    // Cursor pages: the pages together are the whole answer.
+    const pages: Json[] = [];
+    let cursor: string | null = null;
+    for (let n = 0; n < 50; n++) {
+      const page: { status: number; json: Json } = await who.post("/query", { ...q, sort_by: "created_at", sort_order: "asc", limit: 3, ...(cursor === null ? { as_of: asOf } : { cursor }) });
+      expect(page.status, `page ${n} ${JSON.stringify(page.json)}`).toBe(200);
+      pages.push(...(page.json.results as Json[]));
+      cursor = page.json.next_cursor as string | null;
+      if (cursor === null) break;
+    }
+    expect(pages.map((p) => p.identifier), `pages ${JSON.stringify(q)}, ${ctx}`).toEqual(expected.map((e) => e.identifier));
+  }
+  // The parquet export of a query holds the same rows.
+  const exp = await who.post("/query/parquet", { as_of: asOf, sort_by: "created_at", sort_order: "asc" });
+  expect(exp.status, ctx).toBe(200);
+  const bytes = exp.bytes as Uint8Array;
+  const rows = (await parquetReadObjects({ file: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer, columns: ["identifier"] })) as { identifier: string }[];
+  const f = await full.post("/query", { as_of: asOf, sort_by: "created_at", sort_order: "asc" });
+  expect(rows.map((r) => r.identifier), `parquet, ${ctx}`).toEqual((f.json.results as Json[]).map((r) => r.identifier as string).filter(sees));
+}
+
+async function checkLineage(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, asOf: string, sees: (id: string) => boolean, then: State, ctx: string) {
+  const enc = encodeURIComponent(asOf);
+  // Every node's children and the roots: the visible ones, with counts of visible children and descendants only.
+  const parents = [undefined, ...[...then.values()].filter((n) => !n.deleted).map((n) => n.id)];
+  for (const p of parents) {
+    const q = `/v1/children?as_of=${enc}${p === undefined ? "" : `&parent_identifier=${encodeURIComponent(p)}`}`;
+    const f = await full.get(q);
+    const r = await who.get(q);
+    if (p !== undefined && !sees(p)) {
+      expect(r.status, `children of hidden ${p}, ${ctx}`).toBe(404);
+      continue;
+    }
+    expect(f.status).toBe(200);
+    expect(r.status, `children of ${p ?? "(roots)"}, ${ctx}: ${JSON.stringify(r.json)}`).toBe(200);
+    const expectedNodes = (f.json as Json[]).filter((n) => sees(n.identifier)).map((n) => ({
+      ...n,
+      child_count: childrenOf(then, n.identifier).filter(sees).length,
+      descendant_count: descendantsOf(then, n.identifier).filter(sees).length,
+    }));
+    expect(r.json, `children of ${p ?? "(roots)"}, ${ctx}`).toEqual(expectedNodes);
+  }
+  for (const n of [...then.values()].filter((x) => !x.deleted)) {
+    const r = await who.get(`/parents/${encodeURIComponent(n.id)}?as_of=${enc}`);
+    if (!sees(n.id)) {
+      expect(r.status, `parents of hidden ${n.id}, ${ctx}`).toBe(404);
+      continue;
+    }
+    const f = await full.get(`/parents/${encodeURIComponent(n.id)}?as_of=${enc}`);
+    const chain = f.json as string[];
+    const stop = chain.findIndex((a) => !sees(a));
+    expect(r.json, `parents of ${n.id}, ${ctx}`).toEqual(stop === -1 ? chain : chain.slice(0, stop));
+  }
+}
+
+/** Active immediate children in the model (the counts of /children are of active resources). */
+function childrenOf(state: State, id: string): string[] {
+  return [...state.values()].filter((n) => n.parent === id && !n.deleted).map((n) => n.id);
+}
+
+function descendantsOf(state: State, id: string): string[] {
+  const out: string[] = [];
+  for (const c of childrenOf(state, id)) out.push(c, ...descendantsOf(state, c));
+  return out;
+}
+
+/** A cursor taken by one caller and replayed by another never answers more than the second may see. */
+async function checkCursorReplay(base: () => string, asOf: string, now: State) {
+  const b = caller(base, "tok-b");
+  const first = await b.post("/query", { as_of: asOf, limit: 1, sort_by: "created_at", sort_order: "asc" });
+  const cursor = first.json.next_cursor as string | null;
+  if (cursor === null) return;
+  const grantsA = CALLERS["one datasource, internal"]?.grants as Grants;
+  const a = caller(base, "tok-a");
+  const replayed = await a.post("/query", { cursor, limit: 10000 });
+  if (replayed.status === 200) {
+    for (const r of replayed.json.results as Json[]) expect(visible(grantsA, now, now, r.identifier as string), `replayed cursor showed ${r.identifier}`).toBe(true);
+  } else {
+    expect(replayed.status).toBe(400);
+  }
+}
+
+/** The state a commit stamped `at` produced: the first read point at or after it (each lies between two commits). */
+function stateAt(model: Model, points: string[], at: string): State {
+  const i = points.findIndex((p) => p >= at);
+  expect(i, `no read point after ${at}`).toBeGreaterThan(0);
+  return model.states[i] as State;
+}
+
+/** Statistics count only what the caller may see; a datasource it may not see is absent (and 404 in detail). */
+async function checkStats(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, grants: Grants, now: State, ctx: string) {
+  const sees = (id: string) => visible(grants, now, now, id);
+  const granted = (ds: string) => grants.datasources === "all" || grants.datasources.has(ds);
+  const visiblePatients = [...now.values()].filter((n) => n.type === "patient" && sees(n.id));
+  const listed = [...new Set(visiblePatients.map((p) => p.datasourceId as string))].filter(granted).sort();
+  const perDs = (ds: string) => [...now.keys()].filter((id) => sees(id) && attribution(now, id) === ds);
+  const r = await who.get("/datasources/stats");
+  expect(r.status, ctx).toBe(200);
+  expect(r.json, `stats, ${ctx}`).toEqual(listed.map((ds) => ({ datasource_id: ds, patients: 0, studies: 0, resources: perDs(ds).length })));
+  const f = await full.get("/datasources/stats");
+  for (const entry of f.json as Json[]) {
+    const ds = entry.datasource_id as string;
+    const d = await who.get(`/datasources/detailed-stats?datasource_id=${encodeURIComponent(ds)}`);
+    if (!listed.includes(ds)) {
+      expect(d.status, `detailed stats of hidden ${ds}, ${ctx}`).toBe(404);
+      continue;
+    }
+    expect(d.status, ctx).toBe(200);
+    const ids = perDs(ds);
+    const byType: Record<string, number> = {};
+    const byLevel: Record<string, number> = {};
+    for (const id of ids) {
+      const n = now.get(id) as Node;
+      byType[n.type] = (byType[n.type] ?? 0) + 1;
+      byLevel[n.level] = (byLevel[n.level] ?? 0) + 1;
+    }
+    const files = ids.filter((id) => now.get(id)?.type === "file").length;
+    const e = (d.json as Json[])[0];
+    expect({ resources: e.resources, by_payload_type: e.by_payload_type, by_access_level: e.by_access_level, total_bytes: e.total_bytes }, `detailed stats of ${ds}, ${ctx}`).toEqual({
+      resources: ids.length,
+      by_payload_type: byType,
+      by_access_level: byLevel,
+      total_bytes: String(files * 10),
+    });
+  }
+}
+
+/** Presign download answers a file's path only to a caller who may see that file now; /s3/list only to datasource:* with clearance restricted. */
+async function checkStorage(who: ReturnType<typeof caller>, grants: Grants, now: State, ctx: string) {
+  for (const n of [...now.values()].filter((x) => x.type === "file")) {
+    const r = await who.post("/s3/presign", { direction: "download", path: `s3://test-bucket/${n.id}.dcm` });
+    expect(r.status, `presign ${n.id}, ${ctx}: ${JSON.stringify(r.json)}`).toBe(visible(grants, now, now, n.id) ? 200 : 404);
+  }
+  const everything = grants.datasources === "all" && grants.clearance === "restricted";
+  const list = await who.get(`/s3/list?prefix=${encodeURIComponent("s3://test-bucket/")}`);
+  expect(list.status, `s3 list, ${ctx}`).toBe(everything ? 200 : 404);
+}
+
+/** History: the versions the caller may see (the stricter of then and now); 404 for a resource it may not see now. */
+async function checkHistory(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, grants: Grants, model: Model, points: string[], ctx: string) {
+  const now = current(model);
+  for (const id of now.keys()) {
+    const f = await full.post("/resources/history", { identifier: id, limit: 1000 });
+    expect(f.status, `history of ${id} (unrestricted): ${JSON.stringify(f.json)}`).toBe(200);
+    const expected = (f.json.versions as Json[]).filter((v) => versionVisible(grants, stateAt(model, points, v.at as string), now, id));
+    const r = await who.post("/resources/history", { identifier: id, limit: 1000 });
+    if (expected.length === 0) {
+      expect(r.status, `history of hidden ${id}, ${ctx}`).toBe(404);
+      continue;
+    }
+    expect(r.status, ctx).toBe(200);
+    expect(r.json.versions, `history of ${id}, ${ctx}`).toEqual(expected);
+  }
+}
+
+/** Events since the start: every event the caller may see, in order, and nothing else; the stream's `at` still reaches the last commit. */
+async function checkEvents(url: string, token: string, grants: Grants, model: Model, points: string[], ctx: string) {
+  const now = current(model);
+  const since = encodeURIComponent(points[0] as string);
+  const collect = async (tok: string) => {
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), 10_000);
+    const events: Json[] = [];
+    let last = "";
+    try {
+      const res = await fetch(`${url}/events?since=${since}`, { headers: { authorization: `Bearer ${tok}` }, signal: ac.signal });
+      expect(res.status, ctx).toBe(200);
+      let buf = "";
+      const end = points[points.length - 1] as string;
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buf += Buffer.from(chunk).toString("utf8");
+        let cut: number;
+        while ((cut = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, cut);
+          buf = buf.slice(cut + 2);
+          const data = block.split("\n").find((l) => l.startsWith("data: "));
+          if (data === undefined) continue;
+          const msg = JSON.parse(data.slice(6)) as { at: string; events: Json[] };
+          events.push(...msg.events);
+          last = msg.at;
+        }
+        // Every commit is before the last read point; once `at` passes the last commit, the stream has said all.
+        const lastCommit = points[points.length - 2] as string;
+        if (last !== "" && last >= lastCommit) break;
+        void end;
+      }
+    } catch (err) {
+      if (!ac.signal.aborted) throw err;
+    } finally {
+      clearTimeout(timer);
+      ac.abort();
+    }
+    return { events, last };
+  };
+  const all = await collect("tok-full");
+  const mine = await collect(token);
+  const expected = all.events.filter((e) => versionVisible(grants, stateAt(model, points, e.at as string), now, e.identifier as string));
+  expect(mine.events, `events, ${ctx}`).toEqual(expected);
+  expect(mine.last >= (points[points.length - 2] as string), `events' at reached the last commit, ${ctx}`).toBe(true);
+}
+
+describe("leak suite [pglite]", () => suite("pglite"));
+describe.skipIf(!pgOk)("leak suite [postgres]", () => suite("postgres"));
