@@ -438,4 +438,36 @@ describe("the explorer with authentication on", () => {
     await two.screenshot({ path: join(ARTEFACTS, "explorer-access-two.png") });
     await Promise.all([one.close(), two.close()]);
   });
+
+  it("follows the change feed with a token, showing only the events of what the caller may see", async () => {
+    const page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
+    await page.goto(server.url + "/ui/");
+    await page.locator("#token-dialog").waitFor({ state: "visible" });
+    await page.locator("#token-input").fill("two-token");
+    await page.getByRole("button", { name: "Use token" }).click();
+    await page.locator('[role="treeitem"][data-id="ds-two"]').waitFor();
+    const feed = page.locator(".feed-panel");
+    const rows = feed.locator("tbody tr");
+    await page.getByRole("button", { name: "Start" }).click();
+    await expect.poll(() => feed.locator(".status").innerText()).toMatch(/^Following; read up to /);
+    const write = async (body: unknown) => {
+      const res = await fetch(`${server.url}/resources/create`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: "Bearer writer-token" },
+        body: JSON.stringify(body),
+      });
+      expect(res.status).toBe(200);
+    };
+    // One the caller may see (ds-two, public), one it may not (ds-one), then one it may see again.
+    await write({ resources: [{ identifier: "pat-two-live", payload_type: "patient", parent_identifier: "ds-two", datasource_id: "ds-two", access_level: "public" }] });
+    await write({ resources: [{ identifier: "pat-one-live", payload_type: "patient", parent_identifier: "ds-one", datasource_id: "ds-one", access_level: "public" }] });
+    await write({ resources: [{ identifier: "pat-two-live-2", payload_type: "patient", parent_identifier: "ds-two", datasource_id: "ds-two", access_level: "public" }] });
+    await expect.poll(() => rows.count()).toBe(2);
+    const text = await feed.innerText();
+    expect(text).toContain("pat-two-live");
+    expect(text).toContain("pat-two-live-2");
+    expect(text).not.toContain("pat-one-live");
+    await page.getByRole("button", { name: "Stop" }).click();
+    await page.close();
+  });
 });
