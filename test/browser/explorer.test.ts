@@ -151,8 +151,41 @@ describe("the explorer in Chromium", () => {
       expect(text).toContain(field);
     }
     expect(text).toContain(updatedAt);
-    expect(await detail.locator(".history").innerText()).toMatch(/modality: CT → MR/);
+    const history = await detail.locator(".history").innerText();
+    expect(history).toMatch(/modality: CT → MR/);
+    // From the History call: each version's kind and actor (authentication off: local).
+    expect(history).toMatch(/v1 \S+ created by local/);
+    expect(history).toMatch(/v2 \S+ updated by local/);
     expect(await detail.locator(".crumbs").innerText()).toMatch(/ds-a \/ pat-1 \/ stu-1/);
+  });
+
+  it("pages the whole history and compares two versions field by field", async () => {
+    expect(await post("/resources/create", { resources: [{ identifier: "stu-many", payload_type: "study", parent_identifier: "pat-1", modality: "CT", description: "v1" }] })).toMatchObject({ status: 200 });
+    // 24 updates and a delete and a restore: 27 versions, more than one page of 20.
+    for (let i = 2; i <= 25; i++) {
+      expect(await post("/resources/update", { updates: { "stu-many": { description: `v${i}`, ...(i === 3 ? { modality: "MR" } : {}) } } })).toMatchObject({ status: 200 });
+    }
+    expect(await post("/resources/delete", { identifiers: ["stu-many"] })).toMatchObject({ status: 200, json: { deleted: 1 } });
+    expect(await post("/v2/resources/restore", { identifiers: ["stu-many"] })).toMatchObject({ status: 200, json: { restored: 1 } });
+    await page.goto(`${server.url}/ui/?id=stu-many`);
+    const detail = page.locator(".detail-panel");
+    await expect.poll(() => detail.locator(".history li").count()).toBe(20);
+    await detail.getByRole("button", { name: "Show more versions" }).click();
+    await expect.poll(() => detail.locator(".history li").count()).toBe(27);
+    expect(await detail.getByRole("button", { name: "Show more versions" }).isVisible()).toBe(false);
+    const items = await detail.locator(".history li").allInnerTexts();
+    expect(items[25]).toMatch(/^\s*v26 \S+ deleted by local/);
+    expect(items[26]).toMatch(/^\s*v27 \S+ restored by local/);
+    // Versions 2 and 4: description and modality differ.
+    await detail.getByRole("checkbox", { name: "Compare version 2" }).check();
+    await detail.getByRole("checkbox", { name: "Compare version 4" }).check();
+    const table = detail.locator("table.compare");
+    await table.waitFor();
+    const changed = await table.locator("tr.changed th").allInnerTexts();
+    expect(changed).toEqual(expect.arrayContaining(["description", "modality", "version", "updated_at"]));
+    expect(changed).not.toContain("identifier");
+    expect(await table.locator("tr", { hasText: "modality" }).innerText()).toMatch(/CT\s+MR/);
+    await page.screenshot({ path: join(ARTEFACTS, "explorer-history.png") });
   });
 
   it("moves the slider to before the delete: the deleted subtree reappears", async () => {
@@ -332,11 +365,21 @@ describe("the explorer with authentication on", () => {
   beforeAll(async () => {
     uiDir = await mkdtemp(join(tmpdir(), "rs-ui-"));
     await buildUi(uiDir);
-    [server, browser] = await Promise.all([startTestServer({ API_TOKENS: "reader-token=read;writer-token=read,write" }, { uiDir }), launchChromium()]);
+    const tokens = "reader-token=read;writer-token=read,write;one-token=read,datasource:ds-one;two-token=read,datasource:ds-two,clearance:public";
+    [server, browser] = await Promise.all([startTestServer({ API_TOKENS: tokens }, { uiDir }), launchChromium()]);
     const res = await fetch(`${server.url}/resources/create`, {
       method: "POST",
       headers: { "content-type": "application/json", authorization: "Bearer writer-token" },
-      body: JSON.stringify({ resources: [{ identifier: "ds-auth", payload_type: "datasource", name: "Guarded" }] }),
+      body: JSON.stringify({
+        resources: [
+          { identifier: "ds-auth", payload_type: "datasource", name: "Guarded" },
+          { identifier: "ds-one", payload_type: "datasource", name: "One", access_level: "public" },
+          { identifier: "ds-two", payload_type: "datasource", name: "Two", access_level: "public" },
+          { identifier: "pat-one", payload_type: "patient", parent_identifier: "ds-one", datasource_id: "ds-one", access_level: "restricted" },
+          { identifier: "pat-two", payload_type: "patient", parent_identifier: "ds-two", datasource_id: "ds-two", access_level: "public" },
+          { identifier: "pat-two-internal", payload_type: "patient", parent_identifier: "ds-two", datasource_id: "ds-two", access_level: "internal" },
+        ],
+      }),
     });
     expect(res.status).toBe(200);
   });
@@ -362,6 +405,69 @@ describe("the explorer with authentication on", () => {
     await page.reload();
     await page.locator('[role="treeitem"][data-id="ds-auth"]').waitFor();
     expect(await dialog.isVisible()).toBe(false);
+    await page.close();
+  });
+
+  it("shows each caller only what its grants let it see (two tokens, two tabs)", async () => {
+    const open = async (token: string) => {
+      const page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
+      await page.goto(server.url + "/ui/");
+      await page.locator("#token-dialog").waitFor({ state: "visible" });
+      await page.locator("#token-input").fill(token);
+      await page.getByRole("button", { name: "Use token" }).click();
+      return page;
+    };
+    const item = (page: Page, id: string) => page.locator(`[role="treeitem"][data-id="${id}"]`);
+    const one = await open("one-token");
+    const two = await open("two-token");
+    // Roots: each sees its own datasource only (ds-auth belongs to no patient's datasource but to its own id).
+    await item(one, "ds-one").waitFor();
+    await item(two, "ds-two").waitFor();
+    expect(await item(one, "ds-two").count()).toBe(0);
+    expect(await item(two, "ds-one").count()).toBe(0);
+    // Below: ds-one's restricted patient for the first; only the public patient of ds-two for the second.
+    await item(one, "ds-one").locator(":scope > .label .toggle").click();
+    await item(one, "pat-one").waitFor();
+    await item(two, "ds-two").locator(":scope > .label .toggle").click();
+    await item(two, "pat-two").waitFor();
+    expect(await item(two, "pat-two-internal").count()).toBe(0);
+    // A link to a resource the caller may not see shows it as absent.
+    await two.goto(`${server.url}/ui/?id=pat-one`);
+    await expect.poll(() => two.locator(".detail-panel").innerText()).toMatch(/Not present/);
+    await one.screenshot({ path: join(ARTEFACTS, "explorer-access-one.png") });
+    await two.screenshot({ path: join(ARTEFACTS, "explorer-access-two.png") });
+    await Promise.all([one.close(), two.close()]);
+  });
+
+  it("follows the change feed with a token, showing only the events of what the caller may see", async () => {
+    const page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
+    await page.goto(server.url + "/ui/");
+    await page.locator("#token-dialog").waitFor({ state: "visible" });
+    await page.locator("#token-input").fill("two-token");
+    await page.getByRole("button", { name: "Use token" }).click();
+    await page.locator('[role="treeitem"][data-id="ds-two"]').waitFor();
+    const feed = page.locator(".feed-panel");
+    const rows = feed.locator("tbody tr");
+    await page.getByRole("button", { name: "Start" }).click();
+    await expect.poll(() => feed.locator(".status").innerText()).toMatch(/^Following; read up to /);
+    const write = async (body: unknown) => {
+      const res = await fetch(`${server.url}/resources/create`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: "Bearer writer-token" },
+        body: JSON.stringify(body),
+      });
+      expect(res.status).toBe(200);
+    };
+    // One the caller may see (ds-two, public), one it may not (ds-one), then one it may see again.
+    await write({ resources: [{ identifier: "pat-two-live", payload_type: "patient", parent_identifier: "ds-two", datasource_id: "ds-two", access_level: "public" }] });
+    await write({ resources: [{ identifier: "pat-one-live", payload_type: "patient", parent_identifier: "ds-one", datasource_id: "ds-one", access_level: "public" }] });
+    await write({ resources: [{ identifier: "pat-two-live-2", payload_type: "patient", parent_identifier: "ds-two", datasource_id: "ds-two", access_level: "public" }] });
+    await expect.poll(() => rows.count()).toBe(2);
+    const text = await feed.innerText();
+    expect(text).toContain("pat-two-live");
+    expect(text).toContain("pat-two-live-2");
+    expect(text).not.toContain("pat-one-live");
+    await page.getByRole("button", { name: "Stop" }).click();
     await page.close();
   });
 });

@@ -1,15 +1,15 @@
 // One resource: every field as of the view's read point, its ancestors, and
-// its history. The API has no history call: each earlier version is read at
-// one microsecond before the later one's `updated_at` (versions are
-// `[from, to)` periods), until a read finds nothing (before creation, or a
-// tombstone) or HISTORY_MAX versions are shown.
-import type { Resource } from "../../gen/resourcestore/type/v1/resource_pb.js";
+// its whole history from ResourceService.History (docs/contract/19-audit-history.md):
+// every version with its stamp, actor and kind, a page at a time, and a
+// field-by-field comparison of any two versions.
+import type { Resource, ResourceVersion } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { api, describeError } from "./api.js";
 import { h, show, status } from "./dom.js";
 import { flatten, METADATA, type FlatResource } from "./resource.js";
-import { asOf, micros, select, selected, setAsOf, stamp, subscribe } from "./state.js";
+import { asOf, select, selected, setAsOf, subscribe } from "./state.js";
 
-const HISTORY_MAX = 25;
+/** Versions asked for per page of the history. */
+const HISTORY_PAGE = 20;
 
 async function readAt(id: string, at: string | undefined): Promise<Resource | undefined> {
   const res = await api.resources.read({ identifiers: [id], asOf: at });
@@ -32,12 +32,107 @@ function fieldsTable(f: FlatResource): HTMLElement {
   return h("table", { class: "fields" }, h("caption", {}, "Fields"), h("tbody", {}, rows));
 }
 
+/** Every field of a version, metadata then payload, for comparing. */
+function allFields(f: FlatResource): Record<string, unknown> {
+  return { ...f.meta, ...f.payload };
+}
+
+/** The fields that differ between two versions (their version and stamps aside). */
+function changedKeys(a: FlatResource, b: FlatResource): string[] {
+  const x = allFields(a);
+  const y = allFields(b);
+  return [...new Set([...Object.keys(x), ...Object.keys(y)])].filter((k) => !["version", "updated_at"].includes(k) && JSON.stringify(x[k]) !== JSON.stringify(y[k]));
+}
+
 function changes(newer: FlatResource, older: FlatResource): string {
-  const a = { ...newer.meta, ...newer.payload };
-  const b = { ...older.meta, ...older.payload };
-  const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((k) => !["version", "updated_at"].includes(k));
-  const changed = keys.filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]));
-  return changed.length === 0 ? "restored or unchanged" : changed.map((k) => `${k}: ${show(b[k])} → ${show(a[k])}`).join("; ");
+  const a = allFields(newer);
+  const b = allFields(older);
+  const changed = changedKeys(newer, older);
+  return changed.length === 0 ? "no field changed" : changed.map((k) => `${k}: ${show(b[k])} → ${show(a[k])}`).join("; ");
+}
+
+/** Two versions side by side, field by field; changed rows marked. */
+function comparison(a: ResourceVersion, b: ResourceVersion): HTMLElement {
+  const [older, newer] = a.version <= b.version ? [a, b] : [b, a];
+  const fo = older.resource === undefined ? undefined : flatten(older.resource);
+  const fn = newer.resource === undefined ? undefined : flatten(newer.resource);
+  const x = fo === undefined ? {} : allFields(fo);
+  const y = fn === undefined ? {} : allFields(fn);
+  const keys = [...new Set([...Object.keys(x), ...Object.keys(y)])];
+  const rows = keys.map((k) => {
+    const changed = JSON.stringify(x[k]) !== JSON.stringify(y[k]);
+    return h("tr", { class: changed ? "changed" : "" }, h("th", { scope: "row" }, k), h("td", {}, show(x[k])), h("td", {}, show(y[k])));
+  });
+  return h(
+    "table",
+    { class: "compare", "aria-label": `Version ${older.version} against version ${newer.version}` },
+    h("caption", {}, `v${older.version} (${older.kind}) against v${newer.version} (${newer.kind})`),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "field"), h("th", { scope: "col" }, `v${older.version}`), h("th", { scope: "col" }, `v${newer.version}`))),
+    h("tbody", {}, rows),
+  );
+}
+
+/**
+ * The history list: pages of versions, oldest first, each with what changed
+ * since the one before; two ticked versions are compared below the list.
+ */
+function historyView(id: string, stillCurrent: () => boolean, onError: (err: unknown) => void): HTMLElement {
+  const list = h("ol", { class: "history", "aria-label": "Versions, oldest first" });
+  const more = h("button", { type: "button", class: "more", hidden: true }, "Show more versions");
+  const compareNote = h("p", { class: "hint" }, "Tick two versions to compare them field by field.");
+  const compareBox = h("div", { class: "compare-box" });
+  const ticked: ResourceVersion[] = [];
+  let previous: FlatResource | undefined;
+  let cursor: string | undefined;
+
+  const entry = (v: ResourceVersion): HTMLElement => {
+    const f = v.resource === undefined ? undefined : flatten(v.resource);
+    const box = h("input", { type: "checkbox", "aria-label": `Compare version ${v.version}` });
+    box.addEventListener("change", () => {
+      if (box.checked) ticked.push(v);
+      else ticked.splice(ticked.indexOf(v), 1);
+      // Only the last two ticked count; an older tick is released.
+      while (ticked.length > 2) {
+        const dropped = ticked.shift();
+        const other = list.querySelector<HTMLInputElement>(`input[data-version="${String(dropped?.version)}"]`);
+        if (other !== null) other.checked = false;
+      }
+      compareBox.replaceChildren(ticked.length === 2 ? comparison(ticked[0] as ResourceVersion, ticked[1] as ResourceVersion) : "");
+    });
+    box.dataset.version = String(v.version);
+    const text = f === undefined || previous === undefined ? (v.kind === "created" ? "created" : "") : changes(f, previous);
+    if (f !== undefined) previous = f;
+    return h(
+      "li",
+      { "data-version": String(v.version) },
+      box,
+      " ",
+      h("button", { type: "button", class: "link", title: "Show the whole view as of this version", onclick: () => setAsOf(v.at) }, `v${String(v.version)}`),
+      ` ${v.at} `,
+      h("span", { class: `kind k-${v.kind}` }, v.kind),
+      " by ",
+      h("span", { class: "actor" }, v.actor),
+      text === "" ? "" : h("span", { class: "change" }, ` — ${text}`),
+    );
+  };
+
+  async function loadPage(): Promise<void> {
+    more.disabled = true;
+    try {
+      const page = await api.resources.history({ identifier: id, limit: HISTORY_PAGE, ...(cursor === undefined ? {} : { cursor }) });
+      if (!stillCurrent()) return;
+      list.append(...page.versions.map(entry));
+      cursor = page.nextCursor ?? undefined;
+      more.hidden = cursor === undefined;
+    } catch (err) {
+      if (stillCurrent()) onError(err);
+    } finally {
+      more.disabled = false;
+    }
+  }
+  more.addEventListener("click", () => void loadPage());
+  void loadPage();
+  return h("div", { class: "history-box" }, list, more, compareNote, compareBox);
 }
 
 export function createDetail(): HTMLElement {
@@ -62,24 +157,10 @@ export function createDetail(): HTMLElement {
       const f = flatten(r);
       const parents = (await api.lineage.parents({ identifier: id, asOf: at })).identifiers;
       const crumbs = h("nav", { "aria-label": "Ancestors", class: "crumbs" }, [...parents].reverse().flatMap((p) => [idLink(p), " / "]), h("strong", {}, id));
-      const historyList = h("ol", { class: "history", "aria-label": "Versions, newest first" });
-      body.replaceChildren(h("h3", {}, id, " ", h("span", { class: `badge t-${String(f.meta.payload_type)}` }, String(f.meta.payload_type)), h("span", { class: "version" }, ` version ${String(f.meta.version)}`)), crumbs, fieldsTable(f), h("h4", {}, "History"), historyList);
+      const onError = (err: unknown) => status(note, describeError(err), "error");
+      const history = historyView(id, () => mine === token, onError);
+      body.replaceChildren(h("h3", {}, id, " ", h("span", { class: `badge t-${String(f.meta.payload_type)}` }, String(f.meta.payload_type)), h("span", { class: "version" }, ` version ${String(f.meta.version)}`)), crumbs, fieldsTable(f), h("h4", {}, "History"), history);
       status(note, "");
-      // Walk back, one version at a time.
-      let newer = f;
-      const entry = (v: FlatResource, text: string): HTMLElement =>
-        h("li", {}, h("button", { type: "button", class: "link", title: "Show the whole view as of this version", onclick: () => setAsOf(String(v.meta.updated_at)) }, `v${String(v.meta.version)}`), ` ${String(v.meta.updated_at)} `, h("span", { class: "change" }, text));
-      historyList.append(entry(f, "(shown)"));
-      for (let i = 0; i < HISTORY_MAX; i++) {
-        const before = stamp(micros(String(newer.meta.updated_at)) - 1n);
-        const older = await readAt(id, before);
-        if (mine !== token) return;
-        if (older === undefined) break;
-        const o = flatten(older);
-        historyList.lastElementChild?.append(h("span", { class: "change" }, ` — ${changes(newer, o)}`));
-        historyList.append(entry(o, ""));
-        newer = o;
-      }
     } catch (err) {
       if (mine === token) status(note, describeError(err), "error");
     }
