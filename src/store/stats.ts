@@ -2,7 +2,9 @@
 // nearest patient ancestor, or its own datasource_id if it is a patient;
 // like the tree listing, attribution follows active resources only, so a
 // resource under a tombstoned parent belongs to no datasource until restored.
-// The datasources listed are those seen in the registry or on an active patient.
+// The datasources listed are those seen in the registry or on an active
+// patient the caller may see (a hidden patient does not list its datasource:
+// docs/contract/18-access.md, absent as if it did not exist).
 import type { Grants } from "../access/index.js";
 import { notFound } from "../errors.js";
 import type { Db, Queryable } from "./db.js";
@@ -64,7 +66,7 @@ async function collect(q: Queryable, grants: Grants, fresh: boolean, only: strin
     `WITH listed AS (
         SELECT datasource_id FROM registry_patients
         UNION
-        SELECT (payload->>'datasource_id') COLLATE "C" FROM resources WHERE payload_type = 'patient' AND NOT is_deleted
+        SELECT (payload->>'datasource_id') COLLATE "C" FROM resources r WHERE payload_type = 'patient' AND NOT is_deleted${andVisible(visibleNow(grants, "r"))}
      ),
      patients AS (SELECT datasource_id, count(*) AS n FROM registry_patients GROUP BY datasource_id),
      studies AS (

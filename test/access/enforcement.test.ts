@@ -79,11 +79,12 @@ function program(): { checker: ts.TypeChecker; sf: ts.SourceFile; program: ts.Pr
   return { checker: p.getTypeChecker(), sf, program: p };
 }
 
-/** Whether a signature has a parameter of type Grants that is required (no `?`, no default). */
+/** Whether a signature has a parameter of type Grants (or Caller, which holds them) that is required (no `?`, no default). */
 function takesGrants(checker: ts.TypeChecker, sig: ts.Signature, at: ts.Node): boolean {
   return sig.getParameters().some((p) => {
     const t = checker.getTypeOfSymbolAtLocation(p, at);
-    const isGrants = t.aliasSymbol?.name === "Grants" || t.symbol?.name === "Grants";
+    // A Caller carries the grants (writes take it whole: its actor goes into the history).
+    const isGrants = ["Grants", "Caller"].includes(t.aliasSymbol?.name ?? t.symbol?.name ?? "");
     const decl = p.valueDeclaration;
     const optional = decl !== undefined && ts.isParameter(decl) && (decl.questionToken !== undefined || decl.initializer !== undefined);
     return isGrants && !optional;

@@ -169,7 +169,7 @@ export function restRequest(op: Op): { path: string; body: unknown } {
       if (n.type === "patient") fields.datasource_id = n.datasourceId;
       if (n.type === "study") fields.modality = "CT";
       if (n.type === "series") fields.series_number = 1;
-      if (n.type === "file") Object.assign(fields, { path: `s3://test-bucket/${n.id}.dcm`, size_bytes: "10" });
+      if (n.type === "file") Object.assign(fields, { path: `s3://resources/${n.id}.dcm`, size_bytes: "10" });
       if (n.type === "annotation") fields.label = "l";
       if (n.type === "dataset") fields.name = n.id;
       return { path: "/resources/create", body: { resources: [fields] } };

@@ -274,7 +274,8 @@ async function checkStats(who: ReturnType<typeof caller>, full: ReturnType<typeo
   const granted = (ds: string) => grants.datasources === "all" || grants.datasources.has(ds);
   const visiblePatients = [...now.values()].filter((n) => n.type === "patient" && sees(n.id));
   const listed = [...new Set(visiblePatients.map((p) => p.datasourceId as string))].filter(granted).sort();
-  const perDs = (ds: string) => [...now.keys()].filter((id) => sees(id) && attribution(now, id) === ds);
+  // Statistics attribute as section 8 does: a datasource resource is not one of its own datasource's resources.
+  const perDs = (ds: string) => [...now.keys()].filter((id) => sees(id) && now.get(id)?.type !== "datasource" && attribution(now, id) === ds);
   const r = await who.get("/datasources/stats");
   expect(r.status, ctx).toBe(200);
   expect(r.json, `stats, ${ctx}`).toEqual(listed.map((ds) => ({ datasource_id: ds, patients: 0, studies: 0, resources: perDs(ds).length })));
@@ -309,11 +310,11 @@ async function checkStats(who: ReturnType<typeof caller>, full: ReturnType<typeo
 /** Presign download answers a file's path only to a caller who may see that file now; /s3/list only to datasource:* with clearance restricted. */
 async function checkStorage(who: ReturnType<typeof caller>, grants: Grants, now: State, ctx: string) {
   for (const n of [...now.values()].filter((x) => x.type === "file")) {
-    const r = await who.post("/s3/presign", { direction: "download", path: `s3://test-bucket/${n.id}.dcm` });
+    const r = await who.post("/s3/presign", { direction: "download", path: `s3://resources/${n.id}.dcm` });
     expect(r.status, `presign ${n.id}, ${ctx}: ${JSON.stringify(r.json)}`).toBe(visible(grants, now, now, n.id) ? 200 : 404);
   }
   const everything = grants.datasources === "all" && grants.clearance === "restricted";
-  const list = await who.get(`/s3/list?prefix=${encodeURIComponent("s3://test-bucket/")}`);
+  const list = await who.get(`/s3/list?prefix=${encodeURIComponent("s3://resources/")}`);
   expect(list.status, `s3 list, ${ctx}`).toBe(everything ? 200 : 404);
 }
 
@@ -355,11 +356,14 @@ async function checkEvents(url: string, token: string, grants: Grants, model: Mo
         while ((cut = buf.indexOf("\n\n")) >= 0) {
           const block = buf.slice(0, cut);
           buf = buf.slice(cut + 2);
+          // A frame's id is its at; a heartbeat or watermark is an id and a comment, with no data.
+          const id = block.split("\n").find((l) => l.startsWith("id: "));
+          if (id !== undefined) last = id.slice(4);
           const data = block.split("\n").find((l) => l.startsWith("data: "));
           if (data === undefined) continue;
-          const msg = JSON.parse(data.slice(6)) as { at: string; events: Json[] };
+          const msg = JSON.parse(data.slice(6)) as { at: string; events: Json[]; partial?: boolean };
           events.push(...msg.events);
-          last = msg.at;
+          if (msg.partial !== true) last = msg.at;
         }
         // Every commit is before the last read point; once `at` passes the last commit, the stream has said all.
         const lastCommit = points[points.length - 2] as string;

@@ -108,26 +108,34 @@ function suite(kind: "pglite" | "postgres") {
   });
 
   it("writes by a narrow writer touch only what it may see, and reveal no more than reads", async () => {
+    // Under a parent the writer may not see: answered as a missing parent, as for one that does not exist.
+    const hiddenParent = await post("tok-aw", "/resources/create", { resources: [{ identifier: "x-foreign", payload_type: "study", parent_identifier: "p2", access_level: "public" }] });
+    const noParent = await post("tok-aw", "/resources/create", { resources: [{ identifier: "x-none", payload_type: "study", parent_identifier: "p-never", access_level: "public" }] });
+    expect([hiddenParent.status, hiddenParent.json.reason]).toEqual([noParent.status, noParent.json.reason]);
     // Creating into a foreign datasource, or above the clearance: 403, nothing written.
-    const foreign = await post("tok-aw", "/resources/create", { resources: [{ identifier: "x-foreign", payload_type: "study", parent_identifier: "p2", access_level: "public" }] });
+    const foreign = await post("tok-aw", "/resources/create", { resources: [{ identifier: "x-foreign-p", payload_type: "patient", datasource_id: "ds-2", access_level: "public" }] });
     expect(foreign.status).toBe(403);
     const tooHigh = await post("tok-aw", "/resources/create", { resources: [{ identifier: "x-high", payload_type: "study", parent_identifier: "p1", access_level: "restricted" }] });
     expect(tooHigh.status).toBe(403);
     const mixed = await post("tok-aw", "/resources/create", {
       resources: [
         { identifier: "x-ok", payload_type: "study", parent_identifier: "p1", access_level: "internal" },
-        { identifier: "x-bad", payload_type: "study", parent_identifier: "p2", access_level: "public" },
+        { identifier: "x-bad", payload_type: "patient", datasource_id: "ds-2", access_level: "public" },
       ],
     });
     expect(mixed.status).toBe(403);
-    expect((await post("tok-full", "/resources/read", { identifiers: ["x-foreign", "x-high", "x-ok", "x-bad"] })).json).toEqual([]);
+    expect((await post("tok-full", "/resources/read", { identifiers: ["x-foreign", "x-foreign-p", "x-high", "x-ok", "x-bad"] })).json).toEqual([]);
     // Updating a hidden resource answers as an unknown identifier does.
     const hidden = await post("tok-aw", "/resources/update", { updates: { s2: { description: "x" } } });
     const unknown = await post("tok-aw", "/resources/update", { updates: { "no-such": { description: "x" } } });
     expect([hidden.status, hidden.json.code, hidden.json.reason]).toEqual([unknown.status, unknown.json.code, unknown.json.reason]);
-    // Raising a visible one beyond the clearance, or moving it into a foreign datasource: 403.
+    // Raising a visible one beyond the clearance, or moving a patient into a foreign datasource: 403.
     expect((await post("tok-aw", "/resources/update", { updates: { s1: { access_level: "restricted" } } })).status).toBe(403);
-    expect((await post("tok-aw", "/resources/update", { updates: { s1: { parent_identifier: "p2" } } })).status).toBe(403);
+    expect((await post("tok-aw", "/resources/update", { updates: { p1: { datasource_id: "ds-2" } } })).status).toBe(403);
+    // Moving one under a parent the writer may not see answers as a parent that does not exist.
+    const underHidden = await post("tok-aw", "/resources/update", { updates: { s1: { parent_identifier: "p2" } } });
+    const underNone = await post("tok-aw", "/resources/update", { updates: { s1: { parent_identifier: "p-never" } } });
+    expect([underHidden.status, underHidden.json.reason]).toEqual([underNone.status, underNone.json.reason]);
     // A cascading delete of p1 tombstones only what the narrow writer sees below it, and counts that.
     const del = await post("tok-aw", "/resources/delete", { identifiers: ["p1", "s2"], cascade: true });
     expect(del.status).toBe(200);
