@@ -256,7 +256,8 @@ describeBackends("access: every read path against the model", (backend) => {
 
         // statistics (now): only granted datasources, counting only what the caller may see
         const stats = (await datasourceStats(db, grants)).filter((r) => r.datasourceId.startsWith(p));
-        const listedDs = dsIds.filter((d) => [...now.values()].some((nd) => !nd.deleted && nd.type === "patient" && nd.ds === d));
+        // A datasource is listed through an active patient the caller may see (no registry rows here).
+        const listedDs = dsIds.filter((d) => [...now].some(([nid, nd]) => !nd.deleted && nd.type === "patient" && nd.ds === d && visible(now, now, grants, nid)));
         const wantDs = listedDs.filter((d) => grants.datasources === "all" || grants.datasources.has(d));
         expect(stats.map((r) => r.datasourceId), `stats ${name}`).toEqual(wantDs);
         for (const row of stats) {

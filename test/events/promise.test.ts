@@ -92,8 +92,8 @@ describeBackends("the feed keeps its promise", (backend) => {
       // Resume from the second partial message: the whole commit again, from its first event.
       const again = await collect(feed.watch({ since: pieces[1]!.at, heartbeatMs: 60_000 }), (m) => m.at >= at);
       expect(again.flatMap((m) => m.events.map((e) => e.identifier))).toEqual(big.map((x) => x.identifier));
-      // Every event says who wrote it (no actor column yet: "unknown").
-      expect(new Set(again.flatMap((m) => m.events.map((e) => e.actor)))).toEqual(new Set(["unknown"]));
+      // Every event says who wrote it (the version's actor).
+      expect(new Set(again.flatMap((m) => m.events.map((e) => e.actor)))).toEqual(new Set(["local"]));
     } finally {
       await feed.close();
     }
@@ -146,9 +146,9 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       await tx.query(
         `WITH c AS (SELECT last FROM clock)
          INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload,
-                                created_at, updated_at, version, is_deleted, deleted_by)
+                                created_at, updated_at, version, is_deleted, deleted_by, actor)
          SELECT 'scan-' || i, 'datasource', NULL, NULL, 'internal', '{}', jsonb_build_object('name', 'n' || i),
-                c.last + i * interval '1 microsecond', c.last + i * interval '1 microsecond', 1, false, NULL
+                c.last + i * interval '1 microsecond', c.last + i * interval '1 microsecond', 1, false, NULL, 'test'
            FROM c, generate_series(1, 200000) AS i`,
       );
       await tx.query(`UPDATE clock SET last = last + 200001 * interval '1 microsecond'`);

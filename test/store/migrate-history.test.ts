@@ -24,9 +24,11 @@ import { createTestDatabase, postgresReachable, type TestDatabase } from "../sup
 import { ds, fromMicros, micros, study } from "./helpers.js";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
-const ACCESS_SHIM = `ALTER TABLE resources ADD COLUMN datasource_id text COLLATE "C";
+// Today's writes name their actor (migration 17) and keep attribution (migration 18); the
+// schema of then had neither: give it the columns and table while the old history is written.
+const ACCESS_SHIM = `ALTER TABLE resources ADD COLUMN actor text; ALTER TABLE resources ADD COLUMN datasource_id text COLLATE "C";
   CREATE TABLE resource_attribution (identifier text COLLATE "C", datasource_id text, tx_from timestamptz, tx_to timestamptz)`;
-const DROP_ACCESS_SHIM = "DROP TABLE resource_attribution; ALTER TABLE resources DROP COLUMN datasource_id";
+const DROP_ACCESS_SHIM = "DROP TABLE resource_attribution; ALTER TABLE resources DROP COLUMN datasource_id; ALTER TABLE resources DROP COLUMN actor";
 
 const pgReachable = await postgresReachable();
 const BEFORE = migrations.filter((m) => m.id <= 5);
@@ -93,7 +95,6 @@ for (const kind of ["pglite", "postgres"] as const) {
       db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
       await migrate(db, BEFORE);
       const store = createResourceStore(db);
-      // Today's writes keep attribution (migration 0015): give the old schema its column and table for the while.
       await db.exec(ACCESS_SHIM);
       // The old history read through the new statements: the view over the old table.
       await db.exec("CREATE VIEW resource_history AS SELECT * FROM resource_versions");
@@ -128,10 +129,20 @@ for (const kind of ["pglite", "postgres"] as const) {
       expect(await everyVersion(db, "resource_history")).toEqual(versions);
       expect(await allReads(db, store, points)).toEqual(before);
 
-      // Writes after the migration continue the same history.
-      const u = await store.update(LOCAL_CALLER, [["d1", { license: "MIT" }]]);
+      const { rows: actors } = await db.query<{ actor: string; n: string }>("SELECT actor, count(*)::text AS n FROM resource_history GROUP BY actor");
+      expect(actors).toEqual([{ actor: "unknown", n: "24" }]);
+
+      // Writes after the migration continue the same history, with their actor.
+      const u = await store.update({ ...LOCAL_CALLER, actor: "after" }, [["d1", { license: "MIT" }]]);
       const all = await everyVersion(db, "resource_history");
       expect(all.length).toBe(25);
+      const { rows: byActor } = await db.query<{ actor: string; version: string }>(
+        "SELECT actor, version::text AS version FROM resource_history WHERE identifier = 'd1' ORDER BY version",
+      );
+      expect(byActor).toEqual([
+        { actor: "unknown", version: "1" },
+        { actor: "after", version: "2" },
+      ]);
       expect((await store.read(ALL_GRANTS, ["d1"], { asOf: fromMicros(micros(u.at) - 1n), excludeChildren: true }))[0]).toMatchObject({ license: null, version: 1 });
       expect((await store.read(ALL_GRANTS, ["d1"], { asOf: u.at, excludeChildren: true }))[0]).toMatchObject({ license: "MIT", version: 2 });
     }, 240_000);
@@ -140,7 +151,6 @@ for (const kind of ["pglite", "postgres"] as const) {
       if (kind === "postgres") testDb = await createTestDatabase();
       db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
       await migrate(db, BEFORE);
-      // Today's writes keep attribution (migration 0015): give the old schema its column and table for the while.
       await db.exec(ACCESS_SHIM);
       await createResourceStore(db).create(LOCAL_CALLER, [ds("d1")]);
       await db.exec(DROP_ACCESS_SHIM);
