@@ -188,8 +188,11 @@ describe.skipIf(!pgOk)("the feed against a model, two processes on one PostgreSQ
       ),
       { numRuns: Number(process.env.EVENTS_MODEL_RUNS ?? 15) },
     );
-    // The runs did meet split commits (a cascade or a batch of several resources with their versions).
-    expect(splits).toBeGreaterThan(0);
+    // Whether the random runs met a split commit is chance (one in fifteen runs
+    // of CI met none): splitting itself is asserted deterministically in
+    // promise.test.ts, large-commit.test.ts and test/wire/client-resume.test.ts.
+    // The count is printed so a run shows what it covered.
+    console.log(`events model: ${splits} partial messages met`);
   }, 240_000);
 
   it("replays the full history from before the first commit, across pages", async () => {
