@@ -74,8 +74,11 @@ describe.skipIf(!pgOk)("the server process", () => {
       await new Promise((r) => setTimeout(r, 3000));
       const after = rss(child.proc.pid!);
       // Buffered, these events would be over 100 MB of JSON (each carries 1 kB).
+      // The bound sits well below that and above what the process needs to
+      // take 100,000 writes and keep its shared reader's window of pages
+      // (one CI run on Node 24 grew 49 MiB, others under 40).
       console.log(`server RSS ${(before / 2 ** 20).toFixed(1)} MiB, after 100,000 more events unread ${(after / 2 ** 20).toFixed(1)} MiB`);
-      expect(after - before).toBeLessThan(40 * 2 ** 20);
+      expect(after - before).toBeLessThan(64 * 2 ** 20);
       stalled?.destroy();
     } finally {
       child.proc.kill("SIGKILL");
