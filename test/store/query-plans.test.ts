@@ -1,5 +1,7 @@
-// The common queries use the indexes of migration 0002 (and the parent index
-// of 0001) on PostgreSQL once the tables are big enough for it to matter.
+// Store internals on one backend kind (PostgreSQL): the common queries use the
+// indexes of migration 0002 (and the parent index of 0001) once the tables are
+// big enough for it to matter. It lives with the store tests because it tests
+// the store's SQL, not a surface.
 import { fromJson, create } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
