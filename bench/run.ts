@@ -15,6 +15,7 @@ import { parquetBenchmarks } from "./parquet.bench.js";
 import { queryBenchmarks } from "./query.bench.js";
 import { readBenchmarks } from "./read.bench.js";
 import { replicaBenchmarks } from "./replica.bench.js";
+import { writersBenchmarks } from "./writers.bench.js";
 import { serverVersion } from "./support/database.js";
 import { passed, resultLine, type Result } from "./support/measure.js";
 import type { BenchOptions } from "./options.js";
@@ -31,6 +32,7 @@ const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[]
   { name: "replica", run: replicaBenchmarks },
   { name: "access", run: accessBenchmarks },
   { name: "load", run: loadBenchmarks },
+  { name: "writers", run: writersBenchmarks },
 ];
 
 async function main(): Promise<void> {

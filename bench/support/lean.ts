@@ -7,6 +7,17 @@
 // (the current rows and their open versions), each payload written twice as
 // the issue's reference does. It does not depend on the store's code, so a
 // change to the store's SQL leaves the reference where it is.
+//
+// How a batch takes its commit stamp (issue 35, item 4: the writers'
+// ceiling), `StampMode`:
+// - "clock": the row `clock` (last stamp), updated first and held until
+//   commit, as the store does: writers commit one at a time, in stamp order;
+// - "free": `clock_timestamp()` alone, no shared row: what writers cost with
+//   nothing making them wait for each other (as_of would not be exact);
+// - "horizon": the design of BENCHMARKS.md's "writers' ceiling": a shared
+//   advisory lock (structural writes would take it exclusively), the
+//   transaction's xid assigned, then a stamp from a sequence, in one call of
+//   `take_stamp()`; no row is written, no writer waits for another.
 import type pg from "pg";
 import { connect } from "./database.js";
 import { batchAt } from "./workload.js";
@@ -48,6 +59,26 @@ CREATE TABLE resource_versions (
 CREATE INDEX resource_versions_period_idx ON resource_versions (identifier, tx_from, tx_to);
 `;
 
+/** Stamps in microseconds since 1970 from a sequence; the xid is assigned before the stamp is drawn. */
+const HORIZON_SCHEMA = `
+CREATE SEQUENCE stamps START WITH 1;
+SELECT setval('stamps', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+CREATE FUNCTION take_stamp() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(35);
+  PERFORM pg_current_xact_id();
+  RETURN (timestamptz 'epoch' + nextval('stamps') * interval '1 microsecond')::text;
+END $$;
+`;
+
+export type StampMode = "clock" | "free" | "horizon";
+
+const TAKE_STAMP: Record<StampMode, string> = {
+  clock: "UPDATE clock SET last = greatest(clock_timestamp(), last + interval '1 microsecond') RETURNING last::text AS at",
+  free: "SELECT clock_timestamp()::text AS at",
+  horizon: "SELECT take_stamp() AS at",
+};
+
 const INSERT_CURRENT = `
 INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload,
     created_at, updated_at, version)
@@ -80,12 +111,10 @@ function columns(batch: readonly NewResource[]): unknown[] {
   ];
 }
 
-async function writeBatch(client: pg.Client, params: unknown[]): Promise<void> {
+async function writeBatch(client: pg.Client, params: unknown[], stamp: StampMode): Promise<void> {
   await client.query("BEGIN");
   try {
-    const { rows } = await client.query<{ at: string }>(
-      "UPDATE clock SET last = greatest(clock_timestamp(), last + interval '1 microsecond') RETURNING last::text AS at",
-    );
+    const { rows } = await client.query<{ at: string }>(TAKE_STAMP[stamp]);
     const withStamp = [...params, rows[0]!.at];
     await client.query(INSERT_CURRENT, withStamp);
     await client.query(INSERT_VERSIONS, withStamp);
@@ -97,10 +126,11 @@ async function writeBatch(client: pg.Client, params: unknown[]): Promise<void> {
 }
 
 /** A writer of the workload's batches into the lean schema, `concurrency` connections. */
-export async function leanWriter(url: string, prefix: string, batches: number, batchSize: number, concurrency: number) {
+export async function leanWriter(url: string, prefix: string, batches: number, batchSize: number, concurrency: number, stamp: StampMode = "clock") {
   const setup = await connect(url);
   try {
     await setup.query(SCHEMA);
+    if (stamp === "horizon") await setup.query(HORIZON_SCHEMA);
   } finally {
     await setup.end();
   }
@@ -110,7 +140,7 @@ export async function leanWriter(url: string, prefix: string, batches: number, b
   const write = async (b: number): Promise<void> => {
     const client = idle.pop()!;
     try {
-      await writeBatch(client, params[b]!);
+      await writeBatch(client, params[b]!, stamp);
     } finally {
       idle.push(client);
     }

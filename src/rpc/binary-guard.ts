@@ -15,9 +15,10 @@
 // gets an empty message and the call interceptor hands the handlers the one
 // parsed here (a create of 1,000 resources spent a fifth of its server time
 // in the second parse).
-import { fromBinary, type DescMethod, type Message } from "@bufbuild/protobuf";
+import type { DescMethod, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type ContextValues } from "@connectrpc/connect";
 import { invalidArgument } from "../errors.js";
+import { plannedFromBinary } from "../protobuf/index.js";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
@@ -41,7 +42,7 @@ function isCompressed(header: Headers): boolean {
 /** The message, or undefined when the bytes do not parse. */
 function parse(method: DescMethod, bytes: Uint8Array): Message | undefined {
   try {
-    return fromBinary(method.input, bytes);
+    return plannedFromBinary(method.input, bytes);
   } catch {
     return undefined;
   }
