@@ -6,75 +6,129 @@
 // bottleneck; one shared history read per commit serves them all); the
 // delay from a batch's commit to its delivery is printed as context (p50,
 // p99 over every stream), and held to a bound at 100 streams.
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
-import { EventService } from "../gen/resourcestore/v2/event_service_pb.js";
-import { createApp } from "../src/app.js";
-import { loadConfig } from "../src/config.js";
-import { createLogger } from "../src/log.js";
-import { startServer } from "../src/server.js";
+//
+// The service runs as `npm start` does, in a process of its own
+// (support/server.ts; BENCH_SERVER_NODE_ARGS="--cpu-prof ..." profiles it),
+// so the streams' clients do not share its event loop. The clients are
+// @grpc/grpc-js calls that read of each message only what the figures need
+// (its `at` and how many events it holds), straight from the protobuf wire
+// format: a thousand clients each decoding every event in full would be a
+// benchmark of protobuf decoding in this process, on the same two cores.
+import * as grpc from "@grpc/grpc-js";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { WatchRequestSchema } from "../gen/resourcestore/type/v1/event_pb.js";
 import { createResourceStore, openDatabase } from "../src/store/index.js";
-import { randomBytes } from "node:crypto";
-import { setMaxListeners } from "node:events";
 import type { BenchOptions } from "./options.js";
 import { withDatabase } from "./support/database.js";
 import { context, fmt, percentile, type Result } from "./support/measure.js";
+import { startServer } from "./support/server.js";
 import { LOCAL_CALLER } from "../src/access/index.js";
 
-/** Streams per HTTP/2 connection: well under the server's concurrent-stream limit. */
+/** Streams per HTTP/2 connection: the server's concurrent-stream limit (MAX_CONCURRENT_STREAMS, default 100). */
 const STREAMS_PER_CONNECTION = 100;
 /** The p99 commit-to-delivery delay at 100 streams must stay under this (ms). */
 const DELAY_P99_BOUND_MS = 1000;
 
 export async function eventsBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const results: Result[] = [];
-  for (const streams of [1, 100, 1000]) results.push(...(await withStreams(opts, streams)));
+  // BENCH_EVENTS_STREAMS=100 runs one case (to profile it).
+  const counts = (process.env.BENCH_EVENTS_STREAMS ?? "1,100,1000").split(",").map(Number);
+  for (const streams of counts) results.push(...(await withStreams(opts, streams)));
   return results;
 }
 
+/** What a bench client keeps of one WatchResponse: its `at`, whether partial, and how many events it holds. */
+interface Seen {
+  readonly at: string;
+  readonly events: number;
+  readonly partial: boolean;
+}
+
+/** Reads WatchResponse's fields 1 (at), 2 (events, counted, not decoded) and 3 (partial). */
+function readSeen(buf: Buffer): Seen {
+  let at = "";
+  let events = 0;
+  let partial = false;
+  let i = 0;
+  const varint = () => {
+    let v = 0;
+    let shift = 0;
+    for (;;) {
+      const b = buf[i++]!;
+      v += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) return v;
+      shift += 7;
+    }
+  };
+  while (i < buf.length) {
+    const key = varint();
+    const no = key >>> 3;
+    const wire = key & 7;
+    if (wire === 0) {
+      const v = varint();
+      if (no === 3) partial = v !== 0;
+    } else if (wire === 2) {
+      const len = varint();
+      if (no === 1) at = buf.toString("latin1", i, i + len);
+      else if (no === 2) events += 1;
+      i += len;
+    } else if (wire === 1) i += 8;
+    else if (wire === 5) i += 4;
+    else throw new Error(`wire type ${wire}`);
+  }
+  return { at, events, partial };
+}
+
 async function withStreams(opts: BenchOptions, streams: number): Promise<Result[]> {
-  // Every event goes to every stream, and the clients share this process with the server and the writer: fewer rows for a thousand streams.
+  // Every event goes to every stream: fewer rows for a thousand streams.
   const total = (opts.quick ? 10_000 : 50_000) / (streams >= 1000 ? 5 : 1);
   const batch = 1000;
   return withDatabase(async ({ url }) => {
-    // On PostgreSQL the registry key must be given (it never lives in the database): one for this run.
-    const config = loadConfig({ PORT: "0", DATABASE_URL: url, LOG_LEVEL: "silent", REGISTRY_SECRET: randomBytes(32).toString("base64url"), MAX_WATCH_STREAMS: String(streams + 10) });
-    const app = await createApp(config, createLogger("silent"));
-    const server = await startServer({ port: 0, host: "127.0.0.1", handler: app.handler });
+    const server = await startServer({ databaseUrl: url, env: { MAX_WATCH_STREAMS: String(streams + 10) } });
     const writerDb = await openDatabase({ databaseUrl: url, poolSize: 2 });
-    const ac = new AbortController();
-    // Every stream of this run listens on it.
-    setMaxListeners(0, ac.signal);
+    const address = new URL(server.url).host;
+    // One channel (one HTTP/2 connection) per hundred streams: a distinct option keeps grpc-js from sharing one.
+    const clients = Array.from(
+      { length: Math.ceil(streams / STREAMS_PER_CONNECTION) },
+      (_, i) => new grpc.Client(address, grpc.credentials.createInsecure(), { "bench.connection": i, "grpc.max_receive_message_length": 64 * 1024 * 1024 }),
+    );
+    const calls: grpc.ClientReadableStream<Seen>[] = [];
     try {
       const store = createResourceStore(writerDb);
-      const clients = Array.from({ length: Math.ceil(streams / STREAMS_PER_CONNECTION) }, () =>
-        createClient(EventService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}` })),
-      );
       const committedAt = new Map<string, number>();
       const delays: number[] = [];
-      const opened = await Promise.all(
-        Array.from({ length: streams }, async (_, i) => {
-          const stream = clients[Math.floor(i / STREAMS_PER_CONNECTION)]!.watch({}, { signal: ac.signal })[Symbol.asyncIterator]();
-          await stream.next(); // open: the first message is the read point
-          return stream;
-        }),
-      );
-      const lastDelivery: number[] = opened.map(() => 0);
-      const readers = opened.map(async (stream, s) => {
+      const request = Buffer.from(toBinary(WatchRequestSchema, create(WatchRequestSchema, {})));
+      const lastDelivery: number[] = Array.from({ length: streams }, () => 0);
+      // Each stream: opened once its first message (the read point) came; done once it has every event.
+      const opened: Promise<void>[] = [];
+      const readers: Promise<number>[] = [];
+      for (let s = 0; s < streams; s++) {
+        const call = clients[Math.floor(s / STREAMS_PER_CONNECTION)]!.makeServerStreamRequest("/resourcestore.v2.EventService/Watch", (b: Buffer) => b, readSeen, request);
+        calls.push(call);
         let delivered = 0;
-        while (delivered < total) {
-          const next = await stream.next();
-          if (next.done === true) break;
-          const now = performance.now();
-          for (const e of next.value.events) {
-            delivered += 1;
-            const t = committedAt.get(e.at);
-            if (t !== undefined && e.identifier.endsWith("-0")) delays.push(now - t);
-          }
-          lastDelivery[s] = now;
-        }
-        return delivered;
-      });
+        let first = true;
+        opened.push(new Promise((resolve, reject) => {
+          call.once("data", () => resolve());
+          call.once("error", reject);
+        }));
+        readers.push(new Promise((resolve, reject) => {
+          call.on("data", (m: Seen) => {
+            if (first) {
+              first = false;
+              return;
+            }
+            const now = performance.now();
+            delivered += m.events;
+            if (m.events > 0) lastDelivery[s] = now;
+            const t = m.partial ? undefined : committedAt.get(m.at);
+            if (t !== undefined) delays.push(now - t);
+            if (delivered >= total) resolve(delivered);
+          });
+          call.on("error", (err: grpc.ServiceError) => (err.code === grpc.status.CANCELLED ? resolve(delivered) : reject(err)));
+          call.on("end", () => resolve(delivered));
+        }));
+      }
+      await Promise.all(opened);
       const started = performance.now();
       let firstCommit = 0;
       for (let i = 0; i < total; i += batch) {
@@ -102,10 +156,10 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
       if (streams === 100) out.push({ name: "commit-to-delivery p99 at 100 streams vs 1 s", ratio: p99 / DELAY_P99_BOUND_MS, op: "<=", target: 1 });
       return out;
     } finally {
-      ac.abort();
+      for (const c of calls) c.cancel();
+      for (const c of clients) c.close();
       await writerDb.close();
-      await Promise.all([app.endStreams(), server.close(1000)]);
-      await app.close();
+      await server.close();
     }
   });
 }

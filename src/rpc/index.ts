@@ -83,6 +83,7 @@ export { onResponseEnd } from "./response-end.js";
 export { revisions, serviceName, type Revision, type ServiceName } from "./revisions.js";
 export { optionalAsOf, parseAsOf } from "./as-of.js";
 export { createAdminService, type AdminServiceDeps } from "./admin-service.js";
+export { preEncoded, toEventMessage } from "./event-service.js";
 export { createArtefactService, type ArtefactServiceDeps } from "./artefact-service.js";
 export { createLineageService, treeNode, type LineageServiceDeps } from "./lineage-service.js";
 export { createQueryService, type QueryServiceDeps } from "./query-service.js";

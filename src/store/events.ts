@@ -371,6 +371,13 @@ interface TailPage {
   readonly page: HistoryPage;
   /** The roots its events were tagged with. */
   readonly tagged: ReadonlySet<string>;
+  /**
+   * The page's events cut into messages, made by the first stream that takes
+   * the page whole (no type or subtree filter) and handed as the same objects
+   * to every other such stream: the service encodes a message once
+   * (rpc/event-service.ts), not once per stream.
+   */
+  whole?: EventMessage[];
 }
 
 /** A stream joined to a tail. */
@@ -590,12 +597,14 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
           });
           continue;
         }
-        const mine = next.page.events.filter(
-          (e) => e.at > m.point && (types === undefined || types.has(e.payloadType)) && (root === undefined || isUnder(e, root)),
-        );
+        // A stream without filters that had read up to where the page starts takes it whole.
+        const whole = types === undefined && root === undefined && next.from >= m.point;
+        const mine = whole
+          ? next.page.events
+          : next.page.events.filter((e) => e.at > m.point && (types === undefined || types.has(e.payloadType)) && (root === undefined || isUnder(e, root)));
         if (next.page.upto > m.point) m.point = next.page.upto;
         if (mine.length > 0) {
-          for (const msg of toMessages(mine, maxBytes)) yield msg;
+          for (const msg of whole ? (next.whole ??= toMessages(mine, maxBytes)) : toMessages(mine, maxBytes)) yield msg;
           lastSent = Date.now();
         }
       }

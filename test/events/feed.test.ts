@@ -137,5 +137,32 @@ describeBackends("change feed history", (backend) => {
       await notifications.close();
     }
   });
-});
 
+  it("streams without filters get the very same message objects of a commit (encoded once), a filtered stream its own", async () => {
+    const b = backend();
+    const notifications = createNotifications(b.db);
+    const feed = createEventFeed({ db: b.db, notifications });
+    const w = uid("sh");
+    try {
+      const streams = [feed.watch({ heartbeatMs: 60_000 }), feed.watch({ heartbeatMs: 60_000 }), feed.watch({ heartbeatMs: 60_000, payloadTypes: ["datasource"] })];
+      // The first message of each (nothing to send yet); asked for the next, each joins the tail and waits.
+      for (const s of streams) expect(((await s.next()).value as EventMessage).events).toEqual([]);
+      const waiting = streams.map((s) => s.next());
+      await new Promise((r) => setTimeout(r, 300));
+      const { at } = await b.store.create(LOCAL_CALLER, [ds(`${w}a`), ds(`${w}b`)]);
+      const got: EventMessage[] = [];
+      for (const [i, s] of streams.entries()) {
+        let m = (await waiting[i])!.value as EventMessage;
+        while (m.events.length === 0) m = (await s.next()).value as EventMessage;
+        got.push(m);
+      }
+      for (const m of got) expect([m.at, m.events.map(brief)]).toEqual([at, [[`${w}a`, "created", 1], [`${w}b`, "created", 1]]]);
+      expect(got[1]).toBe(got[0]);
+      expect(got[2]).not.toBe(got[0]);
+      for (const s of streams) await s.return(undefined);
+    } finally {
+      await feed.close();
+      await notifications.close();
+    }
+  });
+});
