@@ -24,6 +24,16 @@ export const DUMP_FORMAT_VERSION = 1;
 
 const SECTIONS = ["versions", "registry_keys", "registry_key_chains", "registry_patients", "registry_studies"] as const;
 
+/**
+ * The registry's hashed rows, one record kind a table: written and restored
+ * by the same code, each table with the column its uid is scoped by (a
+ * patient's datasource, a study's patient). Studies follow patients.
+ */
+const REGISTRY_ROWS = [
+  { record: "registry_patient", table: "registry_patients", scope: "datasource_id" },
+  { record: "registry_study", table: "registry_studies", scope: "patient_identifier" },
+] as const;
+
 /** A dump or restore refused for a reason the operator can act on (the CLI prints the message alone). */
 export class DumpError extends Error {
   override readonly name = "DumpError";
@@ -228,20 +238,14 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
     }
   }
   const k = shape.keyColumn;
-  const patientSql = `SELECT identifier, datasource_id, encode(uid_hash, 'hex') AS uid_hash, ${k} AS key_chain, ${ts("registered_at")} AS registered_at
-    FROM registry_patients ORDER BY identifier`;
-  for await (const rows of cursorRows<Record<string, unknown>>(tx, "dump_patients", patientSql, [], batch)) {
-    for (const r of rows) {
-      yield emit(`${JSON.stringify({ record: "registry_patient", ...r })}\n`);
-      counts.registry_patient!++;
-    }
-  }
-  const studySql = `SELECT identifier, patient_identifier, encode(uid_hash, 'hex') AS uid_hash, ${k} AS key_chain, ${ts("registered_at")} AS registered_at
-    FROM registry_studies ORDER BY identifier`;
-  for await (const rows of cursorRows<Record<string, unknown>>(tx, "dump_studies", studySql, [], batch)) {
-    for (const r of rows) {
-      yield emit(`${JSON.stringify({ record: "registry_study", ...r })}\n`);
-      counts.registry_study!++;
+  for (const t of REGISTRY_ROWS) {
+    const rowSql = `SELECT identifier, ${t.scope}, encode(uid_hash, 'hex') AS uid_hash, ${k} AS key_chain, ${ts("registered_at")} AS registered_at
+      FROM ${t.table} ORDER BY identifier`;
+    for await (const rows of cursorRows<Record<string, unknown>>(tx, `dump_${t.table}`, rowSql, [], batch)) {
+      for (const r of rows) {
+        yield emit(`${JSON.stringify({ record: t.record, ...r })}\n`);
+        counts[t.record]!++;
+      }
     }
   }
 
@@ -564,24 +568,18 @@ async function flushRegistry(tx: Queryable, shape: Shape, rows: Record<string, R
         [json],
       );
       break;
-    case "registry_patient":
+    default: {
+      // registry_patient, registry_study: one statement, each table's scope column.
+      const t = REGISTRY_ROWS.find((r) => r.record === name);
+      if (t === undefined) throw new Error(`no registry table for record ${name}`);
       await tx.query(
-        `INSERT INTO registry_patients (identifier, datasource_id, uid_hash, ${k}, registered_at)
-         SELECT x.identifier, x.datasource_id, decode(x.uid_hash, 'hex'), x.key_chain, x.registered_at
-           FROM jsonb_to_recordset($1::text::jsonb) AS x(identifier text, datasource_id text, uid_hash text, key_chain text, registered_at timestamptz)
+        `INSERT INTO ${t.table} (identifier, ${t.scope}, uid_hash, ${k}, registered_at)
+         SELECT x.identifier, x.${t.scope}, decode(x.uid_hash, 'hex'), x.key_chain, x.registered_at
+           FROM jsonb_to_recordset($1::text::jsonb) AS x(identifier text, ${t.scope} text, uid_hash text, key_chain text, registered_at timestamptz)
          ON CONFLICT (identifier) DO UPDATE SET uid_hash = excluded.uid_hash, ${k} = excluded.${k}`,
         [json],
       );
-      break;
-    case "registry_study":
-      await tx.query(
-        `INSERT INTO registry_studies (identifier, patient_identifier, uid_hash, ${k}, registered_at)
-         SELECT x.identifier, x.patient_identifier, decode(x.uid_hash, 'hex'), x.key_chain, x.registered_at
-           FROM jsonb_to_recordset($1::text::jsonb) AS x(identifier text, patient_identifier text, uid_hash text, key_chain text, registered_at timestamptz)
-         ON CONFLICT (identifier) DO UPDATE SET uid_hash = excluded.uid_hash, ${k} = excluded.${k}`,
-        [json],
-      );
-      break;
+    }
   }
   batch.length = 0;
 }
