@@ -560,9 +560,6 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     await flushAll();
     // Built once over the loaded rows, as a bulk load does, instead of kept row by row.
     for (const ix of dropped) await tx.query(ix.def);
-    // Statistics for what was just loaded: the rebuild below (and the lineage view after) walk it, and a
-    // planner that still thinks the tables empty chose nested scans of the whole history.
-    await tx.exec("ANALYZE resources; ANALYZE resource_versions");
     // Access (docs/contract/18-access.md): versions loaded wholesale get their datasource attribution here.
     await rebuildAttribution(tx);
     if (header.until !== null) await tx.query("UPDATE clock SET last = $1::timestamptz", [header.until]);
