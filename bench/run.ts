@@ -6,6 +6,7 @@ import { cpus, totalmem } from "node:os";
 import { accessBenchmarks } from "./access.bench.js";
 import { cliImportBenchmarks } from "./cli-import.bench.js";
 import { createBenchmarks } from "./create.bench.js";
+import { dumpBenchmarks } from "./dump.bench.js";
 import { eventsBenchmarks } from "./events.bench.js";
 import { historyBenchmarks } from "./history.bench.js";
 import { loadBenchmarks } from "./load.bench.js";
@@ -33,6 +34,7 @@ const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[]
   { name: "access", run: accessBenchmarks },
   { name: "load", run: loadBenchmarks },
   { name: "writers", run: writersBenchmarks },
+  { name: "dump", run: dumpBenchmarks },
 ];
 
 async function main(): Promise<void> {

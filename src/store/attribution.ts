@@ -162,8 +162,10 @@ export async function checkWithinGrants(tx: Queryable, grants: Grants, ids: read
 
 /**
  * Recomputes every resource's attribution, now and over its whole history,
- * from the versions (as migration 17 backfills it): for writes that load
- * versions wholesale (a restored dump) instead of going through the writes.
+ * from the versions (as migration 18 backfills it, but with adjacent periods
+ * of one datasource merged, so the rows equal those the writes would have
+ * kept): for writes that load versions wholesale (a restored dump) instead
+ * of going through the writes.
  */
 export async function rebuildAttribution(tx: Queryable): Promise<void> {
   await tx.exec(`
@@ -182,8 +184,18 @@ export async function rebuildAttribution(tx: Queryable): Promise<void> {
        WHERE v.payload_type <> 'patient'
     )
     SELECT identifier, CASE WHEN payload_type = 'datasource' THEN identifier ELSE ds END AS ds, f, t FROM prop;
+    -- One period per stretch of one datasource, as the writes keep it (they
+    -- open a period only when the value changes): versions that follow each
+    -- other under the same datasource are merged.
     INSERT INTO resource_attribution (identifier, datasource_id, tx_from, tx_to)
-    SELECT identifier, ds, f, t FROM attribution_backfill WHERE ds IS NOT NULL AND f < t;
+    SELECT identifier, ds, min(f), max(t)
+      FROM (SELECT identifier, ds, f, t, sum(brk) OVER (PARTITION BY identifier ORDER BY f) AS island
+              FROM (SELECT identifier, ds, f, t,
+                           CASE WHEN lag(t) OVER w = f AND lag(ds) OVER w = ds THEN 0 ELSE 1 END AS brk
+                      FROM attribution_backfill
+                     WHERE ds IS NOT NULL AND f < t
+                    WINDOW w AS (PARTITION BY identifier ORDER BY f)) x) y
+     GROUP BY identifier, ds, island;
     UPDATE resources r SET datasource_id = b.ds FROM attribution_backfill b
      WHERE b.identifier = r.identifier AND b.t = 'infinity' AND b.ds IS NOT NULL;
     DROP TABLE attribution_backfill;`);
