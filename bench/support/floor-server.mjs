@@ -1,16 +1,23 @@
 // The floor of the load benchmark (issue 21): the leanest Node service that
 // does a route's database work. node:http and a pg pool of the service's
 // size and session options; per request it reads (and parses) a JSON body,
-// runs the route's captured statements on one pooled connection (named where
-// the service names them), and answers every row as JSON. No validation,
-// messages, logging, metrics or cursors: what is left of the service's cost
-// per call, against this, is the cost of its own layers.
-// Input: FLOOR_STATEMENTS (JSON: [{sql, params, name?}]), DATABASE_URL,
-// DATABASE_POOL_SIZE, PG_OPTIONS. Prints {"msg":"listening","port":N}.
+// runs the route's captured statements on one pooled connection, every one
+// of them a named prepared statement (pg's `name`: parsed once per
+// connection, then only bound and executed, as pgbench -M prepared runs
+// them; issue 35), and answers every row as JSON. No validation, messages,
+// logging, metrics or cursors: what is left of the service's cost per call,
+// against this, is the cost of its own layers.
+// Input: FLOOR_STATEMENTS (JSON: [{sql, params, name?}]; a statement without
+// a name is sent as `floor_<its index>`), DATABASE_URL, DATABASE_POOL_SIZE,
+// PG_OPTIONS. Prints {"msg":"listening","port":N}.
 import http from "node:http";
 import pg from "pg";
 
-const statements = JSON.parse(process.env.FLOOR_STATEMENTS);
+const statements = JSON.parse(process.env.FLOOR_STATEMENTS).map((st, i) => ({
+  text: st.sql,
+  ...(st.params ? { values: st.params } : {}),
+  name: st.name ?? `floor_${i}`,
+}));
 const pool = new pg.Pool({
   connectionString: process.env.DATABASE_URL,
   max: Number(process.env.DATABASE_POOL_SIZE || 10),
@@ -23,7 +30,7 @@ async function run() {
   try {
     const rows = [];
     for (const st of statements) {
-      const res = await client.query({ text: st.sql, ...(st.params ? { values: st.params } : {}), ...(st.name ? { name: st.name } : {}) });
+      const res = await client.query(st);
       if (res.rows) rows.push(...res.rows);
     }
     return rows;

@@ -6,6 +6,7 @@
 // refresh changed a parent or a tombstone; otherwise it walks the tree with a
 // recursive CTE. The refresher only makes the fast path the common one.
 import type { Db, Queryable } from "./db.js";
+import { prepared } from "./prepared.js";
 
 /** Notified by the resources triggers when a committed write changes the tree. */
 export const LINEAGE_CHANNEL = "lineage_changed";
@@ -35,18 +36,19 @@ export async function withLineageSnapshot<T>(db: Db, fn: (q: Queryable, fresh: b
  * the first version of an identifier is a creation.
  */
 export async function isLineageViewFresh(q: Queryable): Promise<boolean> {
-  const { rows } = await q.query<{ fresh: boolean }>(
-    `SELECT NOT EXISTS (
+  const { rows } = await q.query<{ fresh: boolean }>(FRESH);
+  return rows[0]?.fresh === true;
+}
+
+// Fixed, and run by every tree listing and statistics call: prepared once per connection (issue 35).
+const FRESH = prepared(`SELECT NOT EXISTS (
         SELECT 1 FROM resource_history v
           LEFT JOIN resource_versions prev ON prev.identifier = v.identifier AND prev.version = v.version - 1
          WHERE v.tx_from > s.refreshed_at
            AND (prev.identifier IS NULL OR prev.is_deleted <> v.is_deleted
                 OR prev.parent_identifier IS DISTINCT FROM v.parent_identifier)
      ) AS fresh
-     FROM lineage_view_state s`,
-  );
-  return rows[0]?.fresh === true;
-}
+     FROM lineage_view_state s`);
 
 /**
  * Refreshes the view concurrently (readers keep reading the old contents).

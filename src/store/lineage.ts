@@ -9,7 +9,7 @@ import { ALL_GRANTS, seesEverything, type Grants } from "../access/index.js";
 import { failedPrecondition, notFound } from "../errors.js";
 import { checkIdentifier } from "../schema/validate.js";
 import type { Db } from "./db.js";
-import { prepared } from "./prepared.js";
+import { named, prepared } from "./prepared.js";
 import { withLineageSnapshot } from "./lineage-view.js";
 import { ts } from "./sql.js";
 import { andVisible, visibleAt, visibleNow } from "./visibility.js";
@@ -95,9 +95,7 @@ export async function listChildren(db: Db, grants: Grants, options: ChildrenOpti
 
   const rows =
     asOf === undefined
-      ? await withLineageSnapshot(db, (q, fresh) =>
-          q.query<ChildRow>(childrenSql(CURRENT, fresh, withPayloads, grants), [parent]).then((r) => r.rows),
-        )
+      ? await withLineageSnapshot(db, (q, fresh) => q.query<ChildRow>(named(db, childrenSql(CURRENT, fresh, withPayloads, grants)), [parent]).then((r) => r.rows))
       : (await db.query<ChildRow>(childrenSql(asOfSource("$2"), false, withPayloads, grants), [parent, asOf])).rows;
 
   if (rows[0]?.parent_ok !== true) throw notFound(`parent ${parent ?? ""} is not an active resource at that time`);
@@ -196,7 +194,7 @@ export async function listParents(db: Db, grants: Grants, identifier: string, op
   checkIdentifier(identifier);
   const { rows } =
     options.asOf === undefined
-      ? await db.query<{ identifier: string; depth: number }>(seesEverything(grants) ? PARENTS_CURRENT : (db.statementNames?.page(parentsSql(CURRENT, grants)) ?? parentsSql(CURRENT, grants)), [identifier])
+      ? await db.query<{ identifier: string; depth: number }>(seesEverything(grants) ? PARENTS_CURRENT : named(db, parentsSql(CURRENT, grants)), [identifier])
       : await db.query<{ identifier: string; depth: number }>(parentsSql(asOfSource("$2"), grants), [identifier, options.asOf]);
   if (rows.length === 0) throw notFound(`${identifier} is not an active resource at that time`);
   return rows.slice(1).map((r) => r.identifier);

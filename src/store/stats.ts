@@ -9,6 +9,7 @@ import type { Grants } from "../access/index.js";
 import { notFound } from "../errors.js";
 import type { Db, Queryable } from "./db.js";
 import { withLineageSnapshot } from "./lineage-view.js";
+import { named } from "./prepared.js";
 import { ts } from "./sql.js";
 import { andVisible, grantsDatasource, visibleNow } from "./visibility.js";
 
@@ -36,7 +37,7 @@ export interface DatasourceStatsRow {
 export async function datasourceStats(db: Db, grants: Grants, options: { datasourceId?: string } = {}): Promise<DatasourceStatsRow[]> {
   const only = options.datasourceId ?? null;
   if (only !== null && !grantsDatasource(grants, only)) throw notFound(`datasource ${only} is not known`);
-  const rows = await withLineageSnapshot(db, (q, fresh) => collect(q, grants, fresh, only));
+  const rows = await withLineageSnapshot(db, (q, fresh) => collect(q, (sql) => named(db, sql), grants, fresh, only));
   if (only !== null && rows.length === 0) throw notFound(`datasource ${only} is not known`);
   return rows;
 }
@@ -61,9 +62,9 @@ function grantedList(grants: Grants): string[] | null {
   return grants.datasources === "all" ? null : [...grants.datasources];
 }
 
-async function collect(q: Queryable, grants: Grants, fresh: boolean, only: string | null): Promise<DatasourceStatsRow[]> {
+async function collect(q: Queryable, name: (sql: string) => string, grants: Grants, fresh: boolean, only: string | null): Promise<DatasourceStatsRow[]> {
   const { rows: listed } = await q.query<ListedRow>(
-    `WITH listed AS (
+    name(`WITH listed AS (
         SELECT datasource_id FROM registry_patients
         UNION
         SELECT (payload->>'datasource_id') COLLATE "C" FROM resources r WHERE payload_type = 'patient' AND NOT is_deleted${andVisible(visibleNow(grants, "r"))}
@@ -77,7 +78,7 @@ async function collect(q: Queryable, grants: Grants, fresh: boolean, only: strin
        FROM listed l LEFT JOIN patients p USING (datasource_id) LEFT JOIN studies s USING (datasource_id)
       WHERE l.datasource_id IS NOT NULL AND ($1::text IS NULL OR l.datasource_id = $1::text)
         AND ($2::text[] IS NULL OR l.datasource_id = ANY($2::text[]))
-      ORDER BY l.datasource_id`,
+      ORDER BY l.datasource_id`),
     [only, grantedList(grants)],
   );
   if (listed.length === 0) return [];
@@ -98,13 +99,13 @@ async function collect(q: Queryable, grants: Grants, fresh: boolean, only: strin
           WHERE NOT c.is_deleted AND c.payload_type <> 'patient'
        )`;
   const { rows: groups } = await q.query<GroupRow>(
-    `WITH RECURSIVE ${attributed}
+    name(`WITH RECURSIVE ${attributed}
      SELECT a.ds, r.payload_type, r.access_level, count(*)::text AS n,
             coalesce(sum((r.payload->>'size_bytes')::numeric) FILTER (WHERE r.payload_type = 'file'), 0)::text AS bytes,
             ${ts("max(r.updated_at)")} AS last
        FROM attr a JOIN resources r ON r.identifier = a.identifier
       WHERE ($1::text IS NULL OR a.ds = $1::text)${andVisible(visibleNow(grants, "r"))}
-      GROUP BY a.ds, r.payload_type, r.access_level`,
+      GROUP BY a.ds, r.payload_type, r.access_level`),
     [only],
   );
 

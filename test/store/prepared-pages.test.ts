@@ -5,7 +5,7 @@
 import { create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
-import { createQueryEngine, createStatementNames, MAX_PREPARED_PAGES, migrate, openDatabase, pageStatement, planQuery, type Db } from "../../src/store/index.js";
+import { createQueryEngine, createStatementNames, datasourceStats, listChildren, MAX_PREPARED_PAGES, migrate, openDatabase, pageStatement, planQuery, type Db } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { ALL_GRANTS } from "../../src/access/index.js";
 
@@ -39,6 +39,24 @@ describe.skipIf(!pgOk)("query pages as prepared statements [postgres]", () => {
       [sql],
     );
     expect(rows).toEqual([{ name, runs: "3" }]);
+  });
+
+  it("prepares the tree listing's and the statistics' statements, the freshness check of their snapshot included (issue 35)", async () => {
+    for (let i = 0; i < 3; i++) {
+      expect(await listChildren(db, ALL_GRANTS, { parentIdentifier: null })).toEqual([]);
+      expect(await datasourceStats(db, ALL_GRANTS)).toEqual([]);
+    }
+    const { rows } = await db.query<{ kind: string; runs: string }>(
+      `SELECT CASE WHEN statement LIKE '%AS fresh%' THEN 'fresh' WHEN statement LIKE '%parent_ok AS%' THEN 'children' WHEN statement LIKE '%WITH listed AS%' THEN 'stats' END AS kind,
+              (generic_plans + custom_plans)::text AS runs
+         FROM pg_prepared_statements WHERE statement ~ 'AS fresh|parent_ok AS|WITH listed AS' ORDER BY 1`,
+    );
+    // The empty store's statistics list no datasource, so their second statement is not sent.
+    expect(rows).toEqual([
+      { kind: "children", runs: "3" },
+      { kind: "fresh", runs: "6" },
+      { kind: "stats", runs: "3" },
+    ]);
   });
 
   it("names no more than MAX_PREPARED_PAGES texts", () => {
