@@ -7,6 +7,11 @@
 // (the current rows and their open versions), each payload written twice as
 // the issue's reference does. It does not depend on the store's code, so a
 // change to the store's SQL leaves the reference where it is.
+//
+// With `actor` (issue 32), both tables carry an `actor text NOT NULL` column,
+// written from one parameter per batch as the store writes its caller's: the
+// same reference with the one column the history added, so the create
+// benchmark can say what the column costs in the same run.
 import type pg from "pg";
 import { connect } from "./database.js";
 import { batchAt } from "./workload.js";
@@ -48,6 +53,17 @@ CREATE TABLE resource_versions (
 CREATE INDEX resource_versions_period_idx ON resource_versions (identifier, tx_from, tx_to);
 `;
 
+/** The schema, with the actor column when asked. */
+function schema(actor: boolean): string {
+  return actor ? SCHEMA.replace(/\n {2}is_deleted boolean NOT NULL DEFAULT false/g, "\n  is_deleted boolean NOT NULL DEFAULT false,\n  actor text NOT NULL") : SCHEMA;
+}
+
+/** An insert, with the actor column written from $9 when asked. */
+function withActor(sql: string, actor: boolean, select: string): string {
+  if (!actor) return sql;
+  return sql.replace(/\)\nSELECT /, ", actor)\nSELECT ").replace(select, `${select}, $9::text`);
+}
+
 const INSERT_CURRENT = `
 INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload,
     created_at, updated_at, version)
@@ -80,15 +96,15 @@ function columns(batch: readonly NewResource[]): unknown[] {
   ];
 }
 
-async function writeBatch(client: pg.Client, params: unknown[]): Promise<void> {
+async function writeBatch(client: pg.Client, params: unknown[], actor: boolean): Promise<void> {
   await client.query("BEGIN");
   try {
     const { rows } = await client.query<{ at: string }>(
       "UPDATE clock SET last = greatest(clock_timestamp(), last + interval '1 microsecond') RETURNING last::text AS at",
     );
-    const withStamp = [...params, rows[0]!.at];
-    await client.query(INSERT_CURRENT, withStamp);
-    await client.query(INSERT_VERSIONS, withStamp);
+    const withStamp = [...params, rows[0]!.at, ...(actor ? ["token#1"] : [])];
+    await client.query(withActor(INSERT_CURRENT, actor, "$8::timestamptz, $8::timestamptz, 1"), withStamp);
+    await client.query(withActor(INSERT_VERSIONS, actor, "u.payload, $8::timestamptz"), withStamp);
     await client.query("COMMIT");
   } catch (err) {
     await client.query("ROLLBACK");
@@ -97,10 +113,10 @@ async function writeBatch(client: pg.Client, params: unknown[]): Promise<void> {
 }
 
 /** A writer of the workload's batches into the lean schema, `concurrency` connections. */
-export async function leanWriter(url: string, prefix: string, batches: number, batchSize: number, concurrency: number) {
+export async function leanWriter(url: string, prefix: string, batches: number, batchSize: number, concurrency: number, actor = false) {
   const setup = await connect(url);
   try {
-    await setup.query(SCHEMA);
+    await setup.query(schema(actor));
   } finally {
     await setup.end();
   }
@@ -110,7 +126,7 @@ export async function leanWriter(url: string, prefix: string, batches: number, b
   const write = async (b: number): Promise<void> => {
     const client = idle.pop()!;
     try {
-      await writeBatch(client, params[b]!);
+      await writeBatch(client, params[b]!, actor);
     } finally {
       idle.push(client);
     }
