@@ -68,15 +68,19 @@ export interface Variant {
 
 /**
  * Latencies in ms by variant name: `calls` rounds after a tenth as many
- * untimed warm-up rounds, each round calling every variant once, in order,
- * so a change of load on the machine hits every variant alike. Every call
- * must answer `expected` items (`what` names them in the error).
+ * untimed warm-up rounds, each round calling every variant once, so a
+ * change of load on the machine hits every variant alike. Each round starts
+ * one variant further on: what a call leaves behind in this process (the
+ * garbage of decoding a large answer, collected during the next call) does
+ * not always fall on the same variant. Every call must answer `expected`
+ * items (`what` names them in the error).
  */
 export async function interleaved(variants: readonly Variant[], calls: number, expected: number, what: string): Promise<Map<string, number[]>> {
   const warmup = Math.ceil(calls / 10);
   const times = new Map(variants.map((v) => [v.name, [] as number[]]));
   for (let i = 0; i < warmup + calls; i++) {
-    for (const v of variants) {
+    for (let k = 0; k < variants.length; k++) {
+      const v = variants[(i + k) % variants.length]!;
       const start = process.hrtime.bigint();
       const n = await v.run(i);
       const ms = Number(process.hrtime.bigint() - start) / 1e6;
