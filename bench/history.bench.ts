@@ -1,18 +1,38 @@
 // Issue 32: a page of 100 versions of one resource through History (the
-// service, gRPC) against the same statement through pg (target >= 0.5, as
-// the batch read's: a page is dominated by the database, not by encoding).
+// service, gRPC) against the leanest statement PostgreSQL can answer the same
+// page with, through pg (target >= 0.5, as the batch read's: a page is
+// dominated by the database, not by encoding).
+//
+// The baseline is written here, not captured from the store: the versions of
+// one identifier from resource_history in version order, each one's kind
+// from the version before it by a window (lag), the plain columns as the
+// tables hold them, as a named (prepared) statement, since the service
+// prepares its own. It answers the same first page (no cursor, no range, a
+// caller who sees everything). The store's own statement, replayed through
+// pg, is timed beside it as context: it says how much of the gap is the
+// statement and how much the service around it.
 import { ALL_GRANTS } from "../src/access/index.js";
 import { createResourceStoreClient } from "../src/client/index.js";
 import { readHistory } from "../src/store/index.js";
 import { captureStatements } from "./support/capture.js";
 import { connect, withDatabase } from "./support/database.js";
-import { context, fmt, median, percentile, type Result } from "./support/measure.js";
+import { context, fmt, interleaved, summarise, type Result, type Variant } from "./support/measure.js";
 import { migrateDatabase } from "./support/load.js";
 import { startServer } from "./support/server.js";
 import type { BenchOptions } from "./options.js";
 
 export const HISTORY_PAGE_TARGET = 0.5;
 const PAGE = 100;
+
+/** The lean page: $1 the identifier, $2 the page's size. */
+export const LEAN_HISTORY_SQL = `SELECT identifier, version, tx_from AS at, actor,
+       CASE WHEN lag(is_deleted) OVER w IS NULL THEN 'created'
+            WHEN is_deleted THEN 'deleted'
+            WHEN lag(is_deleted) OVER w THEN CASE WHEN created_at = tx_from THEN 'created' ELSE 'restored' END
+            ELSE 'updated' END AS kind,
+       payload_type, parent_identifier, license, access_level, derived_from, payload, created_at, updated_at
+  FROM resource_history WHERE identifier = $1
+WINDOW w AS (ORDER BY version) ORDER BY version LIMIT $2`;
 
 export async function historyBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const resources = opts.quick ? 20 : 100;
@@ -31,38 +51,26 @@ export async function historyBenchmarks(opts: BenchOptions): Promise<Result[]> {
         await client.resources.update({ updates: Object.fromEntries(ids.map((id) => [id, { license: `L-${v}` }])) });
       }
       await pgClient.query("ANALYZE");
-      // The statement the store sends for a first page, captured from its own code.
-      const sqlOf = async (id: string) =>
-        (
-          await captureStatements(
-            (d) => readHistory(d, () => Promise.reject(new Error("no cursor on a first page")), id, ALL_GRANTS, { limit: PAGE }),
-            (sql) => (/LEFT JOIN LATERAL/.test(sql) ? [{ at: null, kind: null, actor: null }] : undefined),
-          )
-        )[0]!;
-      const statements = await Promise.all(ids.map(sqlOf));
-      const variants: { name: string; run: (i: number) => Promise<number> }[] = [
+      // The store's statement for a first page, captured from its own code (context only).
+      const store = (
+        await captureStatements(
+          (d) => readHistory(d, () => Promise.reject(new Error("no cursor on a first page")), ids[0]!, ALL_GRANTS, { limit: PAGE }),
+          (sql) => (/LEFT JOIN LATERAL/.test(sql) ? [{ at: null, kind: null, actor: null }] : undefined),
+        )
+      )[0]!;
+      const id = (i: number) => ids[i % resources]!;
+      const variants: Variant[] = [
+        { name: "pg lean", run: async (i) => (await pgClient.query({ name: "lean", text: LEAN_HISTORY_SQL, values: [id(i), PAGE] })).rows.length },
         {
-          name: "pg",
-          run: async (i) => {
-            const st = statements[i % resources]!;
-            return (await pgClient.query(st.sql, st.params)).rows.length;
-          },
+          name: "pg store's statement",
+          // It asks for limit + 1 rows (to know whether a page follows); a resource has exactly PAGE versions.
+          run: async (i) => (await pgClient.query({ name: "store", text: store.sql, values: [id(i), ...store.params!.slice(1)] })).rows.length,
         },
-        { name: "service", run: async (i) => (await client.resources.history({ identifier: ids[i % resources]!, limit: PAGE })).versions.length },
+        { name: "service", run: async (i) => (await client.resources.history({ identifier: id(i), limit: PAGE })).versions.length },
       ];
-      const times = new Map(variants.map((v) => [v.name, [] as number[]]));
-      for (let i = 0; i < calls + calls / 10; i++) {
-        for (const v of variants) {
-          const start = process.hrtime.bigint();
-          const n = await v.run(i);
-          const ms = Number(process.hrtime.bigint() - start) / 1e6;
-          if (n !== PAGE) throw new Error(`${v.name} returned ${n} versions, expected ${PAGE}`);
-          if (i >= calls / 10) times.get(v.name)!.push(ms); // the first tenth warms up
-        }
-      }
-      const med = (name: string) => median(times.get(name)!);
-      for (const v of variants) context(`${v.name}: median ${fmt(med(v.name), 2)} ms, p95 ${fmt(percentile(times.get(v.name)!, 95), 2)} ms`);
-      return [{ name: "history-page", ratio: med("pg") / med("service"), op: ">=", target: HISTORY_PAGE_TARGET }];
+      const med = summarise(await interleaved(variants, calls, PAGE, "versions"));
+      context(`the store's statement over the lean one, both through pg: ${fmt(med("pg store's statement") / med("pg lean"), 2)}`);
+      return [{ name: "history-page", ratio: med("pg lean") / med("service"), op: ">=", target: HISTORY_PAGE_TARGET }];
     } finally {
       await pgClient.end();
       await server.close();

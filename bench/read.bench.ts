@@ -5,7 +5,7 @@ import { readResources } from "../src/store/index.js";
 import { createResourceStoreClient } from "../src/client/index.js";
 import { captureStatements, type Statement } from "./support/capture.js";
 import { connect, withDatabase } from "./support/database.js";
-import { context, fmt, median, percentile, type Result } from "./support/measure.js";
+import { context, fmt, interleaved, summarise, type Result, type Variant } from "./support/measure.js";
 import { clockNow, loadThroughStoreSql, migrateDatabase } from "./support/load.js";
 import { startServer } from "./support/server.js";
 import { resourceAt } from "./support/workload.js";
@@ -74,7 +74,6 @@ export async function readBenchmarks(opts: BenchOptions): Promise<Result[]> {
       const currentSql = await Promise.all(idSets.map((ids) => sqlOf(ids)));
       const asOfSql = await Promise.all(idSets.map((ids) => sqlOf(ids, afterCreate)));
 
-      type Variant = { name: string; run: (i: number) => Promise<number> };
       const variants: Variant[] = [
         { name: "pg current", run: (i) => runRead(currentSql[i]!) },
         { name: "pg as_of", run: (i) => runRead(asOfSql[i]!) },
@@ -84,21 +83,7 @@ export async function readBenchmarks(opts: BenchOptions): Promise<Result[]> {
           run: async (i) => (await client.resources.read({ identifiers: idSets[i]!, asOf: afterCreate })).resources.length,
         },
       ];
-      // Interleaved call by call, so a change of load on the machine hits every variant alike.
-      const times = new Map(variants.map((v) => [v.name, [] as number[]]));
-      for (let i = 0; i < calls + calls / 10; i++) {
-        for (const v of variants) {
-          const start = process.hrtime.bigint();
-          const n = await v.run(i);
-          const ms = Number(process.hrtime.bigint() - start) / 1e6;
-          if (n !== perRead) throw new Error(`${v.name} returned ${n} resources, expected ${perRead}`);
-          if (i >= calls / 10) times.get(v.name)!.push(ms); // the first tenth warms up
-        }
-      }
-      const med = (name: string) => median(times.get(name)!);
-      for (const v of variants) {
-        context(`${v.name}: median ${fmt(med(v.name), 2)} ms, p95 ${fmt(percentile(times.get(v.name)!, 95), 2)} ms`);
-      }
+      const med = summarise(await interleaved(variants, calls, perRead, "resources"));
       context(`as_of over current straight through pg: ${fmt(med("pg as_of") / med("pg current"), 2)}`);
       return [
         { name: "read-100", ratio: med("pg current") / med("service current"), op: ">=", target: READ_TARGET },

@@ -4,6 +4,7 @@
 // output, and BENCHMARKS.md explains each miss.
 import { cpus, totalmem } from "node:os";
 import { accessBenchmarks } from "./access.bench.js";
+import { auditBenchmarks } from "./audit.bench.js";
 import { cliImportBenchmarks } from "./cli-import.bench.js";
 import { createBenchmarks } from "./create.bench.js";
 import { dumpBenchmarks } from "./dump.bench.js";
@@ -25,6 +26,7 @@ const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[]
   { name: "create", run: createBenchmarks },
   { name: "read", run: readBenchmarks },
   { name: "history", run: historyBenchmarks },
+  { name: "audit", run: auditBenchmarks },
   { name: "query", run: queryBenchmarks },
   { name: "parquet", run: parquetBenchmarks },
   { name: "pglite", run: pgliteBenchmarks },

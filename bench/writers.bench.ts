@@ -33,7 +33,7 @@ async function atConcurrency(n: number, batches: number, batchSize: number, roun
       withDatabase((horizonDb) =>
         withDatabase(async (grpcDb) => {
           const urls: Record<StampMode, string> = { clock: clockDb.url, free: freeDb.url, horizon: horizonDb.url };
-          const lean = await Promise.all(MODES.map((m) => leanWriter(urls[m], `w${m}`, written, batchSize, n, m)));
+          const lean = await Promise.all(MODES.map((m) => leanWriter(urls[m], `w${m}`, written, batchSize, n, { stamp: m })));
           const server = await startServer({ databaseUrl: grpcDb.url });
           try {
             const writers: Parameters<typeof interleaved>[0] = {};

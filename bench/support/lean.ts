@@ -18,6 +18,11 @@
 //   advisory lock (structural writes would take it exclusively), the
 //   transaction's xid assigned, then a stamp from a sequence, in one call of
 //   `take_stamp()`; no row is written, no writer waits for another.
+//
+// With `actor` (issue 32), both tables carry an `actor text NOT NULL` column,
+// written from one parameter per batch as the store writes its caller's: the
+// same reference with the one column the history added, so the create
+// benchmark can say what the column costs in the same run.
 import type pg from "pg";
 import { connect } from "./database.js";
 import { batchAt } from "./workload.js";
@@ -79,6 +84,17 @@ const TAKE_STAMP: Record<StampMode, string> = {
   horizon: "SELECT take_stamp() AS at",
 };
 
+/** The schema, with the actor column when asked. */
+function schema(actor: boolean): string {
+  return actor ? SCHEMA.replace(/\n {2}is_deleted boolean NOT NULL DEFAULT false/g, "\n  is_deleted boolean NOT NULL DEFAULT false,\n  actor text NOT NULL") : SCHEMA;
+}
+
+/** An insert, with the actor column written from $9 when asked. */
+function withActor(sql: string, actor: boolean, select: string): string {
+  if (!actor) return sql;
+  return sql.replace(/\)\nSELECT /, ", actor)\nSELECT ").replace(select, `${select}, $9::text`);
+}
+
 const INSERT_CURRENT = `
 INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload,
     created_at, updated_at, version)
@@ -111,13 +127,13 @@ function columns(batch: readonly NewResource[]): unknown[] {
   ];
 }
 
-async function writeBatch(client: pg.Client, params: unknown[], stamp: StampMode): Promise<void> {
+async function writeBatch(client: pg.Client, params: unknown[], stamp: StampMode, actor: boolean): Promise<void> {
   await client.query("BEGIN");
   try {
     const { rows } = await client.query<{ at: string }>(TAKE_STAMP[stamp]);
-    const withStamp = [...params, rows[0]!.at];
-    await client.query(INSERT_CURRENT, withStamp);
-    await client.query(INSERT_VERSIONS, withStamp);
+    const withStamp = [...params, rows[0]!.at, ...(actor ? ["token#1"] : [])];
+    await client.query(withActor(INSERT_CURRENT, actor, "$8::timestamptz, $8::timestamptz, 1"), withStamp);
+    await client.query(withActor(INSERT_VERSIONS, actor, "u.payload, $8::timestamptz"), withStamp);
     await client.query("COMMIT");
   } catch (err) {
     await client.query("ROLLBACK");
@@ -126,10 +142,17 @@ async function writeBatch(client: pg.Client, params: unknown[], stamp: StampMode
 }
 
 /** A writer of the workload's batches into the lean schema, `concurrency` connections. */
-export async function leanWriter(url: string, prefix: string, batches: number, batchSize: number, concurrency: number, stamp: StampMode = "clock") {
+export async function leanWriter(
+  url: string,
+  prefix: string,
+  batches: number,
+  batchSize: number,
+  concurrency: number,
+  { stamp = "clock", actor = false }: { stamp?: StampMode; actor?: boolean } = {},
+) {
   const setup = await connect(url);
   try {
-    await setup.query(SCHEMA);
+    await setup.query(schema(actor));
     if (stamp === "horizon") await setup.query(HORIZON_SCHEMA);
   } finally {
     await setup.end();
@@ -140,7 +163,7 @@ export async function leanWriter(url: string, prefix: string, batches: number, b
   const write = async (b: number): Promise<void> => {
     const client = idle.pop()!;
     try {
-      await writeBatch(client, params[b]!, stamp);
+      await writeBatch(client, params[b]!, stamp, actor);
     } finally {
       idle.push(client);
     }

@@ -59,3 +59,40 @@ export function fmt(n: number, digits = 0): string {
 export function mb(bytes: number): string {
   return `${fmt(bytes / 1024 / 1024)} MB`;
 }
+
+/** One variant of an interleaved benchmark: call i, answering how many items it got. */
+export interface Variant {
+  readonly name: string;
+  run(i: number): Promise<number>;
+}
+
+/**
+ * Latencies in ms by variant name: `calls` rounds after a tenth as many
+ * untimed warm-up rounds, each round calling every variant once, so a
+ * change of load on the machine hits every variant alike. Each round starts
+ * one variant further on: what a call leaves behind in this process (the
+ * garbage of decoding a large answer, collected during the next call) does
+ * not always fall on the same variant. Every call must answer `expected`
+ * items (`what` names them in the error).
+ */
+export async function interleaved(variants: readonly Variant[], calls: number, expected: number, what: string): Promise<Map<string, number[]>> {
+  const warmup = Math.ceil(calls / 10);
+  const times = new Map(variants.map((v) => [v.name, [] as number[]]));
+  for (let i = 0; i < warmup + calls; i++) {
+    for (let k = 0; k < variants.length; k++) {
+      const v = variants[(i + k) % variants.length]!;
+      const start = process.hrtime.bigint();
+      const n = await v.run(i);
+      const ms = Number(process.hrtime.bigint() - start) / 1e6;
+      if (n !== expected) throw new Error(`${v.name} returned ${n} ${what}, expected ${expected}`);
+      if (i >= warmup) times.get(v.name)!.push(ms);
+    }
+  }
+  return times;
+}
+
+/** Prints each variant's median and p95; answers the median of a variant by name. */
+export function summarise(times: ReadonlyMap<string, readonly number[]>): (name: string) => number {
+  for (const [name, xs] of times) context(`${name}: median ${fmt(median(xs), 2)} ms, p95 ${fmt(percentile(xs, 95), 2)} ms`);
+  return (name) => median(times.get(name) ?? []);
+}

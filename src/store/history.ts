@@ -7,7 +7,13 @@
 //   store/events.ts): none before, or a tombstone before and a new
 //   created_at (a create over a tombstone), is `created`; a tombstone is
 //   `deleted`; a live version after a tombstone with the old created_at is
-//   `restored`; anything else `updated`.
+//   `restored`; anything else `updated`. The version before is taken by a
+//   window (lag) over the versions from the cursor's on (the cursor's own
+//   version precedes the page's first; versions are numbered without gaps),
+//   before the range and visibility filters, so a version's kind is the same
+//   on every page and for every caller. One ordered scan of the primary
+//   keys: joining each version to the one before it scanned the history
+//   twice and took twice as long (bench history-page, BENCHMARKS.md).
 // - `since` is inclusive and `until` exclusive, on `at` ([since, until), as
 //   every period of the store).
 // - Pages are keyed by version; the cursor is the query cursor's signed
@@ -75,14 +81,15 @@ function historySql(grants: Grants): string {
     )
     SELECT h.* FROM cur LEFT JOIN LATERAL (
       SELECT ${ts("v.tx_from")} AS at, v.actor,
-             CASE WHEN p.identifier IS NULL THEN 'created'
+             CASE WHEN v.before_deleted IS NULL THEN 'created'
                   WHEN v.is_deleted THEN 'deleted'
-                  WHEN p.is_deleted THEN CASE WHEN v.created_at = v.tx_from THEN 'created' ELSE 'restored' END
+                  WHEN v.before_deleted THEN CASE WHEN v.created_at = v.tx_from THEN 'created' ELSE 'restored' END
                   ELSE 'updated' END AS kind,
              ${resourceColumns("v")}
-        FROM resource_history v
-        LEFT JOIN resource_history p ON p.identifier = v.identifier AND p.version = v.version - 1
-       WHERE v.identifier = cur.identifier AND v.version > $2::bigint
+        FROM (SELECT w.*, lag(w.is_deleted) OVER (ORDER BY w.version) AS before_deleted
+                FROM resource_history w
+               WHERE w.identifier = cur.identifier AND w.version >= $2::bigint) v
+       WHERE v.version > $2::bigint
          AND v.tx_from >= $3::timestamptz AND v.tx_from < $4::timestamptz
          ${andVisible(visibleAt(grants, "v", "v.tx_from"))}
        ORDER BY v.version

@@ -1,18 +1,23 @@
 // Every version records who wrote it (docs/contract/19-audit-history.md):
 // every kind of write (create, update, update is_deleted true and false,
-// cascading delete, cascading restore) through every surface (REST, Connect,
-// gRPC) with every kind of credential (a static token with actor:, one
+// cascading delete, cascading restore) through every surface (REST
+// unprefixed and on each revision, Connect, gRPC and gRPC-Web on each
+// revision) with every kind of credential (a static token with actor:, one
 // without, an OIDC JWT, authentication off), read back from the history
-// table and through History.
+// table and through History. The first revision has no Restore: there the
+// writes end with the cascading delete.
 import { createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
+import { ResourceService as ResourceServiceV1 } from "../../gen/resourcestore/v1/resource_service_pb.js";
 import { startTestServer, type TestServer } from "../support/app.js";
 import { startProvider, type TestProvider } from "../auth/oidc-provider.js";
 
-type Surface = "rest" | "connect" | "grpc";
-const SURFACES: readonly Surface[] = ["rest", "connect", "grpc"];
+type Surface = "rest" | "rest-v1" | "rest-v2" | `${"connect" | "grpc" | "grpc-web"}-${"v1" | "v2"}`;
+const SURFACES: readonly Surface[] = ["rest", "rest-v1", "rest-v2", "connect-v1", "connect-v2", "grpc-v1", "grpc-v2", "grpc-web-v1", "grpc-web-v2"];
+/** Whether a surface has Restore (the second revision's). */
+const restores = (surface: Surface): boolean => !surface.endsWith("v1");
 
 /** The writes of one identifier pair (root r, child c), each as (surface, token) would send it. */
 interface Writer {
@@ -25,9 +30,10 @@ interface Writer {
 
 function writer(srv: TestServer, surface: Surface, token: string | undefined): Writer {
   const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` };
-  if (surface === "rest") {
+  if (surface.startsWith("rest")) {
+    const prefix = surface === "rest" ? "" : `/${surface.slice("rest-".length)}`;
     const post = async (path: string, body: unknown): Promise<any> => {
-      const res = await fetch(srv.url + path, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify(body) });
+      const res = await fetch(srv.url + prefix + path, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify(body) });
       const json = await res.json();
       if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
       return json;
@@ -46,8 +52,15 @@ function writer(srv: TestServer, surface: Surface, token: string | undefined): W
       history: async (id) => (await post("/resources/history", { identifier: id })).versions,
     };
   }
-  const transport = surface === "grpc" ? createGrpcTransport({ baseUrl: srv.url }) : createConnectTransport({ baseUrl: srv.url, httpVersion: "1.1" });
-  const client: Client<typeof ResourceService> = createClient(ResourceService, transport);
+  const transport = surface.startsWith("grpc-web")
+    ? createGrpcWebTransport({ baseUrl: srv.url, httpVersion: "1.1" })
+    : surface.startsWith("grpc")
+      ? createGrpcTransport({ baseUrl: srv.url })
+      : createConnectTransport({ baseUrl: srv.url, httpVersion: "1.1" });
+  // The first revision's service is the second's without Restore (the same messages).
+  const client: Client<typeof ResourceService> = restores(surface)
+    ? createClient(ResourceService, transport)
+    : (createClient(ResourceServiceV1, transport) as unknown as Client<typeof ResourceService>);
   return {
     create: async ({ root, child }) =>
       void (await client.create(
@@ -70,18 +83,20 @@ function writer(srv: TestServer, surface: Surface, token: string | undefined): W
   };
 }
 
-/** Every kind of write on r (root) and c (child); the expected history of each. */
-async function everyWrite(w: Writer, root: string, child: string): Promise<void> {
+/** Every kind of write on r (root) and c (child) the surface has; the expected history of each. */
+async function everyWrite(w: Writer, root: string, child: string, restore: boolean): Promise<void> {
   await w.create({ root, child }); // r1 c1 created
   await w.update(root, { license: "MIT" }); // r2 updated
   await w.update(child, { is_deleted: true }); // c2 deleted
   await w.update(child, { is_deleted: false }); // c3 restored
   await w.delete(root); // r3 c4 deleted (cascade)
-  await w.restore(root); // r4 c5 restored (cascade)
+  if (restore) await w.restore(root); // r4 c5 restored (cascade)
 }
 
 const ROOT_KINDS = ["created", "updated", "deleted", "restored"];
 const CHILD_KINDS = ["created", "deleted", "restored", "deleted", "restored"];
+/** The kinds a surface's writes leave: without Restore, all but the last. */
+const kinds = (all: readonly string[], restore: boolean): string[] => (restore ? [...all] : all.slice(0, -1));
 
 async function actorsOf(srv: TestServer, id: string): Promise<string[]> {
   const { rows } = await srv.app.db.query<{ actor: string }>("SELECT actor FROM resource_history WHERE identifier = $1 ORDER BY version", [id]);
@@ -123,19 +138,22 @@ describe("the actor of every write, every surface, every credential", () => {
         const w = writer(s, surface, cred.token());
         const root = `r-${surface}-${cred.actor.replace("#", "")}`;
         const child = `c-${surface}-${cred.actor.replace("#", "")}`;
-        await everyWrite(w, root, child);
-        expect(await actorsOf(s, root)).toEqual(ROOT_KINDS.map(() => cred.actor));
-        expect(await actorsOf(s, child)).toEqual(CHILD_KINDS.map(() => cred.actor));
+        const restore = restores(surface);
+        await everyWrite(w, root, child, restore);
+        const rootKinds = kinds(ROOT_KINDS, restore);
+        const childKinds = kinds(CHILD_KINDS, restore);
+        expect(await actorsOf(s, root)).toEqual(rootKinds.map(() => cred.actor));
+        expect(await actorsOf(s, child)).toEqual(childKinds.map(() => cred.actor));
         const h = await w.history(child);
-        expect(h.map((v) => [v.version, v.kind, v.actor])).toEqual(CHILD_KINDS.map((k, i) => [i + 1, k, cred.actor]));
-        expect((await w.history(root)).map((v) => v.kind)).toEqual(ROOT_KINDS);
+        expect(h.map((v) => [v.version, v.kind, v.actor])).toEqual(childKinds.map((k, i) => [i + 1, k, cred.actor]));
+        expect((await w.history(root)).map((v) => [v.kind, v.actor])).toEqual(rootKinds.map((k) => [k, cred.actor]));
       });
     }
   }
 
   it("a second writer's versions carry its own actor, the first's keep theirs", async () => {
     const a = writer(srv, "rest", "tok-alice");
-    const b = writer(srv, "grpc", jwt);
+    const b = writer(srv, "grpc-web-v2", jwt);
     await a.create({ root: "mix-r", child: "mix-c" });
     await b.update("mix-c", { license: "CC0" });
     await a.delete("mix-r");
