@@ -50,7 +50,8 @@ function metadataColumn(f: QueryField): ColumnSpec {
   }
 }
 
-function payloadColumn(f: QueryField, lowCardinality: boolean): ColumnSpec {
+/** A payload field's column (exported for the COPY path's tests, which build every kind). */
+export function payloadColumn(f: QueryField, lowCardinality: boolean): ColumnSpec {
   const key = f.key ?? f.name;
   const value = (r: QueryRow): JsonValue | undefined => r.payload[key];
   const sql = `r.payload -> ${literal(key)}`;

@@ -179,18 +179,17 @@ export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: num
       else {
         bits[i >> 3] = (bits[i >> 3] as number) | (1 << (i & 7));
         const e = (at[k] as number) + l - 1;
-        let plain = true;
-        for (let j = s + 1; j < e; j++) {
-          if (data[j] === BACKSLASH) {
-            plain = false;
-            break;
-          }
+        // Copied while looking for an escape; without one, the bytes between the quotes are the string's UTF-8.
+        const out = box.out;
+        let w = o;
+        let j = s + 1;
+        for (; j < e; j++) {
+          const byte = data[j] as number;
+          if (byte === BACKSLASH) break;
+          out[w++] = byte;
         }
-        // No escape: the bytes between the quotes are the string's UTF-8.
-        if (plain) {
-          copyBytes(box.out, o, s + 1, e - s - 1);
-          o += e - s - 1;
-        } else o = putString(box, o, JSON.parse(jsonText(k)) as string);
+        if (j === e) o = w;
+        else o = putString(box, o, JSON.parse(jsonText(k)) as string);
       }
       offsets[i + 1] = o;
     }
@@ -277,7 +276,8 @@ export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: num
     const bits = new Uint8Array((rows + 7) >> 3);
     const out = new BigInt64Array(rows);
     const words = new Uint32Array(out.buffer);
-    const epoch = timestamp ? PG_EPOCH_US : 0;
+    const epochHi = timestamp ? Math.floor(PG_EPOCH_US / TWO_32) : 0;
+    const epochLo = timestamp ? PG_EPOCH_US - epochHi * TWO_32 : 0;
     let nulls = 0;
     for (let i = 0; i < rows; i++) {
       const k = i * n + c;
@@ -287,9 +287,15 @@ export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: num
       }
       bits[i >> 3] = (bits[i >> 3] as number) | (1 << (i & 7));
       const q = at[k] as number;
-      const num = view.getInt32(q) * TWO_32 + view.getUint32(q + 4) + epoch;
-      if (num > -4503599627370496 && num < 4503599627370496) putInt64(out, words, i, num);
-      else out[i] = view.getBigInt64(q) + (timestamp ? PG_EPOCH_BIG : 0n);
+      if (!littleEndian) {
+        out[i] = view.getBigInt64(q) + (timestamp ? PG_EPOCH_BIG : 0n);
+        continue;
+      }
+      // Big-endian in, two little-endian words out, the epoch added with a carry (exact for every int64).
+      const lo = view.getUint32(q + 4) + epochLo;
+      const carry = lo >= TWO_32 ? 1 : 0;
+      words[2 * i] = lo - carry * TWO_32;
+      words[2 * i + 1] = view.getInt32(q) + epochHi + carry;
     }
     if (!timestamp) return arrow.makeData({ type: new arrow.Int64(), length: rows, ...validity(bits, nulls), data: out });
     return arrow.makeData({ type: new arrow.Timestamp(arrow.TimeUnit.MICROSECOND, "UTC"), length: rows, ...validity(bits, nulls), data: out });
