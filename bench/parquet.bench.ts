@@ -191,8 +191,8 @@ async function encodingAgainstDuckDb(copy: Uint8Array[], rows: number, rounds: n
 export async function parquetBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const small = opts.quick ? 100_000 : 1_000_000;
   const large = small * 5;
-  // Four row groups in the quick run (one was a single job: one worker, the other core idle), ten in the full one.
-  const encodeRows = opts.quick ? 200_000 : 500_000;
+  // Two row groups in the quick run (one was a single job: one worker, the other core idle), ten in the full one.
+  const encodeRows = opts.quick ? 100_000 : 500_000;
   const rounds = opts.quick ? 3 : 2;
   // Both servers of this benchmark open one database: they share its registry key.
   const registrySecret = randomBytes(32).toString("base64url");
