@@ -22,7 +22,7 @@ import {
   type ColumnSpec,
   type WireColumn,
 } from "../../src/parquet/index.js";
-import { planQuery, resourceColumns, type QueryField, type QueryRow, type SqlType } from "../../src/store/index.js";
+import { openDatabase, planQuery, resourceColumns, type QueryField, type QueryRow, type SqlType } from "../../src/store/index.js";
 import { describeBackends, type Backend } from "../store/backends.js";
 
 const field = (name: string, type: SqlType): QueryField => ({ name, type, source: "payload", nullable: true, key: name, expr: () => "NULL" });
@@ -149,6 +149,33 @@ describeBackends(
       expect(rows[0]?.a).toBe("it's \\ \"q\" ü");
       expect(rows[0]?.e).toBe("$1");
       for (const k of ["a", "b", "c", "d", "e", "f", "g"]) expect(got[k]).toBe(rows[0]?.[k]);
+    });
+
+    it("ends a COPY that sends nothing for the statement timeout, and one whose reader stops, without losing the connection's pool", async () => {
+      const b = backend();
+      const db = await openDatabase({ databaseUrl: b.url, poolSize: 1, statementTimeoutMs: 400 });
+      try {
+        // One statement longer than the timeout, its rows coming steadily: not ended. (PostgreSQL
+        // sends COPY data in 8 kB flushes: rows of 9,000 bytes go out one by one.)
+        const steady = await copyBytes({ ...b, db }, "SELECT repeat('x', 9000), pg_sleep(0.1)::text FROM generate_series(1, 8) g");
+        const sp = new CopyRowSplitter(2, 100);
+        for (const c of steady) sp.push(c);
+        expect(sp.end()?.rows).toBe(8);
+        // Nothing for 2 s: ended by the watchdog between 0.4 s and 2 s.
+        const t0 = performance.now();
+        await expect(copyBytes({ ...b, db }, "SELECT pg_sleep(2)::text")).rejects.toThrow(/unavailable|internal/);
+        const took = performance.now() - t0;
+        expect(took).toBeGreaterThanOrEqual(400);
+        expect(took).toBeLessThan(1900);
+        // A reader that stops after its first piece drops the connection; the pool's one slot serves again.
+        for await (const piece of db.copyOut?.("SELECT repeat('x', 1000) FROM generate_series(1, 100000)", []) ?? []) {
+          expect(piece.length).toBeGreaterThan(0);
+          break;
+        }
+        expect((await db.query<{ n: number }>("SELECT 1 AS n")).rows[0]?.n).toBe(1);
+      } finally {
+        await db.close();
+      }
     });
   },
   ["postgres"],
