@@ -129,6 +129,8 @@ class CopyOutQuery {
 
   // The message's bytes are a view into the parser's buffer, reused for later messages: copied at once.
   handleCopyData(msg: CopyMessage): void {
+    // Bytes after a failure are not handed out: the export fails as it is.
+    if (this.error !== undefined) return;
     const bytes = msg.chunk;
     this.progress += bytes.length;
     if (this.used + bytes.length > this.piece.length) {
@@ -212,13 +214,13 @@ export async function* copyOutBinary(pool: pg.Pool, sql: string, params: readonl
   void client.query(query as unknown as pg.QueryConfig);
   try {
     for (;;) {
+      if (query.error !== undefined) throw toServiceError(query.error);
       const piece = query.pieces.shift();
       if (piece) {
         query.took();
         yield piece;
         continue;
       }
-      if (query.error !== undefined) throw toServiceError(query.error);
       if (query.finished) return;
       waiting = true;
       await new Promise<void>((resolve) => {
