@@ -2,7 +2,8 @@
 // (PARQUET_ENCODER_WORKERS): parquet-wasm's encoding of a row group blocks
 // for tens of milliseconds, which the event loop must not, and a worker per
 // export would let concurrent exports start any number of threads. A job is
-// a few Arrow IPC streams (one row group's rows); its result is a small,
+// one row group's rows, as binary COPY tuples that the worker builds into
+// Arrow itself (copy-batch.ts) or as Arrow IPC streams; its result is a small,
 // complete parquet file, which export.ts stitches into the export's file.
 // Workers start when a job needs one, never more than the cap; jobs beyond
 // the idle workers wait in a FIFO queue (bounded by the callers: each export
@@ -10,6 +11,7 @@
 // that dies fails its one job and is replaced by the next job that needs it.
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
+import { copyTuplesToIpc, type WireColumn } from "./copy-batch.js";
 
 export interface EncoderOptions {
   /** Rows per row group. */
@@ -23,7 +25,12 @@ export interface EncoderOptions {
 export interface EncodeJob {
   readonly options: EncoderOptions;
   /** Arrow IPC streams of one schema, in row order; transferred to the worker (unusable afterwards). */
-  readonly batches: readonly Uint8Array[];
+  readonly batches?: readonly Uint8Array[];
+  /**
+   * Or the rows as binary COPY tuples, which the worker turns into Arrow
+   * itself (copy-batch.ts); `data` is transferred.
+   */
+  readonly copy?: { readonly data: Uint8Array; readonly rows: number; readonly columns: readonly WireColumn[] };
 }
 
 export interface EncoderPoolStats {
@@ -56,9 +63,16 @@ export interface EncoderPool {
 
 // Kept as source text: worker_threads cannot load a .ts module without a
 // loader, and the build does not copy .js files next to the compiled ones.
-const WORKER_SOURCE = String.raw`
+const WORKER_SOURCE =
+  String.raw`
 const { parentPort, workerData } = require("node:worker_threads");
 const pw = require(workerData.parquetWasm);
+const arrow = require(workerData.apacheArrow);
+// Names a transpiler may add around nested functions and classes (keepNames).
+const __name = (target) => target;
+const copyTuplesToIpc = (` +
+  copyTuplesToIpc.toString() +
+  String.raw`);
 // Built per job: transformParquetStream takes ownership of the properties
 // (wasm-bindgen moves them), and a moved-out object passed again silently
 // means the defaults (no compression).
@@ -73,7 +87,8 @@ function properties(o) {
 }
 async function encode(m) {
   const batches = [];
-  for (const ipc of m.batches) {
+  const ipcs = m.copy ? [copyTuplesToIpc(arrow, m.copy.data, m.copy.rows, m.copy.columns)] : m.batches;
+  for (const ipc of ipcs) {
     // The stream takes the batches; the Table must be freed here, or its
     // memory stays in the wasm heap (which never shrinks) until a garbage
     // collection that a worker's small JS heap seldom needs: ~8 MB a row group.
@@ -114,6 +129,7 @@ parentPort.on("message", (m) => {
 `;
 
 const parquetWasmPath = createRequire(import.meta.url).resolve("parquet-wasm/node");
+const apacheArrowPath = createRequire(import.meta.url).resolve("apache-arrow");
 
 interface Job {
   readonly id: number;
@@ -164,7 +180,7 @@ export function createEncoderPool(size: number): EncoderPool {
   };
 
   const spawn = (): Slot => {
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { parquetWasm: parquetWasmPath } });
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { parquetWasm: parquetWasmPath, apacheArrow: apacheArrowPath } });
     const slot: Slot = { worker, job: undefined, dead: false, wasmBytes: 0 };
     started += 1;
     slots.push(slot);
@@ -193,8 +209,9 @@ export function createEncoderPool(size: number): EncoderPool {
       slot.job = job;
       slot.worker.ref();
       // Each buffer once: views into one buffer would make postMessage throw.
-      const transfer = [...new Set(job.job.batches.map((b) => b.buffer as ArrayBuffer))];
-      slot.worker.postMessage({ id: job.id, options: job.job.options, batches: job.job.batches }, transfer);
+      const { batches = [], copy } = job.job;
+      const transfer = [...new Set([...batches, ...(copy ? [copy.data] : [])].map((b) => b.buffer as ArrayBuffer))];
+      slot.worker.postMessage({ id: job.id, options: job.job.options, batches, copy }, transfer);
     }
   };
 

@@ -1,5 +1,7 @@
 // One parquet file as a stream of ~1 MiB chunks, in bounded memory: rows
-// arrive in batches and become Arrow IPC in this thread; every
+// arrive as a binary COPY stream, cut here into row groups of whole rows
+// and built into Arrow by the encoder workers (or, where the database
+// cannot COPY, in batches of rows that become Arrow IPC here); every
 // `rowGroupRows` rows go to the process's encoder pool as one job, up to the
 // pool's size at once, so one export's row groups are encoded on every core;
 // each job comes back as a small parquet file, checked to hold the rows sent,
@@ -15,14 +17,23 @@ import { parquetMetadata } from "hyparquet";
 import { internal, unavailable } from "../errors.js";
 import type { QueryRow } from "../store/index.js";
 import { arrowSchema, rowsToIpc } from "./arrow-batch.js";
-import type { ColumnSpec } from "./columns.js";
-import type { EncoderOptions, EncoderPool } from "./encoder-pool.js";
+import { exportSelect, type ColumnSpec } from "./columns.js";
+import type { WireColumn } from "./copy-batch.js";
+import { CopyRowSplitter } from "./copy-rows.js";
+import type { EncodeJob, EncoderOptions, EncoderPool } from "./encoder-pool.js";
 import { ParquetStitcher } from "./stitch.js";
 
 export interface ParquetExportOptions {
   readonly columns: readonly ColumnSpec[];
   /** Pushes every row, batch by batch; must stop (throw) when `write` throws. */
   readonly produce: (write: (rows: QueryRow[]) => Promise<void>) => Promise<void>;
+  /**
+   * The same rows as a binary COPY stream of the select list `select` (the
+   * columns' own expressions), or undefined when the database cannot COPY;
+   * then `produce` is used. With it, this thread only cuts the stream into
+   * row groups and the encoder workers build the Arrow batches.
+   */
+  readonly copy?: (select: string) => Promise<AsyncIterable<Uint8Array> | undefined>;
   /** The process's encoder workers (PARQUET_ENCODER_WORKERS). */
   readonly encoders: EncoderPool;
   readonly chunkBytes?: number;
@@ -106,7 +117,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
     });
     stitching.catch(fail);
   };
-  const dispatch = async (batches: Uint8Array[], rows: number) => {
+  const dispatch = async (input: Pick<EncodeJob, "batches" | "copy">, rows: number) => {
     while (inFlight.length >= pool.size && !aborted && failure === undefined) {
       await new Promise<void>((resolve) => {
         settled = resolve;
@@ -115,7 +126,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
     }
     if (aborted) throw new Aborted("export abandoned");
     if (failure !== undefined) throw failure.error;
-    const file = pool.encode({ options: encoderOptions, batches }, cancel.signal);
+    const file = pool.encode({ options: encoderOptions, ...input }, cancel.signal);
     file.catch(() => undefined);
     inFlight.push({ rows, file });
     stitchNext();
@@ -124,7 +135,8 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
   let rows = 0;
   let group: Uint8Array[] = [];
   let groupRows = 0;
-  const write = async (batch: QueryRow[]) => {
+  /** Waits while the encoded bytes wait for the consumer; throws once the export has ended. */
+  const haveRoom = async () => {
     while (queued > highWater && !aborted && failure === undefined) {
       await new Promise<void>((resolve) => {
         room = resolve;
@@ -133,6 +145,9 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
     }
     if (aborted) throw new Aborted("export abandoned");
     if (failure !== undefined) throw failure.error;
+  };
+  const write = async (batch: QueryRow[]) => {
+    await haveRoom();
     rows += batch.length;
     // Row groups of exactly rowGroupRows rows: a batch may end one and start the next.
     for (let at = 0; at < batch.length; ) {
@@ -144,15 +159,33 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
         const full = group;
         group = [];
         groupRows = 0;
-        await dispatch(full, rowGroupRows);
+        await dispatch({ batches: full }, rowGroupRows);
       }
     }
   };
+  // The COPY path: whole rows cut into row groups here, their values read in the workers.
+  const select = options.copy ? exportSelect(columns) : undefined;
+  const wire: WireColumn[] = columns.map((c) => ({ name: c.name, kind: c.kind, wire: c.wire ?? "text" }));
+  const fromCopy = async (stream: AsyncIterable<Uint8Array>) => {
+    const splitter = new CopyRowSplitter(columns.length, rowGroupRows);
+    for await (const chunk of stream) {
+      await haveRoom();
+      for (const g of splitter.push(chunk)) {
+        rows = splitter.rows;
+        await dispatch({ copy: { data: g.data, rows: g.rows, columns: wire } }, g.rows);
+      }
+    }
+    const last = splitter.end();
+    rows = splitter.rows;
+    if (last) await dispatch({ copy: { data: last.data, rows: last.rows, columns: wire } }, last.rows);
+  };
   const producer = (async () => {
     try {
-      await options.produce(write);
+      const stream = select !== undefined && options.copy ? await options.copy(select) : undefined;
+      if (stream) await fromCopy(stream);
+      else await options.produce(write);
       // An empty result still needs the schema to make a file.
-      if (groupRows > 0 || rows === 0) await dispatch(groupRows > 0 ? group : [rowsToIpc(schema, columns, [])], groupRows);
+      if (groupRows > 0 || rows === 0) await dispatch({ batches: groupRows > 0 ? group : [rowsToIpc(schema, columns, [])] }, groupRows);
       while (inFlight.length > 0 && failure === undefined) {
         await stitching;
         await Promise.resolve();

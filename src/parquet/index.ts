@@ -1,6 +1,8 @@
 // Parquet export: Arrow batches from query rows, row groups encoded on the
 // process's pool of encoder workers, stitched into one file, streamed.
-export { exportColumns, type ColumnSpec, type ColumnKind } from "./columns.js";
+export { exportColumns, exportSelect, payloadColumn, type ColumnSpec, type ColumnKind } from "./columns.js";
+export { copyTuplesToIpc, type Wire, type WireColumn } from "./copy-batch.js";
+export { CopyRowSplitter, CopyFormatError, type CopyGroup } from "./copy-rows.js";
 export { arrowSchema, rowsToIpc } from "./arrow-batch.js";
 export { footerRows, parquetExport, type ParquetExportOptions } from "./export.js";
 export { createEncoderPool, type EncodeJob, type EncoderOptions, type EncoderPool, type EncoderPoolStats } from "./encoder-pool.js";

@@ -110,6 +110,7 @@ export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof Q
           columns: exportColumns(plan),
           encoders: encoders(),
           produce: (write) => engine.forEachBatch(plan, grants, { asOf, cursor: req.cursor, limit }, batchRows, write),
+          copy: (select) => engine.copyRows(plan, grants, { asOf, cursor: req.cursor, limit }, select),
           ...(deps.chunkBytes !== undefined ? { chunkBytes: deps.chunkBytes } : {}),
           ...(deps.onError ? { onError: deps.onError } : {}),
           ...(deps.exports ? { stallMs: deps.exports.stallMs, onStall } : {}),

@@ -91,6 +91,13 @@ export interface Db extends Queryable {
   reader?(readPoint: string | undefined): Promise<Db>;
   /** Reads routed so far, by target (for metrics); present with read URLs. */
   readCounts?(): ReadCounts;
+  /**
+   * The rows of one statement as PostgreSQL's binary COPY stream (`COPY
+   * (sql) TO STDOUT (FORMAT binary)`, copy-out.ts), in pieces, on a
+   * connection of its own; reading pauses while the consumer does not pull,
+   * and stopping early drops the connection. Present on PostgreSQL.
+   */
+  readonly copyOut?: (sql: string, params: readonly unknown[]) => AsyncIterable<Uint8Array>;
   /** The names its statements are prepared under (prepared.ts); present on PostgreSQL. */
   readonly statementNames?: StatementNames;
 }

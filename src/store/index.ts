@@ -33,7 +33,7 @@ export { deleteResources, restoreResources, type TombstoneOptions } from "./tomb
 // Every version of one resource (docs/contract/19-audit-history.md).
 export { readHistory, type HistoryCursor, type HistoryOptions, type VersionPage, type HistoryVersion, type VersionKind } from "./history.js";
 /** The SQL that formats a timestamp column as the API writes it (for tests and benchmarks writing their own SQL). */
-export { ts } from "./sql.js";
+export { resourceColumns, ts } from "./sql.js";
 // The query engine.
 export * from "./query/index.js";
 // Lineage: reads, the materialized view, the refresher that keeps it fresh.

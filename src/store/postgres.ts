@@ -1,6 +1,7 @@
 // The PostgreSQL backend: a `pg` pool, with LISTEN and session advisory
 // locks on connections of their own beside it.
 import pg from "pg";
+import { copyOutBinary } from "./copy-out.js";
 import { guard, toServiceError } from "./db-errors.js";
 import { asText, KEEP_AS_TEXT, SNAPSHOT_BEGIN, type Db, type Lease, type Listener, type ListenHandlers, type Queryable, type SessionTimeouts, type TransactionOptions } from "./db.js";
 import { createStatementNames, type StatementNames } from "./prepared.js";
@@ -89,6 +90,7 @@ export function openPostgres(
         client.release(broken ? true : undefined);
       }
     },
+    copyOut: (sql, params) => copyOutBinary(pool, sql, params, { statementTimeoutMs: timeouts.statementTimeoutMs }),
     ping: () => guard(async () => void (await pool.query("SELECT 1"))),
     close: () => pool.end(),
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),

@@ -114,8 +114,27 @@ export function primaryWithStandbys(primary: Db, standbyDbs: readonly Db[], opti
       }
       return again();
     };
+    const copyOut = s.db.copyOut;
+    const primaryCopy = primary.copyOut;
     return {
       ...s.db,
+      ...(copyOut && primaryCopy
+        ? {
+            // Like a transaction: only a COPY that failed before its first byte may run again.
+            async *copyOut(sql: string, params: readonly unknown[]): AsyncGenerator<Uint8Array> {
+              let sent = false;
+              try {
+                for await (const piece of copyOut(sql, params)) {
+                  sent = true;
+                  yield piece;
+                }
+              } catch (err) {
+                if (sent) throw err;
+                yield* await fallBack(err, () => Promise.resolve(primaryCopy(sql, params)));
+              }
+            },
+          }
+        : {}),
       query: <R>(sql: string, params?: readonly unknown[]) => s.db.query<R>(sql, params).catch((err: unknown) => fallBack(err, () => primary.query<R>(sql, params))),
       async transaction<U>(fn: (tx: Queryable) => Promise<U>, options?: TransactionOptions): Promise<U> {
         // Only a transaction that failed before fn ran may run again: fn may have sent rows on.

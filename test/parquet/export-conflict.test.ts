@@ -1,7 +1,7 @@
 // A long parquet export cancelled by a recovery conflict (docs/contract/16-limits.md;
 // docs/scaling.md says which standby settings avoid one). The conflict is
-// injected at the query layer: the export's seventh FETCH, well after the
-// first row group went out, fails as PostgreSQL fails a standby query whose
+// injected at the query layer: the end of the export's COPY (or, on the row
+// path, its seventh FETCH), once the first row group went out, fails as PostgreSQL fails a standby query whose
 // snapshot replay has to take away (SQLSTATE 40001, "canceling statement due
 // to conflict with recovery"). Provoking a real one proved unreliable here:
 // a standby backend blocked sending a FETCH result acts on the cancel only
@@ -34,6 +34,14 @@ function injectConflict(bodyStarted: Promise<void>): { restore: () => void; fire
   let fetches = 0;
   let fired = false;
   proto.query = function (this: pg.Client, ...args: unknown[]) {
+    // The COPY the export reads on PostgreSQL (issue 35): its end is replaced by the conflict, once the body started.
+    const q = args[0] as { handleCopyData?: unknown; handleReadyForQuery?: () => void; handleError?: (e: unknown) => void } | undefined;
+    if (typeof q === "object" && q !== null && typeof q.handleCopyData === "function" && !fired) {
+      fired = true;
+      const err = Object.assign(new Error("canceling statement due to conflict with recovery"), { code: "40001", severity: "ERROR" });
+      q.handleReadyForQuery = () => void bodyStarted.then(() => q.handleError?.(err));
+      return original.apply(this, args);
+    }
     const text = typeof args[0] === "string" ? args[0] : "";
     if (text.startsWith("FETCH ") && ++fetches === FAILING_FETCH) {
       fired = true;

@@ -161,6 +161,11 @@ export interface PageOptions {
   readonly limit?: number;
   /** Descendants from the lineage view (current point only; the caller checked it is fresh). */
   readonly viaView?: boolean;
+  /**
+   * A select list over the row `r` in place of the resource columns, __k
+   * and __t (a parquet export's own typed columns); same rows, same order.
+   */
+  readonly select?: string;
 }
 
 /** Rows: resource columns plus __k (sort key text) and __t (the read point as text). */
@@ -170,7 +175,7 @@ export function pageStatement(plan: QueryPlan, point: ReadPoint, grants: Grants,
   const keyset = options.after ? ` AND ${keysetPredicate(plan, options.after, p)}` : "";
   const limit = options.limit !== undefined ? ` LIMIT ${p.add(options.limit, "int8")}` : "";
   const sql = `${b.with}
-    SELECT ${resourceColumns("r")}, ${sortKeyText(plan.sort)} AS __k, ${pointText(b.point)} AS __t
+    SELECT ${options.select ?? `${resourceColumns("r")}, ${sortKeyText(plan.sort)} AS __k, ${pointText(b.point)} AS __t`}
       FROM ${b.from}
      WHERE ${b.where}${keyset}
      ORDER BY ${orderBy(plan)}${limit}`;

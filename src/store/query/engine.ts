@@ -39,6 +39,13 @@ export interface QueryEngine {
   count(plan: QueryPlan, grants: Grants, asOf: string | undefined): Promise<bigint>;
   /** Calls onBatch with consecutive batches in query order; stops early when it throws. */
   forEachBatch(plan: QueryPlan, grants: Grants, request: PageRequest, batchSize: number, onBatch: (rows: QueryRow[]) => Promise<void>): Promise<void>;
+  /**
+   * forEachBatch's rows, with the select list `select` over the row `r` in
+   * place of the resource columns, as one binary COPY stream (one statement,
+   * one snapshot, access filtered in its SQL); undefined when the database
+   * cannot COPY out (PGlite), where forEachBatch is the way.
+   */
+  copyRows(plan: QueryPlan, grants: Grants, request: PageRequest, select: string): Promise<AsyncIterable<Uint8Array> | undefined>;
 }
 
 /**
@@ -125,6 +132,14 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
         return q.query<{ n: string }>(st.sql, st.params);
       });
       return BigInt(rows[0]?.n ?? "0");
+    },
+
+    async copyRows(plan, grants, req, select) {
+      const { point, after } = await start(plan, grants, req);
+      const db = await readerFor(primary, stampOf(point));
+      if (db.copyOut === undefined) return undefined;
+      const st = pageStatement(plan, point, grants, { ...(after ? { after } : {}), ...(req.limit !== undefined ? { limit: req.limit } : {}), select });
+      return db.copyOut(st.sql, st.params);
     },
 
     async forEachBatch(plan, grants, req, batchSize, onBatch) {
