@@ -4,7 +4,7 @@
 import type { AccessLevel, Grants } from "../../src/access/index.js";
 import { maySee } from "../../src/access/index.js";
 
-export type PayloadType = "datasource" | "patient" | "study" | "series" | "file" | "annotation" | "dataset";
+export type PayloadType = "datasource" | "patient" | "study" | "series" | "file" | "annotation" | "artefact" | "dataset";
 
 export interface Node {
   readonly id: string;
@@ -13,6 +13,10 @@ export interface Node {
   level: AccessLevel;
   /** A patient's datasource_id. */
   datasourceId?: string;
+  /** A file's path or an artefact's uri (an object the suite uploads before the create). */
+  object?: string;
+  /** An artefact's repository path and status (`/artefacts/latest` looks them up). */
+  artefact?: { path: string; status: "succeeded" | "failed" };
   deleted: boolean;
   /** Order of first creation: `children` and `/children` list oldest first. */
   readonly seq: number;
@@ -169,7 +173,9 @@ export function restRequest(op: Op): { path: string; body: unknown } {
       if (n.type === "patient") fields.datasource_id = n.datasourceId;
       if (n.type === "study") fields.modality = "CT";
       if (n.type === "series") fields.series_number = 1;
-      if (n.type === "file") Object.assign(fields, { path: `s3://resources/${n.id}.dcm`, size_bytes: "10" });
+      if (n.type === "file") Object.assign(fields, { path: n.object ?? `s3://resources/${n.id}.dcm`, size_bytes: "10" });
+      if (n.type === "artefact")
+        Object.assign(fields, { repo: "r", branch: "main", path: n.artefact?.path ?? "m", status: n.artefact?.status ?? "succeeded", uri: n.object ?? `s3://resources/${n.id}.bin` });
       if (n.type === "annotation") fields.label = "l";
       if (n.type === "dataset") fields.name = n.id;
       return { path: "/resources/create", body: { resources: [fields] } };
@@ -221,7 +227,12 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
     }
     case 4: {
       const s = pick(ofType("series"), a);
-      if (s) op = { kind: "create", node: { id: fresh(b % 2 === 0 ? "fil" : "ann"), type: b % 2 === 0 ? "file" : "annotation", parent: s.id, level } };
+      if (s) {
+        // Files, annotations and artefacts (of two repository paths, some failed: /artefacts/latest skips those).
+        const type = (["file", "annotation", "artefact"] as const)[b % 3] as PayloadType;
+        const artefact = type === "artefact" ? { path: `m${Math.floor(b / 3) % 2}`, status: Math.floor(b / 6) % 4 === 0 ? ("failed" as const) : ("succeeded" as const) } : undefined;
+        op = { kind: "create", node: { id: fresh(type.slice(0, 3)), type, parent: s.id, level, ...(artefact ? { artefact } : {}) } };
+      }
       break;
     }
     case 5:
