@@ -124,6 +124,7 @@ function suite(kind: "pglite" | "postgres") {
           const base = () => server.url;
           const full = caller(base, "tok-full");
           const { model, points } = await replay(caller(base, "tok-w"), draws);
+          const registered = await register(caller(base, "tok-w"), model, points, regDraws);
           const now = current(model);
           // Read points: now, and a few drawn from the history.
           const picks = [points.length - 1, ...pointDraws.map((d) => d % points.length)];
@@ -146,13 +147,12 @@ function suite(kind: "pglite" | "postgres") {
             }
             await checkCursorReplay(base, asOf, `${kind} run ${run}, point ${i}/${points.length - 1}`);
           }
-          const registered = await register(caller(base, "tok-w"), regDraws);
           for (const [name, { token, grants }] of Object.entries(CALLERS)) {
             const who = caller(base, token);
             const ctx = `${kind} run ${run}, ${name}, now`;
             await checkStats(who, full, grants, now, registered, ctx);
             await checkStorage(who, full, grants, now, ctx);
-            await checkRegistry(who, grants, registered, ctx);
+            await checkRegistry(who, grants, now, registered, ctx);
             await checkHistory(who, full, grants, model, points, ctx);
             await checkEvents(server.url, token, grants, model, points, ctx);
           }
@@ -335,8 +335,13 @@ interface Registered {
   study: string;
 }
 
-/** Registers a patient and a study in each drawn datasource (ds-4 has no resources: only the registry knows it). */
-async function register(writer: ReturnType<typeof caller>, draws: number[]): Promise<Registered[]> {
+/**
+ * Registers a patient and a study in each drawn datasource (ds-4 has no
+ * resources: only the registry knows it); every other registered patient is
+ * then created as a resource with its identifier, at a drawn level, so the
+ * registry's "patient resource the caller may not see" rule is met too.
+ */
+async function register(writer: ReturnType<typeof caller>, model: Model, points: string[], draws: number[]): Promise<Registered[]> {
   const out: Registered[] = [];
   for (const [i, d] of draws.entries()) {
     const datasourceId = ["ds-1", "ds-2", "ds-3", "ds-4"][d % 4] as string;
@@ -347,12 +352,21 @@ async function register(writer: ReturnType<typeof caller>, draws: number[]): Pro
     const st = await writer.post("/studies/register", { patient_identifier: p.json.identifier, external_uid: accession });
     expect(st.status, JSON.stringify(st.json)).toBe(200);
     out.push({ datasourceId, uid, patient: p.json.identifier as string, accession, study: st.json.identifier as string });
+    if (i % 2 === 1) {
+      const op = { kind: "create" as const, node: { id: p.json.identifier as string, type: "patient" as const, parent: null, level: LEVELS[Math.floor(d / 4) % 3] ?? "public", datasourceId } };
+      const { path, body } = restRequest(op);
+      const res = await writer.post(path, body);
+      expect(res.status, JSON.stringify(res.json)).toBe(200);
+      apply(model, op);
+      points.push(stampNow());
+      await sleep(2);
+    }
   }
   return out;
 }
 
-/** Resolving: a patient or study of a datasource outside the grants answers exactly as an unregistered one. */
-async function checkRegistry(who: ReturnType<typeof caller>, grants: Grants, registered: Registered[], ctx: string) {
+/** Resolving: a patient or study of a datasource outside the grants, or of a patient resource the caller may not see, answers exactly as an unregistered one. */
+async function checkRegistry(who: ReturnType<typeof caller>, grants: Grants, now: State, registered: Registered[], ctx: string) {
   const granted = (ds: string) => grants.datasources === "all" || grants.datasources.has(ds);
   const unknownPatient = await who.post("/patients/resolve", { datasource_id: "ds-1", external_uid: "never" });
   const unknownStudy = await who.post("/studies/resolve", { patient_identifier: "pat_never", external_uid: "never" });
@@ -361,7 +375,8 @@ async function checkRegistry(who: ReturnType<typeof caller>, grants: Grants, reg
   for (const reg of registered) {
     const p = await who.post("/patients/resolve", { datasource_id: reg.datasourceId, external_uid: reg.uid });
     const s = await who.post("/studies/resolve", { patient_identifier: reg.patient, external_uid: reg.accession });
-    if (granted(reg.datasourceId)) {
+    // The datasource granted, and the patient's resource (if one was created) one the caller may see now (tombstoned or not).
+    if (granted(reg.datasourceId) && (!now.has(reg.patient) || versionVisible(grants, now, now, reg.patient))) {
       expect(p, `resolve ${reg.uid} in ${reg.datasourceId}, ${ctx}`).toEqual({ status: 200, json: { identifier: reg.patient } });
       expect(s, `resolve ${reg.accession}, ${ctx}`).toEqual({ status: 200, json: { identifier: reg.study } });
     } else {
