@@ -207,7 +207,8 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
   const level = LEVELS[c % 3] as AccessLevel;
   const fresh = (prefix: string) => `${prefix}-${++counter.n}`;
   let op: Op | undefined;
-  switch (kind % 12) {
+  // Leaves (files, annotations, artefacts) three times as often as the other kinds: the paths to objects and /artefacts/latest need them.
+  switch (kind % 14) {
     case 0:
     case 1: {
       // Patients hang under a datasource node, not always their own one.
@@ -225,7 +226,9 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
       if (s) op = { kind: "create", node: { id: fresh("ser"), type: "series", parent: s.id, level } };
       break;
     }
-    case 4: {
+    case 4:
+    case 12:
+    case 13: {
       const s = pick(ofType("series"), a);
       if (s) {
         // Files, annotations and artefacts (of two repository paths, some failed: /artefacts/latest skips those).

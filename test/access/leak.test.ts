@@ -12,7 +12,7 @@ import type { Grants } from "../../src/access/index.js";
 import { startTestServer } from "../support/app.js";
 import { createTestDatabase, postgresReachable } from "../support/postgres.js";
 import { writeFixture } from "../storage/parquet-fixture.js";
-import { apply, attribution, current, DATASOURCES, LEVELS, newModel, opFrom, restRequest, versionVisible, visible, type Model, type Node, type State } from "./leak-model.js";
+import { apply, attribution, current, DATASOURCES, LEVELS, newModel, opFrom, restRequest, versionVisible, visible, type Model, type Node, type Op, type State } from "./leak-model.js";
 
 const pgOk = await postgresReachable();
 
@@ -72,8 +72,14 @@ async function replay(writer: ReturnType<typeof caller>, draws: number[][]): Pro
   points.push(stampNow());
   await sleep(2);
   const counter = { n: 0 };
-  const seed = [
+  // The datasources, and a spine below each (a patient of the next datasource, a study, a series, at shifted levels), so that leaves come early.
+  const seed: Op[] = [
     ...DATASOURCES.map((ds, i) => ({ kind: "create" as const, node: { id: ds, type: "datasource" as const, parent: null, level: LEVELS[i % 3] ?? "public" } })),
+    ...DATASOURCES.flatMap((ds, i): Op[] => [
+      { kind: "create", node: { id: `pat-s${i}`, type: "patient", parent: ds, level: LEVELS[i % 3] ?? "public", datasourceId: DATASOURCES[(i + 1) % 3] } },
+      { kind: "create", node: { id: `stu-s${i}`, type: "study", parent: `pat-s${i}`, level: LEVELS[(i + 1) % 3] ?? "public" } },
+      { kind: "create", node: { id: `ser-s${i}`, type: "series", parent: `stu-s${i}`, level: LEVELS[(i + 2) % 3] ?? "public" } },
+    ]),
   ];
   const ops = [...seed];
   for (const op of ops) {
