@@ -130,6 +130,68 @@ export function valid(state: State, op: Op): boolean {
   }
 }
 
+/**
+ * What a narrow writer's op does (docs/access.md, Writes), for the verbs the
+ * suite sends as one: a create (a parent it may not see is a missing one; a
+ * resource outside its grants afterwards is 403), a level change (an
+ * identifier it may not see is unknown; a level that leaves the resource
+ * outside its grants is 403) and a cascading delete (skipped when it may not
+ * see the root; tombstones only what it may see, walking on only through
+ * that). `ok` ops are applied with applyAs.
+ */
+export function writeOutcome(state: State, grants: Grants, op: Op): { status: 200 } | { status: 400 | 403; reason: string } {
+  const sees = (id: string) => visible(grants, state, state, id);
+  switch (op.kind) {
+    case "create": {
+      if (op.node.parent !== null && !sees(op.node.parent)) return { status: 400, reason: "DANGLING_PARENT" };
+      const after = clone(state);
+      after.set(op.node.id, { ...op.node, deleted: false, seq: after.size });
+      return visible(grants, after, after, op.node.id) ? { status: 200 } : { status: 403, reason: "OUTSIDE_GRANTS" };
+    }
+    case "level": {
+      if (!sees(op.id)) return { status: 400, reason: "UNKNOWN_IDENTIFIER" };
+      const after = clone(state);
+      (after.get(op.id) as Node).level = op.level;
+      return visible(grants, after, after, op.id) ? { status: 200 } : { status: 403, reason: "OUTSIDE_GRANTS" };
+    }
+    case "delete":
+      return { status: 200 };
+    default:
+      throw new Error(`the suite sends no ${op.kind} as a narrow writer`);
+  }
+}
+
+/** The resources a cascading delete by these grants tombstones: the root and what they may see below, walking on only through that. */
+export function deletedByGrants(state: State, grants: Grants, id: string): string[] {
+  const sees = (x: string) => visible(grants, state, state, x);
+  if (!sees(id)) return [];
+  const out: string[] = [id];
+  const walk = (p: string) => {
+    for (const n of [...state.values()].sort((a, b) => a.seq - b.seq)) {
+      if (n.parent === p && !n.deleted && sees(n.id)) {
+        out.push(n.id);
+        walk(n.id);
+      }
+    }
+  };
+  walk(id);
+  return out;
+}
+
+/** Applies an op sent by a writer with these grants (a delete tombstones deletedByGrants). */
+export function applyAs(model: Model, grants: Grants, op: Op): number {
+  if (op.kind !== "delete") {
+    apply(model, op);
+    return 1;
+  }
+  const next = clone(current(model));
+  const gone = deletedByGrants(next, grants, op.id);
+  for (const id of gone) (next.get(id) as Node).deleted = true;
+  if (gone.length > 0) model.deletedBy.set(op.id, gone);
+  model.states.push(next);
+  return gone.length;
+}
+
 export function apply(model: Model, op: Op): void {
   const next = clone(current(model));
   switch (op.kind) {
