@@ -144,7 +144,7 @@ describeBackends("change feed history", (backend) => {
     const feed = createEventFeed({ db: b.db, notifications });
     const w = uid("sh");
     try {
-      const streams = [feed.watch({ heartbeatMs: 60_000 }), feed.watch({ heartbeatMs: 60_000 }), feed.watch({ heartbeatMs: 60_000, payloadTypes: ["datasource"] })];
+      const streams = [feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 }), feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 }), feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000, payloadTypes: ["datasource"] })];
       // The first message of each (nothing to send yet); asked for the next, each joins the tail and waits.
       for (const s of streams) expect(((await s.next()).value as EventMessage).events).toEqual([]);
       const waiting = streams.map((s) => s.next());
