@@ -104,6 +104,8 @@ function speaksBinary(contentType: string | null): boolean {
 export function createEventService(deps: EventServiceDeps): ServiceImpl<typeof EventService> {
   return {
     async *watch(req, ctx) {
+      // The caller first: its grants go into the statements that read the history.
+      const { grants } = callerOf(ctx);
       const stream = deps.feed.watch({
         since: parseSince(req.since),
         payloadTypes: req.payloadTypes,
@@ -111,7 +113,7 @@ export function createEventService(deps: EventServiceDeps): ServiceImpl<typeof E
         includeResources: req.includeResources === true,
         heartbeatMs: deps.heartbeatMs,
         signal: ctx.signal,
-        grants: callerOf(ctx).grants,
+        grants,
       });
       if (speaksBinary(ctx.requestHeader.get("content-type"))) {
         for await (const message of stream) yield preEncoded(message);

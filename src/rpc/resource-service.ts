@@ -78,10 +78,11 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
       return create(RestoreResponseSchema, { restored: BigInt(count) });
     },
     history: async (req, ctx) => {
+      const { grants } = callerOf(ctx);
       if (req.limit !== undefined && (req.limit < 1 || req.limit > limits.maxQueryLimit)) {
         throw invalidArgument(`limit must be between 1 and ${limits.maxQueryLimit}, got ${req.limit}`, "LIMIT_OUT_OF_RANGE");
       }
-      const page = await store.history(req.identifier, callerOf(ctx).grants, {
+      const page = await store.history(req.identifier, grants, {
         since: optionalStamp(req.since, "since"),
         until: optionalStamp(req.until, "until"),
         limit: req.limit,

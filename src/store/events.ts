@@ -29,7 +29,7 @@ import { setMaxListeners } from "node:events";
 import { resourceExhausted } from "../errors.js";
 import { checkIdentifier, payloadTypeOrThrow } from "../schema/validate.js";
 import { stampMicros } from "../time.js";
-import { ALL_GRANTS, grantsKey, type Grants } from "../access/index.js";
+import { grantsKey, type Grants } from "../access/index.js";
 import type { Db } from "./db.js";
 import type { Notifications } from "./notifications.js";
 import { readerFor } from "./replicas.js";
@@ -100,8 +100,6 @@ export interface HistoryPage {
 }
 
 export interface PageReadOptions {
-  /** Whose events (section 18); default: everything. */
-  readonly grants?: Grants;
   /**
    * Instead of filtering by rootIdentifier, tag each event with which of
    * these roots it was under at its instant (subtreeOf): the shared tail
@@ -145,13 +143,13 @@ function walkUp(stopAt: string | undefined): string {
  * it touches, never past the committed clock. Filters apply after the window
  * is chosen, so a sparse filter still advances `upto` page by page.
  */
-export async function readHistoryPage(db: Db, since: string | null, limit: number, filter: EventFilter = {}, options: PageReadOptions = {}): Promise<HistoryPage> {
+export async function readHistoryPage(db: Db, grants: Grants, since: string | null, limit: number, filter: EventFilter = {}, options: PageReadOptions = {}): Promise<HistoryPage> {
   const withResources = filter.includeResources === true;
   const tagRoots = options.tagRoots ?? [];
   const params: unknown[] = [since ?? "-infinity", limit, filter.payloadTypes ?? [], filter.rootIdentifier ?? null];
   const under =
     tagRoots.length > 0 ? `ARRAY(${walkUp(undefined)} SELECT identifier FROM up WHERE identifier = ANY($${params.push(tagRoots)}::text[]))` : "NULL::text[]";
-  const visible = visibleSql(options.grants ?? ALL_GRANTS, "v");
+  const visible = visibleSql(grants, "v");
   const { rows } = await db.query<PageRow>(
     `WITH c AS (SELECT last FROM clock),
      win AS (
@@ -308,8 +306,8 @@ export interface WatchOptions extends EventFilter {
   readonly heartbeatMs: number;
   /** Ends the stream (client gone, server shutting down). */
   readonly signal?: AbortSignal;
-  /** The caller's grants (section 18): only events it may see. Default: everything. */
-  readonly grants?: Grants;
+  /** The caller's grants (section 18): only events it may see. Required: a stream never defaults to everything. */
+  readonly grants: Grants;
 }
 
 /**
@@ -489,7 +487,7 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
           t.again = false;
           const from = t.point;
           const tagged = new Set(t.roots.keys());
-          const page = await readHistoryPage(db, from, pageSize, { includeResources: t.withResources }, { grants: t.grants, tagRoots: [...tagged] });
+          const page = await readHistoryPage(db, t.grants, from, pageSize, { includeResources: t.withResources }, { tagRoots: [...tagged] });
           if (t.point !== from) continue;
           t.point = page.upto;
           const delivered: TailPage = { from, page, tagged };
@@ -518,7 +516,7 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
     if (open >= maxStreams) throw resourceExhausted(`${maxStreams} change-feed streams are open in this process (MAX_WATCH_STREAMS); try again later`, "TOO_MANY_STREAMS");
     open += 1;
     const signal = opts.signal ? AbortSignal.any([opts.signal, closing.signal]) : closing.signal;
-    const grants = opts.grants ?? ALL_GRANTS;
+    const grants = opts.grants;
     const withResources = opts.includeResources === true;
     const root = opts.rootIdentifier;
     const types = opts.payloadTypes !== undefined && opts.payloadTypes.length > 0 ? new Set(opts.payloadTypes) : undefined;
@@ -545,7 +543,7 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
         if (member === undefined) {
           // On its own: the filters are in the SQL.
           const source = catchingUp ? await readerFor(db, point) : db;
-          const page = await readHistoryPage(source, point, pageSize, opts, { grants });
+          const page = await readHistoryPage(source, grants, point, pageSize, opts);
           if (signal.aborted) return;
           catchingUp = page.more;
           point = page.upto;

@@ -15,6 +15,7 @@ const ROOT = path.resolve(import.meta.dirname, "../..");
 /** Exports that touch no resource row a caller could see (infrastructure, SQL builders, secrets, the registry's own key work). */
 const NO_RESOURCE_READS: Record<string, string> = {
   createResourceStore: "builds the store; its methods are checked below",
+  createEventFeed: "builds the change feed; its methods are checked below",
   openDatabase: "connection",
   preparedName: "statement naming",
   preparedPage: "statement naming",
@@ -58,17 +59,19 @@ const NO_RESOURCE_READS: Record<string, string> = {
 };
 
 /**
- * Reads being reworked elsewhere that will take grants (the change feed,
- * issue 30's events part): they use visibleAt. Each entry must still exist
- * and still lack grants, so a finished rework makes this list shrink.
+ * Reads being reworked elsewhere that will take grants. Each entry must still
+ * exist and still lack grants, so a finished rework makes this list shrink
+ * (empty now: the change feed takes them too).
  */
-const PENDING: Record<string, string> = {
-  createEventFeed: "events rework: streams filter with visibleAt per caller",
-  readHistoryPage: "events rework: takes grants and composes visibleAt",
-};
+const PENDING: Record<string, string> = {};
 
 /** Interfaces whose every method must take grants. */
-const METHODS_OF = ["ResourceStore", "Registry", "QueryEngine"];
+const METHODS_OF = ["ResourceStore", "Registry", "QueryEngine", "EventFeed"];
+
+/** Methods of those that read no resource data. */
+const METHODS_WITHOUT_READS: Record<string, string> = {
+  "EventFeed.close": "ends the open streams",
+};
 
 function program(): { checker: ts.TypeChecker; sf: ts.SourceFile; program: ts.Program } {
   const cfg = ts.getParsedCommandLineOfConfigFile(path.join(ROOT, "tsconfig.json"), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} });
@@ -79,12 +82,22 @@ function program(): { checker: ts.TypeChecker; sf: ts.SourceFile; program: ts.Pr
   return { checker: p.getTypeChecker(), sf, program: p };
 }
 
-/** Whether a signature has a parameter of type Grants (or Caller, which holds them) that is required (no `?`, no default). */
+/**
+ * Whether a signature has a required parameter (no `?`, no default) of type
+ * Grants, or Caller (which holds them), or an options object with a required
+ * `grants: Grants` property (the change feed's watch takes its grants so).
+ */
 function takesGrants(checker: ts.TypeChecker, sig: ts.Signature, at: ts.Node): boolean {
+  const named = (t: ts.Type) => t.aliasSymbol?.name ?? t.symbol?.name ?? "";
   return sig.getParameters().some((p) => {
     const t = checker.getTypeOfSymbolAtLocation(p, at);
     // A Caller carries the grants (writes take it whole: its actor goes into the history).
-    const isGrants = ["Grants", "Caller"].includes(t.aliasSymbol?.name ?? t.symbol?.name ?? "");
+    const grantsProp = t.getProperty("grants");
+    const inOptions =
+      grantsProp !== undefined &&
+      (grantsProp.flags & ts.SymbolFlags.Optional) === 0 &&
+      named(checker.getTypeOfSymbolAtLocation(grantsProp, at)) === "Grants";
+    const isGrants = ["Grants", "Caller"].includes(named(t)) || inOptions;
     const decl = p.valueDeclaration;
     const optional = decl !== undefined && ts.isParameter(decl) && (decl.questionToken !== undefined || decl.initializer !== undefined);
     return isGrants && !optional;
@@ -123,6 +136,7 @@ describe("store reads take the caller's grants", () => {
       for (const m of type.getProperties()) {
         const sigs = checker.getTypeOfSymbolAtLocation(m, sf).getCallSignatures();
         if (sigs.length === 0) continue;
+        if (`${name}.${m.name}` in METHODS_WITHOUT_READS) continue;
         if (!sigs.every((sig) => takesGrants(checker, sig, sf))) missing.push(`${name}.${m.name}`);
       }
     }
@@ -133,7 +147,10 @@ describe("store reads take the caller's grants", () => {
     const text = `import type { Grants } from "../../src/access/index.js";
       export function a(db: unknown, grants?: Grants) { return [db, grants]; }
       export function b(db: unknown, grants: Grants = {} as Grants) { return [db, grants]; }
-      export function c(db: unknown, grants: Grants) { return [db, grants]; }`;
+      export function c(db: unknown, grants: Grants) { return [db, grants]; }
+      export function d(opts: { since?: string; grants?: Grants }) { return opts; }
+      export function e(opts: { since?: string; grants: Grants }) { return opts; }
+      export function f(opts: { since?: string; grants: string }) { return opts; }`;
     const file = path.join(ROOT, "test/access/__probe.ts");
     const host = ts.createCompilerHost({ strict: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext });
     const read = host.readFile.bind(host);
@@ -146,7 +163,7 @@ describe("store reads take the caller's grants", () => {
     const got = Object.fromEntries(
       ch.getExportsOfModule(ch.getSymbolAtLocation(probe) as ts.Symbol).map((s) => [s.name, takesGrants(ch, ch.getTypeOfSymbolAtLocation(s, probe).getCallSignatures()[0] as ts.Signature, probe)]),
     );
-    expect(got).toEqual({ a: false, b: false, c: true });
+    expect(got).toEqual({ a: false, b: false, c: true, d: false, e: true, f: false });
   });
 });
 
@@ -155,8 +172,6 @@ const HANDLERS_WITHOUT_CALLER: Record<string, string> = {
   "storage-service.ts:config": "answers the endpoint and bucket names",
   "storage-service.ts:presignUploadDir": "signs uploads only (needs write, checked by the interceptor); reads nothing",
   "admin-service.ts:refreshMaterializedViews": "refreshes the view and returns no data; admin grants nothing extra",
-  "resource-service.ts:history": "not served yet (issue 32 builds it with visibleAt)",
-  "event-service.ts:watch": "events rework composes visibleAt for the caller (issue 30, events part)",
 };
 
 /** Names whose use in a handler means it touches stored data. */

@@ -4,7 +4,7 @@
 import type { AccessLevel, Grants } from "../../src/access/index.js";
 import { maySee } from "../../src/access/index.js";
 
-export type PayloadType = "datasource" | "patient" | "study" | "series" | "file" | "annotation" | "dataset";
+export type PayloadType = "datasource" | "patient" | "study" | "series" | "file" | "annotation" | "artefact" | "dataset";
 
 export interface Node {
   readonly id: string;
@@ -13,6 +13,10 @@ export interface Node {
   level: AccessLevel;
   /** A patient's datasource_id. */
   datasourceId?: string;
+  /** A file's path or an artefact's uri (an object the suite uploads before the create). */
+  object?: string;
+  /** An artefact's repository path and status (`/artefacts/latest` looks them up). */
+  artefact?: { path: string; status: "succeeded" | "failed" };
   deleted: boolean;
   /** Order of first creation: `children` and `/children` list oldest first. */
   readonly seq: number;
@@ -126,6 +130,68 @@ export function valid(state: State, op: Op): boolean {
   }
 }
 
+/**
+ * What a narrow writer's op does (docs/access.md, Writes), for the verbs the
+ * suite sends as one: a create (a parent it may not see is a missing one; a
+ * resource outside its grants afterwards is 403), a level change (an
+ * identifier it may not see is unknown; a level that leaves the resource
+ * outside its grants is 403) and a cascading delete (skipped when it may not
+ * see the root; tombstones only what it may see, walking on only through
+ * that). `ok` ops are applied with applyAs.
+ */
+export function writeOutcome(state: State, grants: Grants, op: Op): { status: 200 } | { status: 400 | 403; reason: string } {
+  const sees = (id: string) => visible(grants, state, state, id);
+  switch (op.kind) {
+    case "create": {
+      if (op.node.parent !== null && !sees(op.node.parent)) return { status: 400, reason: "DANGLING_PARENT" };
+      const after = clone(state);
+      after.set(op.node.id, { ...op.node, deleted: false, seq: after.size });
+      return visible(grants, after, after, op.node.id) ? { status: 200 } : { status: 403, reason: "OUTSIDE_GRANTS" };
+    }
+    case "level": {
+      if (!sees(op.id)) return { status: 400, reason: "UNKNOWN_IDENTIFIER" };
+      const after = clone(state);
+      (after.get(op.id) as Node).level = op.level;
+      return visible(grants, after, after, op.id) ? { status: 200 } : { status: 403, reason: "OUTSIDE_GRANTS" };
+    }
+    case "delete":
+      return { status: 200 };
+    default:
+      throw new Error(`the suite sends no ${op.kind} as a narrow writer`);
+  }
+}
+
+/** The resources a cascading delete by these grants tombstones: the root and what they may see below, walking on only through that. */
+export function deletedByGrants(state: State, grants: Grants, id: string): string[] {
+  const sees = (x: string) => visible(grants, state, state, x);
+  if (!sees(id)) return [];
+  const out: string[] = [id];
+  const walk = (p: string) => {
+    for (const n of [...state.values()].sort((a, b) => a.seq - b.seq)) {
+      if (n.parent === p && !n.deleted && sees(n.id)) {
+        out.push(n.id);
+        walk(n.id);
+      }
+    }
+  };
+  walk(id);
+  return out;
+}
+
+/** Applies an op sent by a writer with these grants (a delete tombstones deletedByGrants). */
+export function applyAs(model: Model, grants: Grants, op: Op): number {
+  if (op.kind !== "delete") {
+    apply(model, op);
+    return 1;
+  }
+  const next = clone(current(model));
+  const gone = deletedByGrants(next, grants, op.id);
+  for (const id of gone) (next.get(id) as Node).deleted = true;
+  if (gone.length > 0) model.deletedBy.set(op.id, gone);
+  model.states.push(next);
+  return gone.length;
+}
+
 export function apply(model: Model, op: Op): void {
   const next = clone(current(model));
   switch (op.kind) {
@@ -169,7 +235,9 @@ export function restRequest(op: Op): { path: string; body: unknown } {
       if (n.type === "patient") fields.datasource_id = n.datasourceId;
       if (n.type === "study") fields.modality = "CT";
       if (n.type === "series") fields.series_number = 1;
-      if (n.type === "file") Object.assign(fields, { path: `s3://resources/${n.id}.dcm`, size_bytes: "10" });
+      if (n.type === "file") Object.assign(fields, { path: n.object ?? `s3://resources/${n.id}.dcm`, size_bytes: "10" });
+      if (n.type === "artefact")
+        Object.assign(fields, { repo: "r", branch: "main", path: n.artefact?.path ?? "m", status: n.artefact?.status ?? "succeeded", uri: n.object ?? `s3://resources/${n.id}.bin` });
       if (n.type === "annotation") fields.label = "l";
       if (n.type === "dataset") fields.name = n.id;
       return { path: "/resources/create", body: { resources: [fields] } };
@@ -201,7 +269,8 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
   const level = LEVELS[c % 3] as AccessLevel;
   const fresh = (prefix: string) => `${prefix}-${++counter.n}`;
   let op: Op | undefined;
-  switch (kind % 12) {
+  // Leaves (files, annotations, artefacts) three times as often as the other kinds: the paths to objects and /artefacts/latest need them.
+  switch (kind % 14) {
     case 0:
     case 1: {
       // Patients hang under a datasource node, not always their own one.
@@ -219,9 +288,16 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
       if (s) op = { kind: "create", node: { id: fresh("ser"), type: "series", parent: s.id, level } };
       break;
     }
-    case 4: {
+    case 4:
+    case 12:
+    case 13: {
       const s = pick(ofType("series"), a);
-      if (s) op = { kind: "create", node: { id: fresh(b % 2 === 0 ? "fil" : "ann"), type: b % 2 === 0 ? "file" : "annotation", parent: s.id, level } };
+      if (s) {
+        // Files, annotations and artefacts (of two repository paths, some failed: /artefacts/latest skips those).
+        const type = (["file", "annotation", "artefact"] as const)[b % 3] as PayloadType;
+        const artefact = type === "artefact" ? { path: `m${Math.floor(b / 3) % 2}`, status: Math.floor(b / 6) % 4 === 0 ? ("failed" as const) : ("succeeded" as const) } : undefined;
+        op = { kind: "create", node: { id: fresh(type.slice(0, 3)), type, parent: s.id, level, ...(artefact ? { artefact } : {}) } };
+      }
       break;
     }
     case 5:

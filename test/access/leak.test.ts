@@ -11,7 +11,8 @@ import { describe, expect, it } from "vitest";
 import type { Grants } from "../../src/access/index.js";
 import { startTestServer } from "../support/app.js";
 import { createTestDatabase, postgresReachable } from "../support/postgres.js";
-import { apply, attribution, current, DATASOURCES, LEVELS, newModel, opFrom, restRequest, versionVisible, visible, type Model, type Node, type State } from "./leak-model.js";
+import { writeFixture } from "../storage/parquet-fixture.js";
+import { apply, applyAs, attribution, current, DATASOURCES, LEVELS, newModel, opFrom, restRequest, versionVisible, visible, type Model, type Node, type Op, type State, writeOutcome } from "./leak-model.js";
 
 const pgOk = await postgresReachable();
 
@@ -27,7 +28,11 @@ const TOKENS = [
   "tok-a=read,datasource:ds-1,clearance:internal",
   "tok-b=read,datasource:ds-1,datasource:ds-2,clearance:restricted",
   "tok-c=read,datasource:*,clearance:public",
+  "tok-nw=write,actor:narrow,datasource:ds-1,clearance:internal",
 ].join(";");
+
+/** The narrow writer: a third of the creates, level changes and deletes of a history are sent with its token, into and out of its grants. */
+const NARROW: Grants = { datasources: new Set(["ds-1"]), clearance: "internal" };
 
 type Json = any;
 
@@ -64,15 +69,21 @@ interface Replayed {
  * it) and followed by a pause longer than the clock's resolution (PGlite
  * ticks in milliseconds), so the next commit is after it.
  */
-async function replay(writer: ReturnType<typeof caller>, draws: number[][]): Promise<Replayed> {
+async function replay(writer: ReturnType<typeof caller>, narrowWriter: ReturnType<typeof caller>, draws: number[][]): Promise<Replayed> {
   const model = newModel();
   const points: string[] = [];
   await sleep(2);
   points.push(stampNow());
   await sleep(2);
   const counter = { n: 0 };
-  const seed = [
+  // The datasources, and a spine below each (a patient of the next datasource, a study, a series, at shifted levels), so that leaves come early.
+  const seed: Op[] = [
     ...DATASOURCES.map((ds, i) => ({ kind: "create" as const, node: { id: ds, type: "datasource" as const, parent: null, level: LEVELS[i % 3] ?? "public" } })),
+    ...DATASOURCES.flatMap((ds, i): Op[] => [
+      { kind: "create", node: { id: `pat-s${i}`, type: "patient", parent: ds, level: LEVELS[i % 3] ?? "public", datasourceId: DATASOURCES[(i + 1) % 3] } },
+      { kind: "create", node: { id: `stu-s${i}`, type: "study", parent: `pat-s${i}`, level: LEVELS[(i + 1) % 3] ?? "public" } },
+      { kind: "create", node: { id: `ser-s${i}`, type: "series", parent: `stu-s${i}`, level: LEVELS[(i + 2) % 3] ?? "public" } },
+    ]),
   ];
   const ops = [...seed];
   for (const op of ops) {
@@ -86,14 +97,40 @@ async function replay(writer: ReturnType<typeof caller>, draws: number[][]): Pro
   for (const draw of draws) {
     const op = opFrom(current(model), counter, draw);
     if (op === undefined) continue;
+    if (op.kind === "create" && (op.node.type === "file" || op.node.type === "artefact")) op.node.object = await upload(writer);
     const { path, body } = restRequest(op);
-    const res = await writer.post(path, body);
-    expect(res.status, `${JSON.stringify(op)} -> ${JSON.stringify(res.json)}`).toBe(200);
-    apply(model, op);
+    const narrow = Math.floor((draw[0] ?? 0) / 14) % 3 === 0 && (op.kind === "create" || op.kind === "level" || op.kind === "delete");
+    if (narrow) {
+      // The model says what the narrow writer's op does: refused with nothing written (later reads compare every resource), or applied as its grants allow.
+      const expected = writeOutcome(current(model), NARROW, op);
+      const res = await narrowWriter.post(path, body);
+      if (expected.status !== 200) {
+        expect([res.status, res.json?.reason], `narrow ${JSON.stringify(op)} -> ${JSON.stringify(res.json)}`).toEqual([expected.status, expected.reason]);
+        continue;
+      }
+      expect(res.status, `narrow ${JSON.stringify(op)} -> ${JSON.stringify(res.json)}`).toBe(200);
+      const n = applyAs(model, NARROW, op);
+      if (op.kind === "delete") expect(res.json, `narrow ${JSON.stringify(op)}`).toEqual({ deleted: n });
+    } else {
+      const res = await writer.post(path, body);
+      expect(res.status, `${JSON.stringify(op)} -> ${JSON.stringify(res.json)}`).toBe(200);
+      apply(model, op);
+    }
     points.push(stampNow());
     await sleep(2);
   }
   return { model, points };
+}
+
+const PARQUET = writeFixture(4, 4).bytes;
+
+/** A parquet object of its own for a file's path or an artefact's uri, so that /s3/parquet has something to answer 200 with. */
+async function upload(writer: ReturnType<typeof caller>): Promise<string> {
+  const up = await writer.post("/s3/presign", { direction: "upload", group: "leak", filename: "o.parquet" });
+  expect(up.status, JSON.stringify(up.json)).toBe(200);
+  const put = await fetch(up.json.url as string, { method: "PUT", body: PARQUET });
+  expect(put.status).toBe(200);
+  return up.json.path as string;
 }
 
 const drawArb = fc.array(fc.array(fc.nat({ max: 1000 }), { minLength: 4, maxLength: 4 }), { minLength: 30, maxLength: 60 });
@@ -102,7 +139,7 @@ function suite(kind: "pglite" | "postgres") {
   it("every read path answers each caller the unrestricted answer filtered by the rules", async () => {
     let run = 0;
     await fc.assert(
-      fc.asyncProperty(drawArb, fc.array(fc.nat(), { minLength: 3, maxLength: 3 }), async (draws, pointDraws) => {
+      fc.asyncProperty(drawArb, fc.array(fc.nat(), { minLength: 3, maxLength: 3 }), fc.array(fc.nat(), { minLength: 1, maxLength: 4 }), async (draws, pointDraws, regDraws) => {
         // Each run on a store of its own: the datasources' identifiers are the grants' names.
         run += 1;
         const testDb = kind === "postgres" ? await createTestDatabase() : undefined;
@@ -110,7 +147,8 @@ function suite(kind: "pglite" | "postgres") {
         try {
           const base = () => server.url;
           const full = caller(base, "tok-full");
-          const { model, points } = await replay(caller(base, "tok-w"), draws);
+          const { model, points } = await replay(caller(base, "tok-w"), caller(base, "tok-nw"), draws);
+          const registered = await register(caller(base, "tok-w"), model, points, regDraws);
           const now = current(model);
           // Read points: now, and a few drawn from the history.
           const picks = [points.length - 1, ...pointDraws.map((d) => d % points.length)];
@@ -127,16 +165,18 @@ function suite(kind: "pglite" | "postgres") {
               const sees = (id: string) => visible(grants, then, now, id);
               const ctx = `${kind} run ${run}, ${name}, point ${i}/${points.length - 1}`;
               await checkRead(who, fullRead.json as Json[], ids, asOf, sees, ctx);
-              await checkQueries(who, full, asOf, sees, then, ctx);
+              await checkQueries(who, full, asOf, points[Math.floor(points.length / 2)] as string, sees, then, ctx);
               await checkLineage(who, full, asOf, sees, then, ctx);
+              await checkLatest(who, full, asOf, sees, then, ctx);
             }
+            await checkCursorReplay(base, asOf, `${kind} run ${run}, point ${i}/${points.length - 1}`);
           }
-          await checkCursorReplay(base, points[points.length - 1] as string, now);
           for (const [name, { token, grants }] of Object.entries(CALLERS)) {
             const who = caller(base, token);
             const ctx = `${kind} run ${run}, ${name}, now`;
-            await checkStats(who, full, grants, now, ctx);
-            await checkStorage(who, grants, now, ctx);
+            await checkStats(who, full, grants, now, registered, ctx);
+            await checkStorage(who, full, grants, now, ctx);
+            await checkRegistry(who, grants, now, registered, ctx);
             await checkHistory(who, full, grants, model, points, ctx);
             await checkEvents(server.url, token, grants, model, points, ctx);
           }
@@ -147,7 +187,8 @@ function suite(kind: "pglite" | "postgres") {
       }),
       { numRuns: 2, endOnFailure: true },
     );
-  });
+    // Two whole histories, each read on every path by four callers: minutes on a loaded machine.
+  }, 900_000);
 }
 
 async function checkRead(who: ReturnType<typeof caller>, fullAnswer: Json[], ids: string[], asOf: string, sees: (id: string) => boolean, ctx: string) {
@@ -157,7 +198,7 @@ async function checkRead(who: ReturnType<typeof caller>, fullAnswer: Json[], ids
   expect(res.json, `read, ${ctx}`).toEqual(expected);
 }
 
-async function checkQueries(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, asOf: string, sees: (id: string) => boolean, then: State, ctx: string) {
+async function checkQueries(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, asOf: string, stamp: string, sees: (id: string) => boolean, then: State, ctx: string) {
   const patients = [...then.values()].filter((n) => n.type === "patient" && !n.deleted).map((n) => n.id);
   const bodies: Json[] = [
     {},
@@ -166,7 +207,21 @@ async function checkQueries(who: ReturnType<typeof caller>, full: ReturnType<typ
     { filters: [{ any: [{ field: "access_level", op: "eq", value: "restricted" }, { field: "payload_type", op: "eq", value: "file" }] }] },
     { filters: [{ field: "identifier", op: "starts_with", value: "s" }] },
     { filters: [{ field: "parent_identifier", op: "is_not_null" }] },
+    // Every other filter op of section 4: eq ne lt lte gt gte not_in contains is_null.
+    { filters: [{ field: "access_level", op: "eq", value: "internal" }] },
+    { filters: [{ field: "access_level", op: "ne", value: "public" }] },
+    { filters: [{ field: "identifier", op: "lt", value: "ser" }] },
+    { filters: [{ field: "identifier", op: "gt", value: "pat" }] },
+    { filters: [{ field: "created_at", op: "lte", value: stamp }] },
+    { filters: [{ field: "created_at", op: "gte", value: stamp }] },
+    { filters: [{ field: "payload_type", op: "not_in", value: ["study", "series"] }] },
+    { filters: [{ field: "identifier", op: "contains", value: "-1" }] },
+    { filters: [{ field: "parent_identifier", op: "is_null" }] },
+    // A payload field of a type.
+    { payload_type: "artefact", filters: [{ field: "status", op: "eq", value: "succeeded" }] },
     ...patients.slice(0, 2).flatMap((p) => [{ parent_identifier: p }, { parent_identifier: p, include_indirect_parents: true }]),
+    // Below a datasource node: patients of any datasource hang there.
+    { parent_identifier: DATASOURCES[0], include_indirect_parents: true },
     { identifiers: [...then.keys()].slice(0, 7) },
   ];
   for (const q of bodies) {
@@ -245,19 +300,113 @@ function descendantsOf(state: State, id: string): string[] {
   return out;
 }
 
-/** A cursor taken by one caller and replayed by another never answers more than the second may see. */
-async function checkCursorReplay(base: () => string, asOf: string, now: State) {
-  const b = caller(base, "tok-b");
-  const first = await b.post("/query", { as_of: asOf, limit: 1, sort_by: "created_at", sort_order: "asc" });
-  const cursor = first.json.next_cursor as string | null;
-  if (cursor === null) return;
-  const grantsA = CALLERS["one datasource, internal"]?.grants as Grants;
-  const a = caller(base, "tok-a");
-  const replayed = await a.post("/query", { cursor, limit: 10000 });
-  if (replayed.status === 200) {
-    for (const r of replayed.json.results as Json[]) expect(visible(grantsA, now, now, r.identifier as string), `replayed cursor showed ${r.identifier}`).toBe(true);
-  } else {
-    expect(replayed.status).toBe(400);
+const CURSOR_TOKENS = ["tok-full", "tok-a", "tok-b", "tok-c"];
+
+/**
+ * A cursor taken by one caller and replayed by another (the unrestricted
+ * reader's included) is refused as one of another query (cursors are bound to
+ * the grants that took them), while the caller that took it may go on.
+ */
+async function checkCursorReplay(base: () => string, asOf: string, ctx: string) {
+  for (const taker of CURSOR_TOKENS) {
+    const first = await caller(base, taker).post("/query", { as_of: asOf, limit: 1, sort_by: "created_at", sort_order: "asc" });
+    expect(first.status, ctx).toBe(200);
+    const cursor = first.json.next_cursor as string | null;
+    if (cursor === null) continue;
+    const sort = { sort_by: "created_at", sort_order: "asc" };
+    // The same query (a cursor of another query is 400 anyway): only the grants differ.
+    const own = await caller(base, taker).post("/query", { ...sort, cursor, limit: 1 });
+    expect(own.status, `${taker} goes on with its own cursor, ${ctx}`).toBe(200);
+    for (const other of CURSOR_TOKENS.filter((t) => t !== taker)) {
+      const who = caller(base, other);
+      for (const path of ["/query", "/query/parquet"]) {
+        const replayed = await who.post(path, { ...sort, cursor, limit: 10000 });
+        expect(replayed.status, `${other} replays ${taker}'s cursor on ${path}, ${ctx}`).toBe(400);
+        expect([replayed.json?.code, replayed.json?.reason], ctx).toEqual(["invalid_argument", "INVALID_CURSOR"]);
+      }
+    }
+  }
+}
+
+/** `/artefacts/latest`: the last created succeeded artefact of a repository path among those the caller may see; 404 when none. */
+async function checkLatest(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, asOf: string, sees: (id: string) => boolean, then: State, ctx: string) {
+  for (const path of ["m0", "m1"]) {
+    const q = `/artefacts/latest?repo=r&branch=main&path=${path}&as_of=${encodeURIComponent(asOf)}`;
+    const candidates = [...then.values()]
+      .filter((n) => n.type === "artefact" && !n.deleted && n.artefact?.path === path && n.artefact.status === "succeeded")
+      .sort((a, b) => a.seq - b.seq);
+    const f = await full.get(q);
+    // The model is right about the unrestricted answer.
+    const last = candidates[candidates.length - 1];
+    expect([f.status, f.json?.identifier], `latest ${path} (unrestricted), ${ctx}`).toEqual(last === undefined ? [404, undefined] : [200, last.id]);
+    const mine = candidates.filter((n) => sees(n.id)).pop();
+    const r = await who.get(q);
+    if (mine === undefined) {
+      expect(r.status, `latest ${path}, ${ctx}: ${JSON.stringify(r.json)}`).toBe(404);
+      continue;
+    }
+    expect(r.status, `latest ${path}, ${ctx}`).toBe(200);
+    expect(r.json.identifier, `latest ${path}, ${ctx}`).toBe(mine.id);
+    if (mine.id === last?.id) expect(r.json, `latest ${path}, ${ctx}`).toEqual(f.json);
+  }
+}
+
+interface Registered {
+  datasourceId: string;
+  uid: string;
+  patient: string;
+  accession: string;
+  study: string;
+}
+
+/**
+ * Registers a patient and a study in each drawn datasource (ds-4 has no
+ * resources: only the registry knows it); every other registered patient is
+ * then created as a resource with its identifier, at a drawn level, so the
+ * registry's "patient resource the caller may not see" rule is met too.
+ */
+async function register(writer: ReturnType<typeof caller>, model: Model, points: string[], draws: number[]): Promise<Registered[]> {
+  const out: Registered[] = [];
+  for (const [i, d] of draws.entries()) {
+    const datasourceId = ["ds-1", "ds-2", "ds-3", "ds-4"][d % 4] as string;
+    const uid = `mrn-${i}`;
+    const p = await writer.post("/patients/register", { datasource_id: datasourceId, external_uid: uid });
+    expect(p.status, JSON.stringify(p.json)).toBe(200);
+    const accession = `acc-${i}`;
+    const st = await writer.post("/studies/register", { patient_identifier: p.json.identifier, external_uid: accession });
+    expect(st.status, JSON.stringify(st.json)).toBe(200);
+    out.push({ datasourceId, uid, patient: p.json.identifier as string, accession, study: st.json.identifier as string });
+    if (i % 2 === 1) {
+      const op = { kind: "create" as const, node: { id: p.json.identifier as string, type: "patient" as const, parent: null, level: LEVELS[Math.floor(d / 4) % 3] ?? "public", datasourceId } };
+      const { path, body } = restRequest(op);
+      const res = await writer.post(path, body);
+      expect(res.status, JSON.stringify(res.json)).toBe(200);
+      apply(model, op);
+      points.push(stampNow());
+      await sleep(2);
+    }
+  }
+  return out;
+}
+
+/** Resolving: a patient or study of a datasource outside the grants, or of a patient resource the caller may not see, answers exactly as an unregistered one. */
+async function checkRegistry(who: ReturnType<typeof caller>, grants: Grants, now: State, registered: Registered[], ctx: string) {
+  const granted = (ds: string) => grants.datasources === "all" || grants.datasources.has(ds);
+  const unknownPatient = await who.post("/patients/resolve", { datasource_id: "ds-1", external_uid: "never" });
+  const unknownStudy = await who.post("/studies/resolve", { patient_identifier: "pat_never", external_uid: "never" });
+  const shape = (r: { status: number; json: Json }) => [r.status, r.json?.code, r.json?.reason];
+  expect(unknownPatient.status, ctx).toBe(400);
+  for (const reg of registered) {
+    const p = await who.post("/patients/resolve", { datasource_id: reg.datasourceId, external_uid: reg.uid });
+    const s = await who.post("/studies/resolve", { patient_identifier: reg.patient, external_uid: reg.accession });
+    // The datasource granted, and the patient's resource (if one was created) one the caller may see now (tombstoned or not).
+    if (granted(reg.datasourceId) && (!now.has(reg.patient) || versionVisible(grants, now, now, reg.patient))) {
+      expect(p, `resolve ${reg.uid} in ${reg.datasourceId}, ${ctx}`).toEqual({ status: 200, json: { identifier: reg.patient } });
+      expect(s, `resolve ${reg.accession}, ${ctx}`).toEqual({ status: 200, json: { identifier: reg.study } });
+    } else {
+      expect(shape(p), `resolve ${reg.uid} in ${reg.datasourceId}, ${ctx}`).toEqual(shape(unknownPatient));
+      expect(shape(s), `resolve ${reg.accession}, ${ctx}`).toEqual(shape(unknownStudy));
+    }
   }
 }
 
@@ -269,16 +418,18 @@ function stateAt(model: Model, points: string[], at: string): State {
 }
 
 /** Statistics count only what the caller may see; a datasource it may not see is absent (and 404 in detail). */
-async function checkStats(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, grants: Grants, now: State, ctx: string) {
+async function checkStats(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, grants: Grants, now: State, registered: Registered[], ctx: string) {
   const sees = (id: string) => visible(grants, now, now, id);
   const granted = (ds: string) => grants.datasources === "all" || grants.datasources.has(ds);
   const visiblePatients = [...now.values()].filter((n) => n.type === "patient" && sees(n.id));
-  const listed = [...new Set(visiblePatients.map((p) => p.datasourceId as string))].filter(granted).sort();
+  // Listed: a granted datasource of the registry or of a patient the caller may see; the registry's counts are by datasource alone.
+  const listed = [...new Set([...visiblePatients.map((p) => p.datasourceId as string), ...registered.map((r) => r.datasourceId)])].filter(granted).sort();
+  const inRegistry = (ds: string) => registered.filter((r) => r.datasourceId === ds).length;
   // Statistics attribute as section 8 does: a datasource resource is not one of its own datasource's resources.
   const perDs = (ds: string) => [...now.keys()].filter((id) => sees(id) && now.get(id)?.type !== "datasource" && attribution(now, id) === ds);
   const r = await who.get("/datasources/stats");
   expect(r.status, ctx).toBe(200);
-  expect(r.json, `stats, ${ctx}`).toEqual(listed.map((ds) => ({ datasource_id: ds, patients: 0, studies: 0, resources: perDs(ds).length })));
+  expect(r.json, `stats, ${ctx}`).toEqual(listed.map((ds) => ({ datasource_id: ds, patients: inRegistry(ds), studies: inRegistry(ds), resources: perDs(ds).length })));
   const f = await full.get("/datasources/stats");
   for (const entry of f.json as Json[]) {
     const ds = entry.datasource_id as string;
@@ -307,15 +458,29 @@ async function checkStats(who: ReturnType<typeof caller>, full: ReturnType<typeo
   }
 }
 
-/** Presign download answers a file's path only to a caller who may see that file now; /s3/list only to datasource:* with clearance restricted. */
-async function checkStorage(who: ReturnType<typeof caller>, grants: Grants, now: State, ctx: string) {
-  for (const n of [...now.values()].filter((x) => x.type === "file")) {
-    const r = await who.post("/s3/presign", { direction: "download", path: `s3://resources/${n.id}.dcm` });
-    expect(r.status, `presign ${n.id}, ${ctx}: ${JSON.stringify(r.json)}`).toBe(visible(grants, now, now, n.id) ? 200 : 404);
+/**
+ * Presign download and /s3/parquet answer a file's path or an artefact's uri
+ * only to a caller who may see that resource now; /s3/list only to
+ * datasource:* with clearance restricted. The unrestricted reader (every
+ * datasource, restricted) answers 200 for every object, tombstoned ones too:
+ * the objects are there, so a 404 is the rule's.
+ */
+async function checkStorage(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, grants: Grants, now: State, ctx: string) {
+  for (const n of [...now.values()].filter((x) => x.object !== undefined)) {
+    const path = n.object as string;
+    const expected = visible(grants, now, now, n.id) ? 200 : 404;
+    const r = await who.post("/s3/presign", { direction: "download", path });
+    expect(r.status, `presign ${n.id}, ${ctx}: ${JSON.stringify(r.json)}`).toBe(expected);
+    const preview = `/s3/parquet?path=${encodeURIComponent(path)}&limit=2`;
+    expect((await full.get(preview)).status, `s3 parquet of ${n.id} (unrestricted)`).toBe(200);
+    const p = await who.get(preview);
+    expect(p.status, `s3 parquet of ${n.id}, ${ctx}: ${JSON.stringify(p.json)}`).toBe(expected);
+    if (expected === 200) expect(p.json, `s3 parquet of ${n.id}, ${ctx}`).toEqual((await full.get(preview)).json);
   }
   const everything = grants.datasources === "all" && grants.clearance === "restricted";
   const list = await who.get(`/s3/list?prefix=${encodeURIComponent("s3://resources/")}`);
   expect(list.status, `s3 list, ${ctx}`).toBe(everything ? 200 : 404);
+  expect((await full.get(`/s3/list?prefix=${encodeURIComponent("s3://resources/")}`)).status, "s3 list (unrestricted)").toBe(200);
 }
 
 /** History: the versions the caller may see (the stricter of then and now); 404 for a resource it may not see now. */
@@ -340,13 +505,13 @@ async function checkHistory(who: ReturnType<typeof caller>, full: ReturnType<typ
 async function checkEvents(url: string, token: string, grants: Grants, model: Model, points: string[], ctx: string) {
   const now = current(model);
   const since = encodeURIComponent(points[0] as string);
-  const collect = async (tok: string) => {
+  const collect = async (tok: string, withResources: boolean) => {
     const ac = new AbortController();
     const timer = setTimeout(() => ac.abort(), 10_000);
     const events: Json[] = [];
     let last = "";
     try {
-      const res = await fetch(`${url}/events?since=${since}`, { headers: { authorization: `Bearer ${tok}` }, signal: ac.signal });
+      const res = await fetch(`${url}/events?since=${since}${withResources ? "&include_resources=true" : ""}`, { headers: { authorization: `Bearer ${tok}` }, signal: ac.signal });
       expect(res.status, ctx).toBe(200);
       let buf = "";
       const end = points[points.length - 1] as string;
@@ -378,11 +543,15 @@ async function checkEvents(url: string, token: string, grants: Grants, model: Mo
     }
     return { events, last };
   };
-  const all = await collect("tok-full");
-  const mine = await collect(token);
-  const expected = all.events.filter((e) => versionVisible(grants, stateAt(model, points, e.at as string), now, e.identifier as string));
-  expect(mine.events, `events, ${ctx}`).toEqual(expected);
-  expect(mine.last >= (points[points.length - 2] as string), `events' at reached the last commit, ${ctx}`).toBe(true);
+  for (const withResources of [false, true]) {
+    const all = await collect("tok-full", withResources);
+    // The unrestricted stream carries a resource in every event exactly when asked to.
+    for (const e of all.events) expect(e.resource?.identifier, `resource of an event, include_resources=${withResources}`).toBe(withResources ? e.identifier : undefined);
+    const mine = await collect(token, withResources);
+    const expected = all.events.filter((e) => versionVisible(grants, stateAt(model, points, e.at as string), now, e.identifier as string));
+    expect(mine.events, `events, include_resources=${withResources}, ${ctx}`).toEqual(expected);
+    expect(mine.last >= (points[points.length - 2] as string), `events' at reached the last commit, ${ctx}`).toBe(true);
+  }
 }
 
 describe("leak suite [pglite]", () => suite("pglite"));

@@ -426,6 +426,9 @@ describe("the explorer with authentication on", () => {
     await item(two, "ds-two").waitFor();
     expect(await item(one, "ds-two").count()).toBe(0);
     expect(await item(two, "ds-one").count()).toBe(0);
+    // Counts are of what each may see: ds-two has two patients, the second caller may see one (the other is internal).
+    await expect.poll(() => item(two, "ds-two").locator(":scope > .label .count").innerText()).toBe("1 child");
+    await expect.poll(() => item(one, "ds-one").locator(":scope > .label .count").innerText()).toBe("1 child");
     // Below: ds-one's restricted patient for the first; only the public patient of ds-two for the second.
     await item(one, "ds-one").locator(":scope > .label .toggle").click();
     await item(one, "pat-one").waitFor();

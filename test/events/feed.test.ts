@@ -5,7 +5,7 @@ import { expect, it } from "vitest";
 import { createEventFeed, createNotifications, readHistoryPage, type EventMessage, type ResourceEvent } from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 const brief = (e: ResourceEvent) => [e.identifier, e.kind, e.version];
 
@@ -13,7 +13,7 @@ async function all(b: { db: Parameters<typeof readHistoryPage>[0] }, since: stri
   const out: ResourceEvent[] = [];
   let point = since;
   for (;;) {
-    const page = await readHistoryPage(b.db, point, limit, filter);
+    const page = await readHistoryPage(b.db, ALL_GRANTS, point, limit, filter);
     out.push(...page.events);
     point = page.upto;
     if (!page.more) return out;
@@ -68,7 +68,7 @@ describeBackends("change feed history", (backend) => {
       let point: string | null = start;
       const seen: ResourceEvent[] = [];
       for (;;) {
-        const page = await readHistoryPage(b.db, point, limit, {});
+        const page = await readHistoryPage(b.db, ALL_GRANTS, point, limit, {});
         const stamps = new Set(page.events.map((e) => e.at));
         // A page holds every event of each commit it touches.
         for (const s of stamps) expect(page.events.filter((e) => e.at === s).length).toBe(whole.filter((e) => e.at === s).length);
@@ -112,7 +112,7 @@ describeBackends("change feed history", (backend) => {
     const w = uid("w");
     try {
       await b.store.create(LOCAL_CALLER, [ds(`${w}old`)]);
-      const stream = feed.watch({ heartbeatMs: 300 });
+      const stream = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 300 });
       // Heartbeat first (nothing new), at the read point.
       const hb = await stream.next();
       expect((hb.value as EventMessage).events).toEqual([]);
@@ -144,7 +144,7 @@ describeBackends("change feed history", (backend) => {
     const feed = createEventFeed({ db: b.db, notifications });
     const w = uid("sh");
     try {
-      const streams = [feed.watch({ heartbeatMs: 60_000 }), feed.watch({ heartbeatMs: 60_000 }), feed.watch({ heartbeatMs: 60_000, payloadTypes: ["datasource"] })];
+      const streams = [feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 }), feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 }), feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000, payloadTypes: ["datasource"] })];
       // The first message of each (nothing to send yet); asked for the next, each joins the tail and waits.
       for (const s of streams) expect(((await s.next()).value as EventMessage).events).toEqual([]);
       const waiting = streams.map((s) => s.next());

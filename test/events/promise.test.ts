@@ -22,7 +22,7 @@ import {
 import { describeBackends, uid } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
 import { ADMIN_URL, createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
-import { LOCAL_CALLER } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 const pgOk = await postgresReachable();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -58,7 +58,7 @@ describeBackends("the feed keeps its promise", (backend) => {
       expect((await b.store.update(LOCAL_CALLER, [[r, { payload: { name: `name of ${r}` } }]])).count).toBe(0);
       await sleep(300);
       expect(notified).toBe(1);
-      const page = await readHistoryPage(b.db, before, 1000);
+      const page = await readHistoryPage(b.db, ALL_GRANTS, before, 1000);
       expect(page.events).toEqual([]);
       // A real write still wakes.
       await b.store.create(LOCAL_CALLER, [ds(`${r}-real`)]);
@@ -77,7 +77,7 @@ describeBackends("the feed keeps its promise", (backend) => {
       const since = (await b.store.create(LOCAL_CALLER, [ds(r)])).at;
       const big = Array.from({ length: 60 }, (_, i) => study(`${r}-${String(i).padStart(3, "0")}`, r, { payload: { modality: "CT", description: "d".repeat(100) } }));
       const { at } = await b.store.create(LOCAL_CALLER, big);
-      const msgs = await collect(feed.watch({ since, heartbeatMs: 60_000, includeResources: true }), (m) => m.at >= at);
+      const msgs = await collect(feed.watch({ grants: ALL_GRANTS, since, heartbeatMs: 60_000, includeResources: true }), (m) => m.at >= at);
       const pieces = msgs.filter((m) => m.events.length > 0);
       expect(pieces.length).toBeGreaterThan(2);
       for (const m of pieces.slice(0, -1)) {
@@ -90,7 +90,7 @@ describeBackends("the feed keeps its promise", (backend) => {
       expect(pieces.flatMap((m) => m.events.map((e) => e.identifier))).toEqual(big.map((x) => x.identifier));
       for (const m of pieces) expect(JSON.stringify(m.events).length).toBeLessThan(2048);
       // Resume from the second partial message: the whole commit again, from its first event.
-      const again = await collect(feed.watch({ since: pieces[1]!.at, heartbeatMs: 60_000 }), (m) => m.at >= at);
+      const again = await collect(feed.watch({ grants: ALL_GRANTS, since: pieces[1]!.at, heartbeatMs: 60_000 }), (m) => m.at >= at);
       expect(again.flatMap((m) => m.events.map((e) => e.identifier))).toEqual(big.map((x) => x.identifier));
       // Every event says who wrote it (the version's actor).
       expect(new Set(again.flatMap((m) => m.events.map((e) => e.actor)))).toEqual(new Set(["local"]));
@@ -103,11 +103,11 @@ describeBackends("the feed keeps its promise", (backend) => {
     const b = backend();
     const feed = createEventFeed({ db: b.db, maxStreams: 2 });
     try {
-      const s1 = feed.watch({ heartbeatMs: 60_000 });
-      const s2 = feed.watch({ heartbeatMs: 60_000 });
+      const s1 = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 });
+      const s2 = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 });
       await s1.next();
       await s2.next();
-      const s3 = feed.watch({ heartbeatMs: 60_000 });
+      const s3 = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 });
       const err = await s3.next().then(
         () => undefined,
         (e: unknown) => e,
@@ -115,7 +115,7 @@ describeBackends("the feed keeps its promise", (backend) => {
       expect(ConnectError.from(err).code).toBe(Code.ResourceExhausted);
       await s1.return(undefined);
       expect(feed.openStreams).toBe(1);
-      const s4 = feed.watch({ heartbeatMs: 60_000 });
+      const s4 = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 });
       expect((await s4.next()).done).toBe(false);
       await s4.return(undefined);
       await s2.return(undefined);
@@ -160,7 +160,7 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       const started = Date.now();
       const stamps: number[] = [started];
       const msgs = await collect(
-        feed.watch({ since, heartbeatMs, payloadTypes: ["study"] }),
+        feed.watch({ grants: ALL_GRANTS, since, heartbeatMs, payloadTypes: ["study"] }),
         (m) => {
           stamps.push(Date.now());
           return m.at >= end;
@@ -178,7 +178,7 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       expect(Math.max(...gaps)).toBeLessThan(heartbeatMs + 1500);
       // Resuming from a watermark skips what was scanned: the rest is shorter.
       const mid = during[Math.floor(during.length / 2)]!.at;
-      const page = await readHistoryPage(db, mid, 1_000_000, { payloadTypes: ["datasource"] });
+      const page = await readHistoryPage(db, ALL_GRANTS, mid, 1_000_000, { payloadTypes: ["datasource"] });
       expect(page.events.length).toBeLessThan(200_000);
       expect(page.events.every((e) => e.at > mid)).toBe(true);
     } finally {
@@ -212,7 +212,7 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
     for (let i = 0; i < 500; i++) {
       const mine: string[] = [];
       got.push(mine);
-      const stream = feed.watch({ heartbeatMs: 60_000, signal: ac.signal, ...kinds[i % kinds.length] });
+      const stream = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000, signal: ac.signal, ...kinds[i % kinds.length] });
       let first!: () => void;
       firsts.push(new Promise((r) => (first = r)));
       void (async () => {
@@ -283,7 +283,7 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
     const ac = new AbortController();
     try {
       const arrivals = new Map<string, number>();
-      const streams = [0, 1, 2].map(() => feed!.watch({ heartbeatMs: 60_000, signal: ac.signal }));
+      const streams = [0, 1, 2].map(() => feed!.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000, signal: ac.signal }));
       // Every watch opens although LISTEN is refused (it used to fail internal, and every later one too).
       for (const s of streams) expect((await s.next()).done).toBe(false);
       // The first LISTEN runs beside the watches; it is refused.
@@ -319,7 +319,7 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       expect(Math.max(...woken)).toBeLessThan(1000);
       console.log(`delivery while LISTEN was refused: ${polled.join(", ")} ms; after it was restored: ${woken.join(", ")} ms`);
       // A later watch opens too.
-      const later = feed.watch({ heartbeatMs: 60_000, signal: ac.signal });
+      const later = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000, signal: ac.signal });
       expect((await later.next()).done).toBe(false);
     } finally {
       ac.abort();

@@ -355,7 +355,7 @@ async function replay(db: Db, instant: string, limit: number, filter: EventFilte
   const uptos: string[] = [];
   let since: string | null = null;
   for (let i = 0; i < 1000; i++) {
-    const page = await readHistoryPage(db, since, limit, filter, { grants });
+    const page = await readHistoryPage(db, grants, since, limit, filter);
     for (const e of page.events) if (micros(e.at) <= micros(instant)) events.push(e);
     uptos.push(page.upto);
     if (!page.more || micros(page.upto) >= micros(instant)) break;
