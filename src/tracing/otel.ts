@@ -206,9 +206,39 @@ function traceQueryable(tracer: Tracer, q: Queryable, backend: Db["kind"], paren
   };
 }
 
+/**
+ * A COPY's pieces, with one span from the first pull to the last piece (or
+ * the consumer stopping): the export's one statement, child of the context
+ * the COPY was asked for in.
+ */
+async function* traceCopyOut(
+  tracer: Tracer,
+  parent: Context,
+  copyOut: NonNullable<Db["copyOut"]>,
+  sql: string,
+  params: readonly unknown[],
+  backend: Db["kind"],
+): AsyncGenerator<Uint8Array> {
+  if (trace.getSpan(parent) === undefined) {
+    yield* copyOut(sql, params);
+    return;
+  }
+  const span = tracer.startSpan("COPY", { kind: SpanKind.CLIENT, attributes: { ...statementAttributes(sql, backend), [ATTR_DB_OPERATION_NAME]: "COPY" } }, parent);
+  try {
+    yield* copyOut(sql, params);
+  } catch (err) {
+    const state = sqlStateOf(err);
+    failSpan(span, err, state !== undefined ? ATTR_DB_RESPONSE_STATUS_CODE : undefined, state);
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
 function traceDb(tracer: Tracer, db: Db): Db {
   const root = traceQueryable(tracer, db, db.kind, () => context.active());
   const reader = db.reader?.bind(db);
+  const copyOut = db.copyOut;
   return {
     ...db,
     query: root.query.bind(root),
@@ -220,6 +250,9 @@ function traceDb(tracer: Tracer, db: Db): Db {
       return inSpan(tracer, context.active(), "transaction", attributes, (ctx) => db.transaction((tx) => fn(traceQueryable(tracer, tx, db.kind, () => ctx)), options), true);
     },
     ...(reader !== undefined ? { reader: async (point: string | undefined) => traceDb(tracer, await reader(point)) } : {}),
+    ...(copyOut !== undefined
+      ? { copyOut: (sql: string, params: readonly unknown[]) => traceCopyOut(tracer, context.active(), copyOut, sql, params, db.kind) }
+      : {}),
   };
 }
 

@@ -24,6 +24,7 @@ const NO_RESOURCE_READS: Record<string, string> = {
   toServiceError: "error mapping",
   migrate: "schema",
   ts: "SQL fragment",
+  resourceColumns: "SQL fragment (the column list of a resource row)",
   hasLineageView: "capability",
   isLineageViewFresh: "reads only change stamps, answers a boolean",
   refreshLineageView: "refreshes the view, returns no data (admin)",
