@@ -2,7 +2,7 @@
 export interface BenchOptions {
   /** Smaller sizes: the whole run in under three minutes. */
   readonly quick: boolean;
-  /** Run only the benchmarks whose group is listed (create, read, history, audit, query, parquet, pglite, events, cli, replica, access, load, writers, dump). */
+  /** Run only the benchmarks whose group is listed (the group names are bench/run.ts's `groups`, checked there). */
   readonly only: ReadonlySet<string> | undefined;
 }
 
@@ -12,7 +12,7 @@ export function parseOptions(argv: readonly string[]): BenchOptions {
   for (const arg of argv) {
     if (arg === "--quick") quick = true;
     else if (arg.startsWith("--only=")) only = new Set(arg.slice("--only=".length).split(","));
-    else throw new Error(`unknown option ${arg} (use --quick, --only=create,read,history,audit,query,parquet,pglite,events,cli,replica,access,load,writers,dump)`);
+    else throw new Error(`unknown option ${arg} (use --quick, --only=<group>,<group>...)`);
   }
   return { quick, only };
 }
