@@ -238,7 +238,11 @@ export async function* copyOutBinary(pool: pg.Pool, sql: string, params: readonl
     }
     else if (query.paused) (client as unknown as { connection: { stream: { resume(): void } } }).connection.stream.resume();
     client.off("error", onError);
-    client.on("error", () => {});
+    // A destroyed connection may still report its end after release: it has
+    // a listener so that cannot crash the process. A healthy client goes back
+    // to the pool as it came (the pool watches idle clients itself); a
+    // listener added on every export would pile up on the pooled client.
+    if (broken) client.on("error", () => {});
     client.release(broken ? true : undefined);
   }
 }
