@@ -11,7 +11,7 @@
 // refuses one flagged as compressed), so this sits where it does look: the
 // Compression it is given. The bytes connect asks to compress are new for
 // each stream (toBinary writes a new buffer), so the output is found by
-// content: recent inputs are kept with their (pending) outputs, and an input
+// content: copies of recent inputs are kept with their (pending) outputs, and an input
 // equal byte for byte to one of them gets the same output. Comparing costs a
 // memcmp that stops at the first differing byte (the message's `at` comes
 // first), a small fraction of compressing. What goes out is exactly what
@@ -57,7 +57,8 @@ export function sharedCompression(base: Compression, opts: SharedCompressionOpti
           return e.output;
         }
       }
-      const entry: Entry = { input, output: base.compress(input) };
+      // Kept as a copy (once per message, not per stream): the caller's buffer is the caller's.
+      const entry: Entry = { input: Uint8Array.from(input), output: base.compress(input) };
       entries.push(entry);
       bytes += input.byteLength;
       while (entries.length > 1 && (entries.length > maxEntries || bytes > maxBytes)) drop(entries[0]!);

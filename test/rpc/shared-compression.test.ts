@@ -59,6 +59,16 @@ describe("sharedCompression", () => {
     expect(base.calls).toBe(6);
   });
 
+  it("keeps its own copy of an input: a caller that reuses its buffer gets no stale output", async () => {
+    const base = countingBase();
+    const c = sharedCompression(base);
+    const buf = bytesOf("first message");
+    await c.compress(buf);
+    buf.set(bytesOf("other message"));
+    expect(Buffer.from(await c.compress(bytesOf("other message"))).toString()).toBe("egassem rehto");
+    expect(base.calls).toBe(2);
+  });
+
   it("does not keep a failed compression", async () => {
     const base = countingBase();
     const c = sharedCompression(base);
