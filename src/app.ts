@@ -36,6 +36,7 @@ import {
   REQUEST_ID,
   revisions,
   type CallRecord,
+  type Pipeline,
   ServerReflectionV1alpha,
   serviceName,
   type ServiceImpls,
@@ -69,13 +70,18 @@ type Req = IncomingMessage | Http2ServerRequest;
 
 const allServices = revisions.flatMap((r) => r.services);
 
-export function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>): (router: ConnectRouter) => void {
+/** `pipeline`: the feed's streams compress with its feedCompression (the other options are the router's). */
+export function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>, pipeline: Pick<Pipeline, "feedCompression">): (router: ConnectRouter) => void {
   const health = createHealthService({ ready, services: allServices.map((s) => s.typeName) });
   const reflection = createReflectionService([...allServices, Health, ServerReflection, ServerReflectionV1alpha]);
   return (router) => {
     for (const svc of allServices) {
       // Methods a handler object lacks answer `unimplemented`.
-      router.service(svc, impls[serviceName(svc)] ?? {});
+      const impl = impls[serviceName(svc)] ?? {};
+      // The same compressions as every call (requests compressed with them are
+      // read as before), but a feed message is compressed once for all its streams.
+      if (serviceName(svc) === "EventService") router.service(svc, impl, { acceptCompression: [...pipeline.feedCompression] });
+      else router.service(svc, impl);
     }
     router.service(Health, health);
     router.service(ServerReflection, reflection);
@@ -184,7 +190,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     ...(tracing !== undefined ? { tracing: tracing.interceptor } : {}),
     ...(audit !== undefined ? { audit: createAuditInterceptor(audit) } : {}),
   });
-  const routes = routesFor(impls, ready);
+  const routes = routesFor(impls, ready, pipeline);
   // REST streams reach their handlers through an in-process router with the pipeline.
   const transport = createRouterTransport(routes, { router: pipeline.routerOptions });
   // A REST request's log record (http-fallback.ts): the call of the request fills it.

@@ -74,6 +74,7 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
 export { guardedNodeAdapter, guardBinaryBodies, type GuardedAdapterOptions } from "./binary-guard.js";
 export { malformedBinaryBody } from "./body-marks.js";
 export { ACCEPT_COMPRESSION, createPipeline, type Pipeline, type PipelineParts } from "./pipeline.js";
+export { sharedCompression, type SharedCompressionOptions } from "./shared-compression.js";
 export { createUnaryLane, type UnaryCall, type UnaryLane, type UnaryLaneOptions, type UnaryOutcome } from "./unary-lane.js";
 export { createHealthService, type HealthDeps } from "./health-service.js";
 export { auditSink, createAuditInterceptor, isAudited, MAX_AUDIT_IDENTIFIERS, type AuditSink } from "./audit.js";

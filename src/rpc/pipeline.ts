@@ -40,6 +40,7 @@ import { createAuthInterceptor, type Authenticator } from "../auth/index.js";
 import type { Logger } from "../log.js";
 import { createPlannedBinaryInterceptor } from "../protobuf/index.js";
 import { createCallInterceptor, logCall, requestIdOf, type CallRecord } from "./interceptors.js";
+import { sharedCompression } from "./shared-compression.js";
 
 export interface PipelineParts {
   readonly log: Logger;
@@ -63,6 +64,13 @@ export interface Pipeline {
   readonly readMaxBytes: number;
   /** The compressions offered for answers, in connect's order of preference. */
   readonly acceptCompression: readonly Compression[];
+  /**
+   * The same compressions for the change feed's streams (EventService), each
+   * compressing a message once for every stream that sends it
+   * (shared-compression.ts); this pipeline's own, so one app's streams share
+   * with each other only.
+   */
+  readonly feedCompression: readonly Compression[];
   /**
    * Connect JSON writes the proto field names (as_of, next_cursor), the names
    * the REST bodies use; it reads both spellings.
@@ -97,6 +105,7 @@ export function createPipeline(parts: PipelineParts): Pipeline {
     interceptors,
     readMaxBytes: parts.maxBodyBytes,
     acceptCompression: ACCEPT_COMPRESSION,
+    feedCompression: ACCEPT_COMPRESSION.map((c) => sharedCompression(c)),
     jsonOptions,
     routerOptions: { interceptors, readMaxBytes: parts.maxBodyBytes, acceptCompression: [...ACCEPT_COMPRESSION], jsonOptions },
     recordSkipped(method, err, requestId, record, started, traceId) {
