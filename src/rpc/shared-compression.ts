@@ -58,7 +58,8 @@ export function sharedCompression(base: Compression, opts: SharedCompressionOpti
         }
       }
       // Kept as a copy (once per message, not per stream): the caller's buffer is the caller's.
-      const entry: Entry = { input: Uint8Array.from(input), output: base.compress(input) };
+      const copy = Uint8Array.from(input);
+      const entry: Entry = { input: copy, output: base.compress(copy) };
       entries.push(entry);
       bytes += input.byteLength;
       while (entries.length > 1 && (entries.length > maxEntries || bytes > maxBytes)) drop(entries[0]!);
