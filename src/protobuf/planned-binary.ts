@@ -17,8 +17,9 @@
 // toBinary raises its own error for it. test/protobuf/planned-binary.test.ts
 // compares both byte for byte.
 import { create, ScalarType, toBinary, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { FeatureSet_FieldPresence, isWrapperDesc } from "@bufbuild/protobuf/wkt";
+import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import type { Interceptor } from "@connectrpc/connect";
+import { planCache, type Coverage } from "./plans.js";
 
 type Rec = Record<string, unknown>;
 
@@ -184,57 +185,16 @@ interface MessagePlan {
   fields: FieldPlan[];
 }
 
-/** Whether every field reachable from desc has a planned kind (cycles allowed). */
-function plannable(desc: DescMessage, seen = new Set<DescMessage>()): boolean {
-  if (seen.has(desc)) return true;
-  seen.add(desc);
-  // protobuf-es holds these in fields as plain values (wrappers unboxed, Struct as a JSON object).
-  if (isWrapperDesc(desc) || desc.typeName === "google.protobuf.Struct") return false;
-  for (const f of desc.fields) {
-    switch (f.fieldKind) {
-      case "scalar":
-        if (SCALARS[f.scalar] === undefined) return false;
-        break;
-      case "enum":
-        break;
-      case "message":
-        if (f.delimitedEncoding || !plannable(f.message, seen)) return false;
-        break;
-      case "list":
-        if (f.listKind === "scalar" && SCALARS[f.scalar] === undefined) return false;
-        if (f.listKind === "message" && (f.delimitedEncoding || !plannable(f.message, seen))) return false;
-        break;
-      case "map":
-        if (f.mapKey !== ScalarType.STRING) return false;
-        if (f.mapKind === "scalar" && SCALARS[f.scalar] === undefined) return false;
-        if (f.mapKind === "message" && !plannable(f.message, seen)) return false;
-        break;
-    }
-  }
-  return true;
-}
+const ENCODER: Coverage = { scalar: (t) => SCALARS[t] !== undefined };
 
-const plans = new Map<DescMessage, MessagePlan | null>();
-
-function planOf(desc: DescMessage): MessagePlan | undefined {
-  const known = plans.get(desc);
-  if (known !== undefined) return known ?? undefined;
-  if (!plannable(desc)) {
-    plans.set(desc, null);
-    return undefined;
-  }
-  return build(desc);
-}
-
-function build(desc: DescMessage): MessagePlan {
-  const existing = plans.get(desc);
-  if (existing) return existing;
-  const plan: MessagePlan = { fields: [] };
-  plans.set(desc, plan); // before the fields, so recursive types find it
-  const sorted = [...desc.fields].sort((a, b) => a.number - b.number);
-  plan.fields = sorted.map(fieldPlan);
-  return plan;
-}
+const { planOf, build } = planCache<MessagePlan>(
+  ENCODER,
+  () => ({ fields: [] }),
+  (desc, plan) => {
+    const sorted = [...desc.fields].sort((a, b) => a.number - b.number);
+    plan.fields = sorted.map(fieldPlan);
+  },
+);
 
 function scalarOf(f: DescField & { fieldKind: "scalar" | "enum" }): ScalarPlan {
   return f.fieldKind === "enum" ? SCALARS[ScalarType.INT32]! : SCALARS[f.scalar]!;
