@@ -40,7 +40,7 @@ class Writer {
     readonly lens: readonly number[],
   ) {}
   bytes(b: readonly number[]): void {
-    for (const x of b) this.buf[this.pos++] = x;
+    for (let i = 0; i < b.length; i++) this.buf[this.pos++] = b[i]!;
   }
   /** An unsigned 32-bit varint. */
   varint(n: number): void {
@@ -263,6 +263,23 @@ function fieldPlan(f: DescField): FieldPlan {
     case "enum": {
       const s = scalarOf(f);
       const tag = tagBytes(f.number, s.wire);
+      if (f.oneof === undefined && f.presence === FeatureSet_FieldPresence.IMPLICIT) {
+        // The common case, read once per pass: unset is the zero value (an enum's first).
+        const zeroEnum = f.fieldKind === "enum" ? f.enum.values[0]!.number : undefined;
+        const isZero = zeroEnum !== undefined ? (v: unknown) => v === zeroEnum : s.isZero;
+        return {
+          size(msg, lens) {
+            const v = msg[name];
+            return isZero(v) ? 0 : tag.length + s.size(v, lens);
+          },
+          write(msg, w) {
+            const v = msg[name];
+            if (isZero(v)) return;
+            w.bytes(tag);
+            s.write(v, w);
+          },
+        };
+      }
       return {
         size: (msg, lens) => (isSet(msg) ? tag.length + s.size(value(msg), lens) : 0),
         write(msg, w) {
