@@ -17,8 +17,9 @@
 // toBinary raises its own error for it. test/protobuf/planned-binary.test.ts
 // compares both byte for byte.
 import { create, ScalarType, toBinary, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { FeatureSet_FieldPresence, isWrapperDesc } from "@bufbuild/protobuf/wkt";
+import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import type { Interceptor } from "@connectrpc/connect";
+import { planCache, type Coverage } from "./plans.js";
 
 type Rec = Record<string, unknown>;
 
@@ -39,7 +40,7 @@ class Writer {
     readonly lens: readonly number[],
   ) {}
   bytes(b: readonly number[]): void {
-    for (const x of b) this.buf[this.pos++] = x;
+    for (let i = 0; i < b.length; i++) this.buf[this.pos++] = b[i]!;
   }
   /** An unsigned 32-bit varint. */
   varint(n: number): void {
@@ -69,13 +70,34 @@ class Writer {
   string(s: string): void {
     const len = this.lens[this.li++]!;
     this.varint(len);
-    if (len > 0) this.buf.write(s, this.pos, len, "utf8");
+    if (len === s.length && len <= SHORT_STRING) {
+      // ASCII (as many bytes as UTF-16 units), short: by hand, no native call.
+      const b = this.buf;
+      const at = this.pos;
+      for (let i = 0; i < len; i++) b[at + i] = s.charCodeAt(i);
+    } else if (len > 0) this.buf.write(s, this.pos, len, "utf8");
     this.pos += len;
   }
   /** The length the size pass recorded for the next nested message or packed list. */
   nextLength(): number {
     return this.lens[this.li++]!;
   }
+}
+
+/**
+ * Strings up to this many UTF-16 units are measured and, when ASCII, written
+ * by hand: Buffer.byteLength and Buffer.write are a native call each, and a
+ * page of 100 versions has about a thousand short strings (identifiers,
+ * stamps, actors, kinds), which spent a third of the encoding in those calls.
+ */
+const SHORT_STRING = 64;
+
+/** The UTF-8 length of s (of a lone surrogate: 3, U+FFFD, as Buffer writes it). */
+function utf8Length(s: string): number {
+  const n = s.length;
+  if (n > SHORT_STRING) return Buffer.byteLength(s, "utf8");
+  for (let i = 0; i < n; i++) if (s.charCodeAt(i) >= 0x80) return Buffer.byteLength(s, "utf8");
+  return n;
 }
 
 function varintSize(n: number): number {
@@ -124,7 +146,7 @@ const SCALARS: Partial<Record<ScalarType, ScalarPlan>> = {
     isZero: (v) => v === "",
     size(v, lens) {
       if (typeof v !== "string") throw FALLBACK;
-      const len = Buffer.byteLength(v, "utf8");
+      const len = utf8Length(v);
       lens.push(len);
       return varintSize(len) + len;
     },
@@ -184,57 +206,16 @@ interface MessagePlan {
   fields: FieldPlan[];
 }
 
-/** Whether every field reachable from desc has a planned kind (cycles allowed). */
-function plannable(desc: DescMessage, seen = new Set<DescMessage>()): boolean {
-  if (seen.has(desc)) return true;
-  seen.add(desc);
-  // protobuf-es holds these in fields as plain values (wrappers unboxed, Struct as a JSON object).
-  if (isWrapperDesc(desc) || desc.typeName === "google.protobuf.Struct") return false;
-  for (const f of desc.fields) {
-    switch (f.fieldKind) {
-      case "scalar":
-        if (SCALARS[f.scalar] === undefined) return false;
-        break;
-      case "enum":
-        break;
-      case "message":
-        if (f.delimitedEncoding || !plannable(f.message, seen)) return false;
-        break;
-      case "list":
-        if (f.listKind === "scalar" && SCALARS[f.scalar] === undefined) return false;
-        if (f.listKind === "message" && (f.delimitedEncoding || !plannable(f.message, seen))) return false;
-        break;
-      case "map":
-        if (f.mapKey !== ScalarType.STRING) return false;
-        if (f.mapKind === "scalar" && SCALARS[f.scalar] === undefined) return false;
-        if (f.mapKind === "message" && !plannable(f.message, seen)) return false;
-        break;
-    }
-  }
-  return true;
-}
+const ENCODER: Coverage = { scalar: (t) => SCALARS[t] !== undefined };
 
-const plans = new Map<DescMessage, MessagePlan | null>();
-
-function planOf(desc: DescMessage): MessagePlan | undefined {
-  const known = plans.get(desc);
-  if (known !== undefined) return known ?? undefined;
-  if (!plannable(desc)) {
-    plans.set(desc, null);
-    return undefined;
-  }
-  return build(desc);
-}
-
-function build(desc: DescMessage): MessagePlan {
-  const existing = plans.get(desc);
-  if (existing) return existing;
-  const plan: MessagePlan = { fields: [] };
-  plans.set(desc, plan); // before the fields, so recursive types find it
-  const sorted = [...desc.fields].sort((a, b) => a.number - b.number);
-  plan.fields = sorted.map(fieldPlan);
-  return plan;
-}
+const { planOf, build } = planCache<MessagePlan>(
+  ENCODER,
+  () => ({ fields: [] }),
+  (desc, plan) => {
+    const sorted = [...desc.fields].sort((a, b) => a.number - b.number);
+    plan.fields = sorted.map(fieldPlan);
+  },
+);
 
 function scalarOf(f: DescField & { fieldKind: "scalar" | "enum" }): ScalarPlan {
   return f.fieldKind === "enum" ? SCALARS[ScalarType.INT32]! : SCALARS[f.scalar]!;
@@ -282,6 +263,23 @@ function fieldPlan(f: DescField): FieldPlan {
     case "enum": {
       const s = scalarOf(f);
       const tag = tagBytes(f.number, s.wire);
+      if (f.oneof === undefined && f.presence === FeatureSet_FieldPresence.IMPLICIT) {
+        // The common case, read once per pass: unset is the zero value (an enum's first).
+        const zeroEnum = f.fieldKind === "enum" ? f.enum.values[0]!.number : undefined;
+        const isZero = zeroEnum !== undefined ? (v: unknown) => v === zeroEnum : s.isZero;
+        return {
+          size(msg, lens) {
+            const v = msg[name];
+            return isZero(v) ? 0 : tag.length + s.size(v, lens);
+          },
+          write(msg, w) {
+            const v = msg[name];
+            if (isZero(v)) return;
+            w.bytes(tag);
+            s.write(v, w);
+          },
+        };
+      }
       return {
         size: (msg, lens) => (isSet(msg) ? tag.length + s.size(value(msg), lens) : 0),
         write(msg, w) {

@@ -15,7 +15,8 @@
 // whole message to fromBinary itself, which decodes it or raises its own
 // error. test/protobuf/planned-from-binary.test.ts compares both.
 import { fromBinary, ScalarType, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { Edition, FeatureSet_FieldPresence, isWrapperDesc } from "@bufbuild/protobuf/wkt";
+import { Edition, FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
+import { planCache, type Coverage } from "./plans.js";
 
 type Rec = Record<string, unknown>;
 
@@ -132,50 +133,48 @@ interface MessagePlan {
   fields: Map<number, FieldReader>;
 }
 
-/** Whether every field reachable from desc has a planned kind (cycles allowed), in a message without a prototype chain. */
-function plannable(desc: DescMessage, seen = new Set<DescMessage>()): boolean {
-  if (seen.has(desc)) return true;
-  seen.add(desc);
-  if (isWrapperDesc(desc) || desc.typeName === "google.protobuf.Struct") return false;
-  if (desc.file.edition !== Edition.EDITION_PROTO3) return false; // proto3 only: proto2 and editions may keep defaults on a prototype
-  for (const f of desc.fields) {
+/**
+ * Narrower than the encoder's coverage: proto3 only (proto2 and editions may
+ * keep defaults on a prototype), no int64 as string (longAsString; map
+ * values never are), no closed enums.
+ */
+const DECODER: Coverage = {
+  scalar: (t) => SCALARS[t] !== undefined,
+  message: (desc) => desc.file.edition === Edition.EDITION_PROTO3,
+  field(f) {
     switch (f.fieldKind) {
       case "scalar":
-        if (SCALARS[f.scalar] === undefined || f.longAsString) return false;
-        break;
+        return !f.longAsString;
       case "enum":
-        if (!f.enum.open) return false;
-        break;
-      case "message":
-        if (f.delimitedEncoding || !plannable(f.message, seen)) return false;
-        break;
+        return f.enum.open;
       case "list":
-        if (f.listKind === "scalar" && (SCALARS[f.scalar] === undefined || f.longAsString)) return false;
-        if (f.listKind === "enum" && !f.enum.open) return false;
-        if (f.listKind === "message" && (f.delimitedEncoding || !plannable(f.message, seen))) return false;
-        break;
+        return f.listKind === "scalar" ? !f.longAsString : f.listKind === "enum" ? f.enum.open : true;
       case "map":
-        if (f.mapKey !== ScalarType.STRING) return false;
-        if (f.mapKind === "scalar" && SCALARS[f.scalar] === undefined) return false; // map values are never longAsString
-        if (f.mapKind === "enum" && !f.enum.open) return false;
-        if (f.mapKind === "message" && !plannable(f.message, seen)) return false;
-        break;
+        return f.mapKind === "enum" ? f.enum.open : true;
+      case "message":
+        return true;
     }
-  }
-  return true;
-}
+  },
+};
 
-const plans = new Map<DescMessage, MessagePlan | null>();
-
-function planOf(desc: DescMessage): MessagePlan | undefined {
-  const known = plans.get(desc);
-  if (known !== undefined) return known ?? undefined;
-  if (!plannable(desc)) {
-    plans.set(desc, null);
-    return undefined;
-  }
-  return build(desc);
-}
+const { planOf, build } = planCache<MessagePlan>(
+  DECODER,
+  (desc) => ({ typeName: desc.typeName, zero: () => ({}), fields: new Map() }),
+  (desc, plan) => {
+    const set: [string, () => unknown][] = [];
+    for (const m of desc.members) {
+      if (m.kind === "oneof") set.push([m.localName, () => ({ case: undefined })]);
+      else if (m.presence === FeatureSet_FieldPresence.IMPLICIT) set.push([m.localName, zeroOf(m)]);
+    }
+    const typeName = desc.typeName;
+    plan.zero = () => {
+      const msg: Rec = { $typeName: typeName };
+      for (const [name, zero] of set) msg[name] = zero();
+      return msg;
+    };
+    for (const f of desc.fields) plan.fields.set(f.number, fieldReader(f));
+  },
+);
 
 function scalarOf(f: DescField & { fieldKind: "scalar" | "enum" }): ScalarPlan {
   return f.fieldKind === "enum" ? SCALARS[ScalarType.INT32]! : SCALARS[f.scalar]!;
@@ -199,26 +198,6 @@ function zeroOf(f: DescField): () => unknown {
     case "message":
       return () => undefined;
   }
-}
-
-function build(desc: DescMessage): MessagePlan {
-  const existing = plans.get(desc);
-  if (existing) return existing;
-  const plan: MessagePlan = { typeName: desc.typeName, zero: () => ({}), fields: new Map() };
-  plans.set(desc, plan); // before the fields, so recursive types find it
-  const set: [string, () => unknown][] = [];
-  for (const m of desc.members) {
-    if (m.kind === "oneof") set.push([m.localName, () => ({ case: undefined })]);
-    else if (m.presence === FeatureSet_FieldPresence.IMPLICIT) set.push([m.localName, zeroOf(m)]);
-  }
-  const typeName = desc.typeName;
-  plan.zero = () => {
-    const msg: Rec = { $typeName: typeName };
-    for (const [name, zero] of set) msg[name] = zero();
-    return msg;
-  };
-  for (const f of desc.fields) plan.fields.set(f.number, fieldReader(f));
-  return plan;
 }
 
 /** A nested message, merged into `into` when given (a singular field met twice). */
