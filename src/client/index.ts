@@ -4,7 +4,7 @@
 // own (README, "Calling it"; docs/time.md for as_of).
 import type { DescMessage, DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { AdminService } from "../../gen/resourcestore/v1/admin_service_pb.js";
 import { ArtefactService } from "../../gen/resourcestore/v1/artefact_service_pb.js";
 import * as v1Lineage from "../../gen/resourcestore/v1/lineage_service_pb.js";
@@ -24,7 +24,6 @@ import * as v2Storage from "../../gen/resourcestore/v2/storage_service_pb.js";
 import * as v1Event from "../../gen/resourcestore/v1/event_service_pb.js";
 import * as v2Event from "../../gen/resourcestore/v2/event_service_pb.js";
 import { createPlannedRequestInterceptor } from "../protobuf/index.js";
-import { createPlannedGrpcTransport } from "./grpc-transport.js";
 import { historyPages, watchEvents, type HistoryParams, type WatchParams } from "./browser.js";
 
 export * from "./browser.js";
@@ -92,8 +91,7 @@ export function createTransport(opts: ClientOptions): Transport {
   const binary = [...interceptors, createPlannedRequestInterceptor()];
   switch (opts.transport ?? "connect") {
     case "grpc":
-      // connect-node's gRPC transport with unary answers decoded by plan (grpc-transport.ts).
-      return createPlannedGrpcTransport({ baseUrl: opts.baseUrl, interceptors: binary, ...compression });
+      return createGrpcTransport({ baseUrl: opts.baseUrl, interceptors: binary, ...compression });
     case "grpc-web":
       return createGrpcWebTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors: binary, ...compression });
     case "connect":
