@@ -9,13 +9,13 @@
 // holds the cursor); the reader parses line by line and inserts in batches,
 // all in one transaction that commits only once the trailer has checked out.
 import { createHash, type Hash } from "node:crypto";
-import { createInterface } from "node:readline";
 import { Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip, createGzip } from "node:zlib";
 import type { Db, Queryable } from "./db.js";
-import { hasLineageView, refreshLineageView } from "./lineage-view.js";
+import { hasLineageView, refreshLineageView, refreshLineageViewIn } from "./lineage-view.js";
 import { ts } from "./sql.js";
+import { inlineParams } from "./copy-out.js";
 import { rebuildAttribution } from "./attribution.js";
 
 export const DUMP_FORMAT = "resource-store-dump";
@@ -86,31 +86,12 @@ async function shapeOf(q: Queryable): Promise<Shape> {
 /** Lines hashed as they go out (or come in): the trailer's SHA-256 covers every byte before it. */
 class Digest {
   private readonly hash: Hash = createHash("sha256");
-  bytes = 0;
-  add(line: string): void {
-    this.hash.update(line);
-    this.bytes += line.length;
+  add(text: string | Buffer): void {
+    this.hash.update(text);
   }
   hex(): string {
     return this.hash.digest("hex");
   }
-}
-
-/**
- * A version as the cursor yields it: the line's text, built by the database
- * around the `kind` (the one field that needs the version before it), and
- * what the writer needs to derive that kind and count.
- */
-interface VersionRow {
-  identifier: string;
-  version: string;
-  current: boolean;
-  created_at: string;
-  is_deleted: boolean;
-  head: string;
-  tail: string;
-  prev_is_deleted?: boolean | null;
-  prev_created_at?: string | null;
 }
 
 type Kind = "created" | "updated" | "deleted" | "restored";
@@ -129,25 +110,40 @@ const json = (expr: string): string => `coalesce(to_json(${expr})::text, 'null')
 const jsonTs = (expr: string): string => `coalesce('"' || ${ts(expr)} || '"', 'null')`;
 
 /**
- * The text of a version line before and after its kind (docs/dump-format.md,
- * `version`), over the history row `h`. Built in the statement: the client
- * then takes two text columns a row instead of parsing fifteen and writing
- * each back out as JSON. `payload` is the stored jsonb's own text; an int8
+ * The text of a version line (docs/dump-format.md, `version`), over the
+ * history row `h` and the version before it (`h.prev_is_deleted`,
+ * `h.prev_created_at`: null for none). Built in the statement, the `kind`
+ * too (kindOf's rule), so the client takes the line as it comes: PostgreSQL
+ * streams it by COPY straight into the compressor, PGlite hands it out a
+ * cursor batch at a time. `payload` is the stored jsonb's own text; an int8
  * above 2^53 is written as a string.
  */
-function versionText(actor: string): { head: string; tail: string } {
-  return {
-    head: `'{"record":"version","identifier":' || ${json("h.identifier")}
+function versionLine(actor: string): string {
+  const kind = `CASE WHEN h.version = 1 OR h.prev_is_deleted IS NULL THEN 'created' WHEN h.is_deleted THEN 'deleted'
+      WHEN h.prev_is_deleted THEN CASE WHEN h.created_at = h.prev_created_at THEN 'restored' ELSE 'created' END
+      ELSE 'updated' END`;
+  return `'{"record":"version","identifier":' || ${json("h.identifier")}
       || ',"version":' || CASE WHEN h.version <= 9007199254740991 THEN h.version::text ELSE '"' || h.version || '"' END
       || ',"from":' || ${jsonTs("h.tx_from")}
-      || ',"to":' || CASE WHEN h.tx_to = 'infinity' THEN 'null' ELSE ${jsonTs("h.tx_to")} END || ',"kind":"'`,
-    tail: `'","actor":' || ${json(actor)} || ',"payload_type":' || ${json("h.payload_type")}
+      || ',"to":' || CASE WHEN h.tx_to = 'infinity' THEN 'null' ELSE ${jsonTs("h.tx_to")} END
+      || ',"kind":"' || ${kind}
+      || '","actor":' || ${json(actor)} || ',"payload_type":' || ${json("h.payload_type")}
       || ',"parent_identifier":' || ${json("h.parent_identifier")} || ',"license":' || ${json("h.license")}
       || ',"access_level":' || ${json("h.access_level")} || ',"derived_from":' || ${json("h.derived_from")}
       || ',"payload":' || h.payload::text || ',"created_at":' || ${jsonTs("h.created_at")}
-      || ',"is_deleted":' || h.is_deleted::text || ',"deleted_by":' || ${jsonTs("h.deleted_by")} || '}'`,
-  };
+      || ',"is_deleted":' || h.is_deleted::text || ',"deleted_by":' || ${jsonTs("h.deleted_by")} || '}'`;
 }
+
+/**
+ * COPY's CSV output of one text column, with a delimiter and a quote byte
+ * that JSON text never holds raw (it escapes every control character): each
+ * value comes out as it is, one "\n"-terminated line, no byte added or
+ * escaped. A value holding either byte would come out quoted, so the writer
+ * checks every chunk for the quote byte (QUOTE_BYTE) and refuses to go on.
+ */
+const COPY_LINES = "(FORMAT csv, DELIMITER E'\\x01', QUOTE E'\\x02')";
+const QUOTE_BYTE = 2;
+const NEWLINE = 10;
 
 /**
  * Rows of `sql` through a cursor of this transaction, `batch` at a time. The
@@ -175,7 +171,7 @@ async function* cursorRows<R>(tx: Queryable, name: string, sql: string, params: 
 }
 
 /** The lines of a dump, header to trailer, read in `tx` (one read-only snapshot). */
-async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: DumpSummary) => void): AsyncGenerator<string> {
+async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: DumpSummary) => void): AsyncGenerator<string | Buffer> {
   const batch = opts.batchSize ?? 10_000;
   const shape = await shapeOf(tx);
   const { rows: clock } = await tx.query<{ until: string | null; server: string }>(
@@ -188,7 +184,7 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
   }
   const digest = new Digest();
   const counts: Record<string, number> = { version: 0, version_current: 0, registry_key: 0, registry_key_chain: 0, registry_patient: 0, registry_study: 0 };
-  const emit = (line: string): string => {
+  const emit = <T extends string | Buffer>(line: T): T => {
     digest.add(line);
     return line;
   };
@@ -208,36 +204,40 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
   // --- versions: (identifier, version) order, both tables' primary keys.
   const incremental = opts.since !== undefined;
   const actor = shape.actor ? "h.actor" : "NULL::text";
-  // An incremental dump's first version of an identifier may follow one it does not hold: its kind needs that one.
-  const prev = incremental
-    ? `, p.is_deleted AS prev_is_deleted, ${ts("p.created_at")} AS prev_created_at`
-    : "";
-  const prevJoin = incremental ? "LEFT JOIN resource_history p ON p.identifier = h.identifier AND p.version = h.version - 1" : "";
-  const where = incremental ? "WHERE h.tx_from > $1::timestamptz OR (h.tx_to > $1::timestamptz AND h.tx_to < 'infinity')" : "";
-  const text = versionText(actor);
-  const sql = `SELECT h.identifier, h.version::text AS version, h.tx_to = 'infinity' AS current, ${ts("h.created_at")} AS created_at,
-      h.is_deleted, ${text.head} AS head, ${text.tail} AS tail${prev}
-    FROM resource_history h ${prevJoin} ${where}
-    ORDER BY h.identifier, h.version`;
-  let last: { identifier: string; isDeleted: boolean; createdAt: string } | undefined;
-  for await (const rows of cursorRows<VersionRow>(tx, "dump_versions", sql, incremental ? [opts.since] : [], batch)) {
-    // One chunk a batch: the gzip stream and the digest take one write each, not one a line.
-    let chunk = "";
-    for (const r of rows) {
-      const v = Number(r.version);
-      const before =
-        last?.identifier === r.identifier
-          ? last
-          : r.prev_is_deleted !== undefined && r.prev_is_deleted !== null && r.prev_created_at !== undefined && r.prev_created_at !== null
-            ? { isDeleted: r.prev_is_deleted, createdAt: r.prev_created_at }
-            : undefined;
-      chunk += `${r.head}${kindOf(v, r.is_deleted, r.created_at, before)}${r.tail}\n`;
-      last = { identifier: r.identifier, isDeleted: r.is_deleted, createdAt: r.created_at };
-      counts.version!++;
-      if (r.current) counts.version_current!++;
+  // The version before each: the row before it in the same walk (a full dump), or, since an incremental
+  // dump's first version of an identifier may follow one it does not hold, the history's row before it.
+  const source = incremental
+    ? `SELECT h.*, p.is_deleted AS prev_is_deleted, p.created_at AS prev_created_at
+         FROM resource_history h LEFT JOIN resource_history p ON p.identifier = h.identifier AND p.version = h.version - 1
+        WHERE h.tx_from > $1::timestamptz OR (h.tx_to > $1::timestamptz AND h.tx_to < 'infinity')`
+    : `SELECT h.*, lag(h.is_deleted) OVER w AS prev_is_deleted, lag(h.created_at) OVER w AS prev_created_at
+         FROM resource_history h WINDOW w AS (PARTITION BY h.identifier ORDER BY h.version)`;
+  const sql = `SELECT ${versionLine(actor)} AS line FROM (${source}) h ORDER BY h.identifier, h.version`;
+  const params = incremental ? [opts.since] : [];
+  // Current versions are those of `resources` in the dump (their period began after `since`): counted apart,
+  // since the lines go by unread.
+  const { rows: currentRows } = await tx.query<{ n: string }>(
+    `SELECT count(*) AS n FROM resources${incremental ? " WHERE updated_at > $1::timestamptz" : ""}`,
+    params,
+  );
+  counts.version_current = Number(currentRows[0]!.n);
+  if (tx.copyTo !== undefined) {
+    // PostgreSQL: the lines as COPY sends them, chunk by chunk into the digest and the compressor.
+    for await (const chunk of tx.copyTo(`COPY (${inlineParams(sql, params)}) TO STDOUT ${COPY_LINES}`) as AsyncIterable<Buffer>) {
+      if (chunk.indexOf(QUOTE_BYTE) !== -1) throw new Error("a version line holds a control byte JSON never has raw; the dump was not written");
+      for (let i = chunk.indexOf(NEWLINE); i !== -1; i = chunk.indexOf(NEWLINE, i + 1)) counts.version!++;
+      yield emit(chunk);
+      opts.onVersions?.(counts.version!);
     }
-    yield emit(chunk);
-    opts.onVersions?.(counts.version!);
+  } else {
+    for await (const rows of cursorRows<{ line: string }>(tx, "dump_versions", sql, params, batch)) {
+      // One chunk a batch: the gzip stream and the digest take one write each, not one a line.
+      let chunk = "";
+      for (const r of rows) chunk += `${r.line}\n`;
+      counts.version! += rows.length;
+      yield emit(chunk);
+      opts.onVersions?.(counts.version!);
+    }
   }
 
   // --- the registry: hashes and fingerprints, never a key (written whole, incremental or not).
@@ -331,14 +331,85 @@ interface VersionRecord {
   deleted_by: string | null;
 }
 
-// json, not jsonb: the batch is read once into rows, and only each payload becomes jsonb (about 40 % less
-// server time a batch than building a jsonb of the whole batch first).
-const VERSION_COLUMNS = `identifier text, version bigint, "from" timestamptz, "to" timestamptz, actor text, payload_type text,
-  parent_identifier text, license text, access_level text, derived_from text[], payload jsonb, created_at timestamptz,
-  is_deleted boolean, deleted_by timestamptz`;
+/** A value in COPY's text format: `\\N` for null, else its text with backslash, tab, newline and carriage return escaped. */
+function copyValue(v: unknown): string {
+  if (v === null || v === undefined) return "\\N";
+  if (typeof v === "object" || typeof v === "function") throw new DumpError("a version field holds a list or an object where the format has one value; nothing was restored");
+  const s = typeof v === "string" ? v : typeof v === "symbol" ? v.toString() : `${v as number | boolean | bigint}`;
+  return COPY_SPECIAL.test(s) ? s.replace(COPY_SPECIAL_ALL, (c) => COPY_ESCAPES[c]!) : s;
+}
+const COPY_SPECIAL = /[\\\t\n\r]/;
+const COPY_SPECIAL_ALL = /[\\\t\n\r]/g;
+const COPY_ESCAPES: Record<string, string> = { "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r" };
+
+/** A text[] literal of strings (then escaped for COPY). */
+function arrayLiteral(xs: readonly unknown[]): string {
+  return `{${xs.map((x) => `"${String(x).replace(/[\\"]/g, "\\$&")}"`).join(",")}}`;
+}
+
+/**
+ * The text of the top-level member "payload" of a JSON object line, as it
+ * is (the writer wrote the stored jsonb's own text: its numbers keep their
+ * digits, which JSON.parse and JSON.stringify would not). Strings are
+ * skipped whole by their quotes; the last member of that name wins, as in
+ * JSON.parse. Undefined when the line names none (a key written with escapes).
+ */
+export function payloadText(line: string): string | undefined {
+  let depth = 0;
+  let start = -1;
+  let found: string | undefined;
+  for (let i = 0; i < line.length; i++) {
+    const c = line.charCodeAt(i);
+    if (c === 34) {
+      let j = i;
+      for (;;) {
+        j = line.indexOf('"', j + 1);
+        if (j === -1) return undefined;
+        let k = j - 1;
+        while (line.charCodeAt(k) === 92) k--;
+        if ((j - 1 - k) % 2 === 0) break;
+      }
+      if (depth === 1 && start === -1 && j === i + 8 && line.startsWith('"payload"', i)) {
+        let m = j + 1;
+        while (m < line.length && line.charCodeAt(m) <= 32) m++;
+        if (line.charCodeAt(m) === 58) {
+          start = m + 1;
+          i = m;
+          continue;
+        }
+      }
+      i = j;
+    } else if (c === 123 || c === 91) {
+      depth++;
+    } else if (c === 125 || c === 93 || c === 44) {
+      if (c !== 44) depth--;
+      if (start !== -1 && (depth === 0 || (c === 44 && depth === 1))) {
+        found = line.slice(start, i).trim();
+        start = -1;
+      }
+    }
+  }
+  return found;
+}
 
 function bad(line: number, what: string): DumpError {
   return new DumpError(`line ${line}: ${what}; the dump is damaged or not one this resource-store wrote, nothing was restored`);
+}
+
+/**
+ * The columns a version row has in both tables, from payload_type to the
+ * end, in COPY's text format: those of versionColumns / currentColumns after
+ * their first ones (the current table has no period, its version is second).
+ */
+function commonFields(v: VersionRecord, line: string, lineNo: number, withActor: boolean): string {
+  if (v.payload === undefined) throw bad(lineNo, `${v.identifier} version ${String(v.version)} has no payload`);
+  if (v.derived_from !== null && v.derived_from !== undefined && !Array.isArray(v.derived_from)) throw bad(lineNo, "derived_from is not a list");
+  // A payload key written with escapes is not found by the scan: that line's payload is written again (exact but for numbers past a double's digits).
+  const payload = payloadText(line) ?? JSON.stringify(v.payload);
+  const actor = withActor ? `\t${copyValue(v.actor)}` : "";
+  return `${copyValue(v.payload_type)}\t${copyValue(v.parent_identifier)}\t${copyValue(v.license)}\t${copyValue(v.access_level)}\t${copyValue(
+    arrayLiteral(v.derived_from ?? []),
+  )}\t${copyValue(payload)}\t${copyValue(v.created_at)}\t${copyValue(v.from)}\t${copyValue(v.is_deleted)}\t${copyValue(v.deleted_by)}${actor}`;
 }
 
 function checkHeader(h: unknown): Header {
@@ -378,26 +449,68 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
   input.on("data", (chunk: Buffer) => {
     bytesRead += chunk.length;
   });
-  const gunzip = createGunzip();
-  const lines = createInterface({ input: input.pipe(gunzip), crlfDelay: Infinity });
+  // Big pieces: fewer chunks to split into lines.
+  const gunzip = createGunzip({ chunkSize: 256 * 1024 });
   const unreadable = (err: unknown): DumpError =>
     err instanceof DumpError
       ? err
       : new DumpError(`the dump cannot be read (${err instanceof Error ? err.message : String(err)}): it may be cut short; nothing was restored`);
-  // A stream error may reach us through the line iterator or only through the stream: either ends the restore.
+  // A stream error may reach us through the chunk iterator or only through the stream: either ends the restore.
   const failed = new Promise<never>((_, reject) => {
     input.once("error", (err) => reject(unreadable(err)));
     gunzip.once("error", (err) => reject(unreadable(err)));
   });
   failed.catch(() => {});
-  const it = lines[Symbol.asyncIterator]();
-  const nextLine = async (): Promise<string | undefined> => {
-    try {
-      const r = await Promise.race([it.next(), failed]);
-      return r.done === true ? undefined : r.value;
-    } catch (err) {
-      throw unreadable(err);
+  const chunks = input.pipe(gunzip)[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  // Lines split from the decompressed chunks, each with its bytes (newline included) for the digest.
+  let lines: string[] = [];
+  let raws: Buffer[] = [];
+  let at = 0;
+  let partial: Buffer[] = [];
+  let ended = false;
+  /** The bytes of the line nextLine returned last. */
+  let lastRaw: Buffer = Buffer.alloc(0);
+  const refill = async (): Promise<boolean> => {
+    while (!ended) {
+      let r: IteratorResult<Buffer>;
+      try {
+        r = await Promise.race([chunks.next(), failed]);
+      } catch (err) {
+        throw unreadable(err);
+      }
+      lines = [];
+      raws = [];
+      at = 0;
+      if (r.done === true) {
+        ended = true;
+        if (partial.length > 0) {
+          // A last line without its newline.
+          const tail = Buffer.concat(partial);
+          partial = [];
+          lines.push(tail.toString("utf8"));
+          raws.push(Buffer.concat([tail, Buffer.from("\n")]));
+          return true;
+        }
+        return false;
+      }
+      const buf = r.value;
+      let start = 0;
+      for (let i = buf.indexOf(NEWLINE); i !== -1; i = buf.indexOf(NEWLINE, start)) {
+        const raw = partial.length > 0 ? Buffer.concat([...partial, buf.subarray(start, i + 1)]) : buf.subarray(start, i + 1);
+        partial = [];
+        lines.push(raw.toString("utf8", 0, raw.length - 1));
+        raws.push(raw);
+        start = i + 1;
+      }
+      if (start < buf.length) partial.push(buf.subarray(start));
+      if (lines.length > 0) return true;
     }
+    return false;
+  };
+  const nextLine = async (): Promise<string | undefined> => {
+    if (at >= lines.length && !(await refill())) return undefined;
+    lastRaw = raws[at]!;
+    return lines[at++];
   };
 
   const first = await nextLine();
@@ -410,9 +523,17 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
   }
   const header = checkHeader(parsed);
   const digest = new Digest();
-  digest.add(`${first}\n`);
+  digest.add(lastRaw);
 
-  const summary = await db.transaction(async (tx) => {
+  // The batch before this one is loading while this one is parsed: the server works while this process reads.
+  // On a failure the transaction ends only once that batch has: one statement at a time on its connection.
+  let loading: Promise<void> = Promise.resolve();
+  const settled = async (err: unknown): Promise<never> => {
+    await loading.catch(() => {});
+    throw err;
+  };
+  const summary = await db.transaction((tx) => load(tx).catch(settled));
+  async function load(tx: Queryable): Promise<RestoreSummary> {
     const shape = await shapeOf(tx);
     let dropped: SecondaryIndex[] = [];
     // Nothing else writes while we load: the clock row is ours until commit.
@@ -438,48 +559,42 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     }
 
     const counts: Record<string, number> = { version: 0, version_current: 0, registry_key: 0, registry_key_chain: 0, registry_patient: 0, registry_study: 0 };
-    const current: VersionRecord[] = [];
-    const superseded: VersionRecord[] = [];
-    // The records' own lines, checked and passed on as they came: the batch's JSON is their join, not a new serialisation.
-    const currentLines: string[] = [];
-    const supersededLines: string[] = [];
-    const asArray = (lines: string[]): string => `[${lines.join(",")}]`;
-    const actorCol = shape.actor ? ", actor" : "";
-    const actorVal = shape.actor ? ", x.actor" : "";
+    // Rows in COPY's text format, a table each; the closed versions' keys for an incremental dump.
+    let currentRows = "";
+    let supersededRows = "";
+    let batched = 0;
+    const closedIds: string[] = [];
+    const closedVersions: string[] = [];
+    const actor = shape.actor ? ["actor"] : [];
+    const versionColumns = ["identifier", "version", "tx_from", "tx_to", "payload_type", "parent_identifier", "license", "access_level",
+      "derived_from", "payload", "created_at", "updated_at", "is_deleted", "deleted_by", ...actor];
+    const currentColumns = ["identifier", "version", "payload_type", "parent_identifier", "license", "access_level",
+      "derived_from", "payload", "created_at", "updated_at", "is_deleted", "deleted_by", ...actor];
+    const copyIn = tx.copyIn?.bind(tx);
+    if (copyIn === undefined) throw new Error("restore needs a transaction that can COPY");
     const flushVersions = async (): Promise<void> => {
-      if (superseded.length > 0) {
+      await loading;
+      if (batched === 0) return;
+      const versions = supersededRows;
+      const currents = currentRows;
+      const ids = closedIds.splice(0);
+      const vs = closedVersions.splice(0);
+      supersededRows = "";
+      currentRows = "";
+      batched = 0;
+      loading = (async () => {
         // An incremental dump closes versions that were current in the store: they leave `resources` first.
-        if (header.since !== null) {
+        if (ids.length > 0) {
           await tx.query(
-            `DELETE FROM resources r USING jsonb_to_recordset($1::text::jsonb) AS x(identifier text, version bigint)
+            `DELETE FROM resources r USING unnest($1::text[], $2::bigint[]) AS x(identifier, version)
               WHERE r.identifier = x.identifier AND r.version = x.version`,
-            [JSON.stringify(superseded.map((v) => ({ identifier: v.identifier, version: v.version })))],
+            [ids, vs],
           );
         }
-        await tx.query(
-          `INSERT INTO resource_versions (identifier, version, tx_from, tx_to, payload_type, parent_identifier, license,
-              access_level, derived_from, payload, created_at, updated_at, is_deleted, deleted_by${actorCol})
-           SELECT x.identifier, x.version, x."from", x."to", x.payload_type, x.parent_identifier, x.license,
-              x.access_level, coalesce(x.derived_from, '{}'), x.payload, x.created_at, x."from", x.is_deleted, x.deleted_by${actorVal}
-             FROM json_to_recordset($1::text::json) AS x(${VERSION_COLUMNS})
-           ON CONFLICT (identifier, version) DO NOTHING`,
-          [asArray(supersededLines)],
-        );
-        superseded.length = 0;
-        supersededLines.length = 0;
-      }
-      if (current.length > 0) {
-        await tx.query(
-          `INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload,
-              created_at, updated_at, version, is_deleted, deleted_by${actorCol})
-           SELECT x.identifier, x.payload_type, x.parent_identifier, x.license, x.access_level, coalesce(x.derived_from, '{}'),
-              x.payload, x.created_at, x."from", x.version, x.is_deleted, x.deleted_by${actorVal}
-             FROM json_to_recordset($1::text::json) AS x(${VERSION_COLUMNS})`,
-          [asArray(currentLines)],
-        );
-        current.length = 0;
-        currentLines.length = 0;
-      }
+        if (versions !== "") await copyIn("resource_versions", versionColumns, versions);
+        if (currents !== "") await copyIn("resources", currentColumns, currents);
+      })();
+      loading.catch(() => {});
       opts.onProgress?.(counts.version!, bytesRead);
     };
 
@@ -494,6 +609,7 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     let section: unknown = "version";
     const flushAll = async (): Promise<void> => {
       await flushVersions();
+      await loading;
       for (const name of ["registry_key", "registry_key_chain", "registry_patient", "registry_study"]) await flushRegistry(tx, shape, registryRows, name);
     };
     type Trailer = { counts?: Record<string, number>; sha256?: string };
@@ -513,7 +629,7 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
         trailer = rec as Trailer;
         continue;
       }
-      digest.add(`${line}\n`);
+      digest.add(lastRaw);
       if (rec.record !== section) {
         await flushAll();
         section = rec.record;
@@ -537,12 +653,21 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
         }
         const before = same ? { isDeleted: prev!.is_deleted, createdAt: prev!.created_at } : undefined;
         if (header.since === null && kindOf(n, v.is_deleted, v.created_at, before) !== v.kind) throw bad(lineNo, `${v.identifier} version ${n} is not ${v.kind}`);
-        (v.to === null ? current : superseded).push(v);
-        (v.to === null ? currentLines : supersededLines).push(line);
+        const common = commonFields(v, line, lineNo, shape.actor);
+        if (v.to === null) {
+          currentRows += `${copyValue(v.identifier)}\t${String(v.version)}\t${common}\n`;
+          counts.version_current!++;
+        } else {
+          supersededRows += `${copyValue(v.identifier)}\t${String(v.version)}\t${copyValue(v.from)}\t${copyValue(v.to)}\t${common}\n`;
+          if (header.since !== null) {
+            closedIds.push(v.identifier);
+            closedVersions.push(String(v.version));
+          }
+        }
+        batched++;
         counts.version!++;
-        if (v.to === null) counts.version_current!++;
         prev = v;
-        if (current.length + superseded.length >= batchSize) await flushVersions();
+        if (batched >= batchSize) await flushVersions();
       } else if (typeof rec.record === "string" && rec.record in registryRows) {
         registryRows[rec.record]!.push(rec);
         counts[rec.record]!++;
@@ -558,15 +683,20 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     }
     if (trailer.sha256 !== digest.hex()) throw new DumpError("the dump's checksum does not match its content; nothing was restored");
     await flushAll();
+    await loading;
+    // Access (docs/contract/18-access.md): versions loaded wholesale get their datasource attribution here
+    // (before the indexes are built again: its update of every current row then maintains only the keys).
+    await rebuildAttribution(tx);
     // Built once over the loaded rows, as a bulk load does, instead of kept row by row.
     for (const ix of dropped) await tx.query(ix.def);
-    // Access (docs/contract/18-access.md): versions loaded wholesale get their datasource attribution here.
-    await rebuildAttribution(tx);
     if (header.until !== null) await tx.query("UPDATE clock SET last = $1::timestamptz", [header.until]);
+    // Derived data: the lineage view (PostgreSQL), so reads need not wait for the service's refresher. Into an
+    // empty store it is filled here, in the same transaction; after an incremental dump, concurrently after commit.
+    if (hasLineageView(db) && header.since === null) await refreshLineageViewIn(tx);
     return { versions: counts.version!, until: header.until ?? "", since: header.since };
-  });
+  }
   // Derived data: the lineage view (PostgreSQL) is rebuilt from what was restored, so reads need not wait for the service's refresher.
-  if (hasLineageView(db)) await refreshLineageView(db);
+  if (hasLineageView(db) && summary.since !== null) await refreshLineageView(db);
   return summary;
 }
 

@@ -1,6 +1,9 @@
 // The PostgreSQL backend: a `pg` pool, with LISTEN and session advisory
 // locks on connections of their own beside it.
+import { pipeline } from "node:stream/promises";
+import { Readable } from "node:stream";
 import pg from "pg";
+import { from as copyFromStdin, to as copyToStdout } from "pg-copy-streams";
 import { copyOutBinary } from "./copy-out.js";
 import { guard, toServiceError } from "./db-errors.js";
 import { asText, KEEP_AS_TEXT, SNAPSHOT_BEGIN, type Db, type Lease, type Listener, type ListenHandlers, type Queryable, type SessionTimeouts, type TransactionOptions } from "./db.js";
@@ -54,6 +57,14 @@ export function openPostgres(
       await c.query(sql);
     },
   });
+  // A transaction's connection can also COPY (dump and restore, dump.ts).
+  const wrapClient = (c: pg.PoolClient): Queryable => ({
+    ...wrap(c),
+    copyTo: (copySql) => c.query(copyToStdout(copySql)),
+    async copyIn(table, columns, rows) {
+      await pipeline(Readable.from([rows]), c.query(copyFromStdin(`COPY ${table} (${columns.join(", ")}) FROM STDIN`)));
+    },
+  });
   const root = wrap(pool);
   return {
     kind: "postgres",
@@ -72,7 +83,7 @@ export function openPostgres(
       client.on("error", onError);
       try {
         await client.query(options?.readOnlySnapshot === true ? SNAPSHOT_BEGIN : "BEGIN");
-        const result = await fn(wrap(client));
+        const result = await fn(wrapClient(client));
         await client.query("COMMIT");
         return result;
       } catch (err) {
