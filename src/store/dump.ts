@@ -118,10 +118,13 @@ const jsonTs = (expr: string): string => `coalesce('"' || ${ts(expr)} || '"', 'n
  * cursor batch at a time. `payload` is the stored jsonb's own text; an int8
  * above 2^53 is written as a string.
  */
-function versionLine(actor: string): string {
-  const kind = `CASE WHEN h.version = 1 OR h.prev_is_deleted IS NULL THEN 'created' WHEN h.is_deleted THEN 'deleted'
+/** kindOf's rule over the history row `h` and the version before it. */
+const KIND_SQL = `CASE WHEN h.version = 1 OR h.prev_is_deleted IS NULL THEN 'created' WHEN h.is_deleted THEN 'deleted'
       WHEN h.prev_is_deleted THEN CASE WHEN h.created_at = h.prev_created_at THEN 'restored' ELSE 'created' END
       ELSE 'updated' END`;
+
+function versionLine(actor: string): string {
+  const kind = KIND_SQL;
   return `'{"record":"version","identifier":' || ${json("h.identifier")}
       || ',"version":' || CASE WHEN h.version <= 9007199254740991 THEN h.version::text ELSE '"' || h.version || '"' END
       || ',"from":' || ${jsonTs("h.tx_from")}
@@ -135,14 +138,135 @@ function versionLine(actor: string): string {
 }
 
 /**
- * COPY's CSV output of one text column, with a delimiter and a quote byte
- * that JSON text never holds raw (it escapes every control character): each
- * value comes out as it is, one "\n"-terminated line, no byte added or
- * escaped. A value holding either byte would come out quoted, so the writer
- * checks every chunk for the quote byte (QUOTE_BYTE) and refuses to go on.
+ * The columns of a version for PostgreSQL's binary COPY: every value as it
+ * is stored (timestamps as integers, strings unescaped), so the server does
+ * no formatting and this process writes the line (encodeVersions). The
+ * cheap parts come formatted: the version as its JSON text, the kind,
+ * derived_from and the payload as JSON text.
  */
-const COPY_LINES = "(FORMAT csv, DELIMITER E'\\x01', QUOTE E'\\x02')";
-const QUOTE_BYTE = 2;
+function versionColumnsSql(actor: string): string {
+  return `h.identifier, CASE WHEN h.version <= 9007199254740991 THEN h.version::text ELSE '"' || h.version || '"' END,
+    h.tx_from, h.tx_to, ${KIND_SQL}, ${actor}, h.payload_type, h.parent_identifier, h.license, h.access_level,
+    to_json(h.derived_from)::text, h.payload::text, h.created_at, h.is_deleted, h.deleted_by`;
+}
+const VERSION_FIELDS = 15;
+
+/** Microseconds from the Unix epoch to PostgreSQL's (2000-01-01), in milliseconds. */
+const PG_EPOCH_MS = 946_684_800_000;
+
+/** A timestamp as the API writes it (sql.ts `ts`), from PostgreSQL's binary value: microseconds since 2000-01-01 UTC. */
+function isoMicros(micros: number, cache: { second: number; text: string }): string {
+  const second = Math.floor(micros / 1_000_000);
+  if (second !== cache.second) {
+    cache.second = second;
+    cache.text = new Date(second * 1000 + PG_EPOCH_MS).toISOString().slice(0, 19);
+  }
+  return `${cache.text}.${String(micros - second * 1_000_000).padStart(6, "0")}Z`;
+}
+
+/**
+ * PostgreSQL's binary COPY rows of versionColumnsSql, as dump lines: fed
+ * chunks as they come (a row may span two), it returns the text of the
+ * complete rows of each and counts them. Strings are escaped by
+ * JSON.stringify, which escapes exactly what PostgreSQL's to_json does (the
+ * quote, the backslash, control characters, in the same forms), so the
+ * lines are those the statement of the embedded store builds, byte for byte.
+ */
+class VersionEncoder {
+  private rest: Buffer | undefined;
+  private headerRead = false;
+  private readonly cache = { second: Number.NaN, text: "" };
+  versions = 0;
+  current = 0;
+  ended = false;
+
+  push(chunk: Buffer): string {
+    const buf = this.rest === undefined ? chunk : Buffer.concat([this.rest, chunk]);
+    this.rest = undefined;
+    let pos = 0;
+    if (!this.headerRead) {
+      // PGCOPY\n\377\r\n\0, flags, the header extension's length and bytes.
+      if (buf.length < 19) {
+        this.rest = buf;
+        return "";
+      }
+      pos = 19 + buf.readInt32BE(15);
+      this.headerRead = true;
+    }
+    let out = "";
+    const starts = new Array<number>(VERSION_FIELDS);
+    const ends = new Array<number>(VERSION_FIELDS);
+    for (;;) {
+      if (pos + 2 > buf.length) break;
+      const fields = buf.readInt16BE(pos);
+      if (fields === -1) {
+        this.ended = true;
+        pos += 2;
+        break;
+      }
+      if (fields !== VERSION_FIELDS) throw new Error(`a COPY row of ${fields} fields, not ${VERSION_FIELDS}`);
+      let p = pos + 2;
+      let complete = true;
+      for (let f = 0; f < VERSION_FIELDS; f++) {
+        if (p + 4 > buf.length) {
+          complete = false;
+          break;
+        }
+        const len = buf.readInt32BE(p);
+        p += 4;
+        if (len === -1) {
+          starts[f] = -1;
+          ends[f] = -1;
+          continue;
+        }
+        if (p + len > buf.length) {
+          complete = false;
+          break;
+        }
+        starts[f] = p;
+        ends[f] = p + len;
+        p += len;
+      }
+      if (!complete) break;
+      out += this.line(buf, starts, ends);
+      pos = p;
+    }
+    if (pos < buf.length) this.rest = buf.subarray(pos);
+    return out;
+  }
+
+  private text(buf: Buffer, starts: number[], ends: number[], f: number): string | null {
+    return starts[f] === -1 ? null : buf.toString("utf8", starts[f], ends[f]);
+  }
+
+  private json(buf: Buffer, starts: number[], ends: number[], f: number): string {
+    return starts[f] === -1 ? "null" : JSON.stringify(buf.toString("utf8", starts[f], ends[f]));
+  }
+
+  /** A timestamp field as a JSON string, null for NULL, undefined for infinity. */
+  private stamp(buf: Buffer, starts: number[], f: number): string | undefined {
+    const at = starts[f]!;
+    if (at === -1) return "null";
+    const hi = buf.readInt32BE(at);
+    const lo = buf.readUInt32BE(at + 4);
+    if (hi === 0x7fffffff && lo === 0xffffffff) return undefined;
+    return `"${isoMicros(hi * 4_294_967_296 + lo, this.cache)}"`;
+  }
+
+  private line(buf: Buffer, s: number[], e: number[]): string {
+    const to = this.stamp(buf, s, 3);
+    this.versions++;
+    if (to === undefined) this.current++;
+    return `{"record":"version","identifier":${this.json(buf, s, e, 0)},"version":${this.text(buf, s, e, 1)!},"from":${this.stamp(buf, s, 2)!},"to":${
+      to ?? "null"
+    },"kind":"${this.text(buf, s, e, 4)!}","actor":${this.json(buf, s, e, 5)},"payload_type":${this.json(buf, s, e, 6)},"parent_identifier":${this.json(
+      buf, s, e, 7,
+    )},"license":${this.json(buf, s, e, 8)},"access_level":${this.json(buf, s, e, 9)},"derived_from":${this.text(buf, s, e, 10) ?? "null"},"payload":${this.text(
+      buf, s, e, 11,
+    )!},"created_at":${this.stamp(buf, s, 12)!},"is_deleted":${buf[s[13]!] === 1 ? "true" : "false"},"deleted_by":${this.stamp(buf, s, 14) ?? "null"}}\n`;
+  }
+}
+
 const NEWLINE = 10;
 
 /**
@@ -222,13 +346,19 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
   );
   counts.version_current = Number(currentRows[0]!.n);
   if (tx.copyTo !== undefined) {
-    // PostgreSQL: the lines as COPY sends them, chunk by chunk into the digest and the compressor.
-    for await (const chunk of tx.copyTo(`COPY (${inlineParams(sql, params)}) TO STDOUT ${COPY_LINES}`) as AsyncIterable<Buffer>) {
-      if (chunk.indexOf(QUOTE_BYTE) !== -1) throw new Error("a version line holds a control byte JSON never has raw; the dump was not written");
-      for (let i = chunk.indexOf(NEWLINE); i !== -1; i = chunk.indexOf(NEWLINE, i + 1)) counts.version!++;
-      yield emit(chunk);
-      opts.onVersions?.(counts.version!);
+    // PostgreSQL: the stored values by binary COPY (the server formats nothing), written out here chunk by chunk.
+    const encoder = new VersionEncoder();
+    const copySql = `SELECT ${versionColumnsSql(actor)} FROM (${source}) h ORDER BY h.identifier, h.version`;
+    for await (const chunk of tx.copyTo(`COPY (${inlineParams(copySql, params)}) TO STDOUT (FORMAT binary)`) as AsyncIterable<Buffer>) {
+      const text = encoder.push(chunk);
+      if (text !== "") {
+        counts.version = encoder.versions;
+        yield emit(text);
+        opts.onVersions?.(counts.version);
+      }
     }
+    if (!encoder.ended) throw new Error("the COPY of the versions ended before its trailer");
+    if (encoder.current !== counts.version_current) throw new Error(`the dump wrote ${encoder.current} current versions, the store holds ${counts.version_current}`);
   } else {
     for await (const rows of cursorRows<{ line: string }>(tx, "dump_versions", sql, params, batch)) {
       // One chunk a batch: the gzip stream and the digest take one write each, not one a line.
@@ -455,12 +585,10 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     err instanceof DumpError
       ? err
       : new DumpError(`the dump cannot be read (${err instanceof Error ? err.message : String(err)}): it may be cut short; nothing was restored`);
-  // A stream error may reach us through the chunk iterator or only through the stream: either ends the restore.
-  const failed = new Promise<never>((_, reject) => {
-    input.once("error", (err) => reject(unreadable(err)));
-    gunzip.once("error", (err) => reject(unreadable(err)));
-  });
-  failed.catch(() => {});
+  // An error of the file reaches the chunk iterator through the decompressor, as the decompressor's own do.
+  // (Not by racing each read against a promise that settles only on error: every race would stay attached
+  // to it, holding its chunk, and the whole file would stay in memory.)
+  input.once("error", (err) => gunzip.destroy(err));
   const chunks = input.pipe(gunzip)[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   // Lines split from the decompressed chunks, each with its bytes (newline included) for the digest.
   let lines: string[] = [];
@@ -474,7 +602,7 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     while (!ended) {
       let r: IteratorResult<Buffer>;
       try {
-        r = await Promise.race([chunks.next(), failed]);
+        r = await chunks.next();
       } catch (err) {
         throw unreadable(err);
       }

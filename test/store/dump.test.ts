@@ -303,11 +303,17 @@ describe("dump and restore", () => {
           await migrate(db);
           await check(db);
           expect((await db.query<{ p: string }>("SELECT payload->>'precise' AS p FROM resources WHERE identifier = 't-2'")).rows[0]?.p).toBe("0.14285714285714285714");
-          // PostgreSQL's dump restores into PGlite as well.
+          // PostgreSQL's dump restores into PGlite as well, and so does an incremental one after it.
           const back = await freshPglite();
           copies.push(back);
-          await restoreFrom(back, await dumpBytes(db));
+          const again = await dumpBytes(db);
+          await restoreFrom(back, again);
           expect((await payloads(back)).rows).toEqual((await payloads(src)).rows);
+          const until = (JSON.parse(gunzipSync(again).toString("utf8").split("\n")[0]!) as { until: string }).until;
+          await updateResources(db, LOCAL_CALLER, [["t-1", { license: "CC0", payload: { label: "again" } }]]);
+          await deleteResources(db, LOCAL_CALLER, ["t-1"], { cascade: true });
+          await restoreFrom(back, await dumpBytes(db, until));
+          expect(await contents(back)).toEqual(await contents(db));
         } finally {
           for (const c of copies.splice(0)) await c.close();
           await second.drop();
