@@ -166,11 +166,15 @@ function isoMicros(micros: number, cache: { second: number; text: string }): str
 
 /**
  * PostgreSQL's binary COPY rows of versionColumnsSql, as dump lines: fed
- * chunks as they come (a row may span two), it returns the text of the
+ * chunks as they come (a row may span two), it returns the bytes of the
  * complete rows of each and counts them. Strings are escaped by
  * JSON.stringify, which escapes exactly what PostgreSQL's to_json does (the
  * quote, the backslash, control characters, in the same forms), so the
  * lines are those the statement of the embedded store builds, byte for byte.
+ * The text is handled as latin1, one character a byte: UTF-8 text passes
+ * through unchanged (every byte JSON escapes is ASCII, and a multi-byte
+ * character's bytes are all above 0x7f), and neither decoding nor encoding
+ * validates or converts anything.
  */
 class VersionEncoder {
   private rest: Buffer | undefined;
@@ -180,7 +184,7 @@ class VersionEncoder {
   current = 0;
   ended = false;
 
-  push(chunk: Buffer): string {
+  push(chunk: Buffer): Buffer | undefined {
     const buf = this.rest === undefined ? chunk : Buffer.concat([this.rest, chunk]);
     this.rest = undefined;
     let pos = 0;
@@ -188,7 +192,7 @@ class VersionEncoder {
       // PGCOPY\n\377\r\n\0, flags, the header extension's length and bytes.
       if (buf.length < 19) {
         this.rest = buf;
-        return "";
+        return undefined;
       }
       pos = 19 + buf.readInt32BE(15);
       this.headerRead = true;
@@ -232,15 +236,15 @@ class VersionEncoder {
       pos = p;
     }
     if (pos < buf.length) this.rest = buf.subarray(pos);
-    return out;
+    return out === "" ? undefined : Buffer.from(out, "latin1");
   }
 
   private text(buf: Buffer, starts: number[], ends: number[], f: number): string | null {
-    return starts[f] === -1 ? null : buf.toString("utf8", starts[f], ends[f]);
+    return starts[f] === -1 ? null : buf.toString("latin1", starts[f], ends[f]);
   }
 
   private json(buf: Buffer, starts: number[], ends: number[], f: number): string {
-    return starts[f] === -1 ? "null" : JSON.stringify(buf.toString("utf8", starts[f], ends[f]));
+    return starts[f] === -1 ? "null" : JSON.stringify(buf.toString("latin1", starts[f], ends[f]));
   }
 
   /** A timestamp field as a JSON string, null for NULL, undefined for infinity. */
@@ -351,7 +355,7 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
     const copySql = `SELECT ${versionColumnsSql(actor)} FROM (${source}) h ORDER BY h.identifier, h.version`;
     for await (const chunk of tx.copyTo(`COPY (${inlineParams(copySql, params)}) TO STDOUT (FORMAT binary)`) as AsyncIterable<Buffer>) {
       const text = encoder.push(chunk);
-      if (text !== "") {
+      if (text !== undefined) {
         counts.version = encoder.versions;
         yield emit(text);
         opts.onVersions?.(counts.version);
