@@ -154,14 +154,103 @@ const VERSION_FIELDS = 15;
 /** Microseconds from the Unix epoch to PostgreSQL's (2000-01-01), in milliseconds. */
 const PG_EPOCH_MS = 946_684_800_000;
 
-/** A timestamp as the API writes it (sql.ts `ts`), from PostgreSQL's binary value: microseconds since 2000-01-01 UTC. */
-function isoMicros(micros: number, cache: { second: number; text: string }): string {
+const latin1 = (text: string): Buffer => Buffer.from(text, "latin1");
+/** The constant bytes of a version line, in order (docs/dump-format.md, `version`). */
+const LINE = {
+  start: latin1('{"record":"version","identifier":'),
+  version: latin1(',"version":'),
+  from: latin1(',"from":'),
+  to: latin1(',"to":'),
+  kind: latin1(',"kind":"'),
+  actor: latin1('","actor":'),
+  payloadType: latin1(',"payload_type":'),
+  parent: latin1(',"parent_identifier":'),
+  license: latin1(',"license":'),
+  access: latin1(',"access_level":'),
+  derived: latin1(',"derived_from":'),
+  payload: latin1(',"payload":'),
+  created: latin1(',"created_at":'),
+  deleted: latin1(',"is_deleted":'),
+  deletedBy: latin1(',"deleted_by":'),
+  end: latin1("}\n"),
+  null: latin1("null"),
+  true: latin1("true"),
+  false: latin1("false"),
+};
+
+/** Bytes written one after another into a buffer that grows as needed. */
+class ByteWriter {
+  buf: Buffer;
+  pos = 0;
+  constructor(size: number) {
+    this.buf = Buffer.allocUnsafe(size);
+  }
+  room(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n));
+    this.buf.copy(bigger, 0, 0, this.pos);
+    this.buf = bigger;
+  }
+  // Short pieces are copied by a loop: a native copy's call costs more than a few dozen bytes.
+  put(bytes: Buffer): void {
+    this.putRange(bytes, 0, bytes.length);
+  }
+  putRange(src: Buffer, start: number, end: number): void {
+    this.room(end - start);
+    if (end - start > 64) {
+      this.pos += src.copy(this.buf, this.pos, start, end);
+      return;
+    }
+    const buf = this.buf;
+    let pos = this.pos;
+    for (let i = start; i < end; i++) buf[pos++] = src[i]!;
+    this.pos = pos;
+  }
+  /** src[start, end) as a JSON string: as it is between quotes unless a byte needs escaping. */
+  putJsonString(src: Buffer, start: number, end: number): void {
+    this.room(end - start + 2);
+    const buf = this.buf;
+    let pos = this.pos;
+    buf[pos++] = 0x22;
+    for (let i = start; i < end; i++) {
+      const b = src[i]!;
+      buf[pos++] = b;
+      if (b < 0x20 || b === 0x22 || b === 0x5c) {
+        // JSON.stringify escapes what PostgreSQL's to_json does, in the same forms; every such byte is ASCII,
+        // so the text can go through as latin1, one character a byte, UTF-8 unchanged.
+        const text = JSON.stringify(src.toString("latin1", start, end));
+        this.room(text.length);
+        this.pos += this.buf.write(text, this.pos, "latin1");
+        return;
+      }
+    }
+    buf[pos++] = 0x22;
+    this.pos = pos;
+  }
+}
+
+/**
+ * A timestamp as the API writes it (sql.ts `ts`), quoted, from PostgreSQL's
+ * binary value (microseconds since 2000-01-01 UTC): the second's text is
+ * kept for the next stamp, which is often in the same second.
+ */
+function putStamp(out: ByteWriter, micros: number, cache: { second: number; text: Buffer }): void {
   const second = Math.floor(micros / 1_000_000);
   if (second !== cache.second) {
     cache.second = second;
-    cache.text = new Date(second * 1000 + PG_EPOCH_MS).toISOString().slice(0, 19);
+    cache.text = latin1(`"${new Date(second * 1000 + PG_EPOCH_MS).toISOString().slice(0, 19)}.`);
   }
-  return `${cache.text}.${String(micros - second * 1_000_000).padStart(6, "0")}Z`;
+  out.put(cache.text);
+  out.room(8);
+  let fraction = micros - second * 1_000_000;
+  const at = out.pos;
+  for (let k = 5; k >= 0; k--) {
+    out.buf[at + k] = 48 + (fraction % 10);
+    fraction = Math.floor(fraction / 10);
+  }
+  out.buf[at + 6] = 0x5a; // Z
+  out.buf[at + 7] = 0x22;
+  out.pos = at + 8;
 }
 
 /**
@@ -179,7 +268,7 @@ function isoMicros(micros: number, cache: { second: number; text: string }): str
 class VersionEncoder {
   private rest: Buffer | undefined;
   private headerRead = false;
-  private readonly cache = { second: Number.NaN, text: "" };
+  private readonly cache = { second: Number.NaN, text: Buffer.alloc(0) };
   versions = 0;
   current = 0;
   ended = false;
@@ -197,7 +286,8 @@ class VersionEncoder {
       pos = 19 + buf.readInt32BE(15);
       this.headerRead = true;
     }
-    let out = "";
+    // A line is about as long as its row: room for both and then some, grown if not.
+    const out = new ByteWriter(buf.length * 2 + 4096);
     const starts = new Array<number>(VERSION_FIELDS);
     const ends = new Array<number>(VERSION_FIELDS);
     for (;;) {
@@ -232,42 +322,76 @@ class VersionEncoder {
         p += len;
       }
       if (!complete) break;
-      out += this.line(buf, starts, ends);
+      this.line(out, buf, starts, ends);
       pos = p;
     }
     if (pos < buf.length) this.rest = buf.subarray(pos);
-    return out === "" ? undefined : Buffer.from(out, "latin1");
+    return out.pos === 0 ? undefined : out.buf.subarray(0, out.pos);
   }
 
-  private text(buf: Buffer, starts: number[], ends: number[], f: number): string | null {
-    return starts[f] === -1 ? null : buf.toString("latin1", starts[f], ends[f]);
+  /** A text field as a JSON string, or null. */
+  private string(out: ByteWriter, buf: Buffer, s: number[], e: number[], f: number): void {
+    if (s[f] === -1) out.put(LINE.null);
+    else out.putJsonString(buf, s[f]!, e[f]!);
   }
 
-  private json(buf: Buffer, starts: number[], ends: number[], f: number): string {
-    return starts[f] === -1 ? "null" : JSON.stringify(buf.toString("latin1", starts[f], ends[f]));
+  /** A field whose text is already JSON (or null). */
+  private raw(out: ByteWriter, buf: Buffer, s: number[], e: number[], f: number): void {
+    if (s[f] === -1) out.put(LINE.null);
+    else out.putRange(buf, s[f]!, e[f]!);
   }
 
-  /** A timestamp field as a JSON string, null for NULL, undefined for infinity. */
-  private stamp(buf: Buffer, starts: number[], f: number): string | undefined {
-    const at = starts[f]!;
-    if (at === -1) return "null";
+  /** A timestamp field as a JSON string, or null (infinity: null too, an open period). */
+  private stamp(out: ByteWriter, buf: Buffer, s: number[], f: number): boolean {
+    const at = s[f]!;
+    if (at === -1) {
+      out.put(LINE.null);
+      return false;
+    }
     const hi = buf.readInt32BE(at);
     const lo = buf.readUInt32BE(at + 4);
-    if (hi === 0x7fffffff && lo === 0xffffffff) return undefined;
-    return `"${isoMicros(hi * 4_294_967_296 + lo, this.cache)}"`;
+    if (hi === 0x7fffffff && lo === 0xffffffff) {
+      out.put(LINE.null);
+      return true;
+    }
+    putStamp(out, hi * 4_294_967_296 + lo, this.cache);
+    return false;
   }
 
-  private line(buf: Buffer, s: number[], e: number[]): string {
-    const to = this.stamp(buf, s, 3);
+  private line(out: ByteWriter, buf: Buffer, s: number[], e: number[]): void {
+    out.put(LINE.start);
+    this.string(out, buf, s, e, 0);
+    out.put(LINE.version);
+    this.raw(out, buf, s, e, 1);
+    out.put(LINE.from);
+    this.stamp(out, buf, s, 2);
+    out.put(LINE.to);
+    const open = this.stamp(out, buf, s, 3);
+    out.put(LINE.kind);
+    this.raw(out, buf, s, e, 4);
+    out.put(LINE.actor);
+    this.string(out, buf, s, e, 5);
+    out.put(LINE.payloadType);
+    this.string(out, buf, s, e, 6);
+    out.put(LINE.parent);
+    this.string(out, buf, s, e, 7);
+    out.put(LINE.license);
+    this.string(out, buf, s, e, 8);
+    out.put(LINE.access);
+    this.string(out, buf, s, e, 9);
+    out.put(LINE.derived);
+    this.raw(out, buf, s, e, 10);
+    out.put(LINE.payload);
+    this.raw(out, buf, s, e, 11);
+    out.put(LINE.created);
+    this.stamp(out, buf, s, 12);
+    out.put(LINE.deleted);
+    out.put(buf[s[13]!] === 1 ? LINE.true : LINE.false);
+    out.put(LINE.deletedBy);
+    this.stamp(out, buf, s, 14);
+    out.put(LINE.end);
     this.versions++;
-    if (to === undefined) this.current++;
-    return `{"record":"version","identifier":${this.json(buf, s, e, 0)},"version":${this.text(buf, s, e, 1)!},"from":${this.stamp(buf, s, 2)!},"to":${
-      to ?? "null"
-    },"kind":"${this.text(buf, s, e, 4)!}","actor":${this.json(buf, s, e, 5)},"payload_type":${this.json(buf, s, e, 6)},"parent_identifier":${this.json(
-      buf, s, e, 7,
-    )},"license":${this.json(buf, s, e, 8)},"access_level":${this.json(buf, s, e, 9)},"derived_from":${this.text(buf, s, e, 10) ?? "null"},"payload":${this.text(
-      buf, s, e, 11,
-    )!},"created_at":${this.stamp(buf, s, 12)!},"is_deleted":${buf[s[13]!] === 1 ? "true" : "false"},"deleted_by":${this.stamp(buf, s, 14) ?? "null"}}\n`;
+    if (open) this.current++;
   }
 }
 
