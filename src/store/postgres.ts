@@ -60,7 +60,20 @@ export function openPostgres(
   // A transaction's connection can also COPY (dump and restore, dump.ts).
   const wrapClient = (c: pg.PoolClient): Queryable => ({
     ...wrap(c),
-    copyTo: (copySql) => c.query(copyToStdout(copySql)),
+    copyTo(copySql) {
+      const stream = c.query(copyToStdout(copySql));
+      let ended = false;
+      stream.once("end", () => {
+        ended = true;
+      });
+      // Stopped before its end (the reader failed, the file could not be written): the connection is still in
+      // COPY mode and would hold every later statement, the transaction's ROLLBACK too. Drop it; the
+      // transaction then fails and releases it as broken (as copy-out.ts does).
+      stream.once("close", () => {
+        if (!ended) (c as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+      });
+      return stream;
+    },
     async copyIn(table, columns, rows) {
       await pipeline(Readable.from([rows]), c.query(copyFromStdin(`COPY ${table} (${columns.join(", ")}) FROM STDIN`)));
     },

@@ -5,7 +5,7 @@
 // An incremental dump continues it. A store that is not empty, a cut dump, a
 // changed byte and a newer format are refused, and leave the target empty.
 import { randomBytes } from "node:crypto";
-import { PassThrough, Readable } from "node:stream";
+import { PassThrough, Readable, Writable } from "node:stream";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { cp, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -324,6 +324,39 @@ describe("dump and restore", () => {
       await src.close();
     }
   });
+});
+
+describe("a dump from PostgreSQL whose file fails", () => {
+  it("fails, and the connection its COPY held is not left in COPY mode", async () => {
+    if (!(await postgresReachable())) {
+      if (REQUIRE_POSTGRES) throw new Error("PostgreSQL is required (REQUIRE_POSTGRES=1) but not reachable");
+      return;
+    }
+    const t = await createTestDatabase();
+    // One connection: a statement after the failure needs the one the COPY had (or its replacement).
+    const db = await openDatabase({ databaseUrl: t.url, poolSize: 1 });
+    try {
+      await migrate(db);
+      // Payloads that compress little, so the COPY is still sending when the file fails.
+      await db.query(
+        `INSERT INTO resources (identifier, payload_type, access_level, payload, created_at, updated_at, version, actor)
+         SELECT 'f-' || i, 'annotation', 'internal', jsonb_build_object('label', repeat(md5(i::text), 30)), now(), now(), 1, 'a'
+           FROM generate_series(1, 20000) AS i`,
+      );
+      let written = 0;
+      const failing = new Writable({
+        write(chunk: Buffer, _encoding, callback) {
+          written += chunk.length;
+          callback(written > 64 * 1024 ? new Error("no space left on device") : null);
+        },
+      });
+      await expect(writeDump(db, failing)).rejects.toThrow();
+      expect((await db.query<{ n: string }>("SELECT count(*) AS n FROM resources")).rows[0]?.n).toBe("20000");
+    } finally {
+      await db.close();
+      await t.drop();
+    }
+  }, 60_000);
 });
 
 describe("payloadText", () => {
