@@ -3,6 +3,7 @@
 // pool (postgres.ts), opened by open-database.ts. Both hand back timestamps
 // and int8 as the strings PostgreSQL wrote (a JS Date would drop the
 // microseconds, a number would drop int8 precision); jsonb is parsed on both.
+import type { Readable } from "node:stream";
 import type { StatementNames } from "./prepared.js";
 
 export interface TransactionOptions {
@@ -24,6 +25,19 @@ export interface Queryable {
   query<R>(sql: string, params?: readonly unknown[]): Promise<{ rows: R[] }>;
   /** Several statements without parameters (migrations). */
   exec(sql: string): Promise<void>;
+  /**
+   * A `COPY ... TO STDOUT` statement on this connection (inside its
+   * transaction), as a byte stream: the connection pauses while the
+   * consumer does not read. Present on a PostgreSQL transaction.
+   */
+  copyTo?(copySql: string): Readable;
+  /**
+   * Rows in COPY's text format (tab-separated, `\N` for null, every row
+   * "\n"-terminated) into `table (columns)` on this connection, inside its
+   * transaction: `COPY ... FROM STDIN` on PostgreSQL, `FROM '/dev/blob'` on
+   * PGlite. Present on a transaction of either backend.
+   */
+  copyIn?(table: string, columns: readonly string[], rows: string): Promise<void>;
 }
 
 /** What a backend can do; callers ask this, never which backend it is. */

@@ -9,13 +9,13 @@
 // holds the cursor); the reader parses line by line and inserts in batches,
 // all in one transaction that commits only once the trailer has checked out.
 import { createHash, type Hash } from "node:crypto";
-import { createInterface } from "node:readline";
 import { Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip, createGzip } from "node:zlib";
 import type { Db, Queryable } from "./db.js";
-import { hasLineageView, refreshLineageView } from "./lineage-view.js";
+import { hasLineageView, refreshLineageView, refreshLineageViewIn } from "./lineage-view.js";
 import { ts } from "./sql.js";
+import { inlineParams } from "./copy-out.js";
 import { rebuildAttribution } from "./attribution.js";
 
 export const DUMP_FORMAT = "resource-store-dump";
@@ -86,31 +86,12 @@ async function shapeOf(q: Queryable): Promise<Shape> {
 /** Lines hashed as they go out (or come in): the trailer's SHA-256 covers every byte before it. */
 class Digest {
   private readonly hash: Hash = createHash("sha256");
-  bytes = 0;
-  add(line: string): void {
-    this.hash.update(line);
-    this.bytes += line.length;
+  add(text: string | Buffer): void {
+    this.hash.update(text);
   }
   hex(): string {
     return this.hash.digest("hex");
   }
-}
-
-/**
- * A version as the cursor yields it: the line's text, built by the database
- * around the `kind` (the one field that needs the version before it), and
- * what the writer needs to derive that kind and count.
- */
-interface VersionRow {
-  identifier: string;
-  version: string;
-  current: boolean;
-  created_at: string;
-  is_deleted: boolean;
-  head: string;
-  tail: string;
-  prev_is_deleted?: boolean | null;
-  prev_created_at?: string | null;
 }
 
 type Kind = "created" | "updated" | "deleted" | "restored";
@@ -129,25 +110,292 @@ const json = (expr: string): string => `coalesce(to_json(${expr})::text, 'null')
 const jsonTs = (expr: string): string => `coalesce('"' || ${ts(expr)} || '"', 'null')`;
 
 /**
- * The text of a version line before and after its kind (docs/dump-format.md,
- * `version`), over the history row `h`. Built in the statement: the client
- * then takes two text columns a row instead of parsing fifteen and writing
- * each back out as JSON. `payload` is the stored jsonb's own text; an int8
+ * The text of a version line (docs/dump-format.md, `version`), over the
+ * history row `h` and the version before it (`h.prev_is_deleted`,
+ * `h.prev_created_at`: null for none). Built in the statement, the `kind`
+ * too (kindOf's rule), so the client takes the line as it comes: PostgreSQL
+ * streams it by COPY straight into the compressor, PGlite hands it out a
+ * cursor batch at a time. `payload` is the stored jsonb's own text; an int8
  * above 2^53 is written as a string.
  */
-function versionText(actor: string): { head: string; tail: string } {
-  return {
-    head: `'{"record":"version","identifier":' || ${json("h.identifier")}
+/** kindOf's rule over the history row `h` and the version before it. */
+const KIND_SQL = `CASE WHEN h.version = 1 OR h.prev_is_deleted IS NULL THEN 'created' WHEN h.is_deleted THEN 'deleted'
+      WHEN h.prev_is_deleted THEN CASE WHEN h.created_at = h.prev_created_at THEN 'restored' ELSE 'created' END
+      ELSE 'updated' END`;
+
+function versionLine(actor: string): string {
+  const kind = KIND_SQL;
+  return `'{"record":"version","identifier":' || ${json("h.identifier")}
       || ',"version":' || CASE WHEN h.version <= 9007199254740991 THEN h.version::text ELSE '"' || h.version || '"' END
       || ',"from":' || ${jsonTs("h.tx_from")}
-      || ',"to":' || CASE WHEN h.tx_to = 'infinity' THEN 'null' ELSE ${jsonTs("h.tx_to")} END || ',"kind":"'`,
-    tail: `'","actor":' || ${json(actor)} || ',"payload_type":' || ${json("h.payload_type")}
+      || ',"to":' || CASE WHEN h.tx_to = 'infinity' THEN 'null' ELSE ${jsonTs("h.tx_to")} END
+      || ',"kind":"' || ${kind}
+      || '","actor":' || ${json(actor)} || ',"payload_type":' || ${json("h.payload_type")}
       || ',"parent_identifier":' || ${json("h.parent_identifier")} || ',"license":' || ${json("h.license")}
       || ',"access_level":' || ${json("h.access_level")} || ',"derived_from":' || ${json("h.derived_from")}
       || ',"payload":' || h.payload::text || ',"created_at":' || ${jsonTs("h.created_at")}
-      || ',"is_deleted":' || h.is_deleted::text || ',"deleted_by":' || ${jsonTs("h.deleted_by")} || '}'`,
-  };
+      || ',"is_deleted":' || h.is_deleted::text || ',"deleted_by":' || ${jsonTs("h.deleted_by")} || '}'`;
 }
+
+/**
+ * The columns of a version for PostgreSQL's binary COPY: every value as it
+ * is stored (timestamps as integers, strings unescaped), so the server does
+ * no formatting and this process writes the line (encodeVersions). The
+ * cheap parts come formatted: the version as its JSON text, the kind,
+ * derived_from and the payload as JSON text.
+ */
+function versionColumnsSql(actor: string): string {
+  return `h.identifier, CASE WHEN h.version <= 9007199254740991 THEN h.version::text ELSE '"' || h.version || '"' END,
+    h.tx_from, h.tx_to, ${KIND_SQL}, ${actor}, h.payload_type, h.parent_identifier, h.license, h.access_level,
+    to_json(h.derived_from)::text, h.payload::text, h.created_at, h.is_deleted, h.deleted_by`;
+}
+const VERSION_FIELDS = 15;
+
+/** Microseconds from the Unix epoch to PostgreSQL's (2000-01-01), in milliseconds. */
+const PG_EPOCH_MS = 946_684_800_000;
+
+const latin1 = (text: string): Buffer => Buffer.from(text, "latin1");
+/** The constant bytes of a version line, in order (docs/dump-format.md, `version`). */
+const LINE = {
+  start: latin1('{"record":"version","identifier":'),
+  version: latin1(',"version":'),
+  from: latin1(',"from":'),
+  to: latin1(',"to":'),
+  kind: latin1(',"kind":"'),
+  actor: latin1('","actor":'),
+  payloadType: latin1(',"payload_type":'),
+  parent: latin1(',"parent_identifier":'),
+  license: latin1(',"license":'),
+  access: latin1(',"access_level":'),
+  derived: latin1(',"derived_from":'),
+  payload: latin1(',"payload":'),
+  created: latin1(',"created_at":'),
+  deleted: latin1(',"is_deleted":'),
+  deletedBy: latin1(',"deleted_by":'),
+  end: latin1("}\n"),
+  null: latin1("null"),
+  true: latin1("true"),
+  false: latin1("false"),
+};
+
+/** Bytes written one after another into a buffer that grows as needed. */
+class ByteWriter {
+  buf: Buffer;
+  pos = 0;
+  constructor(size: number) {
+    this.buf = Buffer.allocUnsafe(size);
+  }
+  room(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n));
+    this.buf.copy(bigger, 0, 0, this.pos);
+    this.buf = bigger;
+  }
+  // Short pieces are copied by a loop: a native copy's call costs more than a few dozen bytes.
+  put(bytes: Buffer): void {
+    this.putRange(bytes, 0, bytes.length);
+  }
+  putRange(src: Buffer, start: number, end: number): void {
+    this.room(end - start);
+    if (end - start > 64) {
+      this.pos += src.copy(this.buf, this.pos, start, end);
+      return;
+    }
+    const buf = this.buf;
+    let pos = this.pos;
+    for (let i = start; i < end; i++) buf[pos++] = src[i]!;
+    this.pos = pos;
+  }
+  /** src[start, end) as a JSON string: as it is between quotes unless a byte needs escaping. */
+  putJsonString(src: Buffer, start: number, end: number): void {
+    this.room(end - start + 2);
+    const buf = this.buf;
+    let pos = this.pos;
+    buf[pos++] = 0x22;
+    for (let i = start; i < end; i++) {
+      const b = src[i]!;
+      buf[pos++] = b;
+      if (b < 0x20 || b === 0x22 || b === 0x5c) {
+        // JSON.stringify escapes what PostgreSQL's to_json does, in the same forms; every such byte is ASCII,
+        // so the text can go through as latin1, one character a byte, UTF-8 unchanged.
+        const text = JSON.stringify(src.toString("latin1", start, end));
+        this.room(text.length);
+        this.pos += this.buf.write(text, this.pos, "latin1");
+        return;
+      }
+    }
+    buf[pos++] = 0x22;
+    this.pos = pos;
+  }
+}
+
+/**
+ * A timestamp as the API writes it (sql.ts `ts`), quoted, from PostgreSQL's
+ * binary value (microseconds since 2000-01-01 UTC): the second's text is
+ * kept for the next stamp, which is often in the same second.
+ */
+function putStamp(out: ByteWriter, micros: number, cache: { second: number; text: Buffer }): void {
+  const second = Math.floor(micros / 1_000_000);
+  if (second !== cache.second) {
+    cache.second = second;
+    cache.text = latin1(`"${new Date(second * 1000 + PG_EPOCH_MS).toISOString().slice(0, 19)}.`);
+  }
+  out.put(cache.text);
+  out.room(8);
+  let fraction = micros - second * 1_000_000;
+  const at = out.pos;
+  for (let k = 5; k >= 0; k--) {
+    out.buf[at + k] = 48 + (fraction % 10);
+    fraction = Math.floor(fraction / 10);
+  }
+  out.buf[at + 6] = 0x5a; // Z
+  out.buf[at + 7] = 0x22;
+  out.pos = at + 8;
+}
+
+/**
+ * PostgreSQL's binary COPY rows of versionColumnsSql, as dump lines: fed
+ * chunks as they come (a row may span two), it returns the bytes of the
+ * complete rows of each and counts them. Strings are escaped by
+ * JSON.stringify, which escapes exactly what PostgreSQL's to_json does (the
+ * quote, the backslash, control characters, in the same forms), so the
+ * lines are those the statement of the embedded store builds, byte for byte.
+ * The text is handled as latin1, one character a byte: UTF-8 text passes
+ * through unchanged (every byte JSON escapes is ASCII, and a multi-byte
+ * character's bytes are all above 0x7f), and neither decoding nor encoding
+ * validates or converts anything.
+ */
+class VersionEncoder {
+  private rest: Buffer | undefined;
+  private headerRead = false;
+  private readonly cache = { second: Number.NaN, text: Buffer.alloc(0) };
+  versions = 0;
+  current = 0;
+  ended = false;
+
+  push(chunk: Buffer): Buffer | undefined {
+    const buf = this.rest === undefined ? chunk : Buffer.concat([this.rest, chunk]);
+    this.rest = undefined;
+    let pos = 0;
+    if (!this.headerRead) {
+      // PGCOPY\n\377\r\n\0, flags, the header extension's length and bytes.
+      if (buf.length < 19) {
+        this.rest = buf;
+        return undefined;
+      }
+      pos = 19 + buf.readInt32BE(15);
+      this.headerRead = true;
+    }
+    // A line is about as long as its row: room for both and then some, grown if not.
+    const out = new ByteWriter(buf.length * 2 + 4096);
+    const starts = new Array<number>(VERSION_FIELDS);
+    const ends = new Array<number>(VERSION_FIELDS);
+    for (;;) {
+      if (pos + 2 > buf.length) break;
+      const fields = buf.readInt16BE(pos);
+      if (fields === -1) {
+        this.ended = true;
+        pos += 2;
+        break;
+      }
+      if (fields !== VERSION_FIELDS) throw new Error(`a COPY row of ${fields} fields, not ${VERSION_FIELDS}`);
+      let p = pos + 2;
+      let complete = true;
+      for (let f = 0; f < VERSION_FIELDS; f++) {
+        if (p + 4 > buf.length) {
+          complete = false;
+          break;
+        }
+        const len = buf.readInt32BE(p);
+        p += 4;
+        if (len === -1) {
+          starts[f] = -1;
+          ends[f] = -1;
+          continue;
+        }
+        if (p + len > buf.length) {
+          complete = false;
+          break;
+        }
+        starts[f] = p;
+        ends[f] = p + len;
+        p += len;
+      }
+      if (!complete) break;
+      this.line(out, buf, starts, ends);
+      pos = p;
+    }
+    if (pos < buf.length) this.rest = buf.subarray(pos);
+    return out.pos === 0 ? undefined : out.buf.subarray(0, out.pos);
+  }
+
+  /** A text field as a JSON string, or null. */
+  private string(out: ByteWriter, buf: Buffer, s: number[], e: number[], f: number): void {
+    if (s[f] === -1) out.put(LINE.null);
+    else out.putJsonString(buf, s[f]!, e[f]!);
+  }
+
+  /** A field whose text is already JSON (or null). */
+  private raw(out: ByteWriter, buf: Buffer, s: number[], e: number[], f: number): void {
+    if (s[f] === -1) out.put(LINE.null);
+    else out.putRange(buf, s[f]!, e[f]!);
+  }
+
+  /** A timestamp field as a JSON string, or null (infinity: null too, an open period). */
+  private stamp(out: ByteWriter, buf: Buffer, s: number[], f: number): boolean {
+    const at = s[f]!;
+    if (at === -1) {
+      out.put(LINE.null);
+      return false;
+    }
+    const hi = buf.readInt32BE(at);
+    const lo = buf.readUInt32BE(at + 4);
+    if (hi === 0x7fffffff && lo === 0xffffffff) {
+      out.put(LINE.null);
+      return true;
+    }
+    putStamp(out, hi * 4_294_967_296 + lo, this.cache);
+    return false;
+  }
+
+  private line(out: ByteWriter, buf: Buffer, s: number[], e: number[]): void {
+    out.put(LINE.start);
+    this.string(out, buf, s, e, 0);
+    out.put(LINE.version);
+    this.raw(out, buf, s, e, 1);
+    out.put(LINE.from);
+    this.stamp(out, buf, s, 2);
+    out.put(LINE.to);
+    const open = this.stamp(out, buf, s, 3);
+    out.put(LINE.kind);
+    this.raw(out, buf, s, e, 4);
+    out.put(LINE.actor);
+    this.string(out, buf, s, e, 5);
+    out.put(LINE.payloadType);
+    this.string(out, buf, s, e, 6);
+    out.put(LINE.parent);
+    this.string(out, buf, s, e, 7);
+    out.put(LINE.license);
+    this.string(out, buf, s, e, 8);
+    out.put(LINE.access);
+    this.string(out, buf, s, e, 9);
+    out.put(LINE.derived);
+    this.raw(out, buf, s, e, 10);
+    out.put(LINE.payload);
+    this.raw(out, buf, s, e, 11);
+    out.put(LINE.created);
+    this.stamp(out, buf, s, 12);
+    out.put(LINE.deleted);
+    out.put(buf[s[13]!] === 1 ? LINE.true : LINE.false);
+    out.put(LINE.deletedBy);
+    this.stamp(out, buf, s, 14);
+    out.put(LINE.end);
+    this.versions++;
+    if (open) this.current++;
+  }
+}
+
+const NEWLINE = 10;
 
 /**
  * Rows of `sql` through a cursor of this transaction, `batch` at a time. The
@@ -175,7 +423,7 @@ async function* cursorRows<R>(tx: Queryable, name: string, sql: string, params: 
 }
 
 /** The lines of a dump, header to trailer, read in `tx` (one read-only snapshot). */
-async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: DumpSummary) => void): AsyncGenerator<string> {
+async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: DumpSummary) => void): AsyncGenerator<string | Buffer> {
   const batch = opts.batchSize ?? 10_000;
   const shape = await shapeOf(tx);
   const { rows: clock } = await tx.query<{ until: string | null; server: string }>(
@@ -188,7 +436,7 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
   }
   const digest = new Digest();
   const counts: Record<string, number> = { version: 0, version_current: 0, registry_key: 0, registry_key_chain: 0, registry_patient: 0, registry_study: 0 };
-  const emit = (line: string): string => {
+  const emit = <T extends string | Buffer>(line: T): T => {
     digest.add(line);
     return line;
   };
@@ -208,36 +456,46 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
   // --- versions: (identifier, version) order, both tables' primary keys.
   const incremental = opts.since !== undefined;
   const actor = shape.actor ? "h.actor" : "NULL::text";
-  // An incremental dump's first version of an identifier may follow one it does not hold: its kind needs that one.
-  const prev = incremental
-    ? `, p.is_deleted AS prev_is_deleted, ${ts("p.created_at")} AS prev_created_at`
-    : "";
-  const prevJoin = incremental ? "LEFT JOIN resource_history p ON p.identifier = h.identifier AND p.version = h.version - 1" : "";
-  const where = incremental ? "WHERE h.tx_from > $1::timestamptz OR (h.tx_to > $1::timestamptz AND h.tx_to < 'infinity')" : "";
-  const text = versionText(actor);
-  const sql = `SELECT h.identifier, h.version::text AS version, h.tx_to = 'infinity' AS current, ${ts("h.created_at")} AS created_at,
-      h.is_deleted, ${text.head} AS head, ${text.tail} AS tail${prev}
-    FROM resource_history h ${prevJoin} ${where}
-    ORDER BY h.identifier, h.version`;
-  let last: { identifier: string; isDeleted: boolean; createdAt: string } | undefined;
-  for await (const rows of cursorRows<VersionRow>(tx, "dump_versions", sql, incremental ? [opts.since] : [], batch)) {
-    // One chunk a batch: the gzip stream and the digest take one write each, not one a line.
-    let chunk = "";
-    for (const r of rows) {
-      const v = Number(r.version);
-      const before =
-        last?.identifier === r.identifier
-          ? last
-          : r.prev_is_deleted !== undefined && r.prev_is_deleted !== null && r.prev_created_at !== undefined && r.prev_created_at !== null
-            ? { isDeleted: r.prev_is_deleted, createdAt: r.prev_created_at }
-            : undefined;
-      chunk += `${r.head}${kindOf(v, r.is_deleted, r.created_at, before)}${r.tail}\n`;
-      last = { identifier: r.identifier, isDeleted: r.is_deleted, createdAt: r.created_at };
-      counts.version!++;
-      if (r.current) counts.version_current!++;
+  // The version before each: the row before it in the same walk (a full dump), or, since an incremental
+  // dump's first version of an identifier may follow one it does not hold, the history's row before it.
+  const source = incremental
+    ? `SELECT h.*, p.is_deleted AS prev_is_deleted, p.created_at AS prev_created_at
+         FROM resource_history h LEFT JOIN resource_history p ON p.identifier = h.identifier AND p.version = h.version - 1
+        WHERE h.tx_from > $1::timestamptz OR (h.tx_to > $1::timestamptz AND h.tx_to < 'infinity')`
+    : `SELECT h.*, lag(h.is_deleted) OVER w AS prev_is_deleted, lag(h.created_at) OVER w AS prev_created_at
+         FROM resource_history h WINDOW w AS (PARTITION BY h.identifier ORDER BY h.version)`;
+  const sql = `SELECT ${versionLine(actor)} AS line FROM (${source}) h ORDER BY h.identifier, h.version`;
+  const params = incremental ? [opts.since] : [];
+  // Current versions are those of `resources` in the dump (their period began after `since`): counted apart,
+  // since the lines go by unread.
+  const { rows: currentRows } = await tx.query<{ n: string }>(
+    `SELECT count(*) AS n FROM resources${incremental ? " WHERE updated_at > $1::timestamptz" : ""}`,
+    params,
+  );
+  counts.version_current = Number(currentRows[0]!.n);
+  if (tx.copyTo !== undefined) {
+    // PostgreSQL: the stored values by binary COPY (the server formats nothing), written out here chunk by chunk.
+    const encoder = new VersionEncoder();
+    const copySql = `SELECT ${versionColumnsSql(actor)} FROM (${source}) h ORDER BY h.identifier, h.version`;
+    for await (const chunk of tx.copyTo(`COPY (${inlineParams(copySql, params)}) TO STDOUT (FORMAT binary)`) as AsyncIterable<Buffer>) {
+      const text = encoder.push(chunk);
+      if (text !== undefined) {
+        counts.version = encoder.versions;
+        yield emit(text);
+        opts.onVersions?.(counts.version);
+      }
     }
-    yield emit(chunk);
-    opts.onVersions?.(counts.version!);
+    if (!encoder.ended) throw new Error("the COPY of the versions ended before its trailer");
+    if (encoder.current !== counts.version_current) throw new Error(`the dump wrote ${encoder.current} current versions, the store holds ${counts.version_current}`);
+  } else {
+    for await (const rows of cursorRows<{ line: string }>(tx, "dump_versions", sql, params, batch)) {
+      // One chunk a batch: the gzip stream and the digest take one write each, not one a line.
+      let chunk = "";
+      for (const r of rows) chunk += `${r.line}\n`;
+      counts.version! += rows.length;
+      yield emit(chunk);
+      opts.onVersions?.(counts.version!);
+    }
   }
 
   // --- the registry: hashes and fingerprints, never a key (written whole, incremental or not).
@@ -331,14 +589,85 @@ interface VersionRecord {
   deleted_by: string | null;
 }
 
-// json, not jsonb: the batch is read once into rows, and only each payload becomes jsonb (about 40 % less
-// server time a batch than building a jsonb of the whole batch first).
-const VERSION_COLUMNS = `identifier text, version bigint, "from" timestamptz, "to" timestamptz, actor text, payload_type text,
-  parent_identifier text, license text, access_level text, derived_from text[], payload jsonb, created_at timestamptz,
-  is_deleted boolean, deleted_by timestamptz`;
+/** A value in COPY's text format: `\\N` for null, else its text with backslash, tab, newline and carriage return escaped. */
+function copyValue(v: unknown): string {
+  if (v === null || v === undefined) return "\\N";
+  if (typeof v === "object" || typeof v === "function") throw new DumpError("a version field holds a list or an object where the format has one value; nothing was restored");
+  const s = typeof v === "string" ? v : typeof v === "symbol" ? v.toString() : `${v as number | boolean | bigint}`;
+  return COPY_SPECIAL.test(s) ? s.replace(COPY_SPECIAL_ALL, (c) => COPY_ESCAPES[c]!) : s;
+}
+const COPY_SPECIAL = /[\\\t\n\r]/;
+const COPY_SPECIAL_ALL = /[\\\t\n\r]/g;
+const COPY_ESCAPES: Record<string, string> = { "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r" };
+
+/** A text[] literal of strings (then escaped for COPY). */
+function arrayLiteral(xs: readonly unknown[]): string {
+  return `{${xs.map((x) => `"${String(x).replace(/[\\"]/g, "\\$&")}"`).join(",")}}`;
+}
+
+/**
+ * The text of the top-level member "payload" of a JSON object line, as it
+ * is (the writer wrote the stored jsonb's own text: its numbers keep their
+ * digits, which JSON.parse and JSON.stringify would not). Strings are
+ * skipped whole by their quotes; the last member of that name wins, as in
+ * JSON.parse. Undefined when the line names none (a key written with escapes).
+ */
+export function payloadText(line: string): string | undefined {
+  let depth = 0;
+  let start = -1;
+  let found: string | undefined;
+  for (let i = 0; i < line.length; i++) {
+    const c = line.charCodeAt(i);
+    if (c === 34) {
+      let j = i;
+      for (;;) {
+        j = line.indexOf('"', j + 1);
+        if (j === -1) return undefined;
+        let k = j - 1;
+        while (line.charCodeAt(k) === 92) k--;
+        if ((j - 1 - k) % 2 === 0) break;
+      }
+      if (depth === 1 && start === -1 && j === i + 8 && line.startsWith('"payload"', i)) {
+        let m = j + 1;
+        while (m < line.length && line.charCodeAt(m) <= 32) m++;
+        if (line.charCodeAt(m) === 58) {
+          start = m + 1;
+          i = m;
+          continue;
+        }
+      }
+      i = j;
+    } else if (c === 123 || c === 91) {
+      depth++;
+    } else if (c === 125 || c === 93 || c === 44) {
+      if (c !== 44) depth--;
+      if (start !== -1 && (depth === 0 || (c === 44 && depth === 1))) {
+        found = line.slice(start, i).trim();
+        start = -1;
+      }
+    }
+  }
+  return found;
+}
 
 function bad(line: number, what: string): DumpError {
   return new DumpError(`line ${line}: ${what}; the dump is damaged or not one this resource-store wrote, nothing was restored`);
+}
+
+/**
+ * The columns a version row has in both tables, from payload_type to the
+ * end, in COPY's text format: those of versionColumns / currentColumns after
+ * their first ones (the current table has no period, its version is second).
+ */
+function commonFields(v: VersionRecord, line: string, lineNo: number, withActor: boolean): string {
+  if (v.payload === undefined) throw bad(lineNo, `${v.identifier} version ${String(v.version)} has no payload`);
+  if (v.derived_from !== null && v.derived_from !== undefined && !Array.isArray(v.derived_from)) throw bad(lineNo, "derived_from is not a list");
+  // A payload key written with escapes is not found by the scan: that line's payload is written again (exact but for numbers past a double's digits).
+  const payload = payloadText(line) ?? JSON.stringify(v.payload);
+  const actor = withActor ? `\t${copyValue(v.actor)}` : "";
+  return `${copyValue(v.payload_type)}\t${copyValue(v.parent_identifier)}\t${copyValue(v.license)}\t${copyValue(v.access_level)}\t${copyValue(
+    arrayLiteral(v.derived_from ?? []),
+  )}\t${copyValue(payload)}\t${copyValue(v.created_at)}\t${copyValue(v.from)}\t${copyValue(v.is_deleted)}\t${copyValue(v.deleted_by)}${actor}`;
 }
 
 function checkHeader(h: unknown): Header {
@@ -378,26 +707,66 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
   input.on("data", (chunk: Buffer) => {
     bytesRead += chunk.length;
   });
-  const gunzip = createGunzip();
-  const lines = createInterface({ input: input.pipe(gunzip), crlfDelay: Infinity });
+  // Big pieces: fewer chunks to split into lines.
+  const gunzip = createGunzip({ chunkSize: 256 * 1024 });
   const unreadable = (err: unknown): DumpError =>
     err instanceof DumpError
       ? err
       : new DumpError(`the dump cannot be read (${err instanceof Error ? err.message : String(err)}): it may be cut short; nothing was restored`);
-  // A stream error may reach us through the line iterator or only through the stream: either ends the restore.
-  const failed = new Promise<never>((_, reject) => {
-    input.once("error", (err) => reject(unreadable(err)));
-    gunzip.once("error", (err) => reject(unreadable(err)));
-  });
-  failed.catch(() => {});
-  const it = lines[Symbol.asyncIterator]();
-  const nextLine = async (): Promise<string | undefined> => {
-    try {
-      const r = await Promise.race([it.next(), failed]);
-      return r.done === true ? undefined : r.value;
-    } catch (err) {
-      throw unreadable(err);
+  // An error of the file reaches the chunk iterator through the decompressor, as the decompressor's own do.
+  // (Not by racing each read against a promise that settles only on error: every race would stay attached
+  // to it, holding its chunk, and the whole file would stay in memory.)
+  input.once("error", (err) => gunzip.destroy(err));
+  const chunks = input.pipe(gunzip)[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  // Lines split from the decompressed chunks, each with its bytes (newline included) for the digest.
+  let lines: string[] = [];
+  let raws: Buffer[] = [];
+  let at = 0;
+  let partial: Buffer[] = [];
+  let ended = false;
+  /** The bytes of the line nextLine returned last. */
+  let lastRaw: Buffer = Buffer.alloc(0);
+  const refill = async (): Promise<boolean> => {
+    while (!ended) {
+      let r: IteratorResult<Buffer>;
+      try {
+        r = await chunks.next();
+      } catch (err) {
+        throw unreadable(err);
+      }
+      lines = [];
+      raws = [];
+      at = 0;
+      if (r.done === true) {
+        ended = true;
+        if (partial.length > 0) {
+          // A last line without its newline.
+          const tail = Buffer.concat(partial);
+          partial = [];
+          lines.push(tail.toString("utf8"));
+          raws.push(Buffer.concat([tail, Buffer.from("\n")]));
+          return true;
+        }
+        return false;
+      }
+      const buf = r.value;
+      let start = 0;
+      for (let i = buf.indexOf(NEWLINE); i !== -1; i = buf.indexOf(NEWLINE, start)) {
+        const raw = partial.length > 0 ? Buffer.concat([...partial, buf.subarray(start, i + 1)]) : buf.subarray(start, i + 1);
+        partial = [];
+        lines.push(raw.toString("utf8", 0, raw.length - 1));
+        raws.push(raw);
+        start = i + 1;
+      }
+      if (start < buf.length) partial.push(buf.subarray(start));
+      if (lines.length > 0) return true;
     }
+    return false;
+  };
+  const nextLine = async (): Promise<string | undefined> => {
+    if (at >= lines.length && !(await refill())) return undefined;
+    lastRaw = raws[at]!;
+    return lines[at++];
   };
 
   const first = await nextLine();
@@ -410,9 +779,17 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
   }
   const header = checkHeader(parsed);
   const digest = new Digest();
-  digest.add(`${first}\n`);
+  digest.add(lastRaw);
 
-  const summary = await db.transaction(async (tx) => {
+  // The batch before this one is loading while this one is parsed: the server works while this process reads.
+  // On a failure the transaction ends only once that batch has: one statement at a time on its connection.
+  let loading: Promise<void> = Promise.resolve();
+  const settled = async (err: unknown): Promise<never> => {
+    await loading.catch(() => {});
+    throw err;
+  };
+  const summary = await db.transaction((tx) => load(tx).catch(settled));
+  async function load(tx: Queryable): Promise<RestoreSummary> {
     const shape = await shapeOf(tx);
     let dropped: SecondaryIndex[] = [];
     // Nothing else writes while we load: the clock row is ours until commit.
@@ -438,48 +815,42 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     }
 
     const counts: Record<string, number> = { version: 0, version_current: 0, registry_key: 0, registry_key_chain: 0, registry_patient: 0, registry_study: 0 };
-    const current: VersionRecord[] = [];
-    const superseded: VersionRecord[] = [];
-    // The records' own lines, checked and passed on as they came: the batch's JSON is their join, not a new serialisation.
-    const currentLines: string[] = [];
-    const supersededLines: string[] = [];
-    const asArray = (lines: string[]): string => `[${lines.join(",")}]`;
-    const actorCol = shape.actor ? ", actor" : "";
-    const actorVal = shape.actor ? ", x.actor" : "";
+    // Rows in COPY's text format, a table each; the closed versions' keys for an incremental dump.
+    let currentRows = "";
+    let supersededRows = "";
+    let batched = 0;
+    const closedIds: string[] = [];
+    const closedVersions: string[] = [];
+    const actor = shape.actor ? ["actor"] : [];
+    const versionColumns = ["identifier", "version", "tx_from", "tx_to", "payload_type", "parent_identifier", "license", "access_level",
+      "derived_from", "payload", "created_at", "updated_at", "is_deleted", "deleted_by", ...actor];
+    const currentColumns = ["identifier", "version", "payload_type", "parent_identifier", "license", "access_level",
+      "derived_from", "payload", "created_at", "updated_at", "is_deleted", "deleted_by", ...actor];
+    const copyIn = tx.copyIn?.bind(tx);
+    if (copyIn === undefined) throw new Error("restore needs a transaction that can COPY");
     const flushVersions = async (): Promise<void> => {
-      if (superseded.length > 0) {
+      await loading;
+      if (batched === 0) return;
+      const versions = supersededRows;
+      const currents = currentRows;
+      const ids = closedIds.splice(0);
+      const vs = closedVersions.splice(0);
+      supersededRows = "";
+      currentRows = "";
+      batched = 0;
+      loading = (async () => {
         // An incremental dump closes versions that were current in the store: they leave `resources` first.
-        if (header.since !== null) {
+        if (ids.length > 0) {
           await tx.query(
-            `DELETE FROM resources r USING jsonb_to_recordset($1::text::jsonb) AS x(identifier text, version bigint)
+            `DELETE FROM resources r USING unnest($1::text[], $2::bigint[]) AS x(identifier, version)
               WHERE r.identifier = x.identifier AND r.version = x.version`,
-            [JSON.stringify(superseded.map((v) => ({ identifier: v.identifier, version: v.version })))],
+            [ids, vs],
           );
         }
-        await tx.query(
-          `INSERT INTO resource_versions (identifier, version, tx_from, tx_to, payload_type, parent_identifier, license,
-              access_level, derived_from, payload, created_at, updated_at, is_deleted, deleted_by${actorCol})
-           SELECT x.identifier, x.version, x."from", x."to", x.payload_type, x.parent_identifier, x.license,
-              x.access_level, coalesce(x.derived_from, '{}'), x.payload, x.created_at, x."from", x.is_deleted, x.deleted_by${actorVal}
-             FROM json_to_recordset($1::text::json) AS x(${VERSION_COLUMNS})
-           ON CONFLICT (identifier, version) DO NOTHING`,
-          [asArray(supersededLines)],
-        );
-        superseded.length = 0;
-        supersededLines.length = 0;
-      }
-      if (current.length > 0) {
-        await tx.query(
-          `INSERT INTO resources (identifier, payload_type, parent_identifier, license, access_level, derived_from, payload,
-              created_at, updated_at, version, is_deleted, deleted_by${actorCol})
-           SELECT x.identifier, x.payload_type, x.parent_identifier, x.license, x.access_level, coalesce(x.derived_from, '{}'),
-              x.payload, x.created_at, x."from", x.version, x.is_deleted, x.deleted_by${actorVal}
-             FROM json_to_recordset($1::text::json) AS x(${VERSION_COLUMNS})`,
-          [asArray(currentLines)],
-        );
-        current.length = 0;
-        currentLines.length = 0;
-      }
+        if (versions !== "") await copyIn("resource_versions", versionColumns, versions);
+        if (currents !== "") await copyIn("resources", currentColumns, currents);
+      })();
+      loading.catch(() => {});
       opts.onProgress?.(counts.version!, bytesRead);
     };
 
@@ -494,6 +865,7 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     let section: unknown = "version";
     const flushAll = async (): Promise<void> => {
       await flushVersions();
+      await loading;
       for (const name of ["registry_key", "registry_key_chain", "registry_patient", "registry_study"]) await flushRegistry(tx, shape, registryRows, name);
     };
     type Trailer = { counts?: Record<string, number>; sha256?: string };
@@ -513,7 +885,7 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
         trailer = rec as Trailer;
         continue;
       }
-      digest.add(`${line}\n`);
+      digest.add(lastRaw);
       if (rec.record !== section) {
         await flushAll();
         section = rec.record;
@@ -537,12 +909,21 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
         }
         const before = same ? { isDeleted: prev!.is_deleted, createdAt: prev!.created_at } : undefined;
         if (header.since === null && kindOf(n, v.is_deleted, v.created_at, before) !== v.kind) throw bad(lineNo, `${v.identifier} version ${n} is not ${v.kind}`);
-        (v.to === null ? current : superseded).push(v);
-        (v.to === null ? currentLines : supersededLines).push(line);
+        const common = commonFields(v, line, lineNo, shape.actor);
+        if (v.to === null) {
+          currentRows += `${copyValue(v.identifier)}\t${String(v.version)}\t${common}\n`;
+          counts.version_current!++;
+        } else {
+          supersededRows += `${copyValue(v.identifier)}\t${String(v.version)}\t${copyValue(v.from)}\t${copyValue(v.to)}\t${common}\n`;
+          if (header.since !== null) {
+            closedIds.push(v.identifier);
+            closedVersions.push(String(v.version));
+          }
+        }
+        batched++;
         counts.version!++;
-        if (v.to === null) counts.version_current!++;
         prev = v;
-        if (current.length + superseded.length >= batchSize) await flushVersions();
+        if (batched >= batchSize) await flushVersions();
       } else if (typeof rec.record === "string" && rec.record in registryRows) {
         registryRows[rec.record]!.push(rec);
         counts[rec.record]!++;
@@ -558,15 +939,20 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     }
     if (trailer.sha256 !== digest.hex()) throw new DumpError("the dump's checksum does not match its content; nothing was restored");
     await flushAll();
+    await loading;
+    // Access (docs/contract/18-access.md): versions loaded wholesale get their datasource attribution here
+    // (before the indexes are built again: its update of every current row then maintains only the keys).
+    await rebuildAttribution(tx);
     // Built once over the loaded rows, as a bulk load does, instead of kept row by row.
     for (const ix of dropped) await tx.query(ix.def);
-    // Access (docs/contract/18-access.md): versions loaded wholesale get their datasource attribution here.
-    await rebuildAttribution(tx);
     if (header.until !== null) await tx.query("UPDATE clock SET last = $1::timestamptz", [header.until]);
+    // Derived data: the lineage view (PostgreSQL), so reads need not wait for the service's refresher. Into an
+    // empty store it is filled here, in the same transaction; after an incremental dump, concurrently after commit.
+    if (hasLineageView(db) && header.since === null) await refreshLineageViewIn(tx);
     return { versions: counts.version!, until: header.until ?? "", since: header.since };
-  });
+  }
   // Derived data: the lineage view (PostgreSQL) is rebuilt from what was restored, so reads need not wait for the service's refresher.
-  if (hasLineageView(db)) await refreshLineageView(db);
+  if (hasLineageView(db) && summary.since !== null) await refreshLineageView(db);
   return summary;
 }
 

@@ -51,6 +51,18 @@ const FRESH = prepared(`SELECT NOT EXISTS (
      FROM lineage_view_state s`);
 
 /**
+ * Fills the view in the caller's transaction, which holds the only
+ * snapshot that has the rows (a restore into an empty store, dump.ts): a
+ * plain REFRESH, locking the view until the transaction ends, where a
+ * concurrent one would compare old contents that are empty anyway.
+ */
+export async function refreshLineageViewIn(tx: Queryable): Promise<void> {
+  await tx.query("SELECT pg_advisory_xact_lock($1::bigint)", [REFRESH_LOCK_KEY]);
+  await tx.query("UPDATE lineage_view_state SET refreshed_at = (SELECT last FROM clock)");
+  await tx.exec("REFRESH MATERIALIZED VIEW lineage_closure");
+}
+
+/**
  * Refreshes the view concurrently (readers keep reading the old contents).
  * With `wait: false` it gives up at once when another refresh holds the lock
  * and answers false; the caller tries again later.

@@ -3,7 +3,7 @@
 // server to parse them again).
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { PGlite } from "@electric-sql/pglite";
+import { PGlite, type Transaction } from "@electric-sql/pglite";
 import { guard } from "./db-errors.js";
 import { asText, KEEP_AS_TEXT, SNAPSHOT_MODE, type Db, type Queryable } from "./db.js";
 
@@ -24,6 +24,13 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
       await q.exec(sql);
     },
   });
+  // A transaction can also COPY rows in (restore, dump.ts), from a blob: PGlite's COPY reads the device /dev/blob.
+  const wrapTx = (tx: Transaction): Queryable => ({
+    ...wrap(tx),
+    async copyIn(table, columns, rows) {
+      await tx.query(`COPY ${table} (${columns.join(", ")}) FROM '/dev/blob'`, [], { blob: new Blob([rows]) });
+    },
+  });
   const root = wrap(lite);
   return {
     kind: "pglite",
@@ -35,7 +42,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
       guard(() =>
         lite.transaction(async (tx) => {
           if (options?.readOnlySnapshot === true) await tx.query(`SET TRANSACTION ${SNAPSHOT_MODE}`);
-          return fn(wrap(tx));
+          return fn(wrapTx(tx));
         }),
       ),
     ping: () => guard(async () => void (await lite.query("SELECT 1"))),

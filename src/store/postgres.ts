@@ -1,6 +1,9 @@
 // The PostgreSQL backend: a `pg` pool, with LISTEN and session advisory
 // locks on connections of their own beside it.
+import { pipeline } from "node:stream/promises";
+import { Readable } from "node:stream";
 import pg from "pg";
+import { from as copyFromStdin, to as copyToStdout } from "pg-copy-streams";
 import { copyOutBinary } from "./copy-out.js";
 import { guard, toServiceError } from "./db-errors.js";
 import { asText, KEEP_AS_TEXT, SNAPSHOT_BEGIN, type Db, type Lease, type Listener, type ListenHandlers, type Queryable, type SessionTimeouts, type TransactionOptions } from "./db.js";
@@ -54,6 +57,27 @@ export function openPostgres(
       await c.query(sql);
     },
   });
+  // A transaction's connection can also COPY (dump and restore, dump.ts).
+  const wrapClient = (c: pg.PoolClient): Queryable => ({
+    ...wrap(c),
+    copyTo(copySql) {
+      const stream = c.query(copyToStdout(copySql));
+      let ended = false;
+      stream.once("end", () => {
+        ended = true;
+      });
+      // Stopped before its end (the reader failed, the file could not be written): the connection is still in
+      // COPY mode and would hold every later statement, the transaction's ROLLBACK too. Drop it; the
+      // transaction then fails and releases it as broken (as copy-out.ts does).
+      stream.once("close", () => {
+        if (!ended) (c as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+      });
+      return stream;
+    },
+    async copyIn(table, columns, rows) {
+      await pipeline(Readable.from([rows]), c.query(copyFromStdin(`COPY ${table} (${columns.join(", ")}) FROM STDIN`)));
+    },
+  });
   const root = wrap(pool);
   return {
     kind: "postgres",
@@ -72,7 +96,7 @@ export function openPostgres(
       client.on("error", onError);
       try {
         await client.query(options?.readOnlySnapshot === true ? SNAPSHOT_BEGIN : "BEGIN");
-        const result = await fn(wrap(client));
+        const result = await fn(wrapClient(client));
         await client.query("COMMIT");
         return result;
       } catch (err) {
