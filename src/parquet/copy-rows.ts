@@ -35,8 +35,10 @@ const fresh: GroupBuffers = {
   free: () => undefined,
 };
 
-/** The first group's buffer; later ones start a quarter larger than the group before (so a recycled one fits the next). */
+/** The smallest buffer taken. */
 const FIRST_BYTES = 64 * 1024;
+/** A group's buffer is this much larger than the rows so far say it needs (so a recycled one fits the next group too). */
+const MARGIN = 1 / 16;
 
 export class CopyRowSplitter {
   // The group being gathered: its rows start at `start` (after the header in
@@ -63,7 +65,10 @@ export class CopyRowSplitter {
   private reserve(more: number): void {
     const need = this.used - this.start + more;
     if (this.used + more <= this.buf.length) return;
-    const size = Math.max(need, this.buf.length + (this.buf.length >> 1), this.lastGroupBytes + (this.lastGroupBytes >> 2), FIRST_BYTES);
+    // Sized for the whole group as the rows read so far (or the group before) say, so it is
+    // seldom outgrown: each buffer outgrown is a copy, and new memory the system has to map.
+    const estimate = this.groupRows > 0 ? Math.ceil(((this.scan - this.start) / this.groupRows) * this.rowsPerGroup * (1 + MARGIN)) + more : 0;
+    const size = Math.max(need, estimate, this.buf.length + (this.buf.length >> 2), Math.ceil(this.lastGroupBytes * (1 + MARGIN)), FIRST_BYTES);
     const next = this.buffers.alloc(size);
     next.set(this.buf.subarray(this.start, this.used));
     if (this.buf.length > 0) this.buffers.free(this.buf);
@@ -78,7 +83,7 @@ export class CopyRowSplitter {
     const group = { data: this.buf.subarray(this.start, end), rows: this.groupRows };
     this.lastGroupBytes = end - this.start;
     const rest = this.buf.subarray(end, this.used);
-    const size = Math.max(rest.length, this.lastGroupBytes + (this.lastGroupBytes >> 2));
+    const size = Math.max(rest.length, Math.ceil(this.lastGroupBytes * (1 + MARGIN)));
     this.buf = this.buffers.alloc(size);
     this.buf.set(rest);
     this.used = rest.length;
