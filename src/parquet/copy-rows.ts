@@ -26,19 +26,22 @@ export class CopyFormatError extends Error {}
  * its workers return, so a long export allocates no new ones.
  */
 export interface GroupBuffers {
-  alloc(bytes: number): Uint8Array;
+  /** A buffer of at least `least` bytes; a new one is made `size` bytes long (room for the next groups to grow). */
+  alloc(least: number, size: number): Uint8Array;
   free(buffer: Uint8Array): void;
 }
 
 const fresh: GroupBuffers = {
-  alloc: (bytes) => new Uint8Array(bytes),
+  alloc: (_least, size) => new Uint8Array(size),
   free: () => undefined,
 };
 
 /** The smallest buffer taken. */
 const FIRST_BYTES = 64 * 1024;
-/** A group's buffer is this much larger than the rows so far say it needs (so a recycled one fits the next group too). */
+/** A group is expected to need this much more than the rows so far (or the group before) say. */
 const MARGIN = 1 / 16;
+/** And a new buffer is made this much larger, so that it still fits later groups when it comes back. */
+const ROOM = 1 / 4;
 
 export class CopyRowSplitter {
   // The group being gathered: its rows start at `start` (after the header in
@@ -67,9 +70,9 @@ export class CopyRowSplitter {
     if (this.used + more <= this.buf.length) return;
     // Sized for the whole group as the rows read so far (or the group before) say, so it is
     // seldom outgrown: each buffer outgrown is a copy, and new memory the system has to map.
-    const estimate = this.groupRows > 0 ? Math.ceil(((this.scan - this.start) / this.groupRows) * this.rowsPerGroup * (1 + MARGIN)) + more : 0;
-    const size = Math.max(need, estimate, this.buf.length + (this.buf.length >> 2), Math.ceil(this.lastGroupBytes * (1 + MARGIN)), FIRST_BYTES);
-    const next = this.buffers.alloc(size);
+    const expected = this.groupRows > 0 ? ((this.scan - this.start) / this.groupRows) * this.rowsPerGroup + more : this.lastGroupBytes;
+    const least = Math.max(need, Math.ceil(expected * (1 + MARGIN)), this.buf.length + (this.buf.length >> 2), FIRST_BYTES);
+    const next = this.buffers.alloc(least, Math.max(least, Math.ceil(expected * (1 + ROOM))));
     next.set(this.buf.subarray(this.start, this.used));
     if (this.buf.length > 0) this.buffers.free(this.buf);
     this.buf = next;
@@ -83,8 +86,8 @@ export class CopyRowSplitter {
     const group = { data: this.buf.subarray(this.start, end), rows: this.groupRows };
     this.lastGroupBytes = end - this.start;
     const rest = this.buf.subarray(end, this.used);
-    const size = Math.max(rest.length, Math.ceil(this.lastGroupBytes * (1 + MARGIN)));
-    this.buf = this.buffers.alloc(size);
+    const least = Math.max(rest.length, Math.ceil(this.lastGroupBytes * (1 + MARGIN)));
+    this.buf = this.buffers.alloc(least, Math.max(least, Math.ceil(this.lastGroupBytes * (1 + ROOM))));
     this.buf.set(rest);
     this.used = rest.length;
     this.start = 0;

@@ -175,9 +175,9 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
   // the malloc arenas and so a long export's peak RSS).
   const spare: Uint8Array[] = [];
   const buffers: GroupBuffers = {
-    alloc(bytes) {
-      const at = spare.findIndex((b) => b.length >= bytes);
-      return at >= 0 ? (spare.splice(at, 1)[0] as Uint8Array) : new Uint8Array(bytes);
+    alloc(least, size) {
+      const at = spare.findIndex((b) => b.length >= least);
+      return at >= 0 ? (spare.splice(at, 1)[0] as Uint8Array) : new Uint8Array(size);
     },
     free(buffer) {
       if (aborted || failure !== undefined) return;

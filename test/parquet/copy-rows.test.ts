@@ -29,8 +29,8 @@ describe("CopyRowSplitter", () => {
     const given = new Set<ArrayBuffer>();
     const freed: Uint8Array[] = [];
     const buffers: GroupBuffers = {
-      alloc(bytes) {
-        const b = new Uint8Array(bytes);
+      alloc(_least, size) {
+        const b = new Uint8Array(size);
         given.add(b.buffer);
         return b;
       },
@@ -59,11 +59,12 @@ describe("CopyRowSplitter", () => {
     const spare: Uint8Array[] = [];
     let made = 0;
     const buffers: GroupBuffers = {
-      alloc(bytes) {
-        const at = spare.findIndex((b) => b.length >= bytes);
+      alloc(least, size) {
+        expect(size).toBeGreaterThanOrEqual(least);
+        const at = spare.findIndex((b) => b.length >= least);
         if (at >= 0) return spare.splice(at, 1)[0] as Uint8Array;
         made += 1;
-        return new Uint8Array(bytes);
+        return new Uint8Array(size);
       },
       free: (b) => spare.push(b),
     };
