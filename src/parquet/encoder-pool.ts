@@ -31,6 +31,12 @@ export interface EncodeJob {
    * itself (copy-batch.ts); `data` is transferred.
    */
   readonly copy?: { readonly data: Uint8Array; readonly rows: number; readonly columns: readonly WireColumn[] };
+  /**
+   * Handed the whole buffer of `copy.data` back (transferred again) as soon
+   * as the worker has read its rows, before the job ends; not called when
+   * the worker fails first.
+   */
+  readonly giveBack?: (buffer: Uint8Array) => void;
 }
 
 export interface EncoderPoolStats {
@@ -88,6 +94,12 @@ function properties(o) {
 async function encode(m) {
   const batches = [];
   const ipcs = m.copy ? [copyTuplesToIpc(arrow, m.copy.data, m.copy.rows, m.copy.columns)] : m.batches;
+  // The rows are read: their buffer goes back for a later row group (and leaves this heap now, not at its next collection).
+  if (m.copy) {
+    const buffer = m.copy.data.buffer;
+    m.copy = undefined;
+    parentPort.postMessage({ id: m.id, spare: new Uint8Array(buffer) }, [buffer]);
+  }
   for (const ipc of ipcs) {
     // The stream takes the batches; the Table must be freed here, or its
     // memory stays in the wasm heap (which never shrinks) until a garbage
@@ -185,8 +197,12 @@ export function createEncoderPool(size: number): EncoderPool {
     started += 1;
     slots.push(slot);
     peakThreads = Math.max(peakThreads, slots.length);
-    worker.on("message", (m: { id: number; file?: Uint8Array; error?: string; wasmBytes?: number }) => {
+    worker.on("message", (m: { id: number; file?: Uint8Array; error?: string; wasmBytes?: number; spare?: Uint8Array }) => {
       if (slot.dead || slot.job?.id !== m.id) return;
+      if (m.spare) {
+        slot.job.job.giveBack?.(m.spare);
+        return;
+      }
       if (m.wasmBytes !== undefined) slot.wasmBytes = m.wasmBytes;
       const job = finish(slot);
       if (m.file) job?.resolve(m.file);

@@ -2,7 +2,7 @@
 // process's pool of encoder workers, stitched into one file, streamed.
 export { exportColumns, exportSelect, payloadColumn, type ColumnSpec, type ColumnKind } from "./columns.js";
 export { copyTuplesToIpc, type Wire, type WireColumn } from "./copy-batch.js";
-export { CopyRowSplitter, CopyFormatError, type CopyGroup } from "./copy-rows.js";
+export { CopyRowSplitter, CopyFormatError, type CopyGroup, type GroupBuffers } from "./copy-rows.js";
 export { arrowSchema, rowsToIpc } from "./arrow-batch.js";
 export { footerRows, parquetExport, type ParquetExportOptions } from "./export.js";
 export { createEncoderPool, type EncodeJob, type EncoderOptions, type EncoderPool, type EncoderPoolStats } from "./encoder-pool.js";

@@ -186,6 +186,35 @@ describe("parquet encoder pool", () => {
     expect(Number(parquetMetadata(part.buffer.slice(part.byteOffset, part.byteOffset + part.length) as ArrayBuffer).num_rows)).toBe(10);
   });
 
+  it("hands a COPY job's whole buffer back once its rows are read, before the job settles", async () => {
+    pool = createEncoderPool(1);
+    // Two rows of one text column as binary COPY tuples, in a buffer with room to spare.
+    const tuples = Buffer.concat(["a", "bc"].map((v) => Buffer.concat([Buffer.from([0, 1, 0, 0, 0, v.length]), Buffer.from(v)])));
+    const data = new Uint8Array(new ArrayBuffer(tuples.length + 100), 0, tuples.length);
+    data.set(tuples);
+    const events: string[] = [];
+    let back: Uint8Array | undefined;
+    const file = pool
+      .encode({
+        options: { rowGroupRows: 100, dataPageBytes: 65536, dictionaryColumns: [] },
+        copy: { data, rows: 2, columns: [{ name: "identifier", kind: "utf8", wire: "text" }] },
+        giveBack: (b) => {
+          back = b;
+          events.push("back");
+        },
+      })
+      .then((f) => {
+        events.push("file");
+        return f;
+      });
+    const part = await file;
+    expect(events).toEqual(["back", "file"]);
+    expect(back?.byteLength).toBe(tuples.length + 100);
+    expect(Buffer.from(back?.subarray(0, tuples.length) ?? []).equals(tuples)).toBe(true);
+    const rows = await parquetReadObjects({ file: part.buffer.slice(part.byteOffset, part.byteOffset + part.byteLength) as ArrayBuffer });
+    expect(rows.map((r) => r.identifier)).toEqual(["a", "bc"]);
+  });
+
   it("keeps a worker's WebAssembly memory flat from job to job", async () => {
     pool = createEncoderPool(1);
     const p = pool;
