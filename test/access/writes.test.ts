@@ -97,6 +97,21 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
     expect(await reason(store.update(callerWith(one), [[t.f1, { license: "x" }]]), Code.FailedPrecondition)).toBe("UNKNOWN_IDENTIFIER");
   });
 
+  it("update: a new parent the caller may not see is a missing one, also where it would close a cycle", async () => {
+    const { store } = backend();
+    const { t, one } = await setup();
+    // s1r (restricted) sits below p1, which `one` may see: moving p1 under it would close a cycle.
+    // The answer must be the one for a parent that does not exist, not CYCLE (which says that s1r
+    // exists and lies below p1, which no read tells `one`).
+    const missing = await reason(store.update(callerWith(one), [[t.s1, { parentIdentifier: `${t.p}nowhere` }]]), Code.FailedPrecondition);
+    expect(missing).toBe("DANGLING_PARENT");
+    expect(await reason(store.update(callerWith(one), [[t.p1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition)).toBe(missing);
+    // The same move by a caller who may see s1r is the cycle it is.
+    expect(await reason(store.update(LOCAL_CALLER, [[t.p1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition)).toBe("CYCLE");
+    const [p1] = await store.read(ALL_GRANTS, [t.p1]);
+    expect(p1).toMatchObject({ version: 1, parentIdentifier: t.ds1 });
+  });
+
   it("delete and restore: invisible identifiers are skipped; a cascade stops at what the caller may not see", async () => {
     const { store } = backend();
     const { t, one } = await setup();
