@@ -135,6 +135,21 @@ export async function refuseInvisible(tx: Queryable, grants: Grants, ids: readon
 }
 
 /**
+ * Before a write: a new parent the caller may not see answers as a missing
+ * one (400 DANGLING_PARENT), before the tree checks run, so that a move
+ * under a hidden resource never answers CYCLE or TREE_TOO_DEEP, which would
+ * tell that it exists and where it sits. `moves` are [child, new parent].
+ */
+export async function refuseInvisibleParents(tx: Queryable, grants: Grants, moves: readonly (readonly [string, string])[]): Promise<void> {
+  if (moves.length === 0) return;
+  const hidden = new Set(await invisibleOf(tx, grants, moves.map(([, parent]) => parent)));
+  const refused = moves.filter(([, parent]) => hidden.has(parent));
+  if (refused.length > 0) {
+    throw failedPrecondition(`parent is not an active resource: ${listIds(refused.map(([child, parent]) => `${child} -> ${parent}`))}`, "DANGLING_PARENT");
+  }
+}
+
+/**
  * After a write (and maintainAttribution): every resource written must be one
  * the caller may see, else 403 OUTSIDE_GRANTS and the transaction rolls back;
  * a parent just set that the caller may not see answers as a missing parent.

@@ -10,7 +10,7 @@ import {
   payloadTypeOrThrow,
 } from "../schema/validate.js";
 import type { Caller } from "../access/index.js";
-import { checkWithinGrants, maintainAttribution } from "./attribution.js";
+import { checkWithinGrants, maintainAttribution, refuseInvisibleParents } from "./attribution.js";
 import type { Db } from "./db.js";
 import { listIds, tickClock, type WritableRow } from "./sql.js";
 import type { MutationResult, NewResource } from "./types.js";
@@ -85,6 +85,13 @@ export async function createResources(db: Db, caller: Caller, items: readonly Ne
       throw failedPrecondition(`already active: ${listIds(active)}`, "IDENTIFIER_ACTIVE");
     }
     const withParent = rows.filter((r) => r.parent_identifier !== null).map((r) => r.identifier);
+    // A parent outside the batch that the caller may not see is a missing one, whatever the tree checks would say of it.
+    const inBatch = new Set(ids);
+    await refuseInvisibleParents(
+      tx,
+      grants,
+      rows.flatMap((r) => (r.parent_identifier === null || inBatch.has(r.parent_identifier) ? [] : [[r.identifier, r.parent_identifier] as const])),
+    );
     await checkTree(tx, ids, { max: maxTreeDepth, descendants: false, parentsSet: withParent });
     // Access (docs/contract/18-access.md): attribution kept, then everything written within the grants.
     await maintainAttribution(tx, ids);

@@ -6,7 +6,7 @@ import { checkAccessLevel, checkIdentifier, checkIdentifiers, mergePayload, norm
 import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
 import type { Caller } from "../access/index.js";
 import { abortedVersionMismatch } from "../errors.js";
-import { attributionMayChange, checkWithinGrants, maintainAttribution, refuseInvisible } from "./attribution.js";
+import { attributionMayChange, checkWithinGrants, maintainAttribution, refuseInvisible, refuseInvisibleParents } from "./attribution.js";
 import type { Db } from "./db.js";
 import { jsonEqual } from "./json-equal.js";
 import { listIds, tickClock, type WritableRow } from "./sql.js";
@@ -141,6 +141,13 @@ export async function updateResources(
       next.push(row);
     }
     if (next.length === 0) return { count: 0, at };
+    // A new parent the caller may not see is a missing one, whatever the tree checks would say of it.
+    const moved = new Set(changedParents);
+    await refuseInvisibleParents(
+      tx,
+      grants,
+      next.filter((r) => moved.has(r.identifier)).map((r) => [r.identifier, r.parent_identifier as string] as const),
+    );
 
     await tx.query(
       `WITH t AS (SELECT last FROM clock)

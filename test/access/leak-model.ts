@@ -2,7 +2,7 @@
 // writes replayed in memory, so that what each caller may see at each read
 // point is computed from the rules alone, never from the service's answers.
 import type { AccessLevel, Grants } from "../../src/access/index.js";
-import { maySee } from "../../src/access/index.js";
+import { ALL_GRANTS, maySee } from "../../src/access/index.js";
 
 export type PayloadType = "datasource" | "patient" | "study" | "series" | "file" | "annotation" | "artefact" | "dataset";
 
@@ -18,6 +18,8 @@ export interface Node {
   /** An artefact's repository path and status (`/artefacts/latest` looks them up). */
   artefact?: { path: string; status: "succeeded" | "failed" };
   deleted: boolean;
+  /** The stamp of the delete that tombstoned it (null when active): a cascading restore brings back the tombstones of the same stamp. */
+  deletedBy: number | null;
   /** Order of first creation: `children` and `/children` list oldest first. */
   readonly seq: number;
 }
@@ -26,7 +28,7 @@ export type State = ReadonlyMap<string, Readonly<Node>>;
 
 /** A write in REST terms, and how it changes the model. */
 export type Op =
-  | { kind: "create"; node: Omit<Node, "deleted" | "seq"> }
+  | { kind: "create"; node: Omit<Node, "deleted" | "deletedBy" | "seq"> }
   | { kind: "level"; id: string; level: AccessLevel }
   | { kind: "move"; id: string; parent: string }
   | { kind: "patient-ds"; id: string; datasourceId: string }
@@ -68,12 +70,10 @@ export function versionVisible(grants: Grants, then: State, now: State, id: stri
 export interface Model {
   /** The state after each applied op (index 0: before any). */
   readonly states: State[];
-  /** Each delete's root -> the identifiers it tombstoned (a cascading restore undoes exactly those). */
-  readonly deletedBy: Map<string, string[]>;
 }
 
 export function newModel(): Model {
-  return { states: [new Map()], deletedBy: new Map() };
+  return { states: [new Map()] };
 }
 
 export function current(model: Model): State {
@@ -82,20 +82,6 @@ export function current(model: Model): State {
 
 function clone(state: State): Map<string, Node> {
   return new Map([...state].map(([k, v]) => [k, { ...v }]));
-}
-
-function activeDescendants(state: State, id: string): string[] {
-  const out: string[] = [];
-  const walk = (p: string) => {
-    for (const n of [...state.values()].sort((a, b) => a.seq - b.seq)) {
-      if (n.parent === p && !n.deleted) {
-        out.push(n.id);
-        walk(n.id);
-      }
-    }
-  };
-  walk(id);
-  return out;
 }
 
 function isAncestor(state: State, maybeAncestor: string, of: string): boolean {
@@ -131,38 +117,50 @@ export function valid(state: State, op: Op): boolean {
 }
 
 /**
- * What a narrow writer's op does (docs/access.md, Writes), for the verbs the
- * suite sends as one: a create (a parent it may not see is a missing one; a
- * resource outside its grants afterwards is 403), a level change (an
- * identifier it may not see is unknown; a level that leaves the resource
- * outside its grants is 403) and a cascading delete (skipped when it may not
- * see the root; tombstones only what it may see, walking on only through
- * that). `ok` ops are applied with applyAs.
+ * What an op sent by a writer with these grants does (docs/access.md,
+ * Writes; API.md section 18), for a writer that may see everything too:
+ * - create: a parent it may not see is a missing one (400 DANGLING_PARENT);
+ *   a resource outside its grants afterwards is 403 OUTSIDE_GRANTS;
+ * - level, move, patient-ds (updates): an identifier it may not see is
+ *   unknown (400 UNKNOWN_IDENTIFIER); a new parent it may not see is a
+ *   missing one (400 DANGLING_PARENT; the current parent named again is no
+ *   new parent: nothing changes); a resource outside its grants afterwards
+ *   (a level above the clearance, a datasource not granted) is 403;
+ * - delete and restore always answer 200: what it may not see is skipped
+ *   (see tombstonedBy, restoredBy).
+ * Refused ops write nothing; the others are applied with applyAs.
  */
 export function writeOutcome(state: State, grants: Grants, op: Op): { status: 200 } | { status: 400 | 403; reason: string } {
   const sees = (id: string) => visible(grants, state, state, id);
+  const refused = (reason: string) => ({ status: reason === "OUTSIDE_GRANTS" ? (403 as const) : (400 as const), reason });
+  const after = clone(state);
   switch (op.kind) {
     case "create": {
-      if (op.node.parent !== null && !sees(op.node.parent)) return { status: 400, reason: "DANGLING_PARENT" };
-      const after = clone(state);
-      after.set(op.node.id, { ...op.node, deleted: false, seq: after.size });
-      return visible(grants, after, after, op.node.id) ? { status: 200 } : { status: 403, reason: "OUTSIDE_GRANTS" };
+      if (op.node.parent !== null && !sees(op.node.parent)) return refused("DANGLING_PARENT");
+      after.set(op.node.id, { ...op.node, deleted: false, deletedBy: null, seq: after.size });
+      return visible(grants, after, after, op.node.id) ? { status: 200 } : refused("OUTSIDE_GRANTS");
     }
-    case "level": {
-      if (!sees(op.id)) return { status: 400, reason: "UNKNOWN_IDENTIFIER" };
-      const after = clone(state);
-      (after.get(op.id) as Node).level = op.level;
-      return visible(grants, after, after, op.id) ? { status: 200 } : { status: 403, reason: "OUTSIDE_GRANTS" };
+    case "level":
+    case "patient-ds":
+    case "move": {
+      if (!sees(op.id)) return refused("UNKNOWN_IDENTIFIER");
+      const n = after.get(op.id) as Node;
+      if (op.kind === "level") n.level = op.level;
+      if (op.kind === "patient-ds") n.datasourceId = op.datasourceId;
+      if (op.kind === "move" && op.parent !== n.parent) {
+        if (!sees(op.parent)) return refused("DANGLING_PARENT");
+        n.parent = op.parent;
+      }
+      return visible(grants, after, after, op.id) ? { status: 200 } : refused("OUTSIDE_GRANTS");
     }
     case "delete":
+    case "restore":
       return { status: 200 };
-    default:
-      throw new Error(`the suite sends no ${op.kind} as a narrow writer`);
   }
 }
 
 /** The resources a cascading delete by these grants tombstones: the root and what they may see below, walking on only through that. */
-export function deletedByGrants(state: State, grants: Grants, id: string): string[] {
+export function tombstonedBy(state: State, grants: Grants, id: string): string[] {
   const sees = (x: string) => visible(grants, state, state, x);
   if (!sees(id)) return [];
   const out: string[] = [id];
@@ -178,51 +176,85 @@ export function deletedByGrants(state: State, grants: Grants, id: string): strin
   return out;
 }
 
-/** Applies an op sent by a writer with these grants (a delete tombstones deletedByGrants). */
-export function applyAs(model: Model, grants: Grants, op: Op): number {
-  if (op.kind !== "delete") {
-    apply(model, op);
-    return 1;
-  }
-  const next = clone(current(model));
-  const gone = deletedByGrants(next, grants, op.id);
-  for (const id of gone) (next.get(id) as Node).deleted = true;
-  if (gone.length > 0) model.deletedBy.set(op.id, gone);
-  model.states.push(next);
-  return gone.length;
+/**
+ * The resources a cascading restore by these grants brings back (API.md
+ * section 2): the tombstoned root if they may see it, and below it the
+ * tombstones of the same delete (the same stamp) that they may see, walking
+ * on only through those; an active or invisible root restores nothing.
+ */
+export function restoredBy(state: State, grants: Grants, id: string): string[] {
+  const sees = (x: string) => versionVisible(grants, state, state, x);
+  const root = state.get(id);
+  if (root === undefined || !root.deleted || !sees(id)) return [];
+  const out: string[] = [id];
+  const walk = (p: string) => {
+    for (const n of [...state.values()].sort((a, b) => a.seq - b.seq)) {
+      if (n.parent === p && n.deleted && n.deletedBy === root.deletedBy && sees(n.id)) {
+        out.push(n.id);
+        walk(n.id);
+      }
+    }
+  };
+  walk(id);
+  return out;
 }
 
-export function apply(model: Model, op: Op): void {
+/**
+ * Applies an op the service accepted from a writer with these grants and
+ * returns the count it answers (created, updated, deleted, restored): an
+ * update that changes nothing counts 0.
+ */
+export function applyAs(model: Model, grants: Grants, op: Op): number {
   const next = clone(current(model));
+  let count = 1;
   switch (op.kind) {
     case "create":
-      next.set(op.node.id, { ...op.node, deleted: false, seq: next.size });
+      next.set(op.node.id, { ...op.node, deleted: false, deletedBy: null, seq: next.size });
       break;
-    case "level":
-      (next.get(op.id) as Node).level = op.level;
+    case "level": {
+      const n = next.get(op.id) as Node;
+      if (n.level === op.level) count = 0;
+      n.level = op.level;
       break;
-    case "move":
-      (next.get(op.id) as Node).parent = op.parent;
+    }
+    case "move": {
+      const n = next.get(op.id) as Node;
+      if (n.parent === op.parent) count = 0;
+      n.parent = op.parent;
       break;
-    case "patient-ds":
-      (next.get(op.id) as Node).datasourceId = op.datasourceId;
+    }
+    case "patient-ds": {
+      const n = next.get(op.id) as Node;
+      if (n.datasourceId === op.datasourceId) count = 0;
+      n.datasourceId = op.datasourceId;
       break;
+    }
     case "delete": {
-      const gone = [op.id, ...activeDescendants(next, op.id)];
-      for (const id of gone) (next.get(id) as Node).deleted = true;
-      model.deletedBy.set(op.id, gone);
+      // Each delete's stamp is its own (the service's is the commit's clock value).
+      const gone = tombstonedBy(next, grants, op.id);
+      for (const id of gone) Object.assign(next.get(id) as Node, { deleted: true, deletedBy: model.states.length });
+      count = gone.length;
       break;
     }
     case "restore": {
-      for (const id of model.deletedBy.get(op.id) ?? [op.id]) {
-        const n = next.get(id) as Node;
-        if (n.deleted) n.deleted = false;
-      }
-      model.deletedBy.delete(op.id);
+      const back = restoredBy(next, grants, op.id);
+      for (const id of back) Object.assign(next.get(id) as Node, { deleted: false, deletedBy: null });
+      count = back.length;
       break;
     }
   }
   model.states.push(next);
+  return count;
+}
+
+/** Applies an op sent by the unrestricted writer. */
+export function apply(model: Model, op: Op): number {
+  return applyAs(model, ALL_GRANTS, op);
+}
+
+/** The key of the count in the answer to an op. */
+export function countKey(op: Op): "created" | "updated" | "deleted" | "restored" {
+  return op.kind === "create" ? "created" : op.kind === "delete" ? "deleted" : op.kind === "restore" ? "restored" : "updated";
 }
 
 /** The REST request that performs an op. */
@@ -256,17 +288,30 @@ export function restRequest(op: Op): { path: string; body: unknown } {
 }
 
 /**
+ * Where a writer with narrow grants aims half of its ops: at resources it
+ * may see, a patient of its datasource, levels within its clearance. Its
+ * other ops draw from everything, as the unrestricted writer's do, so they
+ * go into and out of its grants.
+ */
+export interface Aim {
+  readonly grants: Grants;
+  readonly datasource: string;
+}
+
+/**
  * Turns random numbers into an op that is valid in this state: the
  * generator draws choices, the state says what they mean, so every history
- * is one the service accepts.
+ * is one the service accepts (from a writer that may see everything).
  */
-export function opFrom(state: State, counter: { n: number }, draw: readonly number[]): Op | undefined {
+export function opFrom(state: State, counter: { n: number }, draw: readonly number[], aim?: Aim): Op | undefined {
   const pick = <T>(xs: readonly T[], i: number): T | undefined => (xs.length === 0 ? undefined : xs[i % xs.length]);
-  const all = [...state.values()].sort((a, b) => a.seq - b.seq);
+  const [kind = 0, a = 0, b = 0, c = 0, d = 0] = draw;
+  const inside = aim !== undefined && d % 2 === 0 ? aim : undefined;
+  const all = [...state.values()].sort((x, y) => x.seq - y.seq).filter((n) => inside === undefined || versionVisible(inside.grants, state, state, n.id));
   const active = all.filter((n) => !n.deleted);
   const ofType = (t: PayloadType) => active.filter((n) => n.type === t);
-  const [kind = 0, a = 0, b = 0, c = 0] = draw;
-  const level = LEVELS[c % 3] as AccessLevel;
+  const within = inside === undefined ? LEVELS : LEVELS.filter((l) => maySee(inside.grants, null, l));
+  const level = within[c % within.length] as AccessLevel;
   const fresh = (prefix: string) => `${prefix}-${++counter.n}`;
   let op: Op | undefined;
   // Leaves (files, annotations, artefacts) three times as often as the other kinds: the paths to objects and /artefacts/latest need them.
@@ -275,7 +320,7 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
     case 1: {
       // Patients hang under a datasource node, not always their own one.
       const dsNode = pick(ofType("datasource"), a);
-      op = { kind: "create", node: { id: fresh("pat"), type: "patient", parent: dsNode?.id ?? null, level, datasourceId: DATASOURCES[b % 3] } };
+      op = { kind: "create", node: { id: fresh("pat"), type: "patient", parent: dsNode?.id ?? null, level, datasourceId: inside?.datasource ?? DATASOURCES[b % 3] } };
       break;
     }
     case 2: {

@@ -8,7 +8,7 @@ import { Code } from "@connectrpc/connect";
 import { expect, it } from "vitest";
 import { ALL_GRANTS, grantsOf, type Grants, LOCAL_CALLER } from "../../src/access/index.js";
 import { reasonOf } from "../../src/errors.js";
-import { createRegistry, latestArtefact, objectPathVisible, type NewResource } from "../../src/store/index.js";
+import { createRegistry, createResourceStore, latestArtefact, objectPathVisible, type NewResource } from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
 
@@ -95,6 +95,28 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
     // Now outside `one`: unknown to it.
     expect(await ids([t.s1, t.f1], one)).toEqual([]);
     expect(await reason(store.update(callerWith(one), [[t.f1, { license: "x" }]]), Code.FailedPrecondition)).toBe("UNKNOWN_IDENTIFIER");
+  });
+
+  it("update and create: a parent the caller may not see is a missing one, also where it would close a cycle or pass the depth limit", async () => {
+    const { store, db } = backend();
+    const { t, one } = await setup();
+    // s1r (restricted) sits below p1, which `one` may see: moving p1 under it would close a cycle.
+    // The answer must be the one for a parent that does not exist, not CYCLE (which says that s1r
+    // exists and lies below p1, which no read tells `one`).
+    const missing = await reason(store.update(callerWith(one), [[t.s1, { parentIdentifier: `${t.p}nowhere` }]]), Code.FailedPrecondition);
+    expect(missing).toBe("DANGLING_PARENT");
+    expect(await reason(store.update(callerWith(one), [[t.p1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition)).toBe(missing);
+    // The same move by a caller who may see s1r is the cycle it is.
+    expect(await reason(store.update(LOCAL_CALLER, [[t.p1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition)).toBe("CYCLE");
+    const [p1] = await store.read(ALL_GRANTS, [t.p1]);
+    expect(p1).toMatchObject({ version: 1, parentIdentifier: t.ds1 });
+    // Nor where the hidden parent sits at the depth limit (s1r has two ancestors): TREE_TOO_DEEP would tell its depth.
+    const shallow = createResourceStore(db, { maxTreeDepth: 2 });
+    expect(await reason(shallow.update(callerWith(one), [[t.f1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition)).toBe(missing);
+    expect(await reason(shallow.create(callerWith(one), [res(`${t.p}deep`, "series", t.s1r, "internal")]), Code.FailedPrecondition)).toBe(missing);
+    // A parent it may see at the same depth (s1) is too deep, as it is.
+    expect(await reason(shallow.create(callerWith(one), [res(`${t.p}deep`, "series", t.s1, "internal")]), Code.FailedPrecondition)).toBe("TREE_TOO_DEEP");
+    expect(await ids([`${t.p}deep`])).toEqual([]);
   });
 
   it("delete and restore: invisible identifiers are skipped; a cascade stops at what the caller may not see", async () => {
