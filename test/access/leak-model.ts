@@ -118,7 +118,7 @@ export function valid(state: State, op: Op): boolean {
 
 /**
  * What an op sent by a writer with these grants does (docs/access.md,
- * Writes; API.md section 18), for a writer that may see everything too:
+ * Writes; docs/contract/18-access.md), for a writer that may see everything too:
  * - create: a parent it may not see is a missing one (400 DANGLING_PARENT);
  *   a resource outside its grants afterwards is 403 OUTSIDE_GRANTS;
  * - level, move, patient-ds (updates): an identifier it may not see is
@@ -177,8 +177,8 @@ export function tombstonedBy(state: State, grants: Grants, id: string): string[]
 }
 
 /**
- * The resources a cascading restore by these grants brings back (API.md
- * section 2): the tombstoned root if they may see it, and below it the
+ * The resources a cascading restore by these grants brings back
+ * (docs/contract/02-mutations.md): the tombstoned root if they may see it, and below it the
  * tombstones of the same delete (the same stamp) that they may see, walking
  * on only through those; an active or invisible root restores nothing.
  */
