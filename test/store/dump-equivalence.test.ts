@@ -16,14 +16,11 @@
 // several actors through different callers (one with narrower grants,
 // whose writes outside them are refused). Refused writes write nothing, as
 // in production.
-import { mkdtemp, cp, rm } from "node:fs/promises";
 import { randomBytes } from "node:crypto";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { PassThrough, Readable } from "node:stream";
+import { Readable } from "node:stream";
 import { create, fromJson, type MessageInitShape } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
 import { ALL_GRANTS, type Caller, type Grants } from "../../src/access/index.js";
 import {
@@ -46,7 +43,6 @@ import {
   restoreResources,
   ts,
   updateResources,
-  writeDump,
   type Db,
   type EventFilter,
   type NewResource,
@@ -55,6 +51,7 @@ import {
   type ResourcePatch,
 } from "../../src/store/index.js";
 import { callerWith } from "../support/caller.js";
+import { dumpToBuffer, pgliteStores } from "./dump-support.js";
 import { createTestDatabase, postgresReachable, REQUIRE_POSTGRES, type TestDatabase } from "../support/postgres.js";
 import { fromMicros, micros } from "./helpers.js";
 
@@ -447,23 +444,9 @@ async function resolutions(db: Db, built: Built): Promise<unknown[]> {
   return out;
 }
 
-const dirs: string[] = [];
-async function freshPglite(): Promise<Db> {
-  const dir = await mkdtemp(join(tmpdir(), "rs-dump-eq-"));
-  dirs.push(dir);
-  await cp(inject("pgliteTemplate"), join(dir, "pglite"), { recursive: true });
-  const db = await openDatabase({ dataDir: dir });
-  await migrate(db);
-  return db;
-}
-
-async function dumpOf(db: Db): Promise<Buffer> {
-  const sink = new PassThrough();
-  const chunks: Buffer[] = [];
-  sink.on("data", (c: Buffer) => chunks.push(c));
-  await writeDump(db, sink, { batchSize: 50 });
-  return Buffer.concat(chunks);
-}
+const stores = pgliteStores("rs-dump-eq-");
+const freshPglite = stores.open;
+const dumpOf = (db: Db): Promise<Buffer> => dumpToBuffer(db, { batchSize: 50 });
 
 describe(`dump and restore answer every read path as the source (seed ${SEED})`, () => {
   let source: Db;
@@ -497,7 +480,7 @@ describe(`dump and restore answer every read path as the source (seed ${SEED})`,
   afterAll(async () => {
     await source?.close();
     await pg?.drop();
-    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+    await stores.removeAll();
   });
 
   it("the history used every verb, several actors, the registry and artefacts", async () => {

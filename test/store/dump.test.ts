@@ -5,12 +5,9 @@
 // An incremental dump continues it. A store that is not empty, a cut dump, a
 // changed byte and a newer format are refused, and leave the target empty.
 import { randomBytes } from "node:crypto";
-import { PassThrough, Readable, Writable } from "node:stream";
+import { Readable, Writable } from "node:stream";
 import { gunzipSync, gzipSync } from "node:zlib";
-import { cp, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeDumpError } from "../../src/cli/dump.js";
 import {
   createRegistry,
@@ -29,29 +26,16 @@ import {
   writeDump,
   type Db,
 } from "../../src/store/index.js";
+import { dumpToBuffer, pgliteStores } from "./dump-support.js";
 import { createTestDatabase, postgresReachable, REQUIRE_POSTGRES, type TestDatabase } from "../support/postgres.js";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
-async function dumpBytes(db: Db, since?: string): Promise<Buffer> {
-  const sink = new PassThrough();
-  const chunks: Buffer[] = [];
-  sink.on("data", (c: Buffer) => chunks.push(c));
-  await writeDump(db, sink, { batchSize: 7, ...(since !== undefined ? { since } : {}) });
-  return Buffer.concat(chunks);
-}
+const dumpBytes = (db: Db, since?: string): Promise<Buffer> => dumpToBuffer(db, { batchSize: 7, ...(since !== undefined ? { since } : {}) });
 
 const restoreFrom = (db: Db, bytes: Buffer) => restoreDump(db, Readable.from([bytes]), { batchSize: 5 });
 
-const dirs: string[] = [];
-/** An embedded store from the run's initialised PGlite directory (test/support/global-setup.ts): no initdb. */
-async function freshPglite(): Promise<Db> {
-  const dir = await mkdtemp(join(tmpdir(), "rs-dump-"));
-  dirs.push(dir);
-  await cp(inject("pgliteTemplate"), join(dir, "pglite"), { recursive: true });
-  const db = await openDatabase({ dataDir: dir });
-  await migrate(db);
-  return db;
-}
+const stores = pgliteStores("rs-dump-");
+const freshPglite = stores.open;
 
 /** Everything a read can see: every version with its period, the registry, the clock. */
 async function contents(db: Db): Promise<unknown> {
@@ -153,7 +137,7 @@ describe("dump and restore", () => {
   afterAll(async () => {
     await source?.close();
     await pg?.drop();
-    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+    await stores.removeAll();
   });
 
   it("writes a header, every version in order with its kind, the registry rows and a trailer", () => {
