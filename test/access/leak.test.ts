@@ -78,8 +78,7 @@ async function replay(writer: ReturnType<typeof caller>, narrowWriter: ReturnTyp
   const model = newModel();
   const points: string[] = [];
   await sleep(2);
-  points.push(stampNow());
-  await sleep(2);
+  await markPoint(points);
   const counter = { n: 0 };
   // The datasources, and a spine below each (a patient of the next datasource, a study, a series, at shifted levels), so that leaves come early.
   const seed: Op[] = [
@@ -90,15 +89,7 @@ async function replay(writer: ReturnType<typeof caller>, narrowWriter: ReturnTyp
       { kind: "create", node: { id: `ser-s${i}`, type: "series", parent: `stu-s${i}`, level: LEVELS[(i + 2) % 3] ?? "public" } },
     ]),
   ];
-  const ops = [...seed];
-  for (const op of ops) {
-    const { path, body } = restRequest(op);
-    const res = await writer.post(path, body);
-    expect(res.status, JSON.stringify(res.json)).toBe(200);
-    apply(model, op);
-    points.push(stampNow());
-    await sleep(2);
-  }
+  for (const op of seed) await writeUnrestricted(writer, model, points, op);
   for (const draw of draws) {
     const narrow = Math.floor((draw[0] ?? 0) / 14) % 3 === 0;
     const op = opFrom(current(model), counter, draw, narrow ? { grants: NARROW, datasource: "ds-1" } : undefined);
@@ -117,10 +108,24 @@ async function replay(writer: ReturnType<typeof caller>, narrowWriter: ReturnTyp
     expect(res.status, ctx).toBe(200);
     const n = applyAs(model, as.grants, op);
     expect(res.json, ctx).toEqual({ [countKey(op)]: n });
-    points.push(stampNow());
-    await sleep(2);
+    await markPoint(points);
   }
   return { model, points };
+}
+
+/** The read point after a write: taken after the answer, then a pause longer than the clock's resolution. */
+async function markPoint(points: string[]): Promise<void> {
+  points.push(stampNow());
+  await sleep(2);
+}
+
+/** Sends an op as the unrestricted writer, which must take it; applies it to the model and marks the read point after it. */
+async function writeUnrestricted(writer: ReturnType<typeof caller>, model: Model, points: string[], op: Op): Promise<void> {
+  const { path, body } = restRequest(op);
+  const res = await writer.post(path, body);
+  expect(res.status, JSON.stringify(res.json)).toBe(200);
+  apply(model, op);
+  await markPoint(points);
 }
 
 const PARQUET = writeFixture(4, 4).bytes;
@@ -390,12 +395,7 @@ async function register(writer: ReturnType<typeof caller>, model: Model, points:
     out.push({ datasourceId, uid, patient: p.json.identifier as string, accession, study: st.json.identifier as string });
     if (i % 2 === 1) {
       const op = { kind: "create" as const, node: { id: p.json.identifier as string, type: "patient" as const, parent: null, level: LEVELS[Math.floor(d / 4) % 3] ?? "public", datasourceId } };
-      const { path, body } = restRequest(op);
-      const res = await writer.post(path, body);
-      expect(res.status, JSON.stringify(res.json)).toBe(200);
-      apply(model, op);
-      points.push(stampNow());
-      await sleep(2);
+      await writeUnrestricted(writer, model, points, op);
     }
   }
   return out;
