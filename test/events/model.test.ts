@@ -88,6 +88,21 @@ async function run(store: ResourceStore, p: string, batch: Batch): Promise<strin
 
 type LogEvent = [at: string, identifier: string, kind: string, version: number];
 
+/** Runs the batches through the store (identifiers prefixed by p) and appends the events the model predicts for each commit to log; the last commit's stamp. */
+async function writeBatches(store: ResourceStore, p: string, batches: readonly Batch[], log: LogEvent[]): Promise<string | undefined> {
+  let state: State = new Map();
+  let last: string | undefined;
+  for (const batch of batches) {
+    const at = await run(store, p, batch);
+    if (at === undefined) continue;
+    const predicted = apply(state, batch, at);
+    log.push(...modelEvents(p, state, predicted.next, at));
+    state = predicted.next;
+    last = at;
+  }
+  return last;
+}
+
 /** The model's events of one committed batch: every row whose version moved, with its kind. */
 function modelEvents(p: string, before: State, after: State, at: string): LogEvent[] {
   const out: LogEvent[] = [];
@@ -173,21 +188,7 @@ describe.skipIf(!pgOk)("the feed against a model, two processes on one PostgreSQ
           const watchers = stopsPerWatcher.map((stops) => watcher(since, stops, () => end.at));
           const log: LogEvent[] = [];
           // Two writers at once, each on its own process's pool, each with its own identifiers.
-          const writers = [batchesA, batchesB].map(async (batches, w) => {
-            const store = createResourceStore(servers[w]!.app.db);
-            const p = `${run0}${w}-`;
-            let state: State = new Map();
-            let last: string | undefined;
-            for (const batch of batches) {
-              const at = await run(store, p, batch);
-              if (at === undefined) continue;
-              const predicted = apply(state, batch, at);
-              log.push(...modelEvents(p, state, predicted.next, at));
-              state = predicted.next;
-              last = at;
-            }
-            return last;
-          });
+          const writers = [batchesA, batchesB].map((batches, w) => writeBatches(createResourceStore(servers[w]!.app.db), `${run0}${w}-`, batches, log));
           const lasts = (await Promise.all(writers)).filter((x): x is string => x !== undefined);
           // Nothing committed at all: wait until the watchers are past a fresh read point.
           end.at = lasts.length > 0 ? lasts.sort().at(-1) : await now();
@@ -378,18 +379,7 @@ describe.skipIf(!pgOk)("the feed against a model through the client library, the
           const log: LogEvent[] = [];
           // Every run has one commit of five resources: larger than EVENTS_MAX_MESSAGE_BYTES, so split.
           const big: Batch = { kind: "create", items: POOL.map((p) => ({ id: p, parent: null, name: "n1" })) };
-          const writers = [[big, ...batchesA], batchesB].map(async (batches, w) => {
-            const store = createResourceStore(servers[w]!.app.db);
-            const p = `${run0}${w}-`;
-            let state: State = new Map();
-            for (const batch of batches) {
-              const at = await run(store, p, batch);
-              if (at === undefined) continue;
-              const predicted = apply(state, batch, at);
-              log.push(...modelEvents(p, state, predicted.next, at));
-              state = predicted.next;
-            }
-          });
+          const writers = [[big, ...batchesA], batchesB].map((batches, w) => writeBatches(createResourceStore(servers[w]!.app.db), `${run0}${w}-`, batches, log));
           await Promise.all(writers);
           writing = false;
           await chaos;
