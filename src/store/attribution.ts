@@ -54,16 +54,16 @@ const MAINTAIN = `WITH RECURSIVE
            CASE WHEN g.payload_type = 'patient' THEN g.payload->>'datasource_id' ELSE h.ds END AS ds
       FROM given g LEFT JOIN handed h ON h.identifier = g.parent_identifier
   ),
-  down(identifier, ds, attr, stored, go) AS (
+  down(root, identifier, ds, attr, stored, go) AS (
     -- A first version (a fresh create) has no children but those written
     -- with it, which are rows of base themselves: no walk below it.
-    SELECT b.identifier, b.ds,
+    SELECT b.identifier, b.identifier, b.ds,
            CASE WHEN b.payload_type = 'datasource' THEN b.identifier ELSE b.ds END, b.datasource_id,
            b.version > 1 AND (b.payload_type = 'datasource' OR b.datasource_id IS DISTINCT FROM
              (CASE WHEN b.payload_type = 'datasource' THEN b.identifier ELSE b.ds END))
       FROM base b
     UNION
-    SELECT c.identifier, d.ds,
+    SELECT d.root, c.identifier, d.ds,
            CASE WHEN c.payload_type = 'datasource' THEN c.identifier ELSE d.ds END, c.datasource_id,
            c.payload_type = 'datasource' OR c.datasource_id IS DISTINCT FROM
              (CASE WHEN c.payload_type = 'datasource' THEN c.identifier ELSE d.ds END)
@@ -92,16 +92,38 @@ const MAINTAIN = `WITH RECURSIVE
     SELECT identifier, attr, (SELECT last FROM clock), 'infinity' FROM changes WHERE attr IS NOT NULL
     RETURNING 1
   )
-SELECT (SELECT count(*) FROM set_now)::int AS n, (SELECT count(*) FROM closed)::int AS closed, (SELECT count(*) FROM opened)::int AS opened`;
+SELECT (SELECT count(*) FROM set_now)::int AS n, (SELECT count(*) FROM closed)::int AS closed, (SELECT count(*) FROM opened)::int AS opened,
+       -- Every change of a datasource that was set (from -> to), with the written resource that brought it.
+       (SELECT coalesce(json_agg(m), '[]') FROM (SELECT DISTINCT root, stored AS "from", attr AS "to" FROM down
+          WHERE stored IS NOT NULL AND stored IS DISTINCT FROM attr) m) AS moved`;
+
+interface Moved {
+  root: string;
+  from: string;
+  to: string | null;
+}
 
 /**
  * Brings the attribution of the resources `ids` (just written in this
  * transaction) and of everything below them up to date, stamped with the
  * transaction's clock. Call once per transaction, after the writes.
+ *
+ * A caller without every datasource may move resources only from one of its
+ * datasources to another (docs/access.md, writes): a resource that had a
+ * datasource must keep one it is granted. Else 403 OUTSIDE_GRANTS, naming
+ * the written resources that would have moved it. Without this, a writer of
+ * one datasource could move a study it sees to the root (or re-create a
+ * tombstone of another datasource there) and so hand the study's hidden
+ * descendants, which keep no datasource of their own, to the callers of
+ * every datasource.
  */
-export async function maintainAttribution(tx: Queryable, ids: readonly string[]): Promise<void> {
+export async function maintainAttribution(tx: Queryable, ids: readonly string[], grants: Grants): Promise<void> {
   if (ids.length === 0) return;
-  await tx.query(MAINTAIN, [[...new Set(ids)]]);
+  const { rows } = await tx.query<{ moved: Moved[] }>(MAINTAIN, [[...new Set(ids)]]);
+  const granted = grants.datasources;
+  if (granted === "all") return;
+  const refused = (rows[0]?.moved ?? []).filter((m) => !granted.has(m.from) || m.to === null || !granted.has(m.to));
+  if (refused.length > 0) throw outsideGrants([...new Set(refused.map((m) => m.root))]);
 }
 
 /** Whether an update from `before` to `after` may change attribution: a new parent, or a patient's new datasource_id. */

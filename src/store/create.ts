@@ -94,7 +94,7 @@ export async function createResources(db: Db, caller: Caller, items: readonly Ne
     );
     await checkTree(tx, ids, { max: maxTreeDepth, descendants: false, parentsSet: withParent });
     // Access (docs/contract/18-access.md): attribution kept, then everything written within the grants.
-    await maintainAttribution(tx, ids);
+    await maintainAttribution(tx, ids, grants);
     await checkWithinGrants(tx, grants, ids, withParent);
     return { count: rows.length, at };
   });

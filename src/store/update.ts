@@ -164,7 +164,7 @@ export async function updateResources(
     // A re-parented resource takes its subtree with it.
     await checkTree(tx, changedParents, { max: maxTreeDepth, descendants: true, parentsSet: changedParents });
     // Access: attribution kept (a re-parent moves the subtree), then everything written within the grants.
-    await maintainAttribution(tx, next.filter((r) => attributionMayChange(current.get(r.identifier), r)).map((r) => r.identifier));
+    await maintainAttribution(tx, next.filter((r) => attributionMayChange(current.get(r.identifier), r)).map((r) => r.identifier), grants);
     await checkWithinGrants(tx, grants, next.map((r) => r.identifier), changedParents);
     return { count: next.length, at };
   });

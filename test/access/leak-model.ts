@@ -125,7 +125,10 @@ export function valid(state: State, op: Op): boolean {
  *   unknown (400 UNKNOWN_IDENTIFIER); a new parent it may not see is a
  *   missing one (400 DANGLING_PARENT; the current parent named again is no
  *   new parent: nothing changes); a resource outside its grants afterwards
- *   (a level above the clearance, a datasource not granted) is 403;
+ *   (a level above the clearance, a datasource not granted) is 403, and so
+ *   is one that takes any resource below it from a datasource to none (or
+ *   from or to a datasource not granted), for a writer without every
+ *   datasource;
  * - delete and restore always answer 200: what it may not see is skipped
  *   (see tombstonedBy, restoredBy).
  * Refused ops write nothing; the others are applied with applyAs.
@@ -151,12 +154,30 @@ export function writeOutcome(state: State, grants: Grants, op: Op): { status: 20
         if (!sees(op.parent)) return refused("DANGLING_PARENT");
         n.parent = op.parent;
       }
+      if (movesOutOfDatasources(grants, state, after)) return refused("OUTSIDE_GRANTS");
       return visible(grants, after, after, op.id) ? { status: 200 } : refused("OUTSIDE_GRANTS");
     }
     case "delete":
     case "restore":
       return { status: 200 };
   }
+}
+
+/**
+ * Whether a write by these grants takes any resource (seen or not, active or
+ * tombstoned) from a datasource to none, or from or to a datasource not
+ * granted: only a writer with every datasource may (docs/access.md, Writes).
+ */
+function movesOutOfDatasources(grants: Grants, before: State, after: State): boolean {
+  const granted = grants.datasources;
+  if (granted === "all") return false;
+  for (const id of after.keys()) {
+    const from = attribution(before, id);
+    const to = attribution(after, id);
+    if (from === null || from === to) continue;
+    if (!granted.has(from) || to === null || !granted.has(to)) return true;
+  }
+  return false;
 }
 
 /** The resources a cascading delete by these grants tombstones: the root and what they may see below, walking on only through that. */
@@ -356,10 +377,11 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
       break;
     }
     case 8: {
-      // Re-parenting across datasources: a study to another patient, or a series to another study.
+      // Re-parenting across datasources: a study to another patient (or, one time in four, straight
+      // under a datasource node, where it has no datasource), or a series to another study.
       const s = pick([...ofType("study"), ...ofType("series")], a);
       if (s) {
-        const p = pick(ofType(s.type === "study" ? "patient" : "study"), b);
+        const p = pick(ofType(s.type === "series" ? "study" : b % 4 === 0 ? "datasource" : "patient"), b);
         if (p) op = { kind: "move", id: s.id, parent: p.id };
       }
       break;

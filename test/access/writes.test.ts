@@ -97,6 +97,40 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
     expect(await reason(store.update(callerWith(one), [[t.f1, { license: "x" }]]), Code.FailedPrecondition)).toBe("UNKNOWN_IDENTIFIER");
   });
 
+  it("update and create: a writer without every datasource cannot move what it sees out of its datasources, taking hidden descendants along", async () => {
+    const { store } = backend();
+    const { t, one, two } = await setup();
+    // h: restricted, below s1 (internal, ds1); `one` sees s1 but not h.
+    const h = `${t.p}h`;
+    await store.create(LOCAL_CALLER, [res(h, "series", t.s1, "restricted")]);
+    const ds2Restricted = grantsOf([{ kind: "datasource", id: t.ds2 }, { kind: "clearance", level: "restricted" }]);
+    expect(await ids([h], ds2Restricted)).toEqual([]);
+    // To the root, or directly below the datasource node (a datasource node hands down no datasource):
+    // s1 and h would have none, and every datasource's restricted callers would see h.
+    for (const parentIdentifier of [null, t.ds1]) {
+      const err = await expectCode(store.update(callerWith(one), [[t.s1, { parentIdentifier }]]), Code.PermissionDenied);
+      expect(reasonOf(err)).toBe("OUTSIDE_GRANTS");
+      expect(err.rawMessage).toContain(t.s1);
+      expect(err.rawMessage).not.toContain(h);
+    }
+    expect(await ids([h], ds2Restricted)).toEqual([]);
+    const [s1] = await store.read(ALL_GRANTS, [t.s1]);
+    expect(s1).toMatchObject({ version: 1, parentIdentifier: t.p1 });
+    // A tombstone of another datasource re-created at the root by `one` would hand over f2,
+    // which the delete (no cascade) left active below it.
+    await store.delete(LOCAL_CALLER, [t.s2]);
+    expect(await reason(store.create(callerWith(one), [res(t.s2, "study", null, "public")]), Code.PermissionDenied)).toBe("OUTSIDE_GRANTS");
+    expect(await reason(store.create(callerWith(one), [res(t.s2, "study", t.p1, "public")]), Code.PermissionDenied)).toBe("OUTSIDE_GRANTS");
+    expect(await ids([t.s2, t.f2], one)).toEqual([]);
+    // Between datasources it holds, a writer may move; so may one with every datasource, to the root too.
+    expect((await store.update(callerWith(two), [[t.s1, { parentIdentifier: t.p2 }]])).count).toBe(1);
+    expect(await ids([h], ds2Restricted)).toEqual([h]);
+    expect((await store.update(LOCAL_CALLER, [[t.s1, { parentIdentifier: null }]])).count).toBe(1);
+    // Once it has no datasource, `one` may move it into ds1 (that hides it from the others).
+    expect((await store.update(callerWith(one), [[t.s1, { parentIdentifier: t.p1 }]])).count).toBe(1);
+    expect(await ids([h], ds2Restricted)).toEqual([]);
+  });
+
   it("update and create: a parent the caller may not see is a missing one, also where it would close a cycle or pass the depth limit", async () => {
     const { store, db } = backend();
     const { t, one } = await setup();
