@@ -1,8 +1,9 @@
 // Dump and restore of a whole store (issue 34): every version of every
 // resource with its period, and the registry's rows and key fingerprints, as
-// one gzip stream of NDJSON lines closed by a trailer with counts and a
-// SHA-256. The format, and why this works on the database and not over the
-// API, is docs/dump-format.md: change both together.
+// one gzip stream of NDJSON lines (format version 2: each section's columns
+// named once, each record an array of values) closed by a trailer with
+// counts and a SHA-256. The format, and why this works on the database and
+// not over the API, is docs/dump-format.md: change both together.
 //
 // Memory stays flat: the writer reads through a server-side cursor in one
 // read-only snapshot and writes as it reads (the gzip stream's backpressure
@@ -19,8 +20,8 @@ import { inlineParams } from "./copy-out.js";
 import { rebuildAttribution } from "./attribution.js";
 
 export const DUMP_FORMAT = "resource-store-dump";
-/** The format this code writes, and the newest it reads (docs/dump-format.md). */
-export const DUMP_FORMAT_VERSION = 1;
+/** The format this code writes, and the newest it reads (docs/dump-format.md); it reads version 1 too. */
+export const DUMP_FORMAT_VERSION = 2;
 
 const SECTIONS = ["versions", "registry_keys", "registry_key_chains", "registry_patients", "registry_studies"] as const;
 
@@ -109,73 +110,83 @@ const json = (expr: string): string => `coalesce(to_json(${expr})::text, 'null')
 /** A timestamp column as a JSON string (or null), as the API writes it. */
 const jsonTs = (expr: string): string => `coalesce('"' || ${ts(expr)} || '"', 'null')`;
 
-/**
- * The text of a version line (docs/dump-format.md, `version`), over the
- * history row `h` and the version before it (`h.prev_is_deleted`,
- * `h.prev_created_at`: null for none). Built in the statement, the `kind`
- * too (kindOf's rule), so the client takes the line as it comes: PostgreSQL
- * streams it by COPY straight into the compressor, PGlite hands it out a
- * cursor batch at a time. `payload` is the stored jsonb's own text; an int8
- * above 2^53 is written as a string.
- */
-/** kindOf's rule over the history row `h` and the version before it. */
+/** kindOf's rule over the history row `h` and the version before it (`h.prev_is_deleted`, `h.prev_created_at`: null for none). */
 const KIND_SQL = `CASE WHEN h.version = 1 OR h.prev_is_deleted IS NULL THEN 'created' WHEN h.is_deleted THEN 'deleted'
       WHEN h.prev_is_deleted THEN CASE WHEN h.created_at = h.prev_created_at THEN 'restored' ELSE 'created' END
       ELSE 'updated' END`;
+/** A version's JSON text: a number up to 2^53, else a string. */
+const VERSION_SQL = `CASE WHEN h.version <= 9007199254740991 THEN h.version::text ELSE '"' || h.version || '"' END`;
 
-function versionLine(actor: string): string {
-  const kind = KIND_SQL;
-  return `'{"record":"version","identifier":' || ${json("h.identifier")}
-      || ',"version":' || CASE WHEN h.version <= 9007199254740991 THEN h.version::text ELSE '"' || h.version || '"' END
-      || ',"from":' || ${jsonTs("h.tx_from")}
-      || ',"to":' || CASE WHEN h.tx_to = 'infinity' THEN 'null' ELSE ${jsonTs("h.tx_to")} END
-      || ',"kind":"' || ${kind}
-      || '","actor":' || ${json(actor)} || ',"payload_type":' || ${json("h.payload_type")}
-      || ',"parent_identifier":' || ${json("h.parent_identifier")} || ',"license":' || ${json("h.license")}
-      || ',"access_level":' || ${json("h.access_level")} || ',"derived_from":' || ${json("h.derived_from")}
-      || ',"payload":' || h.payload::text || ',"created_at":' || ${jsonTs("h.created_at")}
-      || ',"is_deleted":' || h.is_deleted::text || ',"deleted_by":' || ${jsonTs("h.deleted_by")} || '}'`;
-}
+/** How a value of a version column is written (VersionEncoder). */
+const STRING = 0; // text, as a JSON string
+const RAW = 1; // text that is already JSON
+const STAMP = 2; // a timestamp as a JSON string; infinity (an open period) as null
+const BOOL = 3;
+const KIND = 4; // kindOf, from this row and the version before it
 
 /**
- * The columns of a version for PostgreSQL's binary COPY: every value as it
- * is stored (timestamps as integers, strings unescaped), so the server does
- * no formatting and this process writes the line (encodeVersions). The
- * cheap parts come formatted: the version as its JSON text, the kind,
- * derived_from and the payload as JSON text.
+ * The columns of the `versions` section (docs/dump-format.md), in the order
+ * of the section line and of every record, and how each is written: by the
+ * client from PostgreSQL's binary COPY of the stored value (`copy`, written
+ * as `encoding` says; the kind has no column, the client derives it), or
+ * as JSON text by the statement itself on PGlite (`sql`). The two give the
+ * same bytes. The payload is last, so a reader finds its text at the end
+ * of the line.
  */
-function versionColumnsSql(actor: string): string {
-  return `h.identifier, CASE WHEN h.version <= 9007199254740991 THEN h.version::text ELSE '"' || h.version || '"' END,
-    h.tx_from, h.tx_to, ${KIND_SQL}, ${actor}, h.payload_type, h.parent_identifier, h.license, h.access_level,
-    to_json(h.derived_from)::text, h.payload::text, h.created_at, h.is_deleted, h.deleted_by`;
+interface VersionColumn {
+  readonly name: string;
+  readonly copy: string | undefined;
+  readonly encoding: number;
+  readonly sql: string;
 }
-const VERSION_FIELDS = 15;
+const versionColumns = (actor: string): readonly VersionColumn[] => [
+  { name: "identifier", copy: "h.identifier", encoding: STRING, sql: json("h.identifier") },
+  { name: "version", copy: VERSION_SQL, encoding: RAW, sql: VERSION_SQL },
+  { name: "from", copy: "h.tx_from", encoding: STAMP, sql: jsonTs("h.tx_from") },
+  { name: "to", copy: "h.tx_to", encoding: STAMP, sql: `CASE WHEN h.tx_to = 'infinity' THEN 'null' ELSE ${jsonTs("h.tx_to")} END` },
+  { name: "kind", copy: undefined, encoding: KIND, sql: `'"' || ${KIND_SQL} || '"'` },
+  { name: "actor", copy: actor, encoding: STRING, sql: json(actor) },
+  { name: "payload_type", copy: "h.payload_type", encoding: STRING, sql: json("h.payload_type") },
+  { name: "parent_identifier", copy: "h.parent_identifier", encoding: STRING, sql: json("h.parent_identifier") },
+  { name: "license", copy: "h.license", encoding: STRING, sql: json("h.license") },
+  { name: "access_level", copy: "h.access_level", encoding: STRING, sql: json("h.access_level") },
+  { name: "derived_from", copy: "to_json(h.derived_from)::text", encoding: RAW, sql: json("h.derived_from") },
+  { name: "created_at", copy: "h.created_at", encoding: STAMP, sql: jsonTs("h.created_at") },
+  { name: "is_deleted", copy: "h.is_deleted", encoding: BOOL, sql: "h.is_deleted::text" },
+  { name: "deleted_by", copy: "h.deleted_by", encoding: STAMP, sql: jsonTs("h.deleted_by") },
+  { name: "payload", copy: "h.payload::text", encoding: RAW, sql: "h.payload::text" },
+];
+/** The columns' names: the same whatever the source's schema (a source without actors writes null). */
+const VERSION_COLUMN_NAMES: readonly string[] = versionColumns("NULL").map((c) => c.name);
+
+/** A record of the versions section built by the statement (PGlite): its JSON array, the kind too. */
+const versionLineSql = (actor: string): string => `'[' || ${versionColumns(actor).map((c) => c.sql).join(" || ',' || ")} || ']'`;
+
+/**
+ * The fields of PostgreSQL's binary COPY of a version: every stored value as
+ * it is (timestamps as integers, strings unescaped), so the server formats
+ * nothing but the version's JSON text and derived_from; no kind (the
+ * client derives it), but for an incremental dump the version before each
+ * (`prev_is_deleted`, `prev_created_at`) last.
+ */
+function versionCopySql(actor: string, incremental: boolean): string {
+  const fields = versionColumns(actor).flatMap((c) => (c.copy === undefined ? [] : [c.copy]));
+  if (incremental) fields.push("h.prev_is_deleted", "h.prev_created_at");
+  return fields.join(", ");
+}
 
 /** Microseconds from the Unix epoch to PostgreSQL's (2000-01-01), in milliseconds. */
 const PG_EPOCH_MS = 946_684_800_000;
 
 const latin1 = (text: string): Buffer => Buffer.from(text, "latin1");
-/** The constant bytes of a version line, in order (docs/dump-format.md, `version`). */
-const LINE = {
-  start: latin1('{"record":"version","identifier":'),
-  version: latin1(',"version":'),
-  from: latin1(',"from":'),
-  to: latin1(',"to":'),
-  kind: latin1(',"kind":"'),
-  actor: latin1('","actor":'),
-  payloadType: latin1(',"payload_type":'),
-  parent: latin1(',"parent_identifier":'),
-  license: latin1(',"license":'),
-  access: latin1(',"access_level":'),
-  derived: latin1(',"derived_from":'),
-  payload: latin1(',"payload":'),
-  created: latin1(',"created_at":'),
-  deleted: latin1(',"is_deleted":'),
-  deletedBy: latin1(',"deleted_by":'),
-  end: latin1("}\n"),
-  null: latin1("null"),
-  true: latin1("true"),
-  false: latin1("false"),
+const NULL_BYTES = latin1("null");
+const TRUE_BYTES = latin1("true");
+const FALSE_BYTES = latin1("false");
+const KIND_BYTES: Record<Kind, Buffer> = {
+  created: latin1('"created"'),
+  updated: latin1('"updated"'),
+  deleted: latin1('"deleted"'),
+  restored: latin1('"restored"'),
 };
 
 /** Bytes written one after another into a buffer that grows as needed. */
@@ -190,6 +201,10 @@ class ByteWriter {
     const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n));
     this.buf.copy(bigger, 0, 0, this.pos);
     this.buf = bigger;
+  }
+  byte(b: number): void {
+    this.room(1);
+    this.buf[this.pos++] = b;
   }
   // Short pieces are copied by a loop: a native copy's call costs more than a few dozen bytes.
   put(bytes: Buffer): void {
@@ -253,25 +268,65 @@ function putStamp(out: ByteWriter, micros: number, cache: { second: number; text
   out.pos = at + 8;
 }
 
+/** Whether two fields (start, end) of COPY rows hold the same bytes. */
+function sameBytes(a: Buffer, as: number, ae: number, b: Buffer, bs: number, be: number): boolean {
+  if (ae - as !== be - bs) return false;
+  for (let i = 0; i < ae - as; i++) if (a[as + i] !== b[bs + i]) return false;
+  return true;
+}
+
 /**
- * PostgreSQL's binary COPY rows of versionColumnsSql, as dump lines: fed
- * chunks as they come (a row may span two), it returns the bytes of the
- * complete rows of each and counts them. Strings are escaped by
+ * PostgreSQL's binary COPY rows of versionCopySql, as records of the
+ * versions section: fed chunks as they come (a row may span two), it
+ * returns the bytes of the complete rows of each and counts them. Each
+ * column is written as versionColumns says. Strings are escaped by
  * JSON.stringify, which escapes exactly what PostgreSQL's to_json does (the
  * quote, the backslash, control characters, in the same forms), so the
- * lines are those the statement of the embedded store builds, byte for byte.
- * The text is handled as latin1, one character a byte: UTF-8 text passes
- * through unchanged (every byte JSON escapes is ASCII, and a multi-byte
- * character's bytes are all above 0x7f), and neither decoding nor encoding
- * validates or converts anything.
+ * records are those the statement of the embedded store builds, byte for
+ * byte. The text is handled as latin1, one character a byte: UTF-8 text
+ * passes through unchanged (every byte JSON escapes is ASCII, and a
+ * multi-byte character's bytes are all above 0x7f), and neither decoding
+ * nor encoding validates or converts anything.
+ *
+ * The kind is kindOf's, from the version before: in a full dump the row
+ * before, when it is of the same identifier (the rows come in key order,
+ * every version of each); in an incremental one the last two fields.
  */
 class VersionEncoder {
   private rest: Buffer | undefined;
   private headerRead = false;
   private readonly cache = { second: Number.NaN, text: Buffer.alloc(0) };
+  /** For each output column, its COPY field (-1: the kind) and how it is written. */
+  private readonly field: number[] = [];
+  private readonly encoding: number[] = [];
+  private readonly fields: number;
+  private readonly ix: { identifier: number; version: number; created: number; deleted: number };
+  private readonly incremental: boolean;
+  /** The output column of the period's end: an open one (infinity) is a current version. */
+  private readonly toColumn: number;
+  // The row before, in a full dump: its identifier's bytes, whether it was a tombstone, its created_at.
+  private prevId = Buffer.alloc(64);
+  private prevIdLength = -1;
+  private prevDeleted = false;
+  private prevCreatedHi = 0;
+  private prevCreatedLo = 0;
+  private prevCreatedNull = true;
   versions = 0;
   current = 0;
   ended = false;
+
+  constructor(columns: readonly VersionColumn[], incremental: boolean) {
+    let f = 0;
+    for (const c of columns) {
+      this.field.push(c.copy === undefined ? -1 : f++);
+      this.encoding.push(c.encoding);
+    }
+    const at = (name: string): number => this.field[columns.findIndex((c) => c.name === name)]!;
+    this.ix = { identifier: at("identifier"), version: at("version"), created: at("created_at"), deleted: at("is_deleted") };
+    this.incremental = incremental;
+    this.toColumn = columns.findIndex((c) => c.name === "to");
+    this.fields = f + (incremental ? 2 : 0);
+  }
 
   push(chunk: Buffer): Buffer | undefined {
     const buf = this.rest === undefined ? chunk : Buffer.concat([this.rest, chunk]);
@@ -286,10 +341,11 @@ class VersionEncoder {
       pos = 19 + buf.readInt32BE(15);
       this.headerRead = true;
     }
-    // A line is about as long as its row: room for both and then some, grown if not.
-    const out = new ByteWriter(buf.length * 2 + 4096);
-    const starts = new Array<number>(VERSION_FIELDS);
-    const ends = new Array<number>(VERSION_FIELDS);
+    // A record is shorter than its row but for quotes and escapes: room for both and then some, grown if not.
+    const out = new ByteWriter(buf.length + (buf.length >> 1) + 4096);
+    const n = this.fields;
+    const starts = new Array<number>(n);
+    const ends = new Array<number>(n);
     for (;;) {
       if (pos + 2 > buf.length) break;
       const fields = buf.readInt16BE(pos);
@@ -298,10 +354,10 @@ class VersionEncoder {
         pos += 2;
         break;
       }
-      if (fields !== VERSION_FIELDS) throw new Error(`a COPY row of ${fields} fields, not ${VERSION_FIELDS}`);
+      if (fields !== n) throw new Error(`a COPY row of ${fields} fields, not ${n}`);
       let p = pos + 2;
       let complete = true;
-      for (let f = 0; f < VERSION_FIELDS; f++) {
+      for (let f = 0; f < n; f++) {
         if (p + 4 > buf.length) {
           complete = false;
           break;
@@ -322,76 +378,100 @@ class VersionEncoder {
         p += len;
       }
       if (!complete) break;
-      this.line(out, buf, starts, ends);
+      this.record(out, buf, starts, ends);
       pos = p;
     }
     if (pos < buf.length) this.rest = buf.subarray(pos);
     return out.pos === 0 ? undefined : out.buf.subarray(0, out.pos);
   }
 
-  /** A text field as a JSON string, or null. */
-  private string(out: ByteWriter, buf: Buffer, s: number[], e: number[], f: number): void {
-    if (s[f] === -1) out.put(LINE.null);
-    else out.putJsonString(buf, s[f]!, e[f]!);
-  }
-
-  /** A field whose text is already JSON (or null). */
-  private raw(out: ByteWriter, buf: Buffer, s: number[], e: number[], f: number): void {
-    if (s[f] === -1) out.put(LINE.null);
-    else out.putRange(buf, s[f]!, e[f]!);
-  }
-
   /** A timestamp field as a JSON string, or null (infinity: null too, an open period). */
-  private stamp(out: ByteWriter, buf: Buffer, s: number[], f: number): boolean {
-    const at = s[f]!;
+  private stamp(out: ByteWriter, buf: Buffer, at: number): boolean {
     if (at === -1) {
-      out.put(LINE.null);
+      out.put(NULL_BYTES);
       return false;
     }
     const hi = buf.readInt32BE(at);
     const lo = buf.readUInt32BE(at + 4);
     if (hi === 0x7fffffff && lo === 0xffffffff) {
-      out.put(LINE.null);
+      out.put(NULL_BYTES);
       return true;
     }
     putStamp(out, hi * 4_294_967_296 + lo, this.cache);
     return false;
   }
 
-  private line(out: ByteWriter, buf: Buffer, s: number[], e: number[]): void {
-    out.put(LINE.start);
-    this.string(out, buf, s, e, 0);
-    out.put(LINE.version);
-    this.raw(out, buf, s, e, 1);
-    out.put(LINE.from);
-    this.stamp(out, buf, s, 2);
-    out.put(LINE.to);
-    const open = this.stamp(out, buf, s, 3);
-    out.put(LINE.kind);
-    this.raw(out, buf, s, e, 4);
-    out.put(LINE.actor);
-    this.string(out, buf, s, e, 5);
-    out.put(LINE.payloadType);
-    this.string(out, buf, s, e, 6);
-    out.put(LINE.parent);
-    this.string(out, buf, s, e, 7);
-    out.put(LINE.license);
-    this.string(out, buf, s, e, 8);
-    out.put(LINE.access);
-    this.string(out, buf, s, e, 9);
-    out.put(LINE.derived);
-    this.raw(out, buf, s, e, 10);
-    out.put(LINE.payload);
-    this.raw(out, buf, s, e, 11);
-    out.put(LINE.created);
-    this.stamp(out, buf, s, 12);
-    out.put(LINE.deleted);
-    out.put(buf[s[13]!] === 1 ? LINE.true : LINE.false);
-    out.put(LINE.deletedBy);
-    this.stamp(out, buf, s, 14);
-    out.put(LINE.end);
+  /** kindOf, over this row and the version before it. */
+  private kind(buf: Buffer, s: number[], e: number[]): Kind {
+    const { identifier, version, created, deleted } = this.ix;
+    const first = e[version]! - s[version]! === 1 && buf[s[version]!] === 0x31;
+    const isDeleted = buf[s[deleted]!] === 1;
+    let prevDeleted: boolean;
+    let same: boolean; // created_at equal to the version before's
+    if (this.incremental) {
+      const pd = s[this.fields - 2]!;
+      const pc = s[this.fields - 1]!;
+      if (pd === -1) return "created";
+      prevDeleted = buf[pd] === 1;
+      same = pc !== -1 && s[created] !== -1 && sameBytes(buf, pc, pc + 8, buf, s[created]!, s[created]! + 8);
+    } else {
+      // Remember this row for the next; compare with the one before first.
+      const idStart = s[identifier]!;
+      const idEnd = e[identifier]!;
+      const sameId = this.prevIdLength !== -1 && sameBytes(this.prevId, 0, this.prevIdLength, buf, idStart, idEnd);
+      if (!sameId) {
+        if (this.prevId.length < idEnd - idStart) this.prevId = Buffer.alloc(Math.max(2 * this.prevId.length, idEnd - idStart));
+        buf.copy(this.prevId, 0, idStart, idEnd);
+        this.prevIdLength = idEnd - idStart;
+      }
+      const hadPrev = sameId;
+      prevDeleted = this.prevDeleted;
+      const c = s[created]!;
+      const createdNull = c === -1;
+      const hi = createdNull ? 0 : buf.readInt32BE(c);
+      const lo = createdNull ? 0 : buf.readUInt32BE(c + 4);
+      same = !createdNull && !this.prevCreatedNull && hi === this.prevCreatedHi && lo === this.prevCreatedLo;
+      this.prevDeleted = isDeleted;
+      this.prevCreatedNull = createdNull;
+      this.prevCreatedHi = hi;
+      this.prevCreatedLo = lo;
+      if (!hadPrev) return "created";
+    }
+    if (first) return "created";
+    if (isDeleted) return "deleted";
+    if (prevDeleted) return same ? "restored" : "created";
+    return "updated";
+  }
+
+  private record(out: ByteWriter, buf: Buffer, s: number[], e: number[]): void {
+    out.byte(0x5b); // [
+    const field = this.field;
+    const encoding = this.encoding;
+    for (let c = 0; c < field.length; c++) {
+      if (c > 0) out.byte(0x2c); // ,
+      const f = field[c]!;
+      switch (encoding[c]) {
+        case STRING:
+          if (s[f] === -1) out.put(NULL_BYTES);
+          else out.putJsonString(buf, s[f]!, e[f]!);
+          break;
+        case RAW:
+          if (s[f] === -1) out.put(NULL_BYTES);
+          else out.putRange(buf, s[f]!, e[f]!);
+          break;
+        case STAMP:
+          if (this.stamp(out, buf, s[f]!) && c === this.toColumn) this.current++;
+          break;
+        case BOOL:
+          out.put(s[f] === -1 ? NULL_BYTES : buf[s[f]!] === 1 ? TRUE_BYTES : FALSE_BYTES);
+          break;
+        default:
+          out.put(KIND_BYTES[this.kind(buf, s, e)]);
+      }
+    }
+    out.byte(0x5d); // ]
+    out.byte(0x0a);
     this.versions++;
-    if (open) this.current++;
   }
 }
 
@@ -421,6 +501,55 @@ async function* cursorRows<R>(tx: Queryable, name: string, sql: string, params: 
   }
   await tx.query(`CLOSE ${name}`);
 }
+
+/**
+ * The registry's sections (docs/dump-format.md): hashes and fingerprints,
+ * never a key; each its columns, the statement that reads them in that order
+ * (undefined when the source has no such table), written whole, incremental
+ * dump or not.
+ */
+interface RegistrySection {
+  readonly section: (typeof SECTIONS)[number];
+  readonly records: string;
+  readonly columns: readonly string[];
+  readonly sql: (shape: Shape) => string | undefined;
+}
+const REGISTRY_SECTIONS: readonly RegistrySection[] = [
+  {
+    section: "registry_keys",
+    records: "registry_key",
+    columns: ["key_id", "fingerprint", "recorded_at"],
+    sql: (shape) =>
+      shape.registryKeys
+        ? `SELECT key_id, encode(fingerprint, 'hex') AS fingerprint, ${ts("recorded_at")} AS recorded_at FROM registry_keys ORDER BY key_id`
+        : undefined,
+  },
+  {
+    section: "registry_key_chains",
+    records: "registry_key_chain",
+    columns: ["chain", "key_ids"],
+    sql: (shape) => (shape.registryChains ? "SELECT chain, key_ids FROM registry_key_chains ORDER BY seq" : undefined),
+  },
+  ...REGISTRY_ROWS.map((t) => ({
+    section: t.table,
+    records: t.record,
+    columns: ["identifier", t.scope, "uid_hash", "key_chain", "registered_at"],
+    sql: (shape: Shape) => `SELECT identifier, ${t.scope}, encode(uid_hash, 'hex') AS uid_hash, ${shape.keyColumn} AS key_chain,
+        ${ts("registered_at")} AS registered_at FROM ${t.table} ORDER BY identifier`,
+  })),
+];
+
+/** Each section's record type and columns, in the order of SECTIONS: what a version-2 reader expects. */
+const SECTION_COLUMNS: ReadonlyMap<string, { readonly records: string; readonly columns: readonly string[] }> = new Map([
+  ["versions", { records: "version", columns: VERSION_COLUMN_NAMES }],
+  ...REGISTRY_SECTIONS.map((r) => [r.section, { records: r.records, columns: r.columns }] as const),
+]);
+
+/** The line that opens a section (format version 2): its name, its records' type, their columns. */
+const sectionLine = (section: string): string => {
+  const { records, columns } = SECTION_COLUMNS.get(section)!;
+  return `${JSON.stringify({ record: "section", section, records, columns })}\n`;
+};
 
 /** The lines of a dump, header to trailer, read in `tx` (one read-only snapshot). */
 async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: DumpSummary) => void): AsyncGenerator<string | Buffer> {
@@ -454,29 +583,29 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
   );
 
   // --- versions: (identifier, version) order, both tables' primary keys.
+  yield emit(sectionLine("versions"));
   const incremental = opts.since !== undefined;
   const actor = shape.actor ? "h.actor" : "NULL::text";
-  // The version before each: the row before it in the same walk (a full dump), or, since an incremental
-  // dump's first version of an identifier may follow one it does not hold, the history's row before it.
-  const source = incremental
+  const params = incremental ? [opts.since] : [];
+  // The history, and for an incremental dump the version before each (its first version of an identifier may
+  // follow one the dump does not hold): the history's row before it.
+  const history = incremental
     ? `SELECT h.*, p.is_deleted AS prev_is_deleted, p.created_at AS prev_created_at
          FROM resource_history h LEFT JOIN resource_history p ON p.identifier = h.identifier AND p.version = h.version - 1
         WHERE h.tx_from > $1::timestamptz OR (h.tx_to > $1::timestamptz AND h.tx_to < 'infinity')`
-    : `SELECT h.*, lag(h.is_deleted) OVER w AS prev_is_deleted, lag(h.created_at) OVER w AS prev_created_at
-         FROM resource_history h WINDOW w AS (PARTITION BY h.identifier ORDER BY h.version)`;
-  const sql = `SELECT ${versionLine(actor)} AS line FROM (${source}) h ORDER BY h.identifier, h.version`;
-  const params = incremental ? [opts.since] : [];
+    : "SELECT h.* FROM resource_history h";
   // Current versions are those of `resources` in the dump (their period began after `since`): counted apart,
-  // since the lines go by unread.
+  // and checked against the records written.
   const { rows: currentRows } = await tx.query<{ n: string }>(
     `SELECT count(*) AS n FROM resources${incremental ? " WHERE updated_at > $1::timestamptz" : ""}`,
     params,
   );
   counts.version_current = Number(currentRows[0]!.n);
   if (tx.copyTo !== undefined) {
-    // PostgreSQL: the stored values by binary COPY (the server formats nothing), written out here chunk by chunk.
-    const encoder = new VersionEncoder();
-    const copySql = `SELECT ${versionColumnsSql(actor)} FROM (${source}) h ORDER BY h.identifier, h.version`;
+    // PostgreSQL: the stored values by binary COPY (the server formats nothing, nor derives the kind: a window
+    // over the whole history cost a quarter of its time), written out here chunk by chunk.
+    const encoder = new VersionEncoder(versionColumns(actor), incremental);
+    const copySql = `SELECT ${versionCopySql(actor, incremental)} FROM (${history}) h ORDER BY h.identifier, h.version`;
     for await (const chunk of tx.copyTo(`COPY (${inlineParams(copySql, params)}) TO STDOUT (FORMAT binary)`) as AsyncIterable<Buffer>) {
       const text = encoder.push(chunk);
       if (text !== undefined) {
@@ -488,6 +617,12 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
     if (!encoder.ended) throw new Error("the COPY of the versions ended before its trailer");
     if (encoder.current !== counts.version_current) throw new Error(`the dump wrote ${encoder.current} current versions, the store holds ${counts.version_current}`);
   } else {
+    // PGlite: the statement builds each record, its kind from a window over the history's key order.
+    const source = incremental
+      ? history
+      : `SELECT h.*, lag(h.is_deleted) OVER w AS prev_is_deleted, lag(h.created_at) OVER w AS prev_created_at
+           FROM resource_history h WINDOW w AS (PARTITION BY h.identifier ORDER BY h.version)`;
+    const sql = `SELECT ${versionLineSql(actor)} AS line FROM (${source}) h ORDER BY h.identifier, h.version`;
     for await (const rows of cursorRows<{ line: string }>(tx, "dump_versions", sql, params, batch)) {
       // One chunk a batch: the gzip stream and the digest take one write each, not one a line.
       let chunk = "";
@@ -498,34 +633,16 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
     }
   }
 
-  // --- the registry: hashes and fingerprints, never a key (written whole, incremental or not).
-  if (shape.registryKeys) {
-    const keySql = `SELECT key_id, encode(fingerprint, 'hex') AS fingerprint, ${ts("recorded_at")} AS recorded_at FROM registry_keys ORDER BY key_id`;
-    for await (const rows of cursorRows<Record<string, unknown>>(tx, "dump_keys", keySql, [], batch)) {
-      for (const r of rows) {
-        yield emit(`${JSON.stringify({ record: "registry_key", ...r })}\n`);
-        counts.registry_key!++;
-      }
-    }
-  }
-  if (shape.registryChains) {
-    const chainSql = "SELECT chain, key_ids FROM registry_key_chains ORDER BY seq";
-    for await (const rows of cursorRows<Record<string, unknown>>(tx, "dump_chains", chainSql, [], batch)) {
-      for (const r of rows) {
-        yield emit(`${JSON.stringify({ record: "registry_key_chain", ...r })}\n`);
-        counts.registry_key_chain!++;
-      }
-    }
-  }
-  const k = shape.keyColumn;
-  for (const t of REGISTRY_ROWS) {
-    const rowSql = `SELECT identifier, ${t.scope}, encode(uid_hash, 'hex') AS uid_hash, ${k} AS key_chain, ${ts("registered_at")} AS registered_at
-      FROM ${t.table} ORDER BY identifier`;
-    for await (const rows of cursorRows<Record<string, unknown>>(tx, `dump_${t.table}`, rowSql, [], batch)) {
-      for (const r of rows) {
-        yield emit(`${JSON.stringify({ record: t.record, ...r })}\n`);
-        counts[t.record]!++;
-      }
+  // --- the registry: one section a table.
+  for (const r of REGISTRY_SECTIONS) {
+    yield emit(sectionLine(r.section));
+    const sql = r.sql(shape);
+    if (sql === undefined) continue;
+    for await (const rows of cursorRows<Record<string, unknown>>(tx, `dump_${r.section}`, sql, [], batch)) {
+      let chunk = "";
+      for (const row of rows) chunk += `${JSON.stringify(r.columns.map((c) => row[c]))}\n`;
+      counts[r.records]! += rows.length;
+      yield emit(chunk);
     }
   }
 
@@ -650,6 +767,78 @@ export function payloadText(line: string): string | undefined {
   return found;
 }
 
+/**
+ * The text of element `index` of a JSON array line, as it is (format
+ * version 2: a record's payload, the stored jsonb's own text). Strings are
+ * skipped whole by their quotes. The line must have parsed as an array: the
+ * last element (`last`) then ends at its closing bracket, unscanned.
+ * Undefined when the array has no such element.
+ */
+export function elementText(line: string, index: number, last = false): string | undefined {
+  let depth = 0;
+  let element = 0;
+  let start = -1;
+  for (let i = 0; i < line.length; i++) {
+    const c = line.charCodeAt(i);
+    if (c === 34) {
+      let j = i;
+      for (;;) {
+        j = line.indexOf('"', j + 1);
+        if (j === -1) return undefined;
+        let k = j - 1;
+        while (line.charCodeAt(k) === 92) k--;
+        if ((j - 1 - k) % 2 === 0) break;
+      }
+      i = j;
+    } else if (c === 91 || c === 123) {
+      depth++;
+      if (depth === 1) {
+        if (c !== 91) return undefined;
+        if (index === 0) start = i + 1;
+      }
+    } else if (c === 93 || c === 125) {
+      depth--;
+      if (depth === 0) return start === -1 ? undefined : line.slice(start, i).trim();
+    } else if (c === 44 && depth === 1) {
+      if (start !== -1) return line.slice(start, i).trim();
+      if (++element === index) start = i + 1;
+    }
+    if (start !== -1 && last) {
+      const end = line.lastIndexOf("]");
+      return end < start ? undefined : line.slice(start, end).trim();
+    }
+  }
+  return undefined;
+}
+
+/** A section of a version-2 dump being read: its records' type, its columns, where the payload is (-1: none). */
+interface OpenSection {
+  readonly section: string;
+  readonly records: string;
+  readonly columns: readonly string[];
+  readonly payload: number;
+}
+
+/** Checks a section line against the one before it and the columns this reader knows (docs/dump-format.md). */
+function openSection(rec: Record<string, unknown>, lineNo: number, before: OpenSection | undefined): OpenSection {
+  const name = rec.section;
+  const spec = typeof name === "string" ? SECTION_COLUMNS.get(name) : undefined;
+  if (typeof name !== "string" || spec === undefined) throw bad(lineNo, `unknown section ${JSON.stringify(name)}`);
+  const order = (s: string | undefined) => (s === undefined ? -1 : (SECTIONS as readonly string[]).indexOf(s));
+  if (order(name) <= order(before?.section)) throw bad(lineNo, `section ${name} out of order`);
+  const columns = rec.columns;
+  if (
+    rec.records !== spec.records ||
+    !Array.isArray(columns) ||
+    columns.length !== spec.columns.length ||
+    new Set(columns).size !== columns.length ||
+    !spec.columns.every((c) => columns.includes(c))
+  ) {
+    throw bad(lineNo, `section ${name} declares records ${JSON.stringify(rec.records)} of columns ${JSON.stringify(columns)}; this resource-store reads ${spec.records} of ${spec.columns.join(", ")}`);
+  }
+  return { section: name, records: spec.records, columns: columns as string[], payload: columns.indexOf("payload") };
+}
+
 function bad(line: number, what: string): DumpError {
   return new DumpError(`line ${line}: ${what}; the dump is damaged or not one this resource-store wrote, nothing was restored`);
 }
@@ -659,11 +848,12 @@ function bad(line: number, what: string): DumpError {
  * end, in COPY's text format: those of versionColumns / currentColumns after
  * their first ones (the current table has no period, its version is second).
  */
-function commonFields(v: VersionRecord, line: string, lineNo: number, withActor: boolean): string {
+function commonFields(v: VersionRecord, text: string | undefined, lineNo: number, withActor: boolean): string {
   if (v.payload === undefined) throw bad(lineNo, `${v.identifier} version ${String(v.version)} has no payload`);
   if (v.derived_from !== null && v.derived_from !== undefined && !Array.isArray(v.derived_from)) throw bad(lineNo, "derived_from is not a list");
-  // A payload key written with escapes is not found by the scan: that line's payload is written again (exact but for numbers past a double's digits).
-  const payload = payloadText(line) ?? JSON.stringify(v.payload);
+  // A version-1 payload key written with escapes is not found by the scan: that line's payload is written again
+  // (exact but for numbers past a double's digits).
+  const payload = text ?? JSON.stringify(v.payload);
   const actor = withActor ? `\t${copyValue(v.actor)}` : "";
   return `${copyValue(v.payload_type)}\t${copyValue(v.parent_identifier)}\t${copyValue(v.license)}\t${copyValue(v.access_level)}\t${copyValue(
     arrayLiteral(v.derived_from ?? []),
@@ -870,20 +1060,43 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     };
     type Trailer = { counts?: Record<string, number>; sha256?: string };
     let trailer: Trailer | undefined;
+    // Format version 2: the section whose records follow.
+    let open: OpenSection | undefined;
     for (;;) {
       const line = await nextLine();
       if (line === undefined) break;
       lineNo++;
       if (trailer !== undefined) throw bad(lineNo, "a line after the trailer");
-      let rec: { record?: unknown } & Record<string, unknown>;
+      let parsed: unknown;
       try {
-        rec = JSON.parse(line) as typeof rec;
+        parsed = JSON.parse(line);
       } catch {
         throw bad(lineNo, "not JSON");
       }
-      if (rec.record === "trailer") {
-        trailer = rec as Trailer;
-        continue;
+      let rec: { record?: unknown } & Record<string, unknown>;
+      // The stored text of the payload, as the line holds it.
+      let payload: string | undefined;
+      if (Array.isArray(parsed)) {
+        // Format version 2: a record of the open section, its values in the order of its columns.
+        if (open === undefined) throw bad(lineNo, header.format_version < 2 ? "a list where a record was expected" : "a record before its section line");
+        if (parsed.length !== open.columns.length) throw bad(lineNo, `a ${open.records} record of ${parsed.length} values, not ${open.columns.length}`);
+        rec = { record: open.records };
+        for (let i = 0; i < parsed.length; i++) rec[open.columns[i]!] = parsed[i];
+        if (open.payload !== -1) payload = elementText(line, open.payload, open.payload === open.columns.length - 1);
+      } else {
+        rec = parsed as typeof rec;
+        if (rec === null || typeof rec !== "object") throw bad(lineNo, "neither a record nor a list");
+        if (rec.record === "trailer") {
+          trailer = rec as Trailer;
+          continue;
+        }
+        if (header.format_version >= 2) {
+          if (rec.record !== "section") throw bad(lineNo, `unknown record ${JSON.stringify(rec.record)}`);
+          digest.add(lastRaw);
+          open = openSection(rec, lineNo, open);
+          continue;
+        }
+        if (rec.record === "version") payload = payloadText(line);
       }
       digest.add(lastRaw);
       if (rec.record !== section) {
@@ -909,7 +1122,7 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
         }
         const before = same ? { isDeleted: prev!.is_deleted, createdAt: prev!.created_at } : undefined;
         if (header.since === null && kindOf(n, v.is_deleted, v.created_at, before) !== v.kind) throw bad(lineNo, `${v.identifier} version ${n} is not ${v.kind}`);
-        const common = commonFields(v, line, lineNo, shape.actor);
+        const common = commonFields(v, payload, lineNo, shape.actor);
         if (v.to === null) {
           currentRows += `${copyValue(v.identifier)}\t${String(v.version)}\t${common}\n`;
           counts.version_current!++;

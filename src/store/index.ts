@@ -51,6 +51,7 @@ export {
   DUMP_FORMAT,
   DUMP_FORMAT_VERSION,
   DumpError,
+  elementText,
   payloadText,
   restoreDump,
   writeDump,

@@ -44,6 +44,7 @@ const NO_RESOURCE_READS: Record<string, string> = {
   writeDump: "operator backup (dump command): runs outside the service, with no caller, over the whole store",
   restoreDump: "operator restore (restore command): runs outside the service, with no caller",
   payloadText: "scans the text of one dump line",
+  elementText: "scans the text of one dump line",
   beforeStamp: "time arithmetic",
   toMessages: "splits events already read into messages",
   andVisible: "SQL fragment",

@@ -5,6 +5,7 @@
 // An incremental dump continues it. A store that is not empty, a cut dump, a
 // changed byte and a newer format are refused, and leave the target empty.
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +16,7 @@ import {
   deleteResources,
   loadRegistryKeys,
   DUMP_FORMAT_VERSION,
+  elementText,
   migrate,
   openDatabase,
   payloadText,
@@ -26,13 +28,16 @@ import {
   writeDump,
   type Db,
 } from "../../src/store/index.js";
-import { dumpToBuffer, pgliteStores } from "./dump-support.js";
+import { dumpRecords, dumpToBuffer, pgliteStores } from "./dump-support.js";
 import { createTestDatabase, postgresReachable, REQUIRE_POSTGRES, type TestDatabase } from "../support/postgres.js";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 const dumpBytes = (db: Db, since?: string): Promise<Buffer> => dumpToBuffer(db, { batchSize: 7, ...(since !== undefined ? { since } : {}) });
 
 const restoreFrom = (db: Db, bytes: Buffer) => restoreDump(db, Readable.from([bytes]), { batchSize: 5 });
+
+/** A dump's lines between its header and its trailer (which hold the moment it was written and its checksum). */
+const body = (bytes: Buffer): string[] => gunzipSync(bytes).toString("utf8").trimEnd().split("\n").slice(1, -1);
 
 const stores = pgliteStores("rs-dump-");
 const freshPglite = stores.open;
@@ -141,8 +146,13 @@ describe("dump and restore", () => {
   });
 
   it("writes a header, every version in order with its kind, the registry rows and a trailer", () => {
-    const lines = gunzipSync(full).toString("utf8").trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    const text = gunzipSync(full).toString("utf8");
+    const lines = dumpRecords(text);
     expect(lines[0]).toMatchObject({ record: "header", format: "resource-store-dump", format_version: DUMP_FORMAT_VERSION, since: null });
+    // Format version 2: every section opens with its line naming its columns, and each record is a list of values.
+    const sections = text.trimEnd().split("\n").map((l) => JSON.parse(l) as unknown).filter((l) => !Array.isArray(l) && (l as { record: string }).record === "section");
+    expect(sections.map((s) => (s as { section: string }).section)).toEqual((lines[0] as { sections: string[] }).sections);
+    expect(text).not.toMatch(/"record":"version"/);
     const trailer = lines[lines.length - 1]!;
     expect(trailer.record).toBe("trailer");
     const versions = lines.filter((l) => l.record === "version");
@@ -177,6 +187,8 @@ describe("dump and restore", () => {
       expect(summary.versions).toBeGreaterThan(40);
       expect(await contents(copy)).toEqual(await contents(source));
       expect(await readsAtEveryStamp(copy)).toEqual(await readsAtEveryStamp(source));
+      // Dumped again from the copy (PostgreSQL: by binary COPY, every kind derived by the client), every line is the same.
+      expect(body(await dumpBytes(copy))).toEqual(body(full));
       // The same key resolves the same uids on the copy.
       // The copy starts as the service would, with the same key: its fingerprint matches the restored one.
       await loadRegistryKeys({ configured, db: copy, dataDir: undefined });
@@ -202,6 +214,7 @@ describe("dump and restore", () => {
         await restoreFrom(copy, increment);
         expect(await contents(copy)).toEqual(await contents(second));
         expect(await readsAtEveryStamp(copy)).toEqual(await readsAtEveryStamp(second));
+        expect(body(await dumpBytes(copy, until))).toEqual(body(increment));
         // Again: the store has moved past the increment's `since`.
         await expect(restoreFrom(copy, increment).catch((e: unknown) => Promise.reject(new Error(describeDumpError(e))))).rejects.toThrow(/follows/);
       } finally {
@@ -225,13 +238,18 @@ describe("dump and restore", () => {
     {
       name: "a changed byte",
       // A valid value, so only the checksum can tell.
-      bytes: () => gzipSync(gunzipSync(full).toString("utf8").replace('"access_level":"internal"', '"access_level":"public"')),
+      bytes: () => gzipSync(gunzipSync(full).toString("utf8").replace(',"internal",', ',"public",')),
       message: /checksum/,
     },
     {
       name: "a newer format",
       bytes: () => gzipSync(gunzipSync(full).toString("utf8").replace(`"format_version":${DUMP_FORMAT_VERSION}`, `"format_version":${DUMP_FORMAT_VERSION + 1}`)),
       message: /newer resource-store/,
+    },
+    {
+      name: "a section of columns this reader does not know",
+      bytes: () => gzipSync(gunzipSync(full).toString("utf8").replace('"columns":["identifier",', '"columns":["identity",')),
+      message: /section versions declares/,
     },
     { name: "a file that is not a dump", bytes: () => gzipSync("hello\n"), message: /not a resource-store dump/ },
   ];
@@ -268,7 +286,6 @@ describe("dump and restore", () => {
       await src.query("UPDATE resource_versions SET payload = payload || $1::jsonb WHERE identifier = 't-1'", [odd]);
       await src.query(`UPDATE resources SET payload = payload || '{"precise": 0.14285714285714285714, "big": 123456789012345678901234567890}'::jsonb WHERE identifier = 't-2'`);
       const original = await dumpBytes(src);
-      const body = (bytes: Buffer) => gunzipSync(bytes).toString("utf8").trimEnd().split("\n").slice(1, -1);
       const payloads = (db: Db) => db.query<{ p: string }>("SELECT identifier || ' ' || version || ' ' || payload::text AS p FROM resource_history ORDER BY identifier, version");
 
       const check = async (copy: Db): Promise<void> => {
@@ -306,6 +323,39 @@ describe("dump and restore", () => {
     } finally {
       for (const c of copies) await c.close();
       await src.close();
+    }
+  });
+});
+
+describe("a version-1 dump", () => {
+  // Written by the version-1 writer (b1b0745) from an embedded store: every kind, a create over a tombstone,
+  // strings with every byte COPY and JSON escape, a payload number past a double's digits, the registry.
+  const v1 = readFileSync(new URL("./fixtures/dump-v1.ndjson", import.meta.url), "utf8");
+
+  it("restores, and the store dumps it again as version 2 with the same records and payload texts", async () => {
+    const copy = await freshPglite();
+    const again = await freshPglite();
+    try {
+      expect((JSON.parse(v1.split("\n")[0]!) as { format_version: number }).format_version).toBe(1);
+      expect((await restoreFrom(copy, gzipSync(v1))).versions).toBe(11);
+      expect((await copy.query<{ p: string }>("SELECT payload->>'precise' AS p FROM resources WHERE identifier = 'v1-b'")).rows[0]?.p).toBe(
+        "0.14285714285714285714",
+      );
+      const v2 = gunzipSync(await dumpBytes(copy)).toString("utf8");
+      expect((JSON.parse(v2.split("\n")[0]!) as { format_version: number }).format_version).toBe(2);
+      // Every record the same, field by field (the header's stamps and the trailer's checksum differ).
+      expect(dumpRecords(v2).slice(1, -1)).toEqual(dumpRecords(v1).slice(1, -1));
+      expect(dumpRecords(v2).at(-1)!.counts).toEqual(dumpRecords(v1).at(-1)!.counts);
+      // The payloads' text as written, character for character.
+      const texts = (lines: string[], of: (line: string) => string | undefined) => lines.map(of);
+      const versionLines = (text: string, first: string) => text.split("\n").filter((l) => l.startsWith(first));
+      expect(texts(versionLines(v2, '["v1-'), (l) => elementText(l, 14, true))).toEqual(texts(versionLines(v1, '{"record":"version"'), payloadText));
+      // And the version-2 dump restores to the same store.
+      await restoreFrom(again, gzipSync(v2));
+      expect(await contents(again)).toEqual(await contents(copy));
+    } finally {
+      await copy.close();
+      await again.close();
     }
   });
 });
@@ -357,6 +407,28 @@ describe("payloadText", () => {
     for (const [line, want] of cases) {
       expect(payloadText(line), line).toBe(want);
       if (want !== undefined) expect(JSON.parse(want), line).toEqual((JSON.parse(line) as { payload: unknown }).payload);
+    }
+  });
+});
+
+describe("elementText", () => {
+  it("finds an element of a JSON array line as written, whatever its neighbours hold", () => {
+    const cases: [string, number, string | undefined][] = [
+      ['["a",1,{"x":[1,{"y":2}],"z":"]"},"b"]', 2, '{"x":[1,{"y":2}],"z":"]"}'],
+      ['["s\\"],",1.50]', 1, "1.50"],
+      ['["back\\\\",["v\\"w",2]]', 1, '["v\\"w",2]'],
+      ['[ [ ] , null ]', 0, "[ ]"],
+      ['[1,2]', 1, "2"],
+      ['[1,2]', 2, undefined],
+      ['{"a":1}', 0, undefined],
+    ];
+    for (const [line, index, want] of cases) {
+      expect(elementText(line, index), line).toBe(want);
+      if (want !== undefined) {
+        expect(JSON.parse(want), line).toEqual((JSON.parse(line) as unknown[])[index]);
+        // The last element's text runs to the closing bracket, unscanned.
+        if (index === (JSON.parse(line) as unknown[]).length - 1) expect(elementText(line, index, true), line).toBe(want);
+      }
     }
   });
 });
