@@ -25,6 +25,7 @@ import * as v1Event from "../../gen/resourcestore/v1/event_service_pb.js";
 import * as v2Event from "../../gen/resourcestore/v2/event_service_pb.js";
 import { createPlannedRequestInterceptor } from "../protobuf/index.js";
 import { historyPages, watchEvents, type HistoryParams, type WatchParams } from "./browser.js";
+import { withPlannedAnswers } from "./planned-answers.js";
 
 export * from "./browser.js";
 
@@ -39,7 +40,11 @@ export interface ClientOptions {
   readonly token?: string;
   /** RFC 3339 read point put into every read that does not set `as_of` (nor a cursor). */
   readonly asOf?: string;
-  /** Extra interceptors, run after the client's own. */
+  /**
+   * Extra interceptors, run after the client's own. With any, gRPC and
+   * gRPC-Web answers are decoded by connect (reflection) rather than by plan,
+   * so that the interceptors see them as messages (planned-answers.ts).
+   */
   readonly interceptors?: readonly Interceptor[];
   /**
    * Ask the server to compress its answers (gzip or brotli), for slow links.
@@ -89,11 +94,13 @@ export function createTransport(opts: ClientOptions): Transport {
   const compression = opts.compression === true ? {} : { acceptCompression: [] };
   // On the binary wires requests are encoded by plan, innermost so the interceptors above see the message.
   const binary = [...interceptors, createPlannedRequestInterceptor()];
+  // And answers decoded by plan, unless an interceptor of the caller's might look at them (planned-answers.ts).
+  const answers = (t: Transport): Transport => ((opts.interceptors ?? []).length === 0 ? withPlannedAnswers(t) : t);
   switch (opts.transport ?? "connect") {
     case "grpc":
-      return createGrpcTransport({ baseUrl: opts.baseUrl, interceptors: binary, ...compression });
+      return answers(createGrpcTransport({ baseUrl: opts.baseUrl, interceptors: binary, ...compression }));
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors: binary, ...compression });
+      return answers(createGrpcWebTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors: binary, ...compression }));
     case "connect":
       return createConnectTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors, ...compression });
   }
