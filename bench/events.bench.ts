@@ -27,14 +27,11 @@
 // (its `at` and how many events it holds), straight from the protobuf wire
 // format: a thousand clients each decoding every event in full would be a
 // benchmark of protobuf decoding in this process, on the same two cores.
-// They run in worker threads (support/watch-clients.mjs; four, or
-// BENCH_EVENTS_CLIENT_THREADS), not on the writer's event loop: 100
-// clients each gunzip every message (100 times what one real client does),
-// and on one loop, between the writer's batches, the slowest stream was the
-// one the loop reached last (BENCHMARKS.md, "Feed at 100 streams, the
-// lane"). Times are epoch milliseconds (performance.timeOrigin + now), the
-// same clock in every thread.
-import { Worker } from "node:worker_threads";
+// They share the writer's event loop; with the clients in 1, 2 or 4 worker
+// threads instead the 100-stream ratio was the same (medians 1.04 and 1.04
+// over six alternated runs each, BENCHMARKS.md "Feed at 100 streams: the
+// feed lane"), so they are not what limits it, and they stay here.
+import * as grpc from "@grpc/grpc-js";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { WatchRequestSchema } from "../gen/resourcestore/type/v1/event_pb.js";
 import { createResourceStore, openDatabase } from "../src/store/index.js";
@@ -57,43 +54,46 @@ export async function eventsBenchmarks(opts: BenchOptions): Promise<Result[]> {
   return results;
 }
 
-/** Stream client threads (BENCH_EVENTS_CLIENT_THREADS, default 4; at most one per stream). */
-function clientThreads(streams: number): number {
-  return Math.max(1, Math.min(streams, Number(process.env.BENCH_EVENTS_CLIENT_THREADS ?? 4)));
+/** What a bench client keeps of one WatchResponse: its `at`, whether partial, and how many events it holds. */
+interface Seen {
+  readonly at: string;
+  readonly events: number;
+  readonly partial: boolean;
 }
 
-/** What a client thread reports of one stream: events taken, the time of the last (epoch ms), and when each whole commit came. */
-interface StreamSeen {
-  readonly delivered: number;
-  readonly last: number;
-  readonly seen: [at: string, epochMs: number][];
-}
-
-/** A client thread (support/watch-clients.mjs) with its share of the streams. */
-function clientThread(data: { id: number; address: string; streams: number; total: number; request: Uint8Array }) {
-  const worker = new Worker(new URL("./support/watch-clients.mjs", import.meta.url), { workerData: { ...data, perConnection: STREAMS_PER_CONNECTION } });
-  let openedResolve!: () => void;
-  let fail!: (err: Error) => void;
-  const failed = new Promise<never>((_, reject) => (fail = reject));
-  failed.catch(() => undefined);
-  const opened = new Promise<void>((resolve) => (openedResolve = resolve));
-  const done = new Promise<StreamSeen[]>((resolve) => {
-    worker.on("message", (m: { opened?: true; done?: StreamSeen[]; error?: string }) => {
-      if (m.opened) openedResolve();
-      if (m.done) resolve(m.done);
-      if (m.error !== undefined) fail(new Error(m.error));
-    });
-  });
-  worker.on("error", (err) => fail(err));
-  return {
-    opened: Promise.race([opened, failed]),
-    done: Promise.race([done, failed]),
-    async stop() {
-      worker.postMessage("stop");
-      await Promise.race([done, failed]).catch(() => undefined);
-      await worker.terminate();
-    },
+/** Reads WatchResponse's fields 1 (at), 2 (events, counted, not decoded) and 3 (partial). */
+function readSeen(buf: Buffer): Seen {
+  let at = "";
+  let events = 0;
+  let partial = false;
+  let i = 0;
+  const varint = () => {
+    let v = 0;
+    let shift = 0;
+    for (;;) {
+      const b = buf[i++]!;
+      v += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) return v;
+      shift += 7;
+    }
   };
+  while (i < buf.length) {
+    const key = varint();
+    const no = key >>> 3;
+    const wire = key & 7;
+    if (wire === 0) {
+      const v = varint();
+      if (no === 3) partial = v !== 0;
+    } else if (wire === 2) {
+      const len = varint();
+      if (no === 1) at = buf.toString("latin1", i, i + len);
+      else if (no === 2) events += 1;
+      i += len;
+    } else if (wire === 1) i += 8;
+    else if (wire === 5) i += 4;
+    else throw new Error(`wire type ${wire}`);
+  }
+  return { at, events, partial };
 }
 
 async function withStreams(opts: BenchOptions, streams: number): Promise<Result[]> {
@@ -104,45 +104,67 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
     const server = await startServer({ databaseUrl: url, env: { MAX_WATCH_STREAMS: String(streams + 10) } });
     const writerDb = await openDatabase({ databaseUrl: url, poolSize: 2 });
     const address = new URL(server.url).host;
-    const request = toBinary(WatchRequestSchema, create(WatchRequestSchema, {}));
-    const n = clientThreads(streams);
-    const threads = Array.from({ length: n }, (_, i) =>
-      clientThread({ id: i, address, streams: Math.floor(streams / n) + (i < streams % n ? 1 : 0), total, request }),
+    // One channel (one HTTP/2 connection) per hundred streams: a distinct option keeps grpc-js from sharing one.
+    const clients = Array.from(
+      { length: Math.ceil(streams / STREAMS_PER_CONNECTION) },
+      (_, i) => new grpc.Client(address, grpc.credentials.createInsecure(), { "bench.connection": i, "grpc.max_receive_message_length": 64 * 1024 * 1024 }),
     );
+    const calls: grpc.ClientReadableStream<Seen>[] = [];
     try {
       const store = createResourceStore(writerDb);
-      // Epoch milliseconds, as the client threads report theirs.
-      const now = () => performance.timeOrigin + performance.now();
       const committedAt = new Map<string, number>();
-      // Each stream is open once its first message (the read point) came.
-      await Promise.all(threads.map((t) => t.opened));
-      const started = now();
+      const delays: number[] = [];
+      const request = Buffer.from(toBinary(WatchRequestSchema, create(WatchRequestSchema, {})));
+      const lastDelivery: number[] = Array.from({ length: streams }, () => 0);
+      // Each stream: opened once its first message (the read point) came; done once it has every event.
+      const opened: Promise<void>[] = [];
+      const readers: Promise<number>[] = [];
+      for (let s = 0; s < streams; s++) {
+        const call = clients[Math.floor(s / STREAMS_PER_CONNECTION)]!.makeServerStreamRequest("/resourcestore.v2.EventService/Watch", (b: Buffer) => b, readSeen, request);
+        calls.push(call);
+        let delivered = 0;
+        let first = true;
+        opened.push(new Promise((resolve, reject) => {
+          call.once("data", () => resolve());
+          call.once("error", reject);
+        }));
+        readers.push(new Promise((resolve, reject) => {
+          call.on("data", (m: Seen) => {
+            if (first) {
+              first = false;
+              return;
+            }
+            const now = performance.now();
+            delivered += m.events;
+            if (m.events > 0) lastDelivery[s] = now;
+            const t = m.partial ? undefined : committedAt.get(m.at);
+            if (t !== undefined) delays.push(now - t);
+            if (delivered >= total) resolve(delivered);
+          });
+          call.on("error", (err: grpc.ServiceError) => (err.code === grpc.status.CANCELLED ? resolve(delivered) : reject(err)));
+          call.on("end", () => resolve(delivered));
+        }));
+      }
+      await Promise.all(opened);
+      const started = performance.now();
       let firstCommit = 0;
       for (let i = 0; i < total; i += batch) {
         const { at } = await store.create(
           LOCAL_CALLER, Array.from({ length: batch }, (_, j) => ({ identifier: `ev-${i}-${j}`, payloadType: "annotation", payload: { label: "bench", value: j } })),
         );
-        const t = now();
-        committedAt.set(at, t);
-        firstCommit ||= t;
+        committedAt.set(at, performance.now());
+        firstCommit ||= performance.now();
       }
-      const lastCommit = now();
-      const seen = (await Promise.all(threads.map((t) => t.done))).flat();
-      const delays = seen.flatMap((s) => s.seen.flatMap(([at, t]) => {
-        const c = committedAt.get(at);
-        return c === undefined ? [] : [t - c];
-      }));
-      // Symmetric windows: each opens when its first input exists and closes
-      // at its last output. The writer's rows exist from the start, and its
-      // last output is the last commit; a stream's first input is the first
-      // commit, and its last output the last delivery (so it pays the last
-      // commit's delay once, as the writer pays its first batch's time).
-      const writeRate = total / ((lastCommit - started) / 1000);
-      const rates = seen.map((s) => s.delivered / ((s.last - firstCommit) / 1000));
+      const writeSeconds = (performance.now() - started) / 1000;
+      const delivered = await Promise.all(readers);
+      // A stream's window opens at the first commit (nothing to deliver
+      // before it) and closes at its last delivery (so it pays the last delay).
+      const rates = delivered.map((n, s) => n / ((lastDelivery[s]! - firstCommit) / 1000));
       const slowest = Math.min(...rates);
+      const writeRate = total / writeSeconds;
       const p99 = percentile(delays, 99);
       context(
-        `${streams} stream(s) on ${n} client thread(s): writer ${fmt(writeRate)} rows/s in batches of ${batch}; slowest stream ${fmt(slowest)} events/s, all streams ${fmt(rates.reduce((a, b) => a + b, 0))} events/s; ` +
+        `${streams} stream(s): writer ${fmt(writeRate)} rows/s in batches of ${batch}; slowest stream ${fmt(slowest)} events/s, all streams ${fmt(rates.reduce((a, b) => a + b, 0))} events/s; ` +
           `commit to delivery p50 ${fmt(percentile(delays, 50), 1)} ms, p99 ${fmt(p99, 1)} ms`,
       );
       const out: Result[] = [
@@ -151,7 +173,8 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
       if (streams === 100) out.push({ name: "commit-to-delivery p99 at 100 streams vs 1 s", ratio: p99 / DELAY_P99_BOUND_MS, op: "<=", target: 1 });
       return out;
     } finally {
-      await Promise.all(threads.map((t) => t.stop()));
+      for (const c of calls) c.cancel();
+      for (const c of clients) c.close();
       await writerDb.close();
       await server.close();
     }
