@@ -15,10 +15,10 @@ import { startTestServer, type TestServer } from "../support/app.js";
 // Every input the feed's compressions are asked to compress, whichever path asks.
 const asked = vi.hoisted(() => ({ inputs: [] as Uint8Array[] }));
 vi.mock("../../src/rpc/shared-compression.js", async (importOriginal) => {
-  const orig = await importOriginal<typeof import("../../src/rpc/shared-compression.js")>();
+  const orig = await importOriginal<{ sharedCompression: (base: Compression, opts?: object) => Compression }>();
   return {
     ...orig,
-    sharedCompression: (base: Compression, opts?: Parameters<typeof orig.sharedCompression>[1]): Compression => {
+    sharedCompression: (base: Compression, opts?: object): Compression => {
       const c = orig.sharedCompression(base, opts);
       return {
         ...c,
