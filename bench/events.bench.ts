@@ -7,13 +7,36 @@
 // delay from a batch's commit to its delivery is printed as context (p50,
 // p99 over every stream), and held to a bound at 100 streams.
 //
+// The windows are defined alike: each opens when its first input exists
+// and closes at its last output. The writer's rows exist from the start and
+// its last output is its last commit; a stream's first input is the first
+// commit and its last output its last delivery. With n batches of write
+// time b and a delay d from a commit to the slowest stream, the ratio is
+// n·b / ((n-1)·b + d): >= 1 exactly when d <= b, the last commit reaching
+// every stream within one batch's write time. A feed that falls behind
+// reads < 1: if a commit costs the feed b' > b, the last one cannot reach
+// a stream sooner than b' after it was committed (d >= b' > b), and its
+// lag grows by b' - b a batch. (Counting both windows from their first
+// output instead would read 1 for any feed that keeps pace, however late,
+// and more than 1 for one that was slow only at first.)
+//
 // The service runs as `npm start` does, in a process of its own
 // (support/server.ts; BENCH_SERVER_NODE_ARGS="--cpu-prof ..." profiles it),
-// so the streams' clients do not share its event loop. The clients are
-// @grpc/grpc-js calls that read of each message only what the figures need
-// (its `at` and how many events it holds), straight from the protobuf wire
-// format: a thousand clients each decoding every event in full would be a
-// benchmark of protobuf decoding in this process, on the same two cores.
+// so the streams' clients do not share its event loop. They do share the
+// machine's two cores, so they take of each message only what the figures
+// need (its `at`, whether partial, how many events), straight from the
+// protobuf wire format, and each stream is a plain HTTP/2 gRPC call that
+// receives every byte of its messages on its own stream while each
+// distinct message is inflated and read once for all of them (h2Call).
+// With @grpc/grpc-js clients (BENCH_EVENTS_CLIENT=grpc-js, the line's
+// client until issue 33's feed lane) every stream inflated every 76 KB
+// message itself, a hundred or a thousand times what one real client does:
+// the bench process was busy 76% of a core at 100 streams and was what
+// limited the line at 1,000 (BENCHMARKS.md, "Feed at 100 streams: the feed
+// lane").
+import { EventEmitter } from "node:events";
+import http2 from "node:http2";
+import { gunzipSync } from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { WatchRequestSchema } from "../gen/resourcestore/type/v1/event_pb.js";
@@ -79,6 +102,62 @@ function readSeen(buf: Buffer): Seen {
   return { at, events, partial };
 }
 
+/** The part of a grpc-js call the bench uses: "data" (a Seen), "error", "end", and cancel(). */
+interface BenchCall {
+  on(event: "data", listener: (m: Seen) => void): this;
+  on(event: "error", listener: (err: grpc.ServiceError) => void): this;
+  on(event: "end", listener: () => void): this;
+  once(event: "data", listener: (m: Seen) => void): this;
+  once(event: "error", listener: (err: Error) => void): this;
+  cancel(): void;
+}
+
+/**
+ * A Watch as a plain HTTP/2 gRPC call (the headers grpc-js sends, gzip
+ * accepted), each stream taking every byte of every message off its own
+ * HTTP/2 stream, but decoding (gunzip, then readSeen) each distinct envelope
+ * once for all the streams of the run (`decoded`, keyed by its bytes): what
+ * one real client does for itself, done once here instead of once per
+ * stream. A message counts for a stream only once all its bytes came on
+ * that stream.
+ */
+function h2Call(session: http2.ClientHttp2Session, request: Buffer, decoded: Map<string, Seen>): BenchCall {
+  const call = new EventEmitter() as EventEmitter & BenchCall;
+  const req = session.request({
+    ":method": "POST",
+    ":path": "/resourcestore.v2.EventService/Watch",
+    "content-type": "application/grpc",
+    te: "trailers",
+    "grpc-accept-encoding": "identity,deflate,gzip",
+  });
+  const framed = Buffer.alloc(5 + request.length);
+  framed.writeUInt32BE(request.length, 1);
+  request.copy(framed, 5);
+  req.end(framed);
+  let pending: Buffer = Buffer.alloc(0);
+  req.on("data", (chunk: Buffer) => {
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
+      const end = 5 + pending.readUInt32BE(1);
+      const envelope = pending.subarray(0, end);
+      pending = pending.subarray(end);
+      const key = envelope.toString("latin1");
+      let seen = decoded.get(key);
+      if (seen === undefined) {
+        const body = envelope.subarray(5);
+        seen = readSeen((envelope[0]! & 1) === 1 ? gunzipSync(body) : body);
+        if (decoded.size > 1000) decoded.clear();
+        decoded.set(key, seen);
+      }
+      call.emit("data", seen);
+    }
+  });
+  req.on("error", (err) => call.emit("error", Object.assign(err, { code: grpc.status.UNAVAILABLE })));
+  req.on("close", () => call.emit("end"));
+  call.cancel = () => req.close(http2.constants.NGHTTP2_CANCEL);
+  return call;
+}
+
 async function withStreams(opts: BenchOptions, streams: number): Promise<Result[]> {
   // Every event goes to every stream: fewer rows for a thousand streams.
   const total = (opts.quick ? 10_000 : 50_000) / (streams >= 1000 ? 5 : 1);
@@ -87,12 +166,15 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
     const server = await startServer({ databaseUrl: url, env: { MAX_WATCH_STREAMS: String(streams + 10) } });
     const writerDb = await openDatabase({ databaseUrl: url, poolSize: 2 });
     const address = new URL(server.url).host;
-    // One channel (one HTTP/2 connection) per hundred streams: a distinct option keeps grpc-js from sharing one.
+    const h2 = process.env.BENCH_EVENTS_CLIENT !== "grpc-js";
+    // One connection per hundred streams (for grpc-js, a distinct option keeps it from sharing one channel).
+    const sessions = h2 ? Array.from({ length: Math.ceil(streams / STREAMS_PER_CONNECTION) }, () => http2.connect(server.url)) : [];
     const clients = Array.from(
-      { length: Math.ceil(streams / STREAMS_PER_CONNECTION) },
+      { length: h2 ? 0 : Math.ceil(streams / STREAMS_PER_CONNECTION) },
       (_, i) => new grpc.Client(address, grpc.credentials.createInsecure(), { "bench.connection": i, "grpc.max_receive_message_length": 64 * 1024 * 1024 }),
     );
-    const calls: grpc.ClientReadableStream<Seen>[] = [];
+    const decoded = new Map<string, Seen>();
+    const calls: BenchCall[] = [];
     try {
       const store = createResourceStore(writerDb);
       const committedAt = new Map<string, number>();
@@ -103,7 +185,10 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
       const opened: Promise<void>[] = [];
       const readers: Promise<number>[] = [];
       for (let s = 0; s < streams; s++) {
-        const call = clients[Math.floor(s / STREAMS_PER_CONNECTION)]!.makeServerStreamRequest("/resourcestore.v2.EventService/Watch", (b: Buffer) => b, readSeen, request);
+        const c = Math.floor(s / STREAMS_PER_CONNECTION);
+        const call: BenchCall = h2
+          ? h2Call(sessions[c]!, request, decoded)
+          : clients[c]!.makeServerStreamRequest("/resourcestore.v2.EventService/Watch", (b: Buffer) => b, readSeen, request);
         calls.push(call);
         let delivered = 0;
         let first = true;
@@ -158,6 +243,7 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
     } finally {
       for (const c of calls) c.cancel();
       for (const c of clients) c.close();
+      for (const c of sessions) c.close();
       await writerDb.close();
       await server.close();
     }

@@ -31,6 +31,7 @@ import {
   createReflectionService,
   createReflectionServiceV1alpha,
   createServiceImpls,
+  createFeedLane,
   createUnaryLane,
   guardedNodeAdapter,
   REQUEST_ID,
@@ -233,7 +234,17 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   // Requests for no RPC path: REST, then /healthz, /readyz, /metrics, /openapi.json, else 404.
   const fallback = createHttpFallback({ log, rest, ops: createOpsRoutes({ metrics, ready }), callRecords });
 
-  const rpc = guardedNodeAdapter({ routes, pipeline, lane, fallback });
+  // A gRPC Watch (the plain case) writes each feed message's one envelope to all its streams.
+  const eventServices = allServices.filter((s) => serviceName(s) === "EventService");
+  const feedLane = createFeedLane({
+    services: eventServices,
+    impls: new Map(eventServices.flatMap((s) => {
+      const impl = impls[serviceName(s)];
+      return impl === undefined ? [] : [[s.typeName, impl] as const];
+    })),
+    pipeline,
+  });
+  const rpc = guardedNodeAdapter({ routes, pipeline, lane, feedLane, fallback });
   // Paths as sent and credentials before any body is read (docs/contract/16-limits.md).
   const rpcPaths = new Map<string, DescMethod>();
   for (const svc of [...allServices, Health, ServerReflection, ServerReflectionV1alpha]) for (const m of svc.methods) rpcPaths.set(`/${svc.typeName}/${m.name}`, m);

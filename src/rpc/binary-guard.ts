@@ -26,6 +26,7 @@ import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/conne
 import { malformedBinaryBody, parsedBinaryBody } from "./body-marks.js";
 import type { Pipeline } from "./pipeline.js";
 import { resetTransport, transportReset } from "./transport-reset.js";
+import type { FeedLane } from "./feed-lane.js";
 import type { UnaryLane } from "./unary-lane.js";
 
 const UNARY_BINARY = /^application\/proto\b/i;
@@ -178,6 +179,8 @@ export interface GuardedAdapterOptions {
   readonly pipeline: Pipeline;
   /** Serves the plain unary cases (unary-lane.ts); the rest go through connect. */
   readonly lane?: UnaryLane;
+  /** Serves the plain gRPC Watch (feed-lane.ts); the rest go through connect. */
+  readonly feedLane?: FeedLane;
   /** Requests for paths no service answers. */
   readonly fallback?: NodeHandler;
   readonly contextValues?: (req: IncomingMessage | Http2ServerRequest) => ContextValues;
@@ -203,6 +206,8 @@ export function guardedNodeAdapter(options: GuardedAdapterOptions): NodeHandler 
     values.set(resetTransport, transportReset(res));
     // The plain Connect unary case runs without connect's universal request and response.
     if (options.lane?.serveConnect(req, res, values) === true) return;
+    // So does the plain gRPC Watch, each message framed once for all its streams.
+    if (options.feedLane?.serveGrpc(req, res, values) === true) return;
     const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
     handler(uReq)
       .then((uRes) => universalResponseToNodeResponse(uRes, res))

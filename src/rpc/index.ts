@@ -73,6 +73,7 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
 // and each service's factory (tests build services one by one).
 export { guardedNodeAdapter, guardBinaryBodies, type GuardedAdapterOptions } from "./binary-guard.js";
 export { malformedBinaryBody } from "./body-marks.js";
+export { createFeedLane, type FeedLane, type FeedLaneOptions } from "./feed-lane.js";
 export { ACCEPT_COMPRESSION, createPipeline, type Pipeline, type PipelineParts } from "./pipeline.js";
 export { sharedCompression, type SharedCompressionOptions } from "./shared-compression.js";
 export { createUnaryLane, type UnaryCall, type UnaryLane, type UnaryLaneOptions, type UnaryOutcome } from "./unary-lane.js";

@@ -1,7 +1,8 @@
 // The one pipeline every call runs, whichever way it came in: Connect, gRPC
 // and gRPC-Web through connect's router (binary-guard.ts), REST and plain
-// unary Connect/gRPC through the unary lane (unary-lane.ts), REST streams
-// through an in-process router transport (app.ts). Each of those takes its
+// unary Connect/gRPC through the unary lane (unary-lane.ts), plain gRPC
+// Watch streams through the feed lane (feed-lane.ts), REST streams through
+// an in-process router transport (app.ts). Each of those takes its
 // interceptors, body limit, compressions and JSON options from the Pipeline
 // made here, and from nowhere else: a new interceptor added here runs on
 // every path, and no path can run a list of its own.
@@ -68,7 +69,8 @@ export interface Pipeline {
    * The same compressions for the change feed's streams (EventService), each
    * compressing a message once for every stream that sends it
    * (shared-compression.ts); this pipeline's own, so one app's streams share
-   * with each other only.
+   * with each other only. The feed lane compresses with them too, so its
+   * streams and connect's share one compression of a message.
    */
   readonly feedCompression: readonly Compression[];
   /**

@@ -1,0 +1,232 @@
+// The feed lane: a gRPC Watch (EventService, both revisions) written to its
+// HTTP/2 stream as one envelope per message, made once for every stream that
+// sends the same message (issue 33, "events, 100 streams").
+//
+// The feed hands the same message object to every stream at the tail
+// (store/events.ts) and the handler hands it on as bytes made once
+// (event-service.ts preEncoded). Through connect each stream still
+// serialized it again (toBinary copies the whole message into a new buffer),
+// had the copy compared with the shared compression's recent inputs, framed
+// it (another copy) and passed it down a pipeline of async iterables: with
+// 100 streams a commit of 1,000 events (76 KB) was copied 200 times and the
+// last stream got it about 100 ms after the first, on a 2-core machine
+// (BENCHMARKS.md, "Feed at 100 streams, continued"). Here a message's
+// envelope (its 5-byte prefix and its bytes, compressed when the client
+// accepts it and the message is large enough, as connect would) is made the
+// first time a stream sends it and kept by message object, and every stream
+// writes that same Buffer.
+//
+// Only the plain case comes here: gRPC over HTTP/2 (application/grpc or
+// +proto), an uncompressed request, no deadline header, a compression
+// connect would accept. Anything else (gRPC-Web, Connect, JSON, deadlines,
+// compressed requests) goes through connect, which owns those rules. The
+// interceptors are the pipeline's, run by connect's own invoker as the
+// router runs them (transformInvokeImplementation, as the unary lane uses
+// invokeUnaryImplementation), so metrics, the call line, auth, access,
+// audit and tracing see the call and its messages as through connect; what
+// stays here is reading the one request message and writing gRPC's frames,
+// headers and trailers.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { create, type DescMessage, type DescMethodServerStreaming, type DescService, type Message } from "@bufbuild/protobuf";
+import { Code, ConnectError, createServiceImplSpec, type ContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
+import { compressionNegotiate, createAsyncIterable, transformInvokeImplementation, type Compression } from "@connectrpc/connect/protocol";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { abortOnClose } from "../http/abort-on-close.js";
+import { webHeaders } from "../http/headers.js";
+import { readBody } from "../http/read-body.js";
+import { plannedFromBinary, plannedToBinary } from "../protobuf/index.js";
+import { malformedBinaryBody } from "./body-marks.js";
+import type { Pipeline } from "./pipeline.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+export interface FeedLane {
+  /**
+   * Answers a gRPC Watch when it is the plain case (see the top of this
+   * file) and returns true; returns false, having touched nothing, when
+   * connect must answer it.
+   */
+  serveGrpc(req: Req, res: Res, contextValues: ContextValues): boolean;
+}
+
+export interface FeedLaneOptions {
+  /** The services whose server-streaming methods it serves (the EventService revisions). */
+  readonly services: readonly DescService[];
+  /** Handler objects keyed by service type name. */
+  readonly impls: ReadonlyMap<string, object>;
+  /**
+   * Interceptors, body limit and compressions: acceptCompression is
+   * negotiated as connect does, and feedCompression compresses (it shares
+   * one compression of a message with the streams connect serves).
+   */
+  readonly pipeline: Pipeline;
+}
+
+/** Smaller messages are not compressed (connect's default compressMinBytes). */
+const COMPRESS_MIN_BYTES = 1024;
+
+const GRPC_PROTO_TYPE = /^application\/grpc(?:\+proto)?$/i;
+
+/** Node's header object from Headers. */
+function nodeHeaders(header: Headers): Record<string, string> {
+  const out: Record<string, string> = {};
+  header.forEach((value, name) => {
+    out[name] = value;
+  });
+  return out;
+}
+
+function asConnectError(e: unknown): ConnectError {
+  return e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
+}
+
+/** Writes `data`; resolves once the stream takes more (at once unless its buffer is full), as connect's adapter waits. */
+function write(res: Http2ServerResponse, data: Buffer): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const gone = () => new ConnectError("the client went away", Code.Canceled);
+    if (res.destroyed || res.writableEnded) {
+      reject(gone());
+      return;
+    }
+    if (res.write(data)) {
+      resolve();
+      return;
+    }
+    const onClose = () => {
+      res.off("drain", onDrain);
+      reject(gone());
+    };
+    const onDrain = () => {
+      res.off("close", onClose);
+      resolve();
+    };
+    res.once("close", onClose);
+    res.once("drain", onDrain);
+  });
+}
+
+export function createFeedLane(opts: FeedLaneOptions): FeedLane {
+  const { readMaxBytes, acceptCompression } = opts.pipeline;
+  const compressions = new Map(opts.pipeline.feedCompression.map((c) => [c.name, c]));
+  const interceptors = [...opts.pipeline.interceptors];
+  const specs = new Map<string, MethodImplSpec & { kind: "server_streaming" }>();
+  for (const service of opts.services) {
+    const impl = opts.impls.get(service.typeName);
+    if (impl === undefined) continue;
+    const spec = createServiceImplSpec(service, impl);
+    for (const method of service.methods) {
+      if (method.methodKind !== "server_streaming" || typeof (impl as Record<string, unknown>)[method.localName] !== "function") continue;
+      specs.set(`/${service.typeName}/${method.name}`, spec.methods[method.localName] as MethodImplSpec & { kind: "server_streaming" });
+    }
+  }
+
+  // A message's envelope by compression name ("" = none), made once for every
+  // stream that sends the same message object; gone with the message.
+  const envelopes = new WeakMap<object, Map<string, Promise<Buffer>>>();
+  function envelopeOf(desc: DescMessage, message: Message, compression: Compression | null): Promise<Buffer> {
+    let byName = envelopes.get(message);
+    if (byName === undefined) {
+      byName = new Map();
+      envelopes.set(message, byName);
+    }
+    const key = compression?.name ?? "";
+    let envelope = byName.get(key);
+    if (envelope === undefined) {
+      envelope = (async () => {
+        const bytes = plannedToBinary(desc, message);
+        const compress = compression !== null && bytes.byteLength >= COMPRESS_MIN_BYTES;
+        const body = compress ? await compression.compress(bytes) : bytes;
+        const out = Buffer.allocUnsafe(5 + body.byteLength);
+        out[0] = compress ? 1 : 0;
+        out.writeUInt32BE(body.byteLength, 1);
+        out.set(body, 5);
+        return out;
+      })();
+      const made = envelope;
+      byName.set(key, made);
+      // A failed compression is not kept: the next stream tries again (and meets its own error).
+      made.catch(() => {
+        if (byName.get(key) === made) byName.delete(key);
+      });
+    }
+    return envelope;
+  }
+
+  async function answer(spec: MethodImplSpec & { kind: "server_streaming" }, req: Req, res: Http2ServerResponse, contextValues: ContextValues, compression: Compression | null): Promise<void> {
+    const method = spec.method as DescMethodServerStreaming;
+    const authority = String(req.headers[":authority"] ?? req.headers.host ?? "localhost");
+    const responseHeader = new Headers({ "content-type": "application/grpc+proto" });
+    if (compression !== null) responseHeader.set("grpc-encoding", compression.name);
+    const context: HandlerContext = {
+      method,
+      service: method.parent,
+      requestMethod: "POST",
+      protocolName: "grpc",
+      url: `http://${authority}${req.url ?? "/"}`,
+      signal: abortOnClose(res, () => new ConnectError("the client went away", Code.Canceled)),
+      timeoutMs: () => undefined,
+      requestHeader: webHeaders(req),
+      responseHeader,
+      responseTrailer: new Headers(),
+      values: contextValues,
+    };
+    let failure: ConnectError | undefined;
+    let it: AsyncIterator<Message> | undefined;
+    try {
+      // One message and its 5-byte envelope prefix.
+      const bytes = await readBody(req, readMaxBytes + 5);
+      const one = bytes.length >= 5 && bytes[0] === 0 && bytes.readUInt32BE(1) === bytes.length - 5;
+      let message: Message | undefined;
+      if (one) {
+        try {
+          message = plannedFromBinary(method.input, bytes.subarray(5));
+        } catch {
+          // marked below
+        }
+      }
+      if (message === undefined) {
+        // The call interceptor answers invalid_argument, with a request id and a log line, as on every other wire.
+        contextValues.set(malformedBinaryBody, true);
+        message = create(method.input);
+      }
+      it = transformInvokeImplementation(spec, context, interceptors)(createAsyncIterable([message]))[Symbol.asyncIterator]() as AsyncIterator<Message>;
+      for (let r = await it.next(); r.done !== true; r = await it.next()) {
+        const envelope = await envelopeOf(method.output, r.value, compression);
+        if (!res.headersSent) res.writeHead(200, nodeHeaders(responseHeader));
+        await write(res, envelope);
+      }
+      it = undefined;
+    } catch (e) {
+      failure = asConnectError(e);
+    } finally {
+      // A stream left before its end (the client went away mid-write): end the handler's generators.
+      if (it !== undefined) void it.return?.().catch(() => undefined);
+    }
+    if (res.destroyed || res.writableEnded) return;
+    const trailer = new Headers();
+    context.responseTrailer.forEach((value, key) => trailer.append(key, value));
+    setTrailerStatus(trailer, failure);
+    if (!res.headersSent) res.writeHead(200, nodeHeaders(responseHeader));
+    res.addTrailers(nodeHeaders(trailer));
+    res.end();
+  }
+
+  return {
+    serveGrpc(req, res, contextValues) {
+      if (req.method !== "POST" || req.httpVersionMajor !== 2) return false;
+      const spec = specs.get((req.url ?? "").split("?", 1)[0] ?? "");
+      if (spec === undefined) return false;
+      const h = req.headers;
+      if (!GRPC_PROTO_TYPE.test(h["content-type"] ?? "") || h["grpc-timeout"] !== undefined) return false;
+      if (h["grpc-encoding"] !== undefined && String(h["grpc-encoding"]).toLowerCase() !== "identity") return false;
+      const accepted = h["grpc-accept-encoding"];
+      const negotiated = compressionNegotiate([...acceptCompression], null, Array.isArray(accepted) ? accepted.join(",") : (accepted ?? null), "grpc-accept-encoding");
+      if (negotiated.error !== undefined) return false;
+      const compression = negotiated.response === null ? null : (compressions.get(negotiated.response.name) ?? negotiated.response);
+      answer(spec, req, res as Http2ServerResponse, contextValues, compression).catch(() => res.destroy());
+      return true;
+    },
+  };
+}
