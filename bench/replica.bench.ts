@@ -8,6 +8,7 @@
 // The primary and the standby are built here from the machine's PostgreSQL
 // binaries (test/support/pg-cluster.ts), not the server `npm run bench`
 // otherwise uses.
+import { randomBytes } from "node:crypto";
 import { createResourceStoreClient } from "../src/client/index.js";
 import { readResources } from "../src/store/index.js";
 import { findPostgresBin, startPgCluster } from "../test/support/pg-cluster.js";
@@ -45,13 +46,21 @@ export async function replicaBenchmarks(opts: BenchOptions): Promise<Result[]> {
     await migrateDatabase(cluster.primaryUrl);
     await loadThroughStoreSql(cluster.primaryUrl, "r", batches, batchSize);
     const asOf = await clockNow(cluster.primaryUrl);
+    // Closed in reverse order, whatever fails: a client left open when the cluster stops ends the run with its own error instead.
+    const closers: (() => Promise<unknown>)[] = [];
     const admin = await connect(cluster.primaryUrl);
+    closers.push(() => admin.end());
     await admin.query("ANALYZE");
     await cluster.caughtUp(120_000);
-    const direct = await startServer({ databaseUrl: cluster.primaryUrl });
-    const routed = await startServer({ databaseUrl: cluster.primaryUrl, env: { DATABASE_READ_URLS: cluster.standbyUrl } });
-    const onStandby = await connect(cluster.standbyUrl);
+    // Two services of one store: one registry key (the second refuses a key of the same id with another fingerprint).
+    const REGISTRY_SECRET = randomBytes(32).toString("base64url");
     try {
+      const direct = await startServer({ databaseUrl: cluster.primaryUrl, env: { REGISTRY_SECRET } });
+      closers.push(() => direct.close());
+      const routed = await startServer({ databaseUrl: cluster.primaryUrl, env: { REGISTRY_SECRET, DATABASE_READ_URLS: cluster.standbyUrl } });
+      closers.push(() => routed.close());
+      const onStandby = await connect(cluster.standbyUrl);
+      closers.push(() => onStandby.end());
       const directClient = createResourceStoreClient({ baseUrl: direct.url, transport: "grpc" });
       const routedClient = createResourceStoreClient({ baseUrl: routed.url, transport: "grpc" });
       const rnd = random(18);
@@ -127,10 +136,7 @@ export async function replicaBenchmarks(opts: BenchOptions): Promise<Result[]> {
         { name: "replica-read-overhead", ratio: med("service routed to the standby") / med("service on the primary"), op: "<=", target: REPLICA_READ_TARGET },
       ];
     } finally {
-      await onStandby.end();
-      await admin.end();
-      await routed.close();
-      await direct.close();
+      for (const close of closers.reverse()) await close();
     }
   } finally {
     await cluster.stop();
