@@ -25,6 +25,8 @@
 // (its queue full) or that the page cannot serve (a subtree the read did not
 // tag) leaves the tail and catches up on its own again from its own point,
 // so a slow client never holds more than a few pages.
+// stats() counts the reads of each kind and the departures by reason
+// (rs_events_* on /metrics, docs/events.md).
 import { setMaxListeners } from "node:events";
 import { resourceExhausted } from "../errors.js";
 import { checkIdentifier, payloadTypeOrThrow } from "../schema/validate.js";
