@@ -34,6 +34,12 @@
 // the bench process was busy 76% of a core at 100 streams and was what
 // limited the line at 1,000 (BENCHMARKS.md, "Feed at 100 streams: the feed
 // lane").
+//
+// After each case the service's own account follows, from its /metrics:
+// history pages read by the shared tails and by streams on their own, and
+// streams that left their tail by reason. One tail read per commit and
+// few own reads means the streams shared the reads; own reads growing with
+// commits times streams means they left the tail and each read alone.
 import { EventEmitter } from "node:events";
 import http2 from "node:http2";
 import { gunzipSync } from "node:zlib";
@@ -158,6 +164,15 @@ function h2Call(session: http2.ClientHttp2Session, request: Buffer, decoded: Map
   return call;
 }
 
+/** The feed's counters from the service's /metrics, as one line of context. */
+async function feedCounters(serverUrl: string): Promise<string> {
+  const text = await (await fetch(`${serverUrl}/metrics`)).text();
+  const value = (name: string, label: string) => new RegExp(`^${name}\\{${label}\\} (\\S+)$`, "m").exec(text)?.[1] ?? "?";
+  const reads = (by: string) => value("rs_events_history_reads_total", `by="${by}"`);
+  const left = (reason: string) => value("rs_events_streams_left_tail_total", `reason="${reason}"`);
+  return `history reads by tail ${reads("tail")}, by stream ${reads("stream")}; streams that left the tail: lagging ${left("lagging")}, untagged ${left("untagged")}, error ${left("error")}`;
+}
+
 async function withStreams(opts: BenchOptions, streams: number): Promise<Result[]> {
   // Every event goes to every stream: fewer rows for a thousand streams.
   const total = (opts.quick ? 10_000 : 50_000) / (streams >= 1000 ? 5 : 1);
@@ -235,6 +250,7 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
         `${streams} stream(s): writer ${fmt(writeRate)} rows/s in batches of ${batch}; slowest stream ${fmt(slowest)} events/s, all streams ${fmt(rates.reduce((a, b) => a + b, 0))} events/s; ` +
           `commit to delivery p50 ${fmt(percentile(delays, 50), 1)} ms, p99 ${fmt(p99, 1)} ms`,
       );
+      context(`${streams} stream(s), ${Math.ceil(total / batch)} commits, per the service's /metrics: ${await feedCounters(server.url)}`);
       const out: Result[] = [
         { name: `events delivered/s per stream vs writer rows/s, ${streams} stream${streams === 1 ? "" : "s"}`, ratio: slowest / writeRate, op: ">=", target: streams <= 100 ? 1 : 0.5 },
       ];

@@ -177,7 +177,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   // One pool of encoder workers for every parquet export of the process; its threads start on the first export.
   const encoders = createEncoderPool(config.parquetEncoderWorkers);
   const impls = await createServiceImpls({ config, db, storage, log, registryKeys, feed, encoders });
-  const metrics = createMetrics({ poolStats: db.poolStats?.bind(db), readCounts: db.readCounts?.bind(db) });
+  const metrics = createMetrics({ poolStats: db.poolStats?.bind(db), readCounts: db.readCounts?.bind(db), feed });
   // Every call, whichever path it takes below, runs this one pipeline: its
   // interceptors, body limit, compressions and JSON options (rpc/pipeline.ts,
   // where access, audit and tracing take their slots).

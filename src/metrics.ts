@@ -1,11 +1,12 @@
 // Prometheus metrics at /metrics: calls by route and code with a latency
 // histogram (recorded by an interceptor, so REST, gRPC and Connect all
-// count), the PostgreSQL pool, and the process defaults. One registry per
+// count), the PostgreSQL pool, the change feed's streams and history reads,
+// and the process defaults. One registry per
 // app, so several apps in one process (tests) do not share counters.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { PoolStats, ReadCounts } from "./store/index.js";
+import type { EventFeed, PoolStats, ReadCounts } from "./store/index.js";
 import { onResponseEnd } from "./rpc/index.js";
 
 export interface Metrics {
@@ -23,6 +24,8 @@ export interface MetricsDeps {
   readonly poolStats?: (() => PoolStats) | undefined;
   /** Reads by where they ran, when there are read standbys (DATABASE_READ_URLS). */
   readonly readCounts?: (() => ReadCounts) | undefined;
+  /** The change feed: its open streams, history reads and streams that left a tail (store/events.ts). */
+  readonly feed?: Pick<EventFeed, "openStreams" | "stats"> | undefined;
 }
 
 function codeName(err: unknown): string {
@@ -74,6 +77,41 @@ export function createMetrics(deps: MetricsDeps = {}): Metrics {
         this.reset();
         this.inc({ target: "primary" }, c.primary);
         this.inc({ target: "standby" }, c.standby);
+      },
+    });
+  }
+
+  const feed = deps.feed;
+  if (feed !== undefined) {
+    new Gauge({
+      name: "rs_events_streams_open",
+      help: "Change feed: open Watch and /events streams",
+      registers: [registry],
+      collect() {
+        this.set(feed.openStreams);
+      },
+    });
+    new Counter({
+      name: "rs_events_history_reads_total",
+      help: "Change feed: pages of history read, by who read them: a shared tail (once for all its streams) or a stream on its own (catching up, or after leaving its tail)",
+      labelNames: ["by"] as const,
+      registers: [registry],
+      collect() {
+        const s = feed.stats();
+        this.reset();
+        this.inc({ by: "tail" }, s.tailReads);
+        this.inc({ by: "stream" }, s.streamReads);
+      },
+    });
+    new Counter({
+      name: "rs_events_streams_left_tail_total",
+      help: "Change feed: streams that left their shared tail to read the history on their own until they rejoin, by reason: lagging (8 pages unread, or behind), untagged (its subtree not tagged), error (the tail's read failed)",
+      labelNames: ["reason"] as const,
+      registers: [registry],
+      collect() {
+        const left = feed.stats().leftTail;
+        this.reset();
+        for (const reason of ["lagging", "untagged", "error"] as const) this.inc({ reason }, left[reason]);
       },
     });
   }

@@ -25,6 +25,8 @@
 // (its queue full) or that the page cannot serve (a subtree the read did not
 // tag) leaves the tail and catches up on its own again from its own point,
 // so a slow client never holds more than a few pages.
+// stats() counts the reads of each kind and the departures by reason
+// (rs_events_* on /metrics, docs/events.md).
 import { setMaxListeners } from "node:events";
 import { resourceExhausted } from "../errors.js";
 import { checkIdentifier, payloadTypeOrThrow } from "../schema/validate.js";
@@ -331,8 +333,33 @@ export interface EventFeed {
   watch(options: WatchOptions): AsyncGenerator<EventMessage, void, undefined>;
   /** Open streams now (for tests and metrics). */
   readonly openStreams: number;
+  /** What the feed has read and how often streams left a tail, since it was made (for tests and metrics). */
+  stats(): EventFeedStats;
   /** Ends every open watch (shutdown) and stops listening. */
   close(): Promise<void>;
+}
+
+/** Why a stream left its tail to read the history on its own (EventFeedStats.leftTail). */
+export type LeftTailReason = "lagging" | "untagged" | "error";
+
+/**
+ * Counts since the feed was made. A history read is one readHistoryPage()
+ * that returned a page: `tailReads` by the shared tails (one per page of
+ * new commits, whatever the number of streams joined), `streamReads` by
+ * streams on their own (catching up, or after leaving a tail, each with its
+ * filters). Many streams leaving their tail show as `streamReads` growing
+ * with every commit times the streams.
+ */
+export interface EventFeedStats {
+  readonly tailReads: number;
+  readonly streamReads: number;
+  /**
+   * Streams that left a tail to read on their own until they join again:
+   * `lagging` (its queue held MAX_QUEUED_PAGES unread pages, or it was behind
+   * the page), `untagged` (its subtree was not tagged in the page), `error`
+   * (the tail's read failed). A stream that ends is not counted.
+   */
+  readonly leftTail: Readonly<Record<LeftTailReason, number>>;
 }
 
 export interface EventFeedOptions {
@@ -415,6 +442,7 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
   setMaxListeners(0, closing.signal);
   const tails = new Map<string, Tail>();
   let open = 0;
+  const counts = { tailReads: 0, streamReads: 0, leftTail: { lagging: 0, untagged: 0, error: 0 } };
   let subscription: Promise<(() => Promise<void>) | undefined> | undefined;
   let pollTimer: NodeJS.Timeout | undefined;
 
@@ -466,7 +494,9 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
     if (t.streams === 0) tails.delete(t.key);
   }
 
-  function detach(t: Tail, m: Member): void {
+  /** Lets go of a member: `reason` when the tail pushes it out, none when its stream ends. */
+  function detach(t: Tail, m: Member, reason?: LeftTailReason): void {
+    if (reason !== undefined) counts.leftTail[reason] += 1;
     t.members.delete(m);
     m.detached = true;
     if (t.members.size === 0) t.point = undefined;
@@ -488,13 +518,15 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
           const from = t.point;
           const tagged = new Set(t.roots.keys());
           const page = await readHistoryPage(db, t.grants, from, pageSize, { includeResources: t.withResources }, { tagRoots: [...tagged] });
+          counts.tailReads += 1;
           if (t.point !== from) continue;
           t.point = page.upto;
           const delivered: TailPage = { from, page, tagged };
           for (const m of [...t.members]) {
             const queuedTo = m.queue[m.queue.length - 1]?.page.upto ?? m.point;
-            if (queuedTo < from || (m.root !== undefined && !tagged.has(m.root)) || m.queue.length >= MAX_QUEUED_PAGES) {
-              detach(t, m);
+            const untagged = m.root !== undefined && !tagged.has(m.root);
+            if (queuedTo < from || untagged || m.queue.length >= MAX_QUEUED_PAGES) {
+              detach(t, m, queuedTo >= from && untagged ? "untagged" : "lagging");
               continue;
             }
             m.queue.push(delivered);
@@ -504,7 +536,7 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
         }
       } catch {
         // The members read on their own, and meet the error themselves if it lasts.
-        for (const m of [...t.members]) detach(t, m);
+        for (const m of [...t.members]) detach(t, m, "error");
       } finally {
         t.reading = false;
       }
@@ -544,6 +576,7 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
           // On its own: the filters are in the SQL.
           const source = catchingUp ? await readerFor(db, point) : db;
           const page = await readHistoryPage(source, grants, point, pageSize, opts);
+          counts.streamReads += 1;
           if (signal.aborted) return;
           catchingUp = page.more;
           point = page.upto;
@@ -619,6 +652,7 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
     get openStreams() {
       return open;
     },
+    stats: () => ({ tailReads: counts.tailReads, streamReads: counts.streamReads, leftTail: { ...counts.leftTail } }),
     async close() {
       closing.abort();
       if (pollTimer !== undefined) clearTimeout(pollTimer);

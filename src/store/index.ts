@@ -161,5 +161,5 @@ export function createResourceStore(db: Db, limits: { maxTreeDepth?: number; cur
 
 // The change feed (docs/contract/14-events.md) and the process's LISTEN connection.
 export { EMPTY_STORE_POINT, EVENTS_CHANNEL, beforeStamp, checkEventFilter, createEventFeed, readHistoryPage, toMessages } from "./events.js";
-export type { EventFeed, EventFilter, EventKind, EventMessage, HistoryPage, ResourceEvent, WatchOptions } from "./events.js";
+export type { EventFeed, EventFeedStats, EventFilter, EventKind, LeftTailReason, EventMessage, HistoryPage, ResourceEvent, WatchOptions } from "./events.js";
 export { createNotifications, type Notifications } from "./notifications.js";

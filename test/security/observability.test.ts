@@ -1,7 +1,7 @@
 // Logs: one JSON line per call with a request id (the client's, or a fresh
 // one echoed back), route, code and duration, and never a payload value, an
 // external uid or a token. Metrics: calls by route and code with a latency
-// histogram over every protocol, and the PostgreSQL pool.
+// histogram over every protocol, the PostgreSQL pool, and the change feed.
 import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -121,6 +121,30 @@ describe("metrics", () => {
     expect(text).toMatch(/^rs_request_duration_seconds_bucket\{le="0\.1",route="\/resourcestore\.v2\.SchemaService\/Schemas",code="ok"\} \d+/m);
     expect(text).toMatch(/^rs_request_duration_seconds_count\{route="\/resourcestore\.v2\.ResourceService\/Create",code="ok"\} \d+/m);
     expect(text).toMatch(/^process_cpu_seconds_total /m);
+  });
+
+  it("reports the change feed: open streams, history reads by tail and by stream, streams that left a tail by reason", async () => {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    expect(text).toMatch(/^# TYPE rs_events_streams_open gauge$/m);
+    expect(text).toMatch(/^rs_events_streams_open \d+$/m);
+    expect(text).toMatch(/^# TYPE rs_events_history_reads_total counter$/m);
+    for (const by of ["tail", "stream"]) expect(text).toMatch(new RegExp(`^rs_events_history_reads_total\\{by="${by}"\\} \\d+$`, "m"));
+    expect(text).toMatch(/^# TYPE rs_events_streams_left_tail_total counter$/m);
+    for (const reason of ["lagging", "untagged", "error"]) {
+      expect(text).toMatch(new RegExp(`^rs_events_streams_left_tail_total\\{reason="${reason}"\\} \\d+$`, "m"));
+    }
+    // The figures are the feed's (EventFeed.stats(), exact in test/events/feed-stats.test.ts): one open stream, which has read on its own.
+    const ac = new AbortController();
+    try {
+      const res = await fetch(`${url}/events`, { headers: auth, signal: ac.signal });
+      expect(res.status).toBe(200);
+      await res.body!.getReader().read();
+      const during = await (await fetch(`${url}/metrics`)).text();
+      expect(Number(/^rs_events_streams_open (\d+)$/m.exec(during)?.[1])).toBe(1);
+      expect(Number(/^rs_events_history_reads_total\{by="stream"\} (\d+)$/m.exec(during)?.[1])).toBeGreaterThanOrEqual(1);
+    } finally {
+      ac.abort();
+    }
   });
 
   it.skipIf(!pgOk)("reports the PostgreSQL pool", async () => {
