@@ -722,6 +722,18 @@ function arrayLiteral(xs: readonly unknown[]): string {
   return `{${xs.map((x) => `"${String(x).replace(/[\\"]/g, "\\$&")}"`).join(",")}}`;
 }
 
+/** The index of the quote that closes the JSON string opening at `open` in `line` (one preceded by an even run of backslashes), or -1. */
+function closingQuote(line: string, open: number): number {
+  let j = open;
+  for (;;) {
+    j = line.indexOf('"', j + 1);
+    if (j === -1) return -1;
+    let k = j - 1;
+    while (line.charCodeAt(k) === 92) k--;
+    if ((j - 1 - k) % 2 === 0) return j;
+  }
+}
+
 /**
  * The text of the top-level member "payload" of a JSON object line, as it
  * is (the writer wrote the stored jsonb's own text: its numbers keep their
@@ -736,14 +748,8 @@ export function payloadText(line: string): string | undefined {
   for (let i = 0; i < line.length; i++) {
     const c = line.charCodeAt(i);
     if (c === 34) {
-      let j = i;
-      for (;;) {
-        j = line.indexOf('"', j + 1);
-        if (j === -1) return undefined;
-        let k = j - 1;
-        while (line.charCodeAt(k) === 92) k--;
-        if ((j - 1 - k) % 2 === 0) break;
-      }
+      const j = closingQuote(line, i);
+      if (j === -1) return undefined;
       if (depth === 1 && start === -1 && j === i + 8 && line.startsWith('"payload"', i)) {
         let m = j + 1;
         while (m < line.length && line.charCodeAt(m) <= 32) m++;
@@ -781,14 +787,8 @@ export function elementText(line: string, index: number, last = false): string |
   for (let i = 0; i < line.length; i++) {
     const c = line.charCodeAt(i);
     if (c === 34) {
-      let j = i;
-      for (;;) {
-        j = line.indexOf('"', j + 1);
-        if (j === -1) return undefined;
-        let k = j - 1;
-        while (line.charCodeAt(k) === 92) k--;
-        if ((j - 1 - k) % 2 === 0) break;
-      }
+      const j = closingQuote(line, i);
+      if (j === -1) return undefined;
       i = j;
     } else if (c === 91 || c === 123) {
       depth++;
