@@ -9,7 +9,7 @@ import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import type { DescMessage, DescMethod } from "@bufbuild/protobuf";
 import type { WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
-import { drained } from "./http-body-stream.js";
+import { drained } from "../http/drained.js";
 import type { AnyRequest } from "../http/read-body.js";
 import { messageToRest } from "./response-encoder.js";
 

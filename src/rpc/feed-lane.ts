@@ -28,15 +28,15 @@
 // headers and trailers.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { create, type DescMessage, type DescMethodServerStreaming, type DescService, type Message } from "@bufbuild/protobuf";
+import { type DescMessage, type DescMethodServerStreaming, type DescService, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createServiceImplSpec, type ContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
-import { compressionNegotiate, createAsyncIterable, transformInvokeImplementation, type Compression } from "@connectrpc/connect/protocol";
+import { createAsyncIterable, transformInvokeImplementation, type Compression } from "@connectrpc/connect/protocol";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { abortOnClose } from "../http/abort-on-close.js";
+import { drained } from "../http/drained.js";
 import { webHeaders } from "../http/headers.js";
-import { readBody } from "../http/read-body.js";
-import { plannedFromBinary, plannedToBinary } from "../protobuf/index.js";
-import { malformedBinaryBody } from "./body-marks.js";
+import { plannedToBinary } from "../protobuf/index.js";
+import { asConnectError, GRPC_PROTO_TYPE, grpcEnvelope, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
 import type { Pipeline } from "./pipeline.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -64,47 +64,11 @@ export interface FeedLaneOptions {
   readonly pipeline: Pipeline;
 }
 
-/** Smaller messages are not compressed (connect's default compressMinBytes). */
-const COMPRESS_MIN_BYTES = 1024;
-
-const GRPC_PROTO_TYPE = /^application\/grpc(?:\+proto)?$/i;
-
-/** Node's header object from Headers. */
-function nodeHeaders(header: Headers): Record<string, string> {
-  const out: Record<string, string> = {};
-  header.forEach((value, name) => {
-    out[name] = value;
-  });
-  return out;
-}
-
-function asConnectError(e: unknown): ConnectError {
-  return e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
-}
-
 /** Writes `data`; resolves once the stream takes more (at once unless its buffer is full), as connect's adapter waits. */
-function write(res: Http2ServerResponse, data: Buffer): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const gone = () => new ConnectError("the client went away", Code.Canceled);
-    if (res.destroyed || res.writableEnded) {
-      reject(gone());
-      return;
-    }
-    if (res.write(data)) {
-      resolve();
-      return;
-    }
-    const onClose = () => {
-      res.off("drain", onDrain);
-      reject(gone());
-    };
-    const onDrain = () => {
-      res.off("close", onClose);
-      resolve();
-    };
-    res.once("close", onClose);
-    res.once("drain", onDrain);
-  });
+async function write(res: Http2ServerResponse, data: Buffer): Promise<void> {
+  const gone = () => new ConnectError("the client went away", Code.Canceled);
+  if (res.destroyed || res.writableEnded) throw gone();
+  if (!res.write(data) && !(await drained(res, () => res.destroyed))) throw gone();
 }
 
 export function createFeedLane(opts: FeedLaneOptions): FeedLane {
@@ -134,16 +98,7 @@ export function createFeedLane(opts: FeedLaneOptions): FeedLane {
     const key = compression?.name ?? "";
     let envelope = byName.get(key);
     if (envelope === undefined) {
-      envelope = (async () => {
-        const bytes = plannedToBinary(desc, message);
-        const compress = compression !== null && bytes.byteLength >= COMPRESS_MIN_BYTES;
-        const body = compress ? await compression.compress(bytes) : bytes;
-        const out = Buffer.allocUnsafe(5 + body.byteLength);
-        out[0] = compress ? 1 : 0;
-        out.writeUInt32BE(body.byteLength, 1);
-        out.set(body, 5);
-        return out;
-      })();
+      envelope = grpcEnvelope(plannedToBinary(desc, message), compression);
       const made = envelope;
       byName.set(key, made);
       // A failed compression is not kept: the next stream tries again (and meets its own error).
@@ -175,22 +130,7 @@ export function createFeedLane(opts: FeedLaneOptions): FeedLane {
     let failure: ConnectError | undefined;
     let it: AsyncIterator<Message> | undefined;
     try {
-      // One message and its 5-byte envelope prefix.
-      const bytes = await readBody(req, readMaxBytes + 5);
-      const one = bytes.length >= 5 && bytes[0] === 0 && bytes.readUInt32BE(1) === bytes.length - 5;
-      let message: Message | undefined;
-      if (one) {
-        try {
-          message = plannedFromBinary(method.input, bytes.subarray(5));
-        } catch {
-          // marked below
-        }
-      }
-      if (message === undefined) {
-        // The call interceptor answers invalid_argument, with a request id and a log line, as on every other wire.
-        contextValues.set(malformedBinaryBody, true);
-        message = create(method.input);
-      }
+      const message = parseBinaryMessage(method.input, await readGrpcMessage(req, readMaxBytes), readMaxBytes, contextValues);
       it = transformInvokeImplementation(spec, context, interceptors)(createAsyncIterable([message]))[Symbol.asyncIterator]() as AsyncIterator<Message>;
       for (let r = await it.next(); r.done !== true; r = await it.next()) {
         const envelope = await envelopeOf(method.output, r.value, compression);
@@ -215,16 +155,13 @@ export function createFeedLane(opts: FeedLaneOptions): FeedLane {
 
   return {
     serveGrpc(req, res, contextValues) {
-      if (req.method !== "POST" || req.httpVersionMajor !== 2) return false;
+      if (req.method !== "POST") return false;
       const spec = specs.get((req.url ?? "").split("?", 1)[0] ?? "");
       if (spec === undefined) return false;
-      const h = req.headers;
-      if (!GRPC_PROTO_TYPE.test(h["content-type"] ?? "") || h["grpc-timeout"] !== undefined) return false;
-      if (h["grpc-encoding"] !== undefined && String(h["grpc-encoding"]).toLowerCase() !== "identity") return false;
-      const accepted = h["grpc-accept-encoding"];
-      const negotiated = compressionNegotiate([...acceptCompression], null, Array.isArray(accepted) ? accepted.join(",") : (accepted ?? null), "grpc-accept-encoding");
-      if (negotiated.error !== undefined) return false;
-      const compression = negotiated.response === null ? null : (compressions.get(negotiated.response.name) ?? negotiated.response);
+      if (!GRPC_PROTO_TYPE.test(req.headers["content-type"] ?? "")) return false;
+      const negotiated = plainGrpcCompression(req, acceptCompression);
+      if (negotiated === undefined) return false;
+      const compression = negotiated === null ? null : (compressions.get(negotiated.name) ?? negotiated);
       answer(spec, req, res as Http2ServerResponse, contextValues, compression).catch(() => res.destroy());
       return true;
     },

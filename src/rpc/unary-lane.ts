@@ -24,16 +24,15 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMessage, DescMethodUnary, DescService, Message } from "@bufbuild/protobuf";
-import { plannedFromBinary } from "../protobuf/index.js";
 import { Code, ConnectError, createContextValues, createServiceImplSpec } from "@connectrpc/connect";
 import type { ContextValues, HandlerContext, MethodImplSpec } from "@connectrpc/connect";
-import { compressionNegotiate, createMethodSerializationLookup, invokeUnaryImplementation, type Compression, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
+import { createMethodSerializationLookup, invokeUnaryImplementation, type Compression, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { webHeaders } from "../http/headers.js";
 import { readBody } from "../http/read-body.js";
-import { malformedBinaryBody } from "./body-marks.js";
+import { answerCompression, asConnectError, COMPRESS_MIN_BYTES, GRPC_PROTO_TYPE, grpcEnvelope, isIdentity, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
 import type { Pipeline } from "./pipeline.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -81,40 +80,8 @@ export interface UnaryLaneOptions {
   readonly pipeline: Pipeline;
 }
 
-/** Smaller answers are not compressed (connect's default). */
-const COMPRESS_MIN_BYTES = 1024;
-
-/** The compression for the answer the client accepts, or null; undefined when connect must answer (it would refuse). */
-function answerCompression(accept: readonly Compression[], accepted: string | string[] | undefined, headerName: string): Compression | null | undefined {
-  const value = Array.isArray(accepted) ? accepted.join(",") : (accepted ?? null);
-  const negotiated = compressionNegotiate([...accept], null, value, headerName);
-  return negotiated.error !== undefined ? undefined : negotiated.response;
-}
-
 const JSON_TYPE = /^application\/json(?:;\s*charset=utf-?8)?$/i;
 const PROTO_TYPE = /^application\/proto$/i;
-const GRPC_PROTO_TYPE = /^application\/grpc(?:\+proto)?$/i;
-
-/** Node's header object from Headers (set-cookie stays a list). */
-function nodeHeaders(header: Headers): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  header.forEach((value, name) => {
-    out[name] = value;
-  });
-  const cookies = header.getSetCookie();
-  if (cookies.length > 0) out["set-cookie"] = cookies;
-  return out;
-}
-
-/** What connect answers for a failure that is not a ConnectError. */
-function asConnectError(e: unknown): ConnectError {
-  return e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
-}
-
-/** An absent or `identity` content encoding: an uncompressed body. */
-function isIdentity(encoding: string | string[] | undefined): boolean {
-  return encoding === undefined || String(encoding).toLowerCase() === "identity";
-}
 
 export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
   const { readMaxBytes, jsonOptions, acceptCompression } = opts.pipeline;
@@ -147,19 +114,10 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
    * guard has it answered on every other wire (never connect's `internal`).
    */
   function parseBinary(entry: Entry, bytes: Uint8Array | undefined, contextValues: ContextValues): Message {
-    // By its plan (the same message as connect's fromBinary; a create of
-    // 1,000 spent four fifths of its server CPU there), within the same
-    // limit connect's parse checks.
-    if (bytes !== undefined && bytes.byteLength <= readMaxBytes) {
-      try {
-        return plannedFromBinary(entry.spec.method.input, bytes);
-      } catch {
-        // marked below
-      }
-    }
-    contextValues.set(malformedBinaryBody, true);
-    return entry.serialization.getI(true).parse(new Uint8Array(0));
+    // By its plan (a create of 1,000 spent four fifths of its server CPU in connect's fromBinary).
+    return parseBinaryMessage(entry.spec.method.input, bytes, readMaxBytes, contextValues);
   }
+
 
   async function run(entry: Entry, call: UnaryCall, responseHeader?: Headers): Promise<{ message: Message; context: HandlerContext }> {
     const context: HandlerContext = {
@@ -233,20 +191,11 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     let envelope: Buffer | undefined;
     const trailer = new Headers();
     try {
-      // One message and its 5-byte envelope prefix.
-      const bytes = await readBody(req, readMaxBytes + 5);
       // Exactly one uncompressed message (a unary call).
-      const one = bytes.length >= 5 && bytes[0] === 0 && bytes.readUInt32BE(1) === bytes.length - 5;
-      const message = parseBinary(entry, one ? bytes.subarray(5) : undefined, contextValues);
+      const message = parseBinary(entry, await readGrpcMessage(req, readMaxBytes), contextValues);
       const out = await runFromWire(entry, req, res, message, "grpc", contextValues, responseHeader);
       context = out.context;
-      let body = entry.serialization.getO(true).serialize(out.message);
-      const compressed = compression !== null && body.byteLength >= COMPRESS_MIN_BYTES;
-      if (compressed) body = await compression.compress(body);
-      envelope = Buffer.allocUnsafe(5 + body.byteLength);
-      envelope[0] = compressed ? 1 : 0;
-      envelope.writeUInt32BE(body.byteLength, 1);
-      envelope.set(body, 5);
+      envelope = await grpcEnvelope(entry.serialization.getO(true).serialize(out.message), compression);
       context.responseTrailer.forEach((value, key) => trailer.append(key, value));
       setTrailerStatus(trailer, undefined);
     } catch (e) {
@@ -275,8 +224,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
       const h = req.headers;
       const type = h["content-type"] ?? "";
       if (GRPC_PROTO_TYPE.test(type)) {
-        if (req.httpVersionMajor !== 2 || h["grpc-timeout"] !== undefined || !isIdentity(h["grpc-encoding"])) return false;
-        const compression = answerCompression(acceptCompression, h["grpc-accept-encoding"], "grpc-accept-encoding");
+        const compression = plainGrpcCompression(req, acceptCompression);
         if (compression === undefined) return false;
         answerGrpc(entry, req, res, contextValues, compression).catch(() => res.destroy());
         return true;
