@@ -208,15 +208,13 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       // Its span too, when tracing is on: the trace id goes into its log line.
       tracing?.recordCall(`${method.parent.typeName}/${method.name}`, err?.code, req.headers, started),
     );
+  // The handler objects by service type name, for the lanes.
+  const implsByType = new Map(allServices.flatMap((s) => {
+    const impl = impls[serviceName(s)];
+    return impl === undefined ? [] : [[s.typeName, impl] as const];
+  }));
   // Unary calls of our services, REST and plain Connect, run their interceptors and handlers in process.
-  const lane = createUnaryLane({
-    services: allServices,
-    impls: new Map(allServices.flatMap((s) => {
-      const impl = impls[serviceName(s)];
-      return impl === undefined ? [] : [[s.typeName, impl] as const];
-    })),
-    pipeline,
-  });
+  const lane = createUnaryLane({ services: allServices, impls: implsByType, pipeline });
   const rest = createRestHandler({
     revisions,
     transport,
@@ -235,15 +233,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const fallback = createHttpFallback({ log, rest, ops: createOpsRoutes({ metrics, ready }), callRecords });
 
   // A gRPC Watch (the plain case) writes each feed message's one envelope to all its streams.
-  const eventServices = allServices.filter((s) => serviceName(s) === "EventService");
-  const feedLane = createFeedLane({
-    services: eventServices,
-    impls: new Map(eventServices.flatMap((s) => {
-      const impl = impls[serviceName(s)];
-      return impl === undefined ? [] : [[s.typeName, impl] as const];
-    })),
-    pipeline,
-  });
+  const feedLane = createFeedLane({ services: allServices.filter((s) => serviceName(s) === "EventService"), impls: implsByType, pipeline });
   const rpc = guardedNodeAdapter({ routes, pipeline, lane, feedLane, fallback });
   // Paths as sent and credentials before any body is read (docs/contract/16-limits.md).
   const rpcPaths = new Map<string, DescMethod>();
