@@ -5,7 +5,7 @@
 // gzips of every commit). A client that accepts no compression gets the
 // messages as they are, and a Watch request sent gzipped is still read.
 import { connect } from "node:http2";
-import { gunzipSync, gzipSync } from "node:zlib";
+import { gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient, type Transport } from "@connectrpc/connect";
 import { compressionGzip, createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
@@ -13,15 +13,11 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { WatchRequestSchema, WatchResponseSchema, type WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
 import { EventService } from "../../gen/resourcestore/v2/event_service_pb.js";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { envelope, envelopeReader, unwrapped, type Envelope } from "../support/envelopes.js";
 
 const PATH = "/resourcestore.v2.EventService/Watch";
 /** Resources in the one commit watched: its message is well above connect's 1 KiB compression threshold. */
 const COUNT = 40;
-
-interface Envelope {
-  readonly flags: number;
-  readonly data: Uint8Array;
-}
 
 /** A stream's messages as they came on the wire: flags and (still compressed) data; trailers and end-stream frames left out. */
 interface RawStream {
@@ -34,34 +30,9 @@ interface RawStream {
   close(): void;
 }
 
-function envelope(flags: number, data: Uint8Array): Buffer {
-  const b = Buffer.alloc(5 + data.byteLength);
-  b[0] = flags;
-  b.writeUInt32BE(data.byteLength, 1);
-  b.set(data, 5);
-  return b;
-}
-
-/** Splits a byte stream into envelopes, handing each message (not trailers, not end-stream) to `onMessage`. */
-function envelopeReader(onMessage: (e: Envelope) => void): (chunk: Uint8Array) => void {
-  let buf = Buffer.alloc(0);
-  return (chunk) => {
-    buf = Buffer.concat([buf, chunk]);
-    while (buf.length >= 5) {
-      const len = buf.readUInt32BE(1);
-      if (buf.length < 5 + len) break;
-      const flags = buf[0]!;
-      const data = buf.subarray(5, 5 + len);
-      buf = buf.subarray(5 + len);
-      // 0x80: a gRPC-Web trailer frame; 0x02: Connect's end of stream.
-      if ((flags & 0x82) === 0) onMessage({ flags, data: Uint8Array.from(data) });
-    }
-  };
-}
-
 /** Decodes one message, gunzipping it when its envelope says so. */
 function decode(e: Envelope): WatchResponse {
-  return fromBinary(WatchResponseSchema, (e.flags & 1) === 1 ? gunzipSync(e.data) : e.data);
+  return fromBinary(WatchResponseSchema, unwrapped(e));
 }
 
 function collector(): { onMessage: (e: Envelope) => void; opened: Promise<void>; firstEvents: Promise<Envelope> } {
@@ -93,7 +64,7 @@ function grpcRaw(base: string, accept: string, gzipRequest = false): RawStream {
     ...(gzipRequest ? { "grpc-encoding": "gzip" } : {}),
   });
   const body = toBinary(WatchRequestSchema, create(WatchRequestSchema, {}));
-  req.end(gzipRequest ? envelope(1, gzipSync(body)) : envelope(0, body));
+  req.end(gzipRequest ? envelope(gzipSync(body), 1) : envelope(body));
   const encoding = new Promise<string | undefined>((resolve, reject) => {
     req.once("response", (h) => resolve(h["grpc-encoding"] as string | undefined));
     req.once("error", reject);
@@ -118,7 +89,7 @@ function http1Raw(base: string, protocol: "grpc-web" | "connect"): RawStream {
     protocol === "grpc-web"
       ? { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", "grpc-accept-encoding": "gzip" }
       : { "content-type": "application/connect+proto", "connect-protocol-version": "1", "connect-accept-encoding": "gzip" };
-  const res = fetch(base + PATH, { method: "POST", headers, body: envelope(0, toBinary(WatchRequestSchema, create(WatchRequestSchema, {}))), signal: ac.signal });
+  const res = fetch(base + PATH, { method: "POST", headers, body: envelope(toBinary(WatchRequestSchema, create(WatchRequestSchema, {}))), signal: ac.signal });
   const encoding = res.then((r) => {
     expect(r.status).toBe(200);
     const read = envelopeReader(c.onMessage);

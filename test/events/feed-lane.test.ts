@@ -5,12 +5,12 @@
 // call through connect; both must answer alike: headers, messages and the
 // trailers of a refused request.
 import { connect, type ClientHttp2Session, type IncomingHttpHeaders } from "node:http2";
-import { gunzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { WatchRequestSchema, WatchResponseSchema } from "../../gen/resourcestore/type/v1/event_pb.js";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { envelope, envelopeReader, unwrapped, type Envelope } from "../support/envelopes.js";
 
 // Every input the feed's compressions are asked to compress, whichever path asks.
 const asked = vi.hoisted(() => ({ inputs: [] as Uint8Array[] }));
@@ -35,11 +35,6 @@ const PATH = "/resourcestore.v2.EventService/Watch";
 /** Resources in the commit watched: its message is above the 1 KiB compression threshold. */
 const COUNT = 40;
 
-interface Envelope {
-  readonly flags: number;
-  readonly data: Buffer;
-}
-
 interface RawStream {
   readonly headers: Promise<Record<string, string>>;
   /** Resolves once the first message came (the read point). */
@@ -51,17 +46,7 @@ interface RawStream {
   close(): void;
 }
 
-const frame = (b: Uint8Array, flag = 0): Buffer => {
-  const out = Buffer.alloc(5 + b.length);
-  out[0] = flag;
-  out.writeUInt32BE(b.length, 1);
-  out.set(b, 5);
-  return out;
-};
-
 const plain = (h: IncomingHttpHeaders): Record<string, string> => Object.fromEntries(Object.entries(h).map(([k, v]) => [k, String(v)]));
-
-const payload = (e: Envelope): Buffer => ((e.flags & 1) === 1 ? gunzipSync(e.data) : e.data);
 
 /** A raw gRPC Watch on `session`; `viaConnect` adds a deadline header, which leaves the call to connect. */
 function watch(session: ClientHttp2Session, viaConnect: boolean, body: Uint8Array = toBinary(WatchRequestSchema, create(WatchRequestSchema, {}))): RawStream {
@@ -73,7 +58,7 @@ function watch(session: ClientHttp2Session, viaConnect: boolean, body: Uint8Arra
     "grpc-accept-encoding": "gzip",
     ...(viaConnect ? { "grpc-timeout": "600S" } : {}),
   });
-  req.end(frame(body));
+  req.end(envelope(body));
   let open!: () => void;
   let found!: (e: Envelope) => void;
   const opened = new Promise<void>((r) => (open = r));
@@ -88,16 +73,13 @@ function watch(session: ClientHttp2Session, viaConnect: boolean, body: Uint8Arra
     req.once("end", () => void headers.then((h) => resolve({ headers: h, trailers })));
     req.once("error", reject);
   });
-  let buf = Buffer.alloc(0);
-  req.on("data", (chunk: Buffer) => {
-    buf = Buffer.concat([buf, chunk]);
-    while (buf.length >= 5 && buf.length >= 5 + buf.readUInt32BE(1)) {
-      const e = { flags: buf[0]!, data: Buffer.from(buf.subarray(5, 5 + buf.readUInt32BE(1))) };
-      buf = buf.subarray(5 + e.data.length);
+  req.on(
+    "data",
+    envelopeReader((e) => {
       open();
-      if (fromBinary(WatchResponseSchema, payload(e)).events.length > 0) found(e);
-    }
-  });
+      if (fromBinary(WatchResponseSchema, unwrapped(e)).events.length > 0) found(e);
+    }),
+  );
   return { headers, opened, firstEvents, ended, close: () => req.close() };
 }
 
@@ -135,7 +117,7 @@ describe("the feed lane", () => {
         expect(e.flags).toBe(1);
         expect(e.data.equals(got[0]!.data)).toBe(true);
       }
-      const message = payload(got[0]!);
+      const message = unwrapped(got[0]!);
       expect(fromBinary(WatchResponseSchema, message).events.map((e) => e.identifier)).toEqual(resources.map((x) => x.identifier));
       // Asked to compress the message once for the four lane streams, and once more by connect's stream (which shares the output).
       const asks = asked.inputs.filter((input) => Buffer.compare(input, message) === 0).length;

@@ -10,6 +10,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ReadRequestSchema, ReadResponseSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { envelope } from "../support/envelopes.js";
 
 let srv: TestServer;
 let session: http2.ClientHttp2Session;
@@ -65,13 +66,6 @@ function comparable(a: Answer): unknown {
   return { status: a.status, headers: keep(a.headers), trailers: keep(a.trailers), body: a.body.toString("base64") };
 }
 
-const frame = (b: Uint8Array, flag = 0): Buffer => {
-  const out = Buffer.alloc(5 + b.length);
-  out[0] = flag;
-  out.writeUInt32BE(b.length, 1);
-  out.set(b, 5);
-  return out;
-};
 const readRequest = (identifiers: string[]) => toBinary(ReadRequestSchema, create(ReadRequestSchema, { identifiers }));
 
 describe("Connect unary: lane and connect answer alike", () => {
@@ -116,10 +110,10 @@ describe("Connect unary: lane and connect answer alike", () => {
 describe("gRPC unary over HTTP/2: lane and connect answer alike", () => {
   const grpcHeaders = { "content-type": "application/grpc", te: "trailers" };
   const variants: [string, Record<string, string>, Buffer][] = [
-    ["read", {}, frame(readRequest(ids.slice(0, 2)))],
-    ["read, gzip accepted (answer over 1 KiB)", { "grpc-accept-encoding": "identity,deflate,gzip" }, frame(readRequest(ids))],
-    ["not found (trailers with status, message and details)", {}, frame(readRequest(["lane-missing"]))],
-    ["invalid identifier", {}, frame(readRequest(["bad id!"]))],
+    ["read", {}, envelope(readRequest(ids.slice(0, 2)))],
+    ["read, gzip accepted (answer over 1 KiB)", { "grpc-accept-encoding": "identity,deflate,gzip" }, envelope(readRequest(ids))],
+    ["not found (trailers with status, message and details)", {}, envelope(readRequest(["lane-missing"]))],
+    ["invalid identifier", {}, envelope(readRequest(["bad id!"]))],
   ];
   for (const [name, headers, body] of variants) {
     it(name, async () => {
@@ -132,7 +126,7 @@ describe("gRPC unary over HTTP/2: lane and connect answer alike", () => {
   }
 
   it("answers the read: one message, grpc-status 0", async () => {
-    const a = await h2(READ, grpcHeaders, frame(readRequest(ids.slice(0, 3))));
+    const a = await h2(READ, grpcHeaders, envelope(readRequest(ids.slice(0, 3))));
     expect(a.status).toBe(200);
     expect(a.trailers["grpc-status"]).toBe("0");
     expect(a.body[0]).toBe(0);
@@ -143,7 +137,7 @@ describe("gRPC unary over HTTP/2: lane and connect answer alike", () => {
 
   it("a body that is not exactly one message is invalid_argument, never internal", async () => {
     const message = readRequest(ids.slice(0, 1));
-    const bodies = [Buffer.alloc(0), Buffer.from([0, 0, 0]), frame(Buffer.from([0xff, 0xff, 0xff])), Buffer.concat([frame(message), frame(message)]), frame(message).subarray(0, 8)];
+    const bodies = [Buffer.alloc(0), Buffer.from([0, 0, 0]), envelope(Buffer.from([0xff, 0xff, 0xff])), Buffer.concat([envelope(message), envelope(message)]), envelope(message).subarray(0, 8)];
     for (const body of bodies) {
       const a = await h2(READ, grpcHeaders, body);
       expect(a.status).toBe(200);

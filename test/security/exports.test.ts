@@ -13,6 +13,7 @@ import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { envelope } from "../support/envelopes.js";
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
 
 const reachable = await postgresReachable();
@@ -59,10 +60,7 @@ const QUERY_PARQUET = "/resourcestore.v2.QueryService/QueryParquet";
 
 /** One enveloped QueryRequest for every annotation. */
 function exportRequest(): Buffer {
-  const msg = toBinary(QueryRequestSchema, create(QueryRequestSchema, { payloadType: "annotation" }));
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(msg.length, 1);
-  return Buffer.concat([head, msg]);
+  return envelope(toBinary(QueryRequestSchema, create(QueryRequestSchema, { payloadType: "annotation" })));
 }
 
 const RPC_HEADERS = {

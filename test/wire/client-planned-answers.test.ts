@@ -19,6 +19,7 @@ import { createResourceStoreClient, createTransport, type TransportKind } from "
 import { decodesByPlan } from "../../src/protobuf/index.js";
 import type * as Protobuf from "../../src/protobuf/index.js";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { envelope } from "../support/envelopes.js";
 import { messageArb } from "../protobuf/arbitrary-messages.js";
 import { revisions } from "../schema/revisions.js";
 
@@ -89,10 +90,7 @@ describe("against a gRPC server that answers given bytes", () => {
     (stream: ServerHttp2Stream) => {
       stream.respond({ ":status": 200, "content-type": "application/grpc+proto", ...extra.header }, { waitForTrailers: true });
       stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0", ...extra.trailer }));
-      const frame = Buffer.alloc(5 + bytes.length);
-      frame.writeUInt32BE(bytes.length, 1);
-      frame.set(bytes, 5);
-      stream.end(frame);
+      stream.end(envelope(bytes));
     };
 
   const unary = revisions.flatMap((r) => r.services.flatMap((s: DescService) => s.methods.filter((m): m is DescMethodUnary => m.methodKind === "unary")));

@@ -14,6 +14,7 @@ import {
   type ServerReflectionResponse,
 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { envelope } from "../support/envelopes.js";
 
 let srv: TestServer;
 beforeAll(async () => {
@@ -22,12 +23,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await srv?.close();
 });
-
-const frame = (b: Uint8Array): Buffer => {
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(b.length, 1);
-  return Buffer.concat([head, b]);
-};
 
 /** An open gRPC stream: write one message, await the next answer, end when done. */
 interface OpenStream {
@@ -67,7 +62,7 @@ function openStream(path: string): OpenStream {
   stream.on("error", fail);
   session.on("error", fail);
   return {
-    send: (msg) => void stream.write(frame(msg)),
+    send: (msg) => void stream.write(envelope(msg)),
     next: () => {
       const m = messages.shift();
       if (m) return Promise.resolve(m);
