@@ -193,7 +193,12 @@ function suite(kind: "pglite" | "postgres") {
           await testDb?.drop();
         }
       }),
-      { numRuns: 2, endOnFailure: true },
+      {
+        numRuns: Number(process.env.LEAK_RUNS ?? 2),
+        endOnFailure: true,
+        // A failure's seed and path (printed with it) replay its histories: LEAK_SEED=... LEAK_PATH=... npx vitest run test/access/leak.test.ts
+        ...(process.env.LEAK_SEED ? { seed: Number(process.env.LEAK_SEED), path: process.env.LEAK_PATH } : {}),
+      },
     );
     // Two whole histories, each read on every path by four callers: minutes on a loaded machine.
   }, 900_000);
