@@ -97,7 +97,12 @@ export interface HistoryPage {
   readonly events: ResourceEvent[];
   /** How far this page read: every commit up to here is in it (or filtered out). */
   readonly upto: string;
-  /** True when the page stopped at its row budget: more history may follow at once. */
+  /**
+   * True when the page stopped at its row budget and more history may follow
+   * at once. The window looks one row past the budget, so history that
+   * exactly fills a page reads as complete (no empty read after it); a
+   * commit that runs past the budget is read whole and still reads as more.
+   */
   readonly more: boolean;
 }
 
@@ -157,11 +162,12 @@ export async function readHistoryPage(db: Db, grants: Grants, since: string | nu
      win AS (
         SELECT h.tx_from FROM ${HISTORY} h, c
          WHERE h.tx_from > $1::timestamptz AND h.tx_from <= c.last
-         ORDER BY h.tx_from LIMIT $2
+         ORDER BY h.tx_from LIMIT $2::int + 1
      ),
      b AS (
-        SELECT CASE WHEN count(*) < $2 THEN (SELECT last FROM c) ELSE max(win.tx_from) END AS upto,
-               count(*) >= $2 AS full
+        SELECT CASE WHEN count(*) <= $2::int THEN (SELECT last FROM c)
+                    ELSE (SELECT w.tx_from FROM win w ORDER BY w.tx_from OFFSET $2::int - 1 LIMIT 1) END AS upto,
+               count(*) > $2::int AS full
           FROM win
      )
      SELECT CASE WHEN isfinite(b.upto) THEN ${ts("b.upto")} END AS upto, b.full, e.*

@@ -80,6 +80,32 @@ describeBackends("change feed history", (backend) => {
     }
   });
 
+  it("a page that exactly fills its budget says there is no more (no empty read after a commit of page size)", async () => {
+    const b = backend();
+    const p = uid("x");
+    const start = (await b.store.create(LOCAL_CALLER, [ds(`${p}0`)])).at;
+    const three = (await b.store.create(LOCAL_CALLER, [ds(`${p}1`), ds(`${p}2`), ds(`${p}3`)])).at;
+    // Exactly the budget: complete, and read up to the clock.
+    const exact = await readHistoryPage(b.db, ALL_GRANTS, start, 3, {});
+    expect(exact.events.map((e) => e.identifier)).toEqual([`${p}1`, `${p}2`, `${p}3`]);
+    expect(exact.more).toBe(false);
+    expect(exact.upto >= three).toBe(true);
+    // One version past the budget in a later commit: the page ends at the commit before it, and says more.
+    const four = (await b.store.create(LOCAL_CALLER, [ds(`${p}4`)])).at;
+    const full = await readHistoryPage(b.db, ALL_GRANTS, start, 3, {});
+    expect(full.events.map((e) => e.identifier)).toEqual([`${p}1`, `${p}2`, `${p}3`]);
+    expect(full.more).toBe(true);
+    expect(full.upto).toBe(three);
+    const rest = await readHistoryPage(b.db, ALL_GRANTS, full.upto, 3, {});
+    expect(rest.events.map((e) => e.identifier)).toEqual([`${p}4`]);
+    expect(rest.more).toBe(false);
+    expect(rest.upto >= four).toBe(true);
+    // A commit past the budget is read whole, and may be followed by more.
+    const whole = await readHistoryPage(b.db, ALL_GRANTS, start, 2, {});
+    expect(whole.events.map((e) => e.identifier)).toEqual([`${p}1`, `${p}2`, `${p}3`]);
+    expect(whole.more).toBe(true);
+  });
+
   it("filters by payload type and by the subtree as it was at each event", async () => {
     const b = backend();
     const r = uid("f");
