@@ -538,8 +538,10 @@ async function checkEvents(url: string, token: string, grants: Grants, model: Mo
   const now = current(model);
   const since = encodeURIComponent(points[0] as string);
   const collect = async (tok: string, withResources: boolean) => {
+    // A bound for a stream that never reaches the last commit, not a measure:
+    // on CI's loaded machine a 10 s bound cut a healthy stream short.
     const ac = new AbortController();
-    const timer = setTimeout(() => ac.abort(), 10_000);
+    const timer = setTimeout(() => ac.abort(), 60_000);
     const events: Json[] = [];
     let last = "";
     try {
@@ -569,6 +571,7 @@ async function checkEvents(url: string, token: string, grants: Grants, model: Mo
       }
     } catch (err) {
       if (!ac.signal.aborted) throw err;
+      throw new Error(`the events stream (include_resources=${withResources}) had not reached the last commit in 60 s: it got ${events.length} events, up to ${last || "nothing"}, ${ctx}`);
     } finally {
       clearTimeout(timer);
       ac.abort();
