@@ -16,7 +16,7 @@ import { afterEach, expect, it } from "vitest";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 import { createEventFeed, type EventFeed, type EventFeedStats, type EventMessage, type Notifications } from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
-import { ds } from "../store/helpers.js";
+import { ds, study } from "../store/helpers.js";
 
 /** store/events.ts MAX_QUEUED_PAGES: unread pages a joined stream may hold before it leaves the tail. */
 const MAX_QUEUED_PAGES = 8;
@@ -170,5 +170,70 @@ describeBackends("the feed counts its reads and the streams that leave a tail", 
     expect(failNext).toBe(false);
     expect(feed.stats()).toEqual({ tailReads: 1, streamReads: 2, leftTail: { lagging: 0, untagged: 0, error: 1 } });
     await stream.return(undefined);
+  });
+
+  it("a subtree stream that joins while its tail reads a page not tagged for its root leaves once, untagged, and still gets every event under its root", async () => {
+    const b = backend();
+    const hub = manualWakeups();
+    // The tail's next history read waits until the test lets it go.
+    let holdNext = false;
+    const gate: { open?: () => void } = {};
+    const holding = new Proxy(b.db, {
+      get(target, prop, receiver) {
+        if (prop === "query") {
+          return async (sql: string, params?: readonly unknown[]) => {
+            if (holdNext && sql.includes("resource_history")) {
+              holdNext = false;
+              await new Promise<void>((go) => (gate.open = go));
+            }
+            return target.query(sql, params);
+          };
+        }
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    });
+    const feed = createEventFeed({ db: holding, notifications: hub, pageSize: 100 });
+    feeds.push(feed);
+    const r = uid("untagged");
+    await b.store.create(LOCAL_CALLER, [ds(`${r}-root`)]);
+
+    // Stream A, no root: joins the tail.
+    const a = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 600_000 });
+    expect((await pull(a.next())).events).toEqual([]);
+    const pendingA = a.next();
+    await statsReach(feed, "1 tail read (A's join)", (s) => s.tailReads === 1);
+
+    // A commit outside the root; the tail's read of it is held, tagged for no root.
+    holdNext = true;
+    await b.store.create(LOCAL_CALLER, [ds(`${r}-other`)]);
+    hub.wake();
+    const deadline = Date.now() + 10_000;
+    while (gate.open === undefined) {
+      if (Date.now() > deadline) throw new Error("the tail never read");
+      await sleep(2);
+    }
+
+    // Stream B, under the root: reads on its own from now, then joins the tail mid-read.
+    const bStream = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 600_000, rootIdentifier: `${r}-root` });
+    expect((await pull(bStream.next())).events).toEqual([]);
+    // Pulled again it joins at once: the generator runs from its yield to the
+    // join without awaiting, and the tail is behind it (its read is held).
+    const pendingB = bStream.next();
+    expect(feed.stats().leftTail).toEqual({ lagging: 0, untagged: 0, error: 0 });
+
+    // A commit under the root, while the read is still held: the held read's
+    // window takes it in, but its tags (taken when it started) lack B's root.
+    await b.store.create(LOCAL_CALLER, [study(`${r}-study`, `${r}-root`)]);
+    hub.wake();
+
+    // The held page comes back: B leaves, untagged, and reads the commit under its root on its own; A gets both.
+    gate.open();
+    const gotA: string[] = [];
+    while (gotA.length < 2) gotA.push(...ids(await pull(gotA.length === 0 ? pendingA : a.next())));
+    expect(gotA).toEqual([`${r}-other`, `${r}-study`]);
+    expect(ids(await pull(pendingB))).toEqual([`${r}-study`]);
+    expect(feed.stats().leftTail).toEqual({ lagging: 0, untagged: 1, error: 0 });
+    await a.return(undefined);
+    await bStream.return(undefined);
   });
 });
