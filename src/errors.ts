@@ -24,7 +24,11 @@ export interface CatalogueEntry {
 export const errorCatalogue = {
   // invalid_argument: the request is malformed whatever is stored.
   INVALID_ARGUMENT: { code: Code.InvalidArgument, when: "The request is malformed whatever is stored: a bad shape, type or format." },
-  MALFORMED_BODY: { code: Code.InvalidArgument, when: "The body is not JSON, not a JSON object where one is needed, or not a valid binary message." },
+  MALFORMED_BODY: {
+    code: Code.InvalidArgument,
+    when:
+      "The body is not JSON, not a JSON object where one is needed, not a valid binary message, or Connect JSON that does not decode as the method's request (the message is protobuf-es's, naming the field). A compressed Connect JSON body is decoded by connect itself: the same code and message, without this reason, a request id or a log line.",
+  },
   UNKNOWN_FIELD: { code: Code.InvalidArgument, when: "The request names a field that its message, or the stored payload type, does not have." },
   INVALID_PAYLOAD: { code: Code.InvalidArgument, when: "A payload field breaks its rules (required, pattern, allowed values, format, range)." },
   DUPLICATE_IDENTIFIER: { code: Code.InvalidArgument, when: "The same identifier appears twice in one batch." },

@@ -15,15 +15,22 @@
 // gets an empty message and the call interceptor hands the handlers the one
 // parsed here (a create of 1,000 resources spent a fifth of its server time
 // in the second parse).
-import type { DescMethod, Message } from "@bufbuild/protobuf";
+// A unary Connect JSON body (uncompressed; the plain case goes to the unary
+// lane, so these are the calls with a deadline) is decoded here too: one that
+// does not decode reaches the router as `{}` with connect's own message in
+// its context (malformedJsonBody), so the call interceptor answers it
+// invalid_argument with a request id and a log line, as the lane does, where
+// connect would decode it before any interceptor and answer without either.
+import type { DescMethod, JsonReadOptions, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type ContextValues } from "@connectrpc/connect";
+import { createMethodSerializationLookup } from "@connectrpc/connect/protocol";
 import { invalidArgument } from "../errors.js";
 import { plannedFromBinary } from "../protobuf/index.js";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
-import { malformedBinaryBody, parsedBinaryBody } from "./body-marks.js";
+import { malformedBinaryBody, malformedJsonBody, parsedBinaryBody } from "./body-marks.js";
 import type { Pipeline } from "./pipeline.js";
 import { resetTransport, transportReset } from "./transport-reset.js";
 import type { FeedLane } from "./feed-lane.js";
@@ -31,6 +38,8 @@ import type { UnaryLane } from "./unary-lane.js";
 
 const UNARY_BINARY = /^application\/proto\b/i;
 const ENVELOPED_BINARY = /^application\/(connect\+proto|grpc(-web)?(\+proto)?)\s*(;|$)/i;
+const UNARY_JSON = /^application\/json\s*(;|$)/i;
+const EMPTY_JSON = new TextEncoder().encode("{}");
 
 function isCompressed(header: Headers): boolean {
   for (const name of ["content-encoding", "connect-content-encoding", "grpc-encoding"]) {
@@ -71,6 +80,15 @@ function substituted(req: UniversalServerRequest, unary: boolean, key: "parsed" 
   const header = new Headers(req.header);
   if (header.has("content-length")) header.set("content-length", String(empty.length));
   return { ...req, header, body: replay([empty]), contextValues };
+}
+
+/** A unary JSON request whose body did not decode: `{}` for the router, connect's message for the call interceptor. */
+function substitutedJson(req: UniversalServerRequest, why: string): UniversalServerRequest {
+  const contextValues = req.contextValues ?? createContextValues();
+  contextValues.set(malformedJsonBody, why);
+  const header = new Headers(req.header);
+  if (header.has("content-length")) header.set("content-length", String(EMPTY_JSON.length));
+  return { ...req, header, body: replay([EMPTY_JSON]), contextValues };
 }
 
 /** Whether every complete, uncompressed envelope holds a message that parses (framing errors are left to connect). */
@@ -131,13 +149,16 @@ async function* checkedEnvelopes(method: DescMethod, body: AsyncIterable<Uint8Ar
   if (pending.length > 0) yield pending;
 }
 
-export function guardBinaryBodies(handler: UniversalHandler, maxBytes: number): UniversalHandler {
+export function guardBinaryBodies(handler: UniversalHandler, maxBytes: number, jsonOptions?: Partial<JsonReadOptions>): UniversalHandler {
   const method = handler.method;
   const requestStream = method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
+  // connect's own JSON decoding of the request, with the router's options.
+  const jsonInput = method.methodKind === "unary" ? createMethodSerializationLookup(method, undefined, jsonOptions, { readMaxBytes: maxBytes, writeMaxBytes: maxBytes }).getI(false) : undefined;
   const guarded = async (req: UniversalServerRequest) => {
     const type = req.header.get("content-type") ?? "";
     const unary = UNARY_BINARY.test(type);
-    if ((!unary && !ENVELOPED_BINARY.test(type)) || isCompressed(req.header) || !(typeof req.body === "object" && req.body !== null && Symbol.asyncIterator in req.body)) {
+    const json = jsonInput !== undefined && UNARY_JSON.test(type);
+    if ((!unary && !json && !ENVELOPED_BINARY.test(type)) || isCompressed(req.header) || !(typeof req.body === "object" && req.body !== null && Symbol.asyncIterator in req.body)) {
       return handler(req);
     }
     if (requestStream) return handler({ ...req, body: checkedEnvelopes(method, req.body, maxBytes) });
@@ -153,6 +174,16 @@ export function guardBinaryBodies(handler: UniversalHandler, maxBytes: number): 
       if (size > maxBytes + 5) return handler({ ...req, body: replay(chunks, it) });
     }
     const body = Buffer.concat(chunks, size);
+    if (json) {
+      try {
+        jsonInput.parse(body);
+      } catch (e) {
+        const error = ConnectError.from(e);
+        if (error.code === Code.InvalidArgument) return handler(substitutedJson(req, error.rawMessage));
+      }
+      // It decodes (connect decodes it again: these calls are few), or connect answers what else is wrong.
+      return handler({ ...req, body: replay([body]) });
+    }
     if (method.methodKind === "unary") {
       const one = unary ? parse(method, body) : singleEnvelope(method, body);
       if (one !== null) return handler(substituted(req, unary, one === undefined ? "malformed" : "parsed", one));
@@ -195,7 +226,7 @@ export function guardedNodeAdapter(options: GuardedAdapterOptions): NodeHandler 
   const router = createConnectRouter(options.pipeline.routerOptions);
   options.routes(router);
   const paths = new Map<string, UniversalHandler>();
-  for (const h of router.handlers) paths.set(h.requestPath, guardBinaryBodies(h, options.pipeline.readMaxBytes));
+  for (const h of router.handlers) paths.set(h.requestPath, guardBinaryBodies(h, options.pipeline.readMaxBytes, options.pipeline.jsonOptions));
   return (req, res) => {
     const handler = paths.get(req.url?.split("?", 2)[0] ?? "");
     if (handler === undefined) {

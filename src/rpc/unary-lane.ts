@@ -23,7 +23,7 @@
 // wire: reading the body, parsing, writing the answer in the protocol.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { DescMessage, DescMethodUnary, DescService, Message } from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescMethodUnary, type DescService, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, createServiceImplSpec } from "@connectrpc/connect";
 import type { ContextValues, HandlerContext, MethodImplSpec } from "@connectrpc/connect";
 import { createMethodSerializationLookup, invokeUnaryImplementation, type Compression, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
@@ -33,6 +33,7 @@ import { abortOnClose } from "../http/abort-on-close.js";
 import { webHeaders } from "../http/headers.js";
 import { readBody } from "../http/read-body.js";
 import { answerCompression, asConnectError, COMPRESS_MIN_BYTES, GRPC_PROTO_TYPE, grpcEnvelope, isIdentity, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
+import { malformedJsonBody } from "./body-marks.js";
 import type { Pipeline } from "./pipeline.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -119,6 +120,23 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
   }
 
 
+  /**
+   * A JSON request message, or, when the body does not decode as one, an
+   * empty one with the call marked (malformedJsonBody, connect's message):
+   * the call interceptor answers invalid_argument with a request id and a
+   * log line, as for a malformed binary body.
+   */
+  function parseJson(entry: Entry, bytes: Uint8Array, contextValues: ContextValues): Message {
+    try {
+      return entry.serialization.getI(false).parse(bytes);
+    } catch (e) {
+      const error = ConnectError.from(e);
+      if (error.code !== Code.InvalidArgument) throw error;
+      contextValues.set(malformedJsonBody, error.rawMessage);
+      return create(entry.spec.method.input);
+    }
+  }
+
   async function run(entry: Entry, call: UnaryCall, responseHeader?: Headers): Promise<{ message: Message; context: HandlerContext }> {
     const context: HandlerContext = {
       method: call.method,
@@ -161,7 +179,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     try {
       // Its declared length is within the limit (serveConnect), so this reads it whole.
       const bytes = await readBody(req, readMaxBytes);
-      const message = binary ? parseBinary(entry, bytes, contextValues) : entry.serialization.getI(false).parse(bytes);
+      const message = binary ? parseBinary(entry, bytes, contextValues) : parseJson(entry, bytes, contextValues);
       const out = await runFromWire(entry, req, res, message, "connect", contextValues, responseHeader);
       context = out.context;
       body = entry.serialization.getO(binary).serialize(out.message);

@@ -76,6 +76,24 @@ describe("logs", () => {
     });
     expect(bad.status).toBe(400);
     await callRest(url, "POST", "/resources/read", { headers: { authorization: "Bearer wrong" }, body: "{}" });
+    // A Connect JSON body that does not decode: connect's message and code, and still a call with a request id and a line.
+    const connectPath = "/resourcestore.v2.ResourceService/Read";
+    const badJson = await fetch(`${url}${connectPath}`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: `{"identifiers":"${SECRETS[4]}"}` });
+    expect(badJson.status).toBe(400);
+    const badJsonBody = (await badJson.json()) as { code: string; message: string };
+    expect(badJsonBody.code).toBe("invalid_argument");
+    expect(badJsonBody.message).toMatch(/^cannot decode field resourcestore\.type\.v1\.ReadRequest\.identifiers from JSON/);
+    const badJsonId = badJson.headers.get("x-request-id");
+    expect(badJsonId).toMatch(/^[0-9a-f-]{36}$/);
+    const notJson = await fetch(`${url}${connectPath}`, { method: "POST", headers: { ...auth, "content-type": "application/json", "x-request-id": "req-not-json" }, body: "{not json" });
+    expect(notJson.status).toBe(400);
+    expect(((await notJson.json()) as { code: string }).code).toBe("invalid_argument");
+    expect(notJson.headers.get("x-request-id")).toBe("req-not-json");
+    // With a deadline the call goes through connect's router, behind the body guard: the same.
+    const withDeadline = await fetch(`${url}${connectPath}`, { method: "POST", headers: { ...auth, "content-type": "application/json", "connect-timeout-ms": "60000", "x-request-id": "req-not-json-deadline" }, body: "{not json" });
+    expect(withDeadline.status).toBe(400);
+    expect(((await withDeadline.json()) as { code: string }).code).toBe("invalid_argument");
+    expect(withDeadline.headers.get("x-request-id")).toBe("req-not-json-deadline");
     await callRpc(transportFor(url, "grpc"), ResourceService.method.create, create(CreateRequestSchema, {
       resources: [{ identifier: "obs-3", payload: { case: "annotation", value: { label: SECRETS[0] } } }],
     }), auth);
@@ -86,6 +104,11 @@ describe("logs", () => {
     expect(byId).toMatchObject({ rpc: "resourcestore.v2.ResourceService/Create", code: "ok", duration_ms: expect.any(Number) });
     expect(calls.find((r) => r.request_id === freshId)).toMatchObject({ rpc: "resourcestore.v2.ResourceService/Read" });
     expect(calls.some((r) => r.code === "Unauthenticated")).toBe(true);
+    for (const id of [badJsonId, "req-not-json", "req-not-json-deadline"]) {
+      expect(calls.filter((r) => r.request_id === id), `the call line of malformed Connect JSON ${id}`).toEqual([
+        expect.objectContaining({ rpc: "resourcestore.v2.ResourceService/Read", code: "InvalidArgument" }),
+      ]);
+    }
     // Refused by the REST gateway before any RPC: the http line has it, with its id.
     const http = records.filter((r) => r.msg === "http");
     expect(http.some((r) => r.status === 400 && r.path === "/resources/create" && typeof r.request_id === "string")).toBe(true);
@@ -118,6 +141,8 @@ describe("metrics", () => {
     expect(count("/resourcestore.v2.SchemaService/Schemas", "ok")).toBeGreaterThanOrEqual(1);
     expect(count("/resourcestore.v2.ResourceService/Create", "ok")).toBeGreaterThanOrEqual(2);
     expect(count("/resourcestore.v2.ResourceService/Create", "unauthenticated")).toBeGreaterThanOrEqual(1);
+    // The malformed Connect JSON bodies of the logs test are counted too.
+    expect(count("/resourcestore.v2.ResourceService/Read", "invalid_argument")).toBeGreaterThanOrEqual(3);
     expect(text).toMatch(/^rs_request_duration_seconds_bucket\{le="0\.1",route="\/resourcestore\.v2\.SchemaService\/Schemas",code="ok"\} \d+/m);
     expect(text).toMatch(/^rs_request_duration_seconds_count\{route="\/resourcestore\.v2\.ResourceService\/Create",code="ok"\} \d+/m);
     expect(text).toMatch(/^process_cpu_seconds_total /m);
