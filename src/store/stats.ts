@@ -1,14 +1,17 @@
 // Statistics per datasource. A resource belongs to the datasource of its
-// nearest patient ancestor, or its own datasource_id if it is a patient;
-// like the tree listing, attribution follows active resources only, so a
-// resource under a tombstoned parent belongs to no datasource until restored.
+// nearest patient ancestor, or its own datasource_id if it is a patient: the
+// attribution section 18 governs access by (resources.datasource_id, kept by
+// the writes, store/attribution.ts), whose chain runs through tombstoned
+// ancestors too. An active resource left under a tombstone (a narrow
+// caller's cascade leaves what it may not see; a restore of a child alone)
+// still counts for the datasource it is read under. A `datasource` resource
+// is not one of its own datasource's resources.
 // The datasources listed are those seen in the registry or on an active
 // patient the caller may see (a hidden patient does not list its datasource:
 // docs/contract/18-access.md, absent as if it did not exist).
 import type { Grants } from "../access/index.js";
 import { notFound } from "../errors.js";
 import type { Db, Queryable } from "./db.js";
-import { withLineageSnapshot } from "./lineage-view.js";
 import { named } from "./prepared.js";
 import { ts } from "./sql.js";
 import { andVisible, grantsDatasource, visibleNow } from "./visibility.js";
@@ -37,7 +40,8 @@ export interface DatasourceStatsRow {
 export async function datasourceStats(db: Db, grants: Grants, options: { datasourceId?: string } = {}): Promise<DatasourceStatsRow[]> {
   const only = options.datasourceId ?? null;
   if (only !== null && !grantsDatasource(grants, only)) throw notFound(`datasource ${only} is not known`);
-  const rows = await withLineageSnapshot(db, (q, fresh) => collect(q, (sql) => named(db, sql), grants, fresh, only));
+  // One read-only snapshot, so that the listing and the counts agree.
+  const rows = await db.transaction((q) => collect(q, (sql) => named(db, sql), grants, only), { readOnlySnapshot: true });
   if (only !== null && rows.length === 0) throw notFound(`datasource ${only} is not known`);
   return rows;
 }
@@ -62,7 +66,7 @@ function grantedList(grants: Grants): string[] | null {
   return grants.datasources === "all" ? null : [...grants.datasources];
 }
 
-async function collect(q: Queryable, name: (sql: string) => string, grants: Grants, fresh: boolean, only: string | null): Promise<DatasourceStatsRow[]> {
+async function collect(q: Queryable, name: (sql: string) => string, grants: Grants, only: string | null): Promise<DatasourceStatsRow[]> {
   const { rows: listed } = await q.query<ListedRow>(
     name(`WITH listed AS (
         SELECT datasource_id FROM registry_patients
@@ -83,29 +87,14 @@ async function collect(q: Queryable, name: (sql: string) => string, grants: Gran
   );
   if (listed.length === 0) return [];
 
-  const attributed = fresh
-    ? // Fresh view: every path in it runs through active resources only.
-      `attr AS (
-         SELECT DISTINCT ON (m.descendant) m.descendant AS identifier, a.payload->>'datasource_id' AS ds
-           FROM lineage_closure m JOIN resources a ON a.identifier = m.ancestor AND a.payload_type = 'patient'
-          ORDER BY m.descendant, m.depth
-       )`
-    : // Down from every active patient, stopping at tombstones and at the next patient (which starts its own walk).
-      `attr(identifier, ds) AS (
-         SELECT identifier, payload->>'datasource_id' FROM resources
-          WHERE payload_type = 'patient' AND NOT is_deleted AND ($1::text IS NULL OR payload->>'datasource_id' = $1::text)
-         UNION ALL
-         SELECT c.identifier, a.ds FROM attr a JOIN resources c ON c.parent_identifier = a.identifier
-          WHERE NOT c.is_deleted AND c.payload_type <> 'patient'
-       )`;
   const { rows: groups } = await q.query<GroupRow>(
-    name(`WITH RECURSIVE ${attributed}
-     SELECT a.ds, r.payload_type, r.access_level, count(*)::text AS n,
+    name(`SELECT r.datasource_id AS ds, r.payload_type, r.access_level, count(*)::text AS n,
             coalesce(sum((r.payload->>'size_bytes')::numeric) FILTER (WHERE r.payload_type = 'file'), 0)::text AS bytes,
             ${ts("max(r.updated_at)")} AS last
-       FROM attr a JOIN resources r ON r.identifier = a.identifier
-      WHERE ($1::text IS NULL OR a.ds = $1::text)${andVisible(visibleNow(grants, "r"))}
-      GROUP BY a.ds, r.payload_type, r.access_level`),
+       FROM resources r
+      WHERE NOT r.is_deleted AND r.payload_type <> 'datasource' AND r.datasource_id IS NOT NULL
+        AND ($1::text IS NULL OR r.datasource_id = $1::text)${andVisible(visibleNow(grants, "r"))}
+      GROUP BY r.datasource_id, r.payload_type, r.access_level`),
     [only],
   );
 

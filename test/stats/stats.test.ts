@@ -147,6 +147,30 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
     ]);
   });
 
+  it("a resource left active under a tombstone counts for the datasource access reads it under (through the tombstone)", async () => {
+    const p = uid("tb");
+    const A = `${p}A`;
+    await store().create(LOCAL_CALLER, [
+      patient(`${p}pt`, null, A),
+      node(`${p}st`, "study", `${p}pt`),
+      node(`${p}se`, "series", `${p}st`),
+      // Above the narrow caller's clearance: its cascading delete of the series leaves this one active.
+      node(`${p}an`, "annotation", `${p}se`, { accessLevel: "restricted", payload: { label: "l" } }),
+    ]);
+    const narrow = { actor: "narrow", grants: { datasources: new Set([A]), clearance: "internal" as const } };
+    const deleted = await store().delete(narrow, [`${p}se`], { cascade: true });
+    expect(deleted.count).toBe(1);
+    expect((await store().read(ALL_GRANTS, [`${p}se`, `${p}an`], { excludeChildren: true })).map((r) => r.identifier)).toEqual([`${p}an`]);
+    // Access reads the annotation as A's: a caller of another datasource does not see it.
+    const other = { datasources: new Set([`${p}B`]), clearance: "restricted" as const };
+    expect(await store().read(other, [`${p}an`], { excludeChildren: true })).toEqual([]);
+    // And statistics count it for A, as access attributes it (it was counted for no datasource).
+    await expectStats(p, [
+      { datasourceId: A, patients: 0, studies: 0, resources: 3, byPayloadType: { patient: 1, study: 1, annotation: 1 },
+        byAccessLevel: { internal: 2, restricted: 1 }, totalBytes: "0", lastUpdatedAt: await lastUpdated([`${p}pt`, `${p}st`, `${p}an`]) },
+    ]);
+  });
+
   it("lists datasources sorted by byte order; an unknown datasource_id is 404", async () => {
     const p = uid("so");
     for (const d of [`${p}b`, `${p}B`, `${p}a`, `${p}_`]) await svc().registry.registerPatient({ datasourceId: d, externalUid: "x" });
