@@ -251,7 +251,7 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
 
     const sql = await routeStatements(data);
 
-    // Children and stats are read in one read-only snapshot (src/store/lineage-view.ts): the captured
+    // Children and stats are each read in one read-only snapshot (children: src/store/lineage-view.ts; stats: src/store/stats.ts): the captured
     // statements carry its BEGIN and COMMIT (support/capture.ts), so pgbench runs them as the service does.
     const server = await startServer({ databaseUrl: db.url, ...(workers !== undefined ? { workers } : {}) });
     const results: Result[] = [];
