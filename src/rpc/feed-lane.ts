@@ -29,14 +29,14 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { type DescMessage, type DescMethodServerStreaming, type DescService, type Message } from "@bufbuild/protobuf";
-import { Code, ConnectError, createServiceImplSpec, type ContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
 import { createAsyncIterable, transformInvokeImplementation, type Compression } from "@connectrpc/connect/protocol";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { drained } from "../http/drained.js";
 import { webHeaders } from "../http/headers.js";
 import { plannedToBinary } from "../protobuf/index.js";
-import { asConnectError, GRPC_PROTO_TYPE, grpcEnvelope, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
+import { asConnectError, GRPC_PROTO_TYPE, grpcEnvelope, implementedMethods, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
 import type { Pipeline } from "./pipeline.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -75,16 +75,7 @@ export function createFeedLane(opts: FeedLaneOptions): FeedLane {
   const { readMaxBytes, acceptCompression } = opts.pipeline;
   const compressions = new Map(opts.pipeline.feedCompression.map((c) => [c.name, c]));
   const interceptors = [...opts.pipeline.interceptors];
-  const specs = new Map<string, MethodImplSpec & { kind: "server_streaming" }>();
-  for (const service of opts.services) {
-    const impl = opts.impls.get(service.typeName);
-    if (impl === undefined) continue;
-    const spec = createServiceImplSpec(service, impl);
-    for (const method of service.methods) {
-      if (method.methodKind !== "server_streaming" || typeof (impl as Record<string, unknown>)[method.localName] !== "function") continue;
-      specs.set(`/${service.typeName}/${method.name}`, spec.methods[method.localName] as MethodImplSpec & { kind: "server_streaming" });
-    }
-  }
+  const specs = implementedMethods(opts.services, opts.impls, "server_streaming");
 
   // A message's envelope by compression name ("" = none), made once for every
   // stream that sends the same message object; gone with the message.

@@ -5,12 +5,35 @@
 // frame their answers alike.
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
-import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
+import { create, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, createServiceImplSpec, type ContextValues, type MethodImplSpec } from "@connectrpc/connect";
 import { compressionNegotiate, type Compression } from "@connectrpc/connect/protocol";
 import { readBody } from "../http/read-body.js";
 import { plannedFromBinary } from "../protobuf/index.js";
 import { malformedBinaryBody } from "./body-marks.js";
+
+/**
+ * The methods of `kind` that the handler objects (by service type name)
+ * implement, by request path (`/<service>/<method>`), each with connect's
+ * spec of it: what a lane serves in connect's stead.
+ */
+export function implementedMethods<K extends MethodImplSpec["kind"]>(
+  services: readonly DescService[],
+  impls: ReadonlyMap<string, object>,
+  kind: K,
+): Map<string, MethodImplSpec & { kind: K }> {
+  const out = new Map<string, MethodImplSpec & { kind: K }>();
+  for (const service of services) {
+    const impl = impls.get(service.typeName);
+    if (impl === undefined) continue;
+    const spec = createServiceImplSpec(service, impl);
+    for (const method of service.methods) {
+      if (method.methodKind !== kind || typeof (impl as Record<string, unknown>)[method.localName] !== "function") continue;
+      out.set(`/${service.typeName}/${method.name}`, spec.methods[method.localName] as MethodImplSpec & { kind: K });
+    }
+  }
+  return out;
+}
 
 /** Smaller answers are not compressed (connect's default compressMinBytes). */
 export const COMPRESS_MIN_BYTES = 1024;

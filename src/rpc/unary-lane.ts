@@ -24,7 +24,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { create, type DescMessage, type DescMethodUnary, type DescService, type Message } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues, createServiceImplSpec } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import type { ContextValues, HandlerContext, MethodImplSpec } from "@connectrpc/connect";
 import { createMethodSerializationLookup, invokeUnaryImplementation, type Compression, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
@@ -32,7 +32,7 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { webHeaders } from "../http/headers.js";
 import { readBody } from "../http/read-body.js";
-import { answerCompression, asConnectError, COMPRESS_MIN_BYTES, GRPC_PROTO_TYPE, grpcEnvelope, isIdentity, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
+import { answerCompression, asConnectError, COMPRESS_MIN_BYTES, GRPC_PROTO_TYPE, grpcEnvelope, implementedMethods, isIdentity, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
 import { malformedJsonBody } from "./body-marks.js";
 import type { Pipeline } from "./pipeline.js";
 
@@ -93,17 +93,8 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     readonly serialization: MethodSerializationLookup<DescMessage, DescMessage>;
   }
   const entries = new Map<string, Entry>();
-  for (const service of opts.services) {
-    const impl = opts.impls.get(service.typeName);
-    if (impl === undefined) continue;
-    const spec = createServiceImplSpec(service, impl);
-    for (const method of service.methods) {
-      if (method.methodKind !== "unary" || typeof (impl as Record<string, unknown>)[method.localName] !== "function") continue;
-      entries.set(`/${service.typeName}/${method.name}`, {
-        spec: spec.methods[method.localName] as MethodImplSpec & { kind: "unary" },
-        serialization: createMethodSerializationLookup(method, undefined, jsonOptions, { readMaxBytes, writeMaxBytes: 0xffffffff }),
-      });
-    }
+  for (const [path, spec] of implementedMethods(opts.services, opts.impls, "unary")) {
+    entries.set(path, { spec, serialization: createMethodSerializationLookup(spec.method, undefined, jsonOptions, { readMaxBytes, writeMaxBytes: 0xffffffff }) });
   }
   const byMethod = new Map<DescMethodUnary, Entry>();
   for (const e of entries.values()) byMethod.set(e.spec.method, e);
