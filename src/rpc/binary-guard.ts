@@ -16,11 +16,12 @@
 // parsed here (a create of 1,000 resources spent a fifth of its server time
 // in the second parse).
 // A unary Connect JSON body (uncompressed; the plain case goes to the unary
-// lane, so these are the calls with a deadline) is decoded here too: one that
-// does not decode reaches the router as `{}` with connect's own message in
-// its context (malformedJsonBody), so the call interceptor answers it
-// invalid_argument with a request id and a log line, as the lane does, where
-// connect would decode it before any interceptor and answer without either.
+// lane, so these are the calls with a deadline) is decoded here too, once,
+// and reaches the router as `{}` like a binary one. One that does not decode
+// carries connect's own message in its context (malformedJsonBody), so the
+// call interceptor answers it invalid_argument with a request id and a log
+// line, as the lane does, where connect would decode it before any
+// interceptor and answer without either.
 import type { DescMethod, JsonReadOptions, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type ContextValues } from "@connectrpc/connect";
 import { createMethodSerializationLookup } from "@connectrpc/connect/protocol";
@@ -30,7 +31,8 @@ import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
-import { malformedBinaryBody, malformedJsonBody, parsedBinaryBody } from "./body-marks.js";
+import { malformedBinaryBody, parsedBody } from "./body-marks.js";
+import { decodeJsonMessage } from "./grpc-wire.js";
 import type { Pipeline } from "./pipeline.js";
 import { resetTransport, transportReset } from "./transport-reset.js";
 import type { FeedLane } from "./feed-lane.js";
@@ -70,25 +72,24 @@ function singleEnvelope(method: DescMethod, body: Uint8Array): Message | undefin
   return parse(method, body.subarray(5));
 }
 
-/** A request whose body is an empty message, the parsed one (or the malformed mark) travelling in its context values. */
-function substituted(req: UniversalServerRequest, unary: boolean, key: "parsed" | "malformed", message?: Message): UniversalServerRequest {
-  const contextValues = req.contextValues ?? createContextValues();
-  if (key === "parsed") contextValues.set(parsedBinaryBody, message);
-  else contextValues.set(malformedBinaryBody, true);
-  // An empty message parses; the call interceptor puts the parsed message in its place, or refuses the call.
-  const empty = unary ? new Uint8Array(0) : new Uint8Array(5);
+/**
+ * The request with `empty` (an empty message) for its body, and the context
+ * values that carry what the guard learned of the real one. An empty message
+ * parses; the call interceptor puts the parsed message in its place, or
+ * refuses the call.
+ */
+function emptied(req: UniversalServerRequest, empty: Uint8Array, contextValues: ContextValues): UniversalServerRequest {
   const header = new Headers(req.header);
   if (header.has("content-length")) header.set("content-length", String(empty.length));
   return { ...req, header, body: replay([empty]), contextValues };
 }
 
-/** A unary JSON request whose body did not decode: `{}` for the router, connect's message for the call interceptor. */
-function substitutedJson(req: UniversalServerRequest, why: string): UniversalServerRequest {
+/** A binary request emptied, the parsed message (or the malformed mark) in its context values. */
+function substituted(req: UniversalServerRequest, unary: boolean, key: "parsed" | "malformed", message?: Message): UniversalServerRequest {
   const contextValues = req.contextValues ?? createContextValues();
-  contextValues.set(malformedJsonBody, why);
-  const header = new Headers(req.header);
-  if (header.has("content-length")) header.set("content-length", String(EMPTY_JSON.length));
-  return { ...req, header, body: replay([EMPTY_JSON]), contextValues };
+  if (key === "parsed") contextValues.set(parsedBody, message);
+  else contextValues.set(malformedBinaryBody, true);
+  return emptied(req, unary ? new Uint8Array(0) : new Uint8Array(5), contextValues);
 }
 
 /** Whether every complete, uncompressed envelope holds a message that parses (framing errors are left to connect). */
@@ -175,14 +176,17 @@ export function guardBinaryBodies(handler: UniversalHandler, maxBytes: number, j
     }
     const body = Buffer.concat(chunks, size);
     if (json) {
+      const contextValues = req.contextValues ?? createContextValues();
+      let message: Message | undefined;
       try {
-        jsonInput.parse(body);
-      } catch (e) {
-        const error = ConnectError.from(e);
-        if (error.code === Code.InvalidArgument) return handler(substitutedJson(req, error.rawMessage));
+        message = decodeJsonMessage(jsonInput, body, contextValues);
+      } catch {
+        // Not a decoding failure: connect answers it as usual.
+        return handler({ ...req, body: replay([body]) });
       }
-      // It decodes (connect decodes it again: these calls are few), or connect answers what else is wrong.
-      return handler({ ...req, body: replay([body]) });
+      // Parsed once, here, as a binary body is; or marked malformed.
+      if (message !== undefined) contextValues.set(parsedBody, message);
+      return handler(emptied(req, EMPTY_JSON, contextValues));
     }
     if (method.methodKind === "unary") {
       const one = unary ? parse(method, body) : singleEnvelope(method, body);

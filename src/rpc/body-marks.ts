@@ -1,7 +1,7 @@
-// What the binary guard (and the unary lane, which parses bodies itself)
+// What the body guard (and the unary lane, which parses bodies itself)
 // tells the call interceptor about a request body: that it did not parse
-// (binary or JSON),
-// or the message it parsed already. Carried in the call's context values.
+// (binary or JSON), or the message it parsed already. Carried in the call's
+// context values.
 import type { Message } from "@bufbuild/protobuf";
 import { createContextKey } from "@connectrpc/connect";
 
@@ -9,12 +9,12 @@ import { createContextKey } from "@connectrpc/connect";
 export const malformedBinaryBody = createContextKey<boolean>(false, { description: "malformed binary body" });
 
 /**
- * Set on a unary Connect call whose JSON body did not parse (the unary lane):
- * connect's own message saying why. The call interceptor answers it
+ * Set on a unary Connect call whose JSON body did not parse (the unary lane,
+ * the body guard): connect's own message saying why. The call interceptor answers it
  * invalid_argument with a request id and a log line, where connect, parsing
  * before any interceptor, would answer without either.
  */
 export const malformedJsonBody = createContextKey<string | undefined>(undefined, { description: "malformed JSON body" });
 
-/** A unary call's request message, already parsed by the guard; the router was given an empty one. */
-export const parsedBinaryBody = createContextKey<Message | undefined>(undefined, { description: "parsed binary body" });
+/** A unary call's request message (binary or JSON), already parsed by the guard; the router was given an empty one. */
+export const parsedBody = createContextKey<Message | undefined>(undefined, { description: "parsed body" });

@@ -5,12 +5,12 @@
 // frame their answers alike.
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
-import { create, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescService, type Message, type MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createServiceImplSpec, type ContextValues, type MethodImplSpec } from "@connectrpc/connect";
-import { compressionNegotiate, type Compression } from "@connectrpc/connect/protocol";
+import { compressionNegotiate, type Compression, type Serialization } from "@connectrpc/connect/protocol";
 import { readBody } from "../http/read-body.js";
 import { plannedFromBinary } from "../protobuf/index.js";
-import { malformedBinaryBody } from "./body-marks.js";
+import { malformedBinaryBody, malformedJsonBody } from "./body-marks.js";
 
 /**
  * The methods of `kind` that the handler objects (by service type name)
@@ -116,4 +116,22 @@ export function parseBinaryMessage<Desc extends DescMessage>(desc: Desc, bytes: 
   }
   contextValues.set(malformedBinaryBody, true);
   return create(desc);
+}
+
+/**
+ * A unary Connect JSON request decoded by connect's own JSON serialization
+ * (so with the router's JSON options), or undefined when the body does not
+ * decode: then the call is marked (malformedJsonBody, connect's message),
+ * and its interceptor answers invalid_argument with a request id and a log
+ * line. Any other failure is thrown.
+ */
+export function decodeJsonMessage(input: Serialization<Message>, bytes: Uint8Array, contextValues: ContextValues): Message | undefined {
+  try {
+    return input.parse(bytes);
+  } catch (e) {
+    const error = ConnectError.from(e);
+    if (error.code !== Code.InvalidArgument) throw error;
+    contextValues.set(malformedJsonBody, error.rawMessage);
+    return undefined;
+  }
 }

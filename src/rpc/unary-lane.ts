@@ -32,8 +32,7 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { webHeaders } from "../http/headers.js";
 import { readBody } from "../http/read-body.js";
-import { answerCompression, asConnectError, COMPRESS_MIN_BYTES, GRPC_PROTO_TYPE, grpcEnvelope, implementedMethods, isIdentity, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
-import { malformedJsonBody } from "./body-marks.js";
+import { answerCompression, asConnectError, COMPRESS_MIN_BYTES, decodeJsonMessage, GRPC_PROTO_TYPE, grpcEnvelope, implementedMethods, isIdentity, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
 import type { Pipeline } from "./pipeline.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -111,21 +110,9 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
   }
 
 
-  /**
-   * A JSON request message, or, when the body does not decode as one, an
-   * empty one with the call marked (malformedJsonBody, connect's message):
-   * the call interceptor answers invalid_argument with a request id and a
-   * log line, as for a malformed binary body.
-   */
+  /** A JSON request message, or an empty one with the call marked (decodeJsonMessage). */
   function parseJson(entry: Entry, bytes: Uint8Array, contextValues: ContextValues): Message {
-    try {
-      return entry.serialization.getI(false).parse(bytes);
-    } catch (e) {
-      const error = ConnectError.from(e);
-      if (error.code !== Code.InvalidArgument) throw error;
-      contextValues.set(malformedJsonBody, error.rawMessage);
-      return create(entry.spec.method.input);
-    }
+    return decodeJsonMessage(entry.serialization.getI(false), bytes, contextValues) ?? create(entry.spec.method.input);
   }
 
   async function run(entry: Entry, call: UnaryCall, responseHeader?: Headers): Promise<{ message: Message; context: HandlerContext }> {
