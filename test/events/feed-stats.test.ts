@@ -14,7 +14,7 @@
 // bounded: a count never reached fails the test.
 import { afterEach, expect, it } from "vitest";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
-import { createEventFeed, type EventFeed, type EventFeedStats, type EventMessage, type Notifications } from "../../src/store/index.js";
+import { createEventFeed, type Db, type EventFeed, type EventFeedStats, type EventMessage, type Notifications } from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
 
@@ -59,6 +59,21 @@ async function pull(next: Promise<IteratorResult<EventMessage>>): Promise<EventM
 }
 
 const ids = (m: EventMessage) => m.events.map((e) => e.identifier);
+
+/** The database with `hook` run before each history read (a statement on resource_history): it may fail the read, or hold it. */
+function beforeHistoryReads(db: Db, hook: () => Promise<void>): Db {
+  return new Proxy(db, {
+    get(target, prop, receiver) {
+      if (prop === "query") {
+        return async (sql: string, params?: readonly unknown[]) => {
+          if (sql.includes("resource_history")) await hook();
+          return target.query(sql, params);
+        };
+      }
+      return Reflect.get(target, prop, receiver) as unknown;
+    },
+  });
+}
 
 describeBackends("the feed counts its reads and the streams that leave a tail", (backend) => {
   const feeds: EventFeed[] = [];
@@ -140,19 +155,10 @@ describeBackends("the feed counts its reads and the streams that leave a tail", 
     const b = backend();
     const hub = manualWakeups();
     let failNext = false;
-    const failing = new Proxy(b.db, {
-      get(target, prop, receiver) {
-        if (prop === "query") {
-          return (sql: string, params?: readonly unknown[]) => {
-            if (failNext && sql.includes("resource_history")) {
-              failNext = false;
-              return Promise.reject(new Error("the tail's read failed (test)"));
-            }
-            return target.query(sql, params);
-          };
-        }
-        return Reflect.get(target, prop, receiver) as unknown;
-      },
+    const failing = beforeHistoryReads(b.db, () => {
+      if (!failNext) return Promise.resolve();
+      failNext = false;
+      return Promise.reject(new Error("the tail's read failed (test)"));
     });
     const feed = createEventFeed({ db: failing, notifications: hub, pageSize: 2 });
     feeds.push(feed);
@@ -178,19 +184,10 @@ describeBackends("the feed counts its reads and the streams that leave a tail", 
     // The tail's next history read waits until the test lets it go.
     let holdNext = false;
     const gate: { open?: () => void } = {};
-    const holding = new Proxy(b.db, {
-      get(target, prop, receiver) {
-        if (prop === "query") {
-          return async (sql: string, params?: readonly unknown[]) => {
-            if (holdNext && sql.includes("resource_history")) {
-              holdNext = false;
-              await new Promise<void>((go) => (gate.open = go));
-            }
-            return target.query(sql, params);
-          };
-        }
-        return Reflect.get(target, prop, receiver) as unknown;
-      },
+    const holding = beforeHistoryReads(b.db, async () => {
+      if (!holdNext) return;
+      holdNext = false;
+      await new Promise<void>((go) => (gate.open = go));
     });
     const feed = createEventFeed({ db: holding, notifications: hub, pageSize: 100 });
     feeds.push(feed);
