@@ -27,7 +27,7 @@ export const errorCatalogue = {
   MALFORMED_BODY: {
     code: Code.InvalidArgument,
     when:
-      "The body is not JSON, not a JSON object where one is needed, not a valid binary message, or Connect JSON that does not decode as the method's request (the message is protobuf-es's, naming the field). A compressed Connect JSON body is decoded by connect itself: the same code and message, without this reason, a request id or a log line.",
+      "The body is not JSON, not a JSON object where one is needed, not a valid binary message, Connect JSON that does not decode as the method's request (the message is protobuf-es's, naming the field), or a compressed body or message that is not valid data of the compression its header names (`content-encoding`, `grpc-encoding`, `connect-content-encoding`). A compressed request is decompressed once and then checked as an uncompressed one; one over the body limit once decompressed is `resource_exhausted`, a compression the server does not offer `unimplemented`.",
   },
   UNKNOWN_FIELD: { code: Code.InvalidArgument, when: "The request names a field that its message, or the stored payload type, does not have." },
   INVALID_PAYLOAD: { code: Code.InvalidArgument, when: "A payload field breaks its rules (required, pattern, allowed values, format, range)." },

@@ -15,24 +15,32 @@
 // gets an empty message and the call interceptor hands the handlers the one
 // parsed here (a create of 1,000 resources spent a fifth of its server time
 // in the second parse).
-// A unary Connect JSON body (uncompressed; the plain case goes to the unary
-// lane, so these are the calls with a deadline) is decoded here too, once,
+// A unary Connect JSON body (the plain case goes to the unary lane, so these
+// are the calls with a deadline, or compressed) is decoded here too, once,
 // and reaches the router as `{}` like a binary one. One that does not decode
-// carries connect's own message in its context (malformedJsonBody), so the
+// carries connect's own message in its context (malformedBodyReason), so the
 // call interceptor answers it invalid_argument with a request id and a log
 // line, as the lane does, where connect would decode it before any
 // interceptor and answer without either.
+// A compressed body (Connect unary) or message (enveloped) in a compression
+// the server offers is decompressed here, once, within the body limit, and
+// then checked as an uncompressed one; connect gets it uncompressed. Bytes
+// that are not valid data of the compression are malformed input too (with
+// why, in malformedBodyReason), where connect answered a gzip stream cut
+// short with internal, as it did a compressed message that does not parse.
+// A body over the limit once decompressed, and a compression the server
+// does not offer, are left to connect (resource_exhausted, unimplemented).
 import type { DescMethod, JsonReadOptions, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type ContextValues } from "@connectrpc/connect";
-import { createMethodSerializationLookup } from "@connectrpc/connect/protocol";
+import { createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
 import { invalidArgument } from "../errors.js";
 import { plannedFromBinary } from "../protobuf/index.js";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
-import { malformedBinaryBody, parsedBody } from "./body-marks.js";
-import { decodeJsonMessage } from "./grpc-wire.js";
+import { malformedBinaryBody, malformedBodyReason, parsedBody } from "./body-marks.js";
+import { decodeJsonMessage, grpcEnvelope } from "./grpc-wire.js";
 import type { Pipeline } from "./pipeline.js";
 import { resetTransport, transportReset } from "./transport-reset.js";
 import type { FeedLane } from "./feed-lane.js";
@@ -43,12 +51,36 @@ const ENVELOPED_BINARY = /^application\/(connect\+proto|grpc(-web)?(\+proto)?)\s
 const UNARY_JSON = /^application\/json\s*(;|$)/i;
 const EMPTY_JSON = new TextEncoder().encode("{}");
 
-function isCompressed(header: Headers): boolean {
-  for (const name of ["content-encoding", "connect-content-encoding", "grpc-encoding"]) {
-    const v = header.get(name);
-    if (v !== null && v.toLowerCase() !== "identity") return true;
+const CONNECT_STREAM = /^application\/connect\+/i;
+
+/** The header that names the compression of a request's body (Connect unary) or of its messages (enveloped). */
+function encodingHeader(type: string, connectUnary: boolean): string {
+  return connectUnary ? "content-encoding" : CONNECT_STREAM.test(type) ? "connect-content-encoding" : "grpc-encoding";
+}
+
+/** The compression a request names: null for none (or identity), undefined for one the server does not offer (connect answers it). */
+function requestCompression(header: Headers, name: string, offered: readonly Compression[]): Compression | null | undefined {
+  const v = header.get(name)?.trim().toLowerCase();
+  if (v === undefined || v === "" || v === "identity") return null;
+  return offered.find((c) => c.name === v);
+}
+
+type Decompressed = { readonly bytes: Uint8Array } | { readonly malformed: string } | { readonly tooLarge: true };
+
+/**
+ * Compressed bytes of a request, decompressed within the body limit. Bytes
+ * that are not valid data of the compression (a corrupt or cut stream) are
+ * malformed input, where connect answers a cut gzip stream with internal;
+ * a result over the limit is left to connect, which answers it
+ * resource_exhausted.
+ */
+async function decompress(compression: Compression, bytes: Uint8Array, maxBytes: number, what: string, header: string): Promise<Decompressed> {
+  try {
+    return { bytes: await compression.decompress(bytes, maxBytes) };
+  } catch (e) {
+    if (ConnectError.from(e).code === Code.ResourceExhausted) return { tooLarge: true };
+    return { malformed: `${what} is not valid ${compression.name} data (as its ${header} header says)` };
   }
-  return false;
 }
 
 /** The message, or undefined when the bytes do not parse. */
@@ -72,6 +104,13 @@ function singleEnvelope(method: DescMethod, body: Uint8Array): Message | undefin
   return parse(method, body.subarray(5));
 }
 
+/** The message bytes of a body that is exactly one compressed envelope; null when it is not such a body. */
+function compressedEnvelope(body: Uint8Array): Uint8Array | null {
+  if (body.length < 5 || body[0] !== 1) return null;
+  const len = new DataView(body.buffer, body.byteOffset + 1, 4).getUint32(0);
+  return 5 + len === body.length ? body.subarray(5) : null;
+}
+
 /**
  * The request with `empty` (an empty message) for its body, and the context
  * values that carry what the guard learned of the real one. An empty message
@@ -79,15 +118,22 @@ function singleEnvelope(method: DescMethod, body: Uint8Array): Message | undefin
  * refuses the call.
  */
 function emptied(req: UniversalServerRequest, empty: Uint8Array, contextValues: ContextValues): UniversalServerRequest {
+  return { ...withBody(req, empty), contextValues };
+}
+
+/** The request with `body` in place of its own, uncompressed (a Connect unary body's content-encoding is dropped; an uncompressed envelope is valid under any grpc-encoding). */
+function withBody(req: UniversalServerRequest, body: Uint8Array): UniversalServerRequest {
   const header = new Headers(req.header);
-  if (header.has("content-length")) header.set("content-length", String(empty.length));
-  return { ...req, header, body: replay([empty]), contextValues };
+  header.delete("content-encoding");
+  if (header.has("content-length")) header.set("content-length", String(body.length));
+  return { ...req, header, body: replay([body]) };
 }
 
 /** A binary request emptied, the parsed message (or the malformed mark) in its context values. */
-function substituted(req: UniversalServerRequest, unary: boolean, key: "parsed" | "malformed", message?: Message): UniversalServerRequest {
+function substituted(req: UniversalServerRequest, unary: boolean, key: "parsed" | "malformed", message?: Message, reason?: string): UniversalServerRequest {
   const contextValues = req.contextValues ?? createContextValues();
   if (key === "parsed") contextValues.set(parsedBody, message);
+  else if (reason !== undefined) contextValues.set(malformedBodyReason, reason);
   else contextValues.set(malformedBinaryBody, true);
   return emptied(req, unary ? new Uint8Array(0) : new Uint8Array(5), contextValues);
 }
@@ -117,11 +163,18 @@ async function* replay(chunks: Uint8Array[], rest?: AsyncIterator<Uint8Array>): 
 }
 
 /**
- * The request stream's bytes as they arrive, each complete uncompressed
- * message checked before it is passed on. Framing errors, compressed
- * envelopes and messages over the limit are left to connect.
+ * The request stream's bytes as they arrive, each complete message checked
+ * before it is passed on; a compressed one (with `compression`, the one the
+ * request names) is decompressed here and passed on uncompressed. Framing
+ * errors, messages over the limit and compressed messages of a compression
+ * the server does not offer are left to connect.
  */
-async function* checkedEnvelopes(method: DescMethod, body: AsyncIterable<Uint8Array>, maxBytes: number): AsyncIterable<Uint8Array> {
+async function* checkedEnvelopes(
+  method: DescMethod,
+  body: AsyncIterable<Uint8Array>,
+  maxBytes: number,
+  compression: { readonly use: Compression; readonly header: string } | null,
+): AsyncIterable<Uint8Array> {
   let pending: Uint8Array = new Uint8Array(0);
   const it = body[Symbol.asyncIterator]();
   for (;;) {
@@ -129,28 +182,48 @@ async function* checkedEnvelopes(method: DescMethod, body: AsyncIterable<Uint8Ar
     if (r.done === true) break;
     pending = pending.length === 0 ? r.value : Buffer.concat([pending, r.value]);
     let at = 0;
+    let passed = 0;
     while (at + 5 <= pending.length) {
       const flags = pending[at] as number;
       const len = new DataView(pending.buffer, pending.byteOffset + at + 1, 4).getUint32(0);
       if (len > maxBytes) {
         // Connect refuses it (resource_exhausted) without reading it all.
-        yield pending;
+        yield pending.subarray(passed);
         yield* replay([], it);
         return;
       }
       if (at + 5 + len > pending.length) break;
-      if (flags === 0 && !parses(method, pending.subarray(at + 5, at + 5 + len))) {
+      let message = pending.subarray(at + 5, at + 5 + len);
+      const compressed = flags === 1 && compression !== null;
+      if (compressed) {
+        const plain = await decompress(compression.use, message, maxBytes, "a request message", compression.header);
+        if ("malformed" in plain) throw invalidArgument(plain.malformed, "MALFORMED_BODY");
+        if ("tooLarge" in plain) throw new ConnectError(`a request message is larger than ${maxBytes} bytes after decompression`, Code.ResourceExhausted);
+        message = plain.bytes;
+      }
+      if ((flags === 0 || compressed) && !parses(method, message)) {
         throw invalidArgument(`a request message is not a valid ${method.input.typeName} message`, "MALFORMED_BODY");
+      }
+      if (compressed) {
+        // Passed on uncompressed: connect does not decompress it again.
+        if (at > passed) yield pending.subarray(passed, at);
+        yield await grpcEnvelope(message, null);
+        passed = at + 5 + len;
       }
       at += 5 + len;
     }
-    if (at > 0) yield pending.subarray(0, at);
+    if (at > passed) yield pending.subarray(passed, at);
     pending = pending.subarray(at);
   }
   if (pending.length > 0) yield pending;
 }
 
-export function guardBinaryBodies(handler: UniversalHandler, maxBytes: number, jsonOptions?: Partial<JsonReadOptions>): UniversalHandler {
+export function guardBinaryBodies(
+  handler: UniversalHandler,
+  maxBytes: number,
+  jsonOptions?: Partial<JsonReadOptions>,
+  offered: readonly Compression[] = [],
+): UniversalHandler {
   const method = handler.method;
   const requestStream = method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
   // connect's own JSON decoding of the request, with the router's options.
@@ -159,10 +232,14 @@ export function guardBinaryBodies(handler: UniversalHandler, maxBytes: number, j
     const type = req.header.get("content-type") ?? "";
     const unary = UNARY_BINARY.test(type);
     const json = jsonInput !== undefined && UNARY_JSON.test(type);
-    if ((!unary && !json && !ENVELOPED_BINARY.test(type)) || isCompressed(req.header) || !(typeof req.body === "object" && req.body !== null && Symbol.asyncIterator in req.body)) {
+    if ((!unary && !json && !ENVELOPED_BINARY.test(type)) || !(typeof req.body === "object" && req.body !== null && Symbol.asyncIterator in req.body)) {
       return handler(req);
     }
-    if (requestStream) return handler({ ...req, body: checkedEnvelopes(method, req.body, maxBytes) });
+    const header = encodingHeader(type, unary || json);
+    const compression = requestCompression(req.header, header, offered);
+    // A compression the server does not offer: connect answers unimplemented.
+    if (compression === undefined) return handler(req);
+    if (requestStream) return handler({ ...req, body: checkedEnvelopes(method, req.body, maxBytes, compression === null ? null : { use: compression, header }) });
     const it = req.body[Symbol.asyncIterator]();
     const chunks: Uint8Array[] = [];
     let size = 0;
@@ -174,7 +251,24 @@ export function guardBinaryBodies(handler: UniversalHandler, maxBytes: number, j
       // Over the limit: let connect answer resource_exhausted as usual.
       if (size > maxBytes + 5) return handler({ ...req, body: replay(chunks, it) });
     }
-    const body = Buffer.concat(chunks, size);
+    let body: Uint8Array = Buffer.concat(chunks, size);
+    if (compression !== null) {
+      // Decompressed once, here; what follows sees an uncompressed body, as connect would after its own decompression.
+      const whole = unary || json;
+      const one = whole ? null : compressedEnvelope(body);
+      if (whole || one !== null) {
+        const plain = await decompress(compression, one ?? body, maxBytes, whole ? "the request body" : "the request message", header);
+        if ("tooLarge" in plain) return handler({ ...req, body: replay([body]) });
+        if ("malformed" in plain) {
+          if (!json) return handler(substituted(req, unary, "malformed", undefined, plain.malformed));
+          const contextValues = req.contextValues ?? createContextValues();
+          contextValues.set(malformedBodyReason, plain.malformed);
+          return handler(emptied(req, EMPTY_JSON, contextValues));
+        }
+        body = whole ? plain.bytes : await grpcEnvelope(plain.bytes, null);
+        req = withBody(req, body);
+      }
+    }
     if (json) {
       const contextValues = req.contextValues ?? createContextValues();
       let message: Message | undefined;
@@ -230,7 +324,7 @@ export function guardedNodeAdapter(options: GuardedAdapterOptions): NodeHandler 
   const router = createConnectRouter(options.pipeline.routerOptions);
   options.routes(router);
   const paths = new Map<string, UniversalHandler>();
-  for (const h of router.handlers) paths.set(h.requestPath, guardBinaryBodies(h, options.pipeline.readMaxBytes, options.pipeline.jsonOptions));
+  for (const h of router.handlers) paths.set(h.requestPath, guardBinaryBodies(h, options.pipeline.readMaxBytes, options.pipeline.jsonOptions, options.pipeline.acceptCompression));
   return (req, res) => {
     const handler = paths.get(req.url?.split("?", 2)[0] ?? "");
     if (handler === undefined) {

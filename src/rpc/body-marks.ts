@@ -9,12 +9,15 @@ import { createContextKey } from "@connectrpc/connect";
 export const malformedBinaryBody = createContextKey<boolean>(false, { description: "malformed binary body" });
 
 /**
- * Set on a unary Connect call whose JSON body did not parse (the unary lane,
- * the body guard): connect's own message saying why. The call interceptor answers it
- * invalid_argument with a request id and a log line, where connect, parsing
- * before any interceptor, would answer without either.
+ * Set on a call whose body did not decode, with why: a unary Connect JSON
+ * body that did not parse (the unary lane, the body guard; connect's own
+ * message), or a compressed body or message that did not decompress (the
+ * body guard). The call interceptor answers it invalid_argument with a
+ * request id and a log line, where connect, decoding before any
+ * interceptor, would answer without either (and a cut gzip stream with
+ * internal).
  */
-export const malformedJsonBody = createContextKey<string | undefined>(undefined, { description: "malformed JSON body" });
+export const malformedBodyReason = createContextKey<string | undefined>(undefined, { description: "why the body did not decode" });
 
 /** A unary call's request message (binary or JSON), already parsed by the guard; the router was given an empty one. */
 export const parsedBody = createContextKey<Message | undefined>(undefined, { description: "parsed body" });

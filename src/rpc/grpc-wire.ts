@@ -10,7 +10,7 @@ import { Code, ConnectError, createServiceImplSpec, type ContextValues, type Met
 import { compressionNegotiate, type Compression, type Serialization } from "@connectrpc/connect/protocol";
 import { readBody } from "../http/read-body.js";
 import { plannedFromBinary } from "../protobuf/index.js";
-import { malformedBinaryBody, malformedJsonBody } from "./body-marks.js";
+import { malformedBinaryBody, malformedBodyReason } from "./body-marks.js";
 
 /**
  * The methods of `kind` that the handler objects (by service type name)
@@ -121,7 +121,7 @@ export function parseBinaryMessage<Desc extends DescMessage>(desc: Desc, bytes: 
 /**
  * A unary Connect JSON request decoded by connect's own JSON serialization
  * (so with the router's JSON options), or undefined when the body does not
- * decode: then the call is marked (malformedJsonBody, connect's message),
+ * decode: then the call is marked (malformedBodyReason, connect's message),
  * and its interceptor answers invalid_argument with a request id and a log
  * line. Any other failure is thrown.
  */
@@ -131,7 +131,7 @@ export function decodeJsonMessage(input: Serialization<Message>, bytes: Uint8Arr
   } catch (e) {
     const error = ConnectError.from(e);
     if (error.code !== Code.InvalidArgument) throw error;
-    contextValues.set(malformedJsonBody, error.rawMessage);
+    contextValues.set(malformedBodyReason, error.rawMessage);
     return undefined;
   }
 }

@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { Code, createContextKey, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { internal, invalidArgument, withReason } from "../errors.js";
-import { malformedBinaryBody, malformedJsonBody, parsedBody } from "./body-marks.js";
+import { malformedBinaryBody, malformedBodyReason, parsedBody } from "./body-marks.js";
 import { onResponseEnd } from "./response-end.js";
 import type { Logger } from "../log.js";
 import { toServiceError } from "../store/index.js";
@@ -99,8 +99,8 @@ export function createCallInterceptor(log: Logger): Interceptor {
       if (req.contextValues.get(malformedBinaryBody)) {
         throw invalidArgument(`the request body is not a valid ${req.method.input.typeName} message`, "MALFORMED_BODY");
       }
-      const badJson = req.contextValues.get(malformedJsonBody);
-      if (badJson !== undefined) throw invalidArgument(badJson, "MALFORMED_BODY");
+      const undecoded = req.contextValues.get(malformedBodyReason);
+      if (undecoded !== undefined) throw invalidArgument(undecoded, "MALFORMED_BODY");
       // A unary body the binary guard parsed already (the router parsed an empty one).
       const parsed = req.stream ? undefined : req.contextValues.get(parsedBody);
       const res = await next(parsed === undefined || req.stream ? req : { ...req, message: parsed });

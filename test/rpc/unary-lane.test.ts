@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ReadRequestSchema, ReadResponseSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { startTestServer, type TestServer } from "../support/app.js";
 import { envelope } from "../support/envelopes.js";
+import { h2Request, type H2Answer } from "../support/h2.js";
 
 let srv: TestServer;
 let session: http2.ClientHttp2Session;
@@ -35,29 +36,10 @@ afterAll(async () => {
 
 const READ = "/resourcestore.v1.ResourceService/Read";
 
-interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: Buffer;
-  trailers: Record<string, string>;
-}
+type Answer = H2Answer;
 
-/** One HTTP/2 request; headers and trailers as plain strings. */
-function h2(path: string, headers: Record<string, string>, body: Uint8Array): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const stream = session.request({ ":method": "POST", ":path": path, ...headers });
-    const chunks: Buffer[] = [];
-    let head: Record<string, string> = {};
-    let trailers: Record<string, string> = {};
-    const plain = (h: http2.IncomingHttpHeaders) => Object.fromEntries(Object.entries(h).map(([k, v]) => [k, String(v)]));
-    stream.on("response", (h) => (head = plain(h)));
-    stream.on("trailers", (t) => (trailers = plain(t)));
-    stream.on("data", (c: Buffer) => chunks.push(c));
-    stream.on("end", () => resolve({ status: Number(head[":status"]), headers: head, body: Buffer.concat(chunks), trailers }));
-    stream.on("error", reject);
-    stream.end(body);
-  });
-}
+/** One HTTP/2 request on the file's session. */
+const h2 = (path: string, headers: Record<string, string>, body: Uint8Array): Promise<Answer> => h2Request(session, path, headers, body);
 
 /** The two answers agree on everything but the request id (each call gets its own) and the date. */
 function comparable(a: Answer): unknown {
