@@ -41,7 +41,11 @@ export const errorCatalogue = {
   INVALID_OBJECT_PATH: { code: Code.InvalidArgument, when: "An object path, prefix, group, file name or relative path is not acceptable." },
   TOO_MANY_KEYS: { code: Code.InvalidArgument, when: "More keys lie under a listed prefix than the configured limit (MAX_LIST_KEYS)." },
   NOT_PARQUET: { code: Code.InvalidArgument, when: "The object to preview is not a readable parquet file." },
-  UNSUPPORTED_MEDIA_TYPE: { code: Code.InvalidArgument, httpStatus: 415, when: "REST: a request body whose content type is not application/json; nothing runs." },
+  UNSUPPORTED_MEDIA_TYPE: {
+    code: Code.InvalidArgument,
+    httpStatus: 415,
+    when: "REST: a request body whose content type is not application/json, or whose content-encoding is not gzip, br or identity (a gzip or br body is decompressed, within MAX_BODY_BYTES); nothing runs.",
+  },
   FILTER_TOO_DEEP: { code: Code.InvalidArgument, when: "Filter any groups nest deeper than the configured limit (MAX_FILTER_DEPTH)." },
   PREVIEW_TOO_LARGE: { code: Code.InvalidArgument, when: "A parquet preview would read more bytes of the object, footer included, than the configured limit (MAX_PREVIEW_BYTES)." },
   // failed_precondition: the request conflicts with what is stored.
@@ -215,6 +219,11 @@ export function internal(cause?: unknown): ConnectError {
 export function unsupportedMediaType(contentType: string): ConnectError {
   const shown = contentType === "" ? "none" : JSON.stringify(contentType.slice(0, 100));
   return invalidArgument(`a REST request body must be application/json, got content type ${shown}`, "UNSUPPORTED_MEDIA_TYPE");
+}
+
+/** A REST body in a content-encoding the gateway does not decode: 415, before the body is read. */
+export function unsupportedContentEncoding(encoding: string): ConnectError {
+  return invalidArgument(`a REST request body may be sent as gzip, br or uncompressed, got content-encoding ${JSON.stringify(encoding.slice(0, 100))}`, "UNSUPPORTED_MEDIA_TYPE");
 }
 
 /** A Host the service does not answer to (DNS rebinding defence): 421, before anything runs. */

@@ -2,9 +2,11 @@
 // buffering at once, so an oversized upload costs no memory. The REST
 // gateway and the unary lane (rpc/unary-lane.ts) both read bodies here.
 import type { IncomingMessage } from "node:http";
+import { promisify } from "node:util";
+import { brotliDecompress, gunzip } from "node:zlib";
 import type { Http2ServerRequest } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { resourceExhausted } from "../errors.js";
+import { invalidArgument, resourceExhausted, unsupportedContentEncoding } from "../errors.js";
 
 export type AnyRequest = IncomingMessage | Http2ServerRequest;
 
@@ -55,6 +57,34 @@ export function readBody(req: AnyRequest, maxBytes: number): Promise<Buffer> {
     req.on("error", onError);
     req.on("close", onClose);
   });
+}
+
+const DECOMPRESS = { gzip: promisify(gunzip), br: promisify(brotliDecompress) } as const;
+
+/**
+ * The body bytes as sent, decompressed when its content-encoding is gzip or
+ * br (the encodings the RPC surfaces accept): the compressed bytes and the
+ * decompressed ones each under maxBytes. Another encoding is refused before
+ * the body is read (UNSUPPORTED_MEDIA_TYPE); bytes that are not valid data of
+ * the named encoding are MALFORMED_BODY.
+ */
+export async function readDecodedBody(req: AnyRequest, maxBytes: number): Promise<Buffer> {
+  const declared = req.headers["content-encoding"]?.trim().toLowerCase();
+  if (declared === undefined || declared === "" || declared === "identity") return readBody(req, maxBytes);
+  if (declared !== "gzip" && declared !== "br") {
+    req.resume();
+    throw unsupportedContentEncoding(declared);
+  }
+  const raw = await readBody(req, maxBytes);
+  if (raw.length === 0) return raw;
+  try {
+    return await DECOMPRESS[declared](raw, { maxOutputLength: maxBytes });
+  } catch (err) {
+    if ((err as { code?: unknown }).code === "ERR_BUFFER_TOO_LARGE") {
+      throw resourceExhausted(`the request body is larger than ${maxBytes} bytes once decompressed`, "BODY_TOO_LARGE");
+    }
+    throw invalidArgument(`the request body is not valid ${declared} data (as its content-encoding header says)`, "MALFORMED_BODY");
+  }
 }
 
 /** True when the request may carry a body (declared length > 0 or chunked). */

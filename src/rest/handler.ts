@@ -16,7 +16,7 @@ import type { ConstantDocument } from "../http/constant-document.js";
 import type { HttpBody } from "../../gen/google/api/httpbody_pb.js";
 import type { WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
 import { parseJsonBody } from "./body-reader.js";
-import { readBody, type AnyRequest } from "../http/read-body.js";
+import { readDecodedBody, type AnyRequest } from "../http/read-body.js";
 import type { FlatWriteOptions } from "../schema/flat-codec.js";
 import { eventStreamQuery, isEventStream, writeEventStream } from "./event-stream.js";
 import { writeHttpBodyStream } from "./http-body-stream.js";
@@ -138,7 +138,7 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
   // docs/contract/15-browsers.md: a body must be JSON (a page on another site cannot send that without a preflight).
   if (hasBody(req) && !isJsonContentType(req.headers["content-type"])) throw unsupportedMediaType(req.headers["content-type"] ?? "");
   let body: unknown;
-  if (route.body !== "") body = parseJsonBody(await readBody(req, opts.maxBodyBytes));
+  if (route.body !== "") body = parseJsonBody(await readDecodedBody(req, opts.maxBodyBytes));
   const { method } = route;
   const query = isEventStream(method) ? eventStreamQuery(req, url.searchParams) : url.searchParams;
   const request = decodeRestRequest(method.input, { bindings, query, body, bodyField: route.body });

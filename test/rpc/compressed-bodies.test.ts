@@ -9,6 +9,9 @@
 // decoded these itself, before any interceptor: a gzip body holding a
 // message that does not parse, or a gzip stream cut short, was `internal`
 // (HTTP 500, or grpc-status 13), with no request id and no log line.
+// The REST gateway (src/http/read-body.ts) decodes a gzip or br body too,
+// where it read the compressed bytes as JSON ("not valid JSON"), and refuses
+// any other content-encoding with 415.
 import http2 from "node:http2";
 import { Writable } from "node:stream";
 import { brotliCompressSync, gzipSync } from "node:zlib";
@@ -209,5 +212,47 @@ describe("limits and encodings the server does not offer stay as connect answers
     const a = await h2(READ, { "content-type": "application/proto", "content-encoding": "deflate" }, gzipSync(readBytes));
     expect(a.status).toBe(501);
     expect(JSON.parse(a.body.toString())).toMatchObject({ code: "unimplemented" });
+  });
+});
+
+describe("the REST gateway decodes a gzip or br body, and refuses others clearly", () => {
+  async function rest(encoding: string, body: Uint8Array): Promise<{ status: number; json: unknown; requestId: string | null }> {
+    const res = await fetch(`${srv.url}/resources/read`, { method: "POST", headers: { "content-type": "application/json", "content-encoding": encoding }, body });
+    return { status: res.status, json: await res.json(), requestId: res.headers.get("x-request-id") };
+  }
+
+  for (const [name, compress] of Object.entries(compressions)) {
+    it(`a ${name} body answers as the same body uncompressed`, async () => {
+      const a = await rest(name, compress(readJson));
+      expect(a.status, JSON.stringify(a.json)).toBe(200);
+      // REST's read answers the list of resources itself.
+      expect((a.json as { identifier: string }[]).map((r) => r.identifier)).toEqual(ids);
+    });
+  }
+
+  it("a cut gzip body is MALFORMED_BODY, with a request id", async () => {
+    const a = await rest("gzip", cut(readJson));
+    expect(a).toMatchObject({
+      status: 400,
+      json: { code: "invalid_argument", reason: "MALFORMED_BODY", message: "the request body is not valid gzip data (as its content-encoding header says)" },
+      requestId: expect.any(String),
+    });
+  });
+
+  it("a body over the limit once decompressed is BODY_TOO_LARGE", async () => {
+    const big = Buffer.from(JSON.stringify({ identifiers: Array.from({ length: (2 * BODY_LIMIT) / 16 }, () => "x".repeat(12)) }));
+    const a = await rest("gzip", gzipSync(big));
+    expect(a).toMatchObject({
+      status: 413,
+      json: { code: "resource_exhausted", reason: "BODY_TOO_LARGE", message: `the request body is larger than ${BODY_LIMIT} bytes once decompressed` },
+    });
+  });
+
+  it("another content-encoding is 415 UNSUPPORTED_MEDIA_TYPE", async () => {
+    const a = await rest("deflate", gzipSync(readJson));
+    expect(a).toMatchObject({
+      status: 415,
+      json: { code: "invalid_argument", reason: "UNSUPPORTED_MEDIA_TYPE", message: 'a REST request body may be sent as gzip, br or uncompressed, got content-encoding "deflate"' },
+    });
   });
 });
