@@ -133,7 +133,7 @@ function withBody(req: UniversalServerRequest, body: Uint8Array): UniversalServe
 function substituted(req: UniversalServerRequest, unary: boolean, key: "parsed" | "malformed", message?: Message, reason?: string): UniversalServerRequest {
   const contextValues = req.contextValues ?? createContextValues();
   if (key === "parsed") contextValues.set(parsedBody, message);
-  else if (reason !== undefined) contextValues.set(malformedBodyReason, reason);
+  else if (reason !== undefined) contextValues.set(malformedBodyReason, { message: reason, reason: "MALFORMED_BODY" });
   else contextValues.set(malformedBinaryBody, true);
   return emptied(req, unary ? new Uint8Array(0) : new Uint8Array(5), contextValues);
 }
@@ -262,7 +262,7 @@ export function guardBinaryBodies(
         if ("malformed" in plain) {
           if (!json) return handler(substituted(req, unary, "malformed", undefined, plain.malformed));
           const contextValues = req.contextValues ?? createContextValues();
-          contextValues.set(malformedBodyReason, plain.malformed);
+          contextValues.set(malformedBodyReason, { message: plain.malformed, reason: "MALFORMED_BODY" });
           return handler(emptied(req, EMPTY_JSON, contextValues));
         }
         body = whole ? plain.bytes : await grpcEnvelope(plain.bytes, null);

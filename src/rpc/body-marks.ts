@@ -3,7 +3,8 @@
 // (binary or JSON), or the message it parsed already. Carried in the call's
 // context values.
 import type { Message } from "@bufbuild/protobuf";
-import { createContextKey } from "@connectrpc/connect";
+import { createContextKey, type Code } from "@connectrpc/connect";
+import type { ReasonFor } from "../errors.js";
 
 /** Set on a call whose body was not a valid protobuf message of the method's input type. */
 export const malformedBinaryBody = createContextKey<boolean>(false, { description: "malformed binary body" });
@@ -17,7 +18,13 @@ export const malformedBinaryBody = createContextKey<boolean>(false, { descriptio
  * interceptor, would answer without either (and a cut gzip stream with
  * internal).
  */
-export const malformedBodyReason = createContextKey<string | undefined>(undefined, { description: "why the body did not decode" });
+export const malformedBodyReason = createContextKey<BodyRefusal | undefined>(undefined, { description: "why the body did not decode" });
+
+/** Why a body did not decode: the message, and MALFORMED_BODY, or UNKNOWN_FIELD for a JSON key the message does not have. */
+export interface BodyRefusal {
+  readonly message: string;
+  readonly reason: ReasonFor<Code.InvalidArgument>;
+}
 
 /** A unary call's request message (binary or JSON), already parsed by the guard; the router was given an empty one. */
 export const parsedBody = createContextKey<Message | undefined>(undefined, { description: "parsed body" });

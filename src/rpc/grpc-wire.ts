@@ -118,6 +118,9 @@ export function parseBinaryMessage<Desc extends DescMessage>(desc: Desc, bytes: 
   return create(desc);
 }
 
+/** protobuf-es's message for a JSON key its message does not have. */
+const UNKNOWN_KEY = /: key "(?:[^"\\]|\\.)*" is unknown$/;
+
 /**
  * A unary Connect JSON request decoded by connect's own JSON serialization
  * (so with the router's JSON options), or undefined when the body does not
@@ -131,7 +134,8 @@ export function decodeJsonMessage(input: Serialization<Message>, bytes: Uint8Arr
   } catch (e) {
     const error = ConnectError.from(e);
     if (error.code !== Code.InvalidArgument) throw error;
-    contextValues.set(malformedBodyReason, error.rawMessage);
+    // protobuf-es names a key the message does not have: the same refusal as REST's (UNKNOWN_FIELD).
+    contextValues.set(malformedBodyReason, { message: error.rawMessage, reason: UNKNOWN_KEY.test(error.rawMessage) ? "UNKNOWN_FIELD" : "MALFORMED_BODY" });
     return undefined;
   }
 }

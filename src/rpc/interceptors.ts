@@ -100,7 +100,7 @@ export function createCallInterceptor(log: Logger): Interceptor {
         throw invalidArgument(`the request body is not a valid ${req.method.input.typeName} message`, "MALFORMED_BODY");
       }
       const undecoded = req.contextValues.get(malformedBodyReason);
-      if (undecoded !== undefined) throw invalidArgument(undecoded, "MALFORMED_BODY");
+      if (undecoded !== undefined) throw invalidArgument(undecoded.message, undecoded.reason);
       // A unary body the binary guard parsed already (the router parsed an empty one).
       const parsed = req.stream ? undefined : req.contextValues.get(parsedBody);
       const res = await next(parsed === undefined || req.stream ? req : { ...req, message: parsed });

@@ -102,7 +102,10 @@ export function createPipeline(parts: PipelineParts): Pipeline {
     ...slot(parts.access),
     ...slot(parts.audit),
   ];
-  const jsonOptions = { useProtoFieldName: true } as const;
+  // Unknown keys are refused (invalid_argument, UNKNOWN_FIELD), as on REST and as the protobuf JSON mapping
+  // has it by default, where connect ignores them: a misspelt field (a filter, `as_of`) silently dropped
+  // would answer another question than the one asked.
+  const jsonOptions = { useProtoFieldName: true, ignoreUnknownFields: false } as const;
   return {
     interceptors,
     readMaxBytes: parts.maxBodyBytes,
