@@ -27,11 +27,11 @@ export const errorCatalogue = {
   MALFORMED_BODY: {
     code: Code.InvalidArgument,
     when:
-      "The body is not JSON, not a JSON object where one is needed, not a valid binary message, Connect JSON that does not decode as the method's request (the message is protobuf-es's, naming the field), or a compressed body or message that is not valid data of the compression its header names (`content-encoding`, `grpc-encoding`, `connect-content-encoding`). A compressed request is decompressed once and then checked as an uncompressed one; one over the body limit once decompressed is `resource_exhausted`, a compression the server does not offer `unimplemented`.",
+      "The body is not JSON, not a JSON object where one is needed, not a valid binary message, JSON that does not decode as the method's request (Connect JSON, or a JSON message in a Connect streaming, gRPC or gRPC-Web envelope; the message is protobuf-es's, naming the field), or a compressed body or message that is not valid data of the compression its header names (`content-encoding`, `grpc-encoding`, `connect-content-encoding`). A compressed request is decompressed once and then checked as an uncompressed one; one over the body limit once decompressed is `resource_exhausted`, a compression the server does not offer `unimplemented`.",
   },
   UNKNOWN_FIELD: {
     code: Code.InvalidArgument,
-    when: "The request names a field that its message, or the stored payload type, does not have: a REST body's key, or a Connect JSON key at any depth (the message is protobuf-es's, naming the key). Protobuf binary carries numbers, not names: a field number the message does not have is skipped, as protobuf does.",
+    when: "The request names a field that its message, or the stored payload type, does not have: a REST body's key, or a key at any depth of a JSON request message (Connect JSON, or +json over Connect streaming, gRPC and gRPC-Web) (the message is protobuf-es's, naming the key). Protobuf binary carries numbers, not names: a field number the message does not have is skipped, as protobuf does.",
   },
   INVALID_PAYLOAD: { code: Code.InvalidArgument, when: "A payload field breaks its rules (required, pattern, allowed values, format, range)." },
   DUPLICATE_IDENTIFIER: { code: Code.InvalidArgument, when: "The same identifier appears twice in one batch." },

@@ -21,7 +21,10 @@
 // carries connect's own message in its context (malformedBodyReason), so the
 // call interceptor answers it invalid_argument with a request id and a log
 // line, as the lane does, where connect would decode it before any
-// interceptor and answer without either.
+// interceptor and answer without either. So is one JSON message in an
+// envelope (Connect streaming, gRPC and gRPC-Web with +json: a
+// server-streaming call such as the explorer's Watch, or a unary one over
+// gRPC): refused the same way, or passed on (a unary one parsed once, here).
 // A compressed body (Connect unary) or message (enveloped) in a compression
 // the server offers is decompressed here, once, within the body limit, and
 // then checked as an uncompressed one; connect gets it uncompressed. Bytes
@@ -49,7 +52,9 @@ import type { UnaryLane } from "./unary-lane.js";
 const UNARY_BINARY = /^application\/proto\b/i;
 const ENVELOPED_BINARY = /^application\/(connect\+proto|grpc(-web)?(\+proto)?)\s*(;|$)/i;
 const UNARY_JSON = /^application\/json\s*(;|$)/i;
+const ENVELOPED_JSON = /^application\/(connect|grpc|grpc-web)\+json\s*(;|$)/i;
 const EMPTY_JSON = new TextEncoder().encode("{}");
+const EMPTY_JSON_ENVELOPE = new Uint8Array([0, 0, 0, 0, EMPTY_JSON.length, ...EMPTY_JSON]);
 
 const CONNECT_STREAM = /^application\/connect\+/i;
 
@@ -96,19 +101,17 @@ function parses(method: DescMethod, bytes: Uint8Array): boolean {
   return parse(method, bytes) !== undefined;
 }
 
-/** The one message of a body that is exactly one uncompressed envelope, parsed; null when it is not such a body. */
-function singleEnvelope(method: DescMethod, body: Uint8Array): Message | undefined | null {
-  if (body.length < 5 || body[0] !== 0) return null;
-  const len = new DataView(body.buffer, body.byteOffset + 1, 4).getUint32(0);
-  if (5 + len !== body.length) return null;
-  return parse(method, body.subarray(5));
-}
-
-/** The message bytes of a body that is exactly one compressed envelope; null when it is not such a body. */
-function compressedEnvelope(body: Uint8Array): Uint8Array | null {
-  if (body.length < 5 || body[0] !== 1) return null;
+/** The message bytes of a body that is exactly one envelope with these flags (0: uncompressed, 1: compressed); null when it is not such a body. */
+function onlyEnvelope(body: Uint8Array, flags: 0 | 1): Uint8Array | null {
+  if (body.length < 5 || body[0] !== flags) return null;
   const len = new DataView(body.buffer, body.byteOffset + 1, 4).getUint32(0);
   return 5 + len === body.length ? body.subarray(5) : null;
+}
+
+/** The one message of a body that is exactly one uncompressed envelope, parsed; null when it is not such a body. */
+function singleEnvelope(method: DescMethod, body: Uint8Array): Message | undefined | null {
+  const bytes = onlyEnvelope(body, 0);
+  return bytes === null ? null : parse(method, bytes);
 }
 
 /**
@@ -129,13 +132,13 @@ function withBody(req: UniversalServerRequest, body: Uint8Array): UniversalServe
   return { ...req, header, body: replay([body]) };
 }
 
-/** A binary request emptied, the parsed message (or the malformed mark) in its context values. */
-function substituted(req: UniversalServerRequest, unary: boolean, key: "parsed" | "malformed", message?: Message, reason?: string): UniversalServerRequest {
+/** A request emptied (`empty`: an empty message in its format), the parsed message (or the malformed mark) in its context values. */
+function substituted(req: UniversalServerRequest, empty: Uint8Array, key: "parsed" | "malformed", message?: Message, reason?: string): UniversalServerRequest {
   const contextValues = req.contextValues ?? createContextValues();
   if (key === "parsed") contextValues.set(parsedBody, message);
   else if (reason !== undefined) contextValues.set(malformedBodyReason, { message: reason, reason: "MALFORMED_BODY" });
   else contextValues.set(malformedBinaryBody, true);
-  return emptied(req, unary ? new Uint8Array(0) : new Uint8Array(5), contextValues);
+  return emptied(req, empty, contextValues);
 }
 
 /** Whether every complete, uncompressed envelope holds a message that parses (framing errors are left to connect). */
@@ -227,14 +230,18 @@ export function guardBinaryBodies(
   const method = handler.method;
   const requestStream = method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
   // connect's own JSON decoding of the request, with the router's options.
-  const jsonInput = method.methodKind === "unary" ? createMethodSerializationLookup(method, undefined, jsonOptions, { readMaxBytes: maxBytes, writeMaxBytes: maxBytes }).getI(false) : undefined;
+  const jsonInput = requestStream ? undefined : createMethodSerializationLookup(method, undefined, jsonOptions, { readMaxBytes: maxBytes, writeMaxBytes: maxBytes }).getI(false);
   const guarded = async (req: UniversalServerRequest) => {
     const type = req.header.get("content-type") ?? "";
     const unary = UNARY_BINARY.test(type);
-    const json = jsonInput !== undefined && UNARY_JSON.test(type);
-    if ((!unary && !json && !ENVELOPED_BINARY.test(type)) || !(typeof req.body === "object" && req.body !== null && Symbol.asyncIterator in req.body)) {
+    // Connect unary JSON; and one JSON message in an envelope (Connect streaming, gRPC, gRPC-Web: a server-streaming call, or a unary one over gRPC).
+    const json = jsonInput !== undefined && method.methodKind === "unary" && UNARY_JSON.test(type);
+    const envelopedJson = jsonInput !== undefined && ENVELOPED_JSON.test(type);
+    if ((!unary && !json && !envelopedJson && !ENVELOPED_BINARY.test(type)) || !(typeof req.body === "object" && req.body !== null && Symbol.asyncIterator in req.body)) {
       return handler(req);
     }
+    // An empty message in the request's own format, for the router when the guard has decoded (or refused) the real one.
+    const empty = json ? EMPTY_JSON : envelopedJson ? EMPTY_JSON_ENVELOPE : unary ? new Uint8Array(0) : new Uint8Array(5);
     const header = encodingHeader(type, unary || json);
     const compression = requestCompression(req.header, header, offered);
     // A compression the server does not offer: connect answers unimplemented.
@@ -255,40 +262,41 @@ export function guardBinaryBodies(
     if (compression !== null) {
       // Decompressed once, here; what follows sees an uncompressed body, as connect would after its own decompression.
       const whole = unary || json;
-      const one = whole ? null : compressedEnvelope(body);
+      const one = whole ? null : onlyEnvelope(body, 1);
       if (whole || one !== null) {
         const plain = await decompress(compression, one ?? body, maxBytes, whole ? "the request body" : "the request message", header);
         if ("tooLarge" in plain) return handler({ ...req, body: replay([body]) });
-        if ("malformed" in plain) {
-          if (!json) return handler(substituted(req, unary, "malformed", undefined, plain.malformed));
-          const contextValues = req.contextValues ?? createContextValues();
-          contextValues.set(malformedBodyReason, { message: plain.malformed, reason: "MALFORMED_BODY" });
-          return handler(emptied(req, EMPTY_JSON, contextValues));
-        }
+        if ("malformed" in plain) return handler(substituted(req, empty, "malformed", undefined, plain.malformed));
         body = whole ? plain.bytes : await grpcEnvelope(plain.bytes, null);
         req = withBody(req, body);
       }
     }
-    if (json) {
+    if (json || envelopedJson) {
+      // Framing errors (not exactly one uncompressed envelope) are connect's to answer.
+      const bytes = json ? body : onlyEnvelope(body, 0);
+      if (bytes === null) return handler({ ...req, body: replay([body]) });
       const contextValues = req.contextValues ?? createContextValues();
       let message: Message | undefined;
       try {
-        message = decodeJsonMessage(jsonInput, body, contextValues);
+        message = decodeJsonMessage(jsonInput, bytes, contextValues);
       } catch {
         // Not a decoding failure: connect answers it as usual.
         return handler({ ...req, body: replay([body]) });
       }
-      // Parsed once, here, as a binary body is; or marked malformed.
-      if (message !== undefined) contextValues.set(parsedBody, message);
-      return handler(emptied(req, EMPTY_JSON, contextValues));
+      // Marked malformed; or parsed once, here, as a binary body is (a server-streaming call's request is
+      // checked here and decoded by connect, as a binary one is).
+      if (message === undefined) return handler(emptied(req, empty, contextValues));
+      if (method.methodKind !== "unary") return handler({ ...req, body: replay([body]) });
+      contextValues.set(parsedBody, message);
+      return handler(emptied(req, empty, contextValues));
     }
     if (method.methodKind === "unary") {
       const one = unary ? parse(method, body) : singleEnvelope(method, body);
-      if (one !== null) return handler(substituted(req, unary, one === undefined ? "malformed" : "parsed", one));
+      if (one !== null) return handler(substituted(req, empty, one === undefined ? "malformed" : "parsed", one));
     }
     const ok = unary ? parses(method, body) : envelopesParse(method, body);
     if (ok) return handler({ ...req, body: replay([body]) });
-    return handler(substituted(req, unary, "malformed"));
+    return handler(substituted(req, empty, "malformed"));
   };
   return Object.assign(guarded, {
     service: handler.service,

@@ -9,10 +9,13 @@
 // the body guard (a call with a deadline) alike. Keys of the response shape
 // (created_at, version, ...) are fields of the message and stay accepted
 // (docs/contract/13-client.md, settled since), as do protobuf JSON's lowerCamelCase names.
+import http2 from "node:http2";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../src/log.js";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { envelope } from "../support/envelopes.js";
+import { h2Request, type H2Answer } from "../support/h2.js";
 
 const lines: string[] = [];
 let srv: TestServer;
@@ -92,5 +95,98 @@ describe.each(paths)("Connect JSON, %s", (name, headers) => {
     const read = await call(READ, { identifiers: 5 }, headers);
     expect(read.status).toBe(400);
     expect(reasonOf(read.json)).toBe("MALFORMED_BODY");
+  });
+});
+
+// A JSON message in an envelope (Connect streaming, gRPC and gRPC-Web with
+// +json) is checked by the body guard too: before, connect decoded it before
+// any interceptor, so a refusal had no reason, no request id and no call line.
+describe("an enveloped JSON message", () => {
+  let session: http2.ClientHttp2Session;
+  beforeAll(() => {
+    session = http2.connect(srv.url);
+  });
+  afterAll(() => {
+    session?.close();
+  });
+  const json = (text: string) => envelope(Buffer.from(text));
+  const WATCH = "/resourcestore.v2.EventService/Watch";
+  const QUERY_PARQUET = "/resourcestore.v2.QueryService/QueryParquet";
+
+  /** The refusal of an answer, whichever wire: code or status, message, reason and request id. */
+  function refusal(a: H2Answer): { status: string; message: string; reason: unknown; requestId: unknown } {
+    const text = a.body.subarray(5).toString();
+    if (a.headers["content-type"]?.startsWith("application/connect")) {
+      const end = JSON.parse(text) as { error: { code: string; message: string; details: { debug?: { reason?: string } }[] }; metadata: Record<string, string[]> };
+      return { status: end.error.code, message: end.error.message, reason: end.error.details[0]?.debug?.reason, requestId: end.metadata["x-request-id"]?.[0] };
+    }
+    // gRPC trailers, or gRPC-Web's trailer frame
+    const fields: Record<string, string> = { ...a.headers, ...a.trailers };
+    if (a.headers["content-type"]?.startsWith("application/grpc-web")) {
+      for (const line of text.split("\r\n")) {
+        const at = line.indexOf(":");
+        if (at > 0) fields[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
+      }
+    }
+    const details = fields["grpc-status-details-bin"] === undefined ? undefined : Buffer.from(fields["grpc-status-details-bin"], "base64").toString("latin1");
+    return {
+      status: fields["grpc-status"] ?? "",
+      message: decodeURIComponent(fields["grpc-message"] ?? ""),
+      reason: /UNKNOWN_FIELD|MALFORMED_BODY/.exec(details ?? "")?.[0],
+      requestId: fields["x-request-id"],
+    };
+  }
+
+  const cases: [string, string, Record<string, string>, string, { status: string; message: string; reason: string }][] = [
+    [
+      "Watch over Connect streaming, a misspelt key",
+      WATCH,
+      { "content-type": "application/connect+json" },
+      '{"sinse": "2020-01-01T00:00:00Z"}',
+      { status: "invalid_argument", message: 'cannot decode message resourcestore.type.v1.WatchRequest from JSON: key "sinse" is unknown', reason: "UNKNOWN_FIELD" },
+    ],
+    [
+      "QueryParquet over Connect streaming, JSON that does not parse",
+      QUERY_PARQUET,
+      { "content-type": "application/connect+json" },
+      "{bad",
+      { status: "invalid_argument", message: expect.stringMatching(/^cannot decode message resourcestore\.type\.v1\.QueryRequest from JSON: /), reason: "MALFORMED_BODY" },
+    ],
+    [
+      "QueryParquet over gRPC-Web, a misspelt key",
+      QUERY_PARQUET,
+      { "content-type": "application/grpc-web+json" },
+      '{"payload_type": "study", "filter": []}',
+      { status: "3", message: 'cannot decode message resourcestore.type.v1.QueryRequest from JSON: key "filter" is unknown', reason: "UNKNOWN_FIELD" },
+    ],
+    [
+      "Read over gRPC, a misspelt key",
+      READ,
+      { "content-type": "application/grpc+json", te: "trailers" },
+      '{"identifiers": [], "as_off": "2020-01-01T00:00:00Z"}',
+      { status: "3", message: 'cannot decode message resourcestore.type.v1.ReadRequest from JSON: key "as_off" is unknown', reason: "UNKNOWN_FIELD" },
+    ],
+  ];
+
+  for (const [name, path, headers, body, expected] of cases) {
+    it(`${name}: refused with its reason, request id and call line`, async () => {
+      const requestId = `uk-env-${name.replace(/\W+/g, "-")}`;
+      const a = await h2Request(session, path, { ...headers, "x-request-id": requestId }, json(body));
+      expect(refusal(a)).toEqual({ ...expected, requestId });
+      const calls = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "call" && r.request_id === requestId);
+      expect(calls).toEqual([expect.objectContaining({ code: "InvalidArgument" })]);
+    });
+  }
+
+  it("valid ones are answered: Read over gRPC, QueryParquet over Connect streaming", async () => {
+    const id = "uk-env-read";
+    expect((await call(CREATE, { resources: [{ identifier: id, study: { modality: "CT" } }] })).status).toBe(200);
+    const read = await h2Request(session, READ, { "content-type": "application/grpc+json", te: "trailers" }, json(JSON.stringify({ identifiers: [id] })));
+    expect(read.trailers["grpc-status"]).toBe("0");
+    expect(JSON.parse(read.body.subarray(5).toString())).toMatchObject({ resources: [{ identifier: id, study: { modality: "CT" } }] });
+    const parquet = await h2Request(session, QUERY_PARQUET, { "content-type": "application/connect+json" }, json('{"payload_type": "study"}'));
+    expect(parquet.status).toBe(200);
+    const first = JSON.parse(parquet.body.subarray(5, 5 + parquet.body.readUInt32BE(1)).toString()) as { data: string };
+    expect(Buffer.from(first.data, "base64").subarray(0, 4).toString()).toBe("PAR1");
   });
 });
