@@ -220,6 +220,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     transport,
     lane,
     maxBodyBytes: pipeline.readMaxBytes,
+    acceptCompression: pipeline.acceptCompression,
     stallMs: config.defence.exportStallMs,
     // Constant documents, once cached, are answered after the auth interceptor's own check.
     authorize: (method, message, authorization) => checkScope(auth, method, message, authorization),

@@ -225,8 +225,8 @@ export function unsupportedMediaType(contentType: string): ConnectError {
 }
 
 /** A REST body in a content-encoding the gateway does not decode: 415, before the body is read. */
-export function unsupportedContentEncoding(encoding: string): ConnectError {
-  return invalidArgument(`a REST request body may be sent as gzip, br or uncompressed, got content-encoding ${JSON.stringify(encoding.slice(0, 100))}`, "UNSUPPORTED_MEDIA_TYPE");
+export function unsupportedContentEncoding(encoding: string, offered: readonly string[]): ConnectError {
+  return invalidArgument(`a REST request body may be sent as ${offered.join(", ")} or uncompressed, got content-encoding ${JSON.stringify(encoding.slice(0, 100))}`, "UNSUPPORTED_MEDIA_TYPE");
 }
 
 /** A Host the service does not answer to (DNS rebinding defence): 421, before anything runs. */

@@ -2,10 +2,9 @@
 // buffering at once, so an oversized upload costs no memory. The REST
 // gateway and the unary lane (rpc/unary-lane.ts) both read bodies here.
 import type { IncomingMessage } from "node:http";
-import { promisify } from "node:util";
-import { brotliDecompress, gunzip } from "node:zlib";
 import type { Http2ServerRequest } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { Compression } from "@connectrpc/connect/protocol";
 import { invalidArgument, resourceExhausted, unsupportedContentEncoding } from "../errors.js";
 
 export type AnyRequest = IncomingMessage | Http2ServerRequest;
@@ -59,32 +58,44 @@ export function readBody(req: AnyRequest, maxBytes: number): Promise<Buffer> {
   });
 }
 
-const DECOMPRESS = { gzip: promisify(gunzip), br: promisify(brotliDecompress) } as const;
+export type Decompressed = { readonly bytes: Uint8Array } | { readonly malformed: string } | { readonly tooLarge: true };
 
 /**
- * The body bytes as sent, decompressed when its content-encoding is gzip or
- * br (the encodings the RPC surfaces accept): the compressed bytes and the
- * decompressed ones each under maxBytes. Another encoding is refused before
- * the body is read (UNSUPPORTED_MEDIA_TYPE); bytes that are not valid data of
- * the named encoding are MALFORMED_BODY.
+ * Compressed bytes of a request (`what`: "the request body", "a request
+ * message"), decompressed within maxBytes by the compression `header` names.
+ * Bytes that are not valid data of the compression (a corrupt or cut
+ * stream) are malformed input, said as such, where connect answers a cut
+ * gzip stream with internal; a result over the limit is tooLarge, for the
+ * caller to refuse (or leave to connect, which answers resource_exhausted).
  */
-export async function readDecodedBody(req: AnyRequest, maxBytes: number): Promise<Buffer> {
+export async function decompress(compression: Compression, bytes: Uint8Array, maxBytes: number, what: string, header: string): Promise<Decompressed> {
+  try {
+    return { bytes: await compression.decompress(bytes, maxBytes) };
+  } catch (e) {
+    if (ConnectError.from(e).code === Code.ResourceExhausted) return { tooLarge: true };
+    return { malformed: `${what} is not valid ${compression.name} data (as its ${header} header says)` };
+  }
+}
+
+/**
+ * The body bytes as sent, decompressed when its content-encoding is one of
+ * `offered` (the compressions the RPC surfaces accept): the compressed bytes
+ * and the decompressed ones each under maxBytes. Another encoding is refused
+ * before the body is read (UNSUPPORTED_MEDIA_TYPE); bytes that are not valid
+ * data of the named encoding are MALFORMED_BODY.
+ */
+export async function readDecodedBody(req: AnyRequest, maxBytes: number, offered: readonly Compression[]): Promise<Buffer> {
   const declared = req.headers["content-encoding"]?.trim().toLowerCase();
   if (declared === undefined || declared === "" || declared === "identity") return readBody(req, maxBytes);
-  if (declared !== "gzip" && declared !== "br") {
+  const compression = offered.find((c) => c.name === declared);
+  if (compression === undefined) {
     req.resume();
-    throw unsupportedContentEncoding(declared);
+    throw unsupportedContentEncoding(declared, offered.map((c) => c.name));
   }
-  const raw = await readBody(req, maxBytes);
-  if (raw.length === 0) return raw;
-  try {
-    return await DECOMPRESS[declared](raw, { maxOutputLength: maxBytes });
-  } catch (err) {
-    if ((err as { code?: unknown }).code === "ERR_BUFFER_TOO_LARGE") {
-      throw resourceExhausted(`the request body is larger than ${maxBytes} bytes once decompressed`, "BODY_TOO_LARGE");
-    }
-    throw invalidArgument(`the request body is not valid ${declared} data (as its content-encoding header says)`, "MALFORMED_BODY");
-  }
+  const plain = await decompress(compression, await readBody(req, maxBytes), maxBytes, "the request body", "content-encoding");
+  if ("tooLarge" in plain) throw resourceExhausted(`the request body is larger than ${maxBytes} bytes once decompressed`, "BODY_TOO_LARGE");
+  if ("malformed" in plain) throw invalidArgument(plain.malformed, "MALFORMED_BODY");
+  return Buffer.from(plain.bytes.buffer, plain.bytes.byteOffset, plain.bytes.byteLength);
 }
 
 /** True when the request may carry a body (declared length > 0 or chunked). */

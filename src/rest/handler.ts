@@ -6,7 +6,7 @@ import { create } from "@bufbuild/protobuf";
 import type { DescMessage, DescMethod, DescMethodServerStreaming, DescMethodUnary, Message, MessageShape } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import type { ContextValues, Transport } from "@connectrpc/connect";
-import { createAsyncIterable } from "@connectrpc/connect/protocol";
+import { createAsyncIterable, type Compression } from "@connectrpc/connect/protocol";
 import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { hasBody } from "../http/read-body.js";
@@ -42,6 +42,8 @@ export interface RestOptions {
   readonly lane?: UnaryLane;
   /** A larger body is 413 resource_exhausted and nothing runs. */
   readonly maxBodyBytes: number;
+  /** The content-encodings a body may come in (the pipeline's, as on the RPC surfaces); another is 415. */
+  readonly acceptCompression: readonly Compression[];
   /**
    * What the auth interceptor checks (checkScope). When given, a constant
    * operation's cached answer (constant-document.ts) is sent after this
@@ -138,7 +140,7 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
   // docs/contract/15-browsers.md: a body must be JSON (a page on another site cannot send that without a preflight).
   if (hasBody(req) && !isJsonContentType(req.headers["content-type"])) throw unsupportedMediaType(req.headers["content-type"] ?? "");
   let body: unknown;
-  if (route.body !== "") body = parseJsonBody(await readDecodedBody(req, opts.maxBodyBytes));
+  if (route.body !== "") body = parseJsonBody(await readDecodedBody(req, opts.maxBodyBytes, opts.acceptCompression));
   const { method } = route;
   const query = isEventStream(method) ? eventStreamQuery(req, url.searchParams) : url.searchParams;
   const request = decodeRestRequest(method.input, { bindings, query, body, bodyField: route.body });

@@ -44,6 +44,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { malformedBinaryBody, malformedBodyReason, parsedBody } from "./body-marks.js";
 import { decodeJsonMessage, grpcEnvelope } from "./grpc-wire.js";
+import { decompress } from "../http/read-body.js";
 import type { Pipeline } from "./pipeline.js";
 import { resetTransport, transportReset } from "./transport-reset.js";
 import type { FeedLane } from "./feed-lane.js";
@@ -68,24 +69,6 @@ function requestCompression(header: Headers, name: string, offered: readonly Com
   const v = header.get(name)?.trim().toLowerCase();
   if (v === undefined || v === "" || v === "identity") return null;
   return offered.find((c) => c.name === v);
-}
-
-type Decompressed = { readonly bytes: Uint8Array } | { readonly malformed: string } | { readonly tooLarge: true };
-
-/**
- * Compressed bytes of a request, decompressed within the body limit. Bytes
- * that are not valid data of the compression (a corrupt or cut stream) are
- * malformed input, where connect answers a cut gzip stream with internal;
- * a result over the limit is left to connect, which answers it
- * resource_exhausted.
- */
-async function decompress(compression: Compression, bytes: Uint8Array, maxBytes: number, what: string, header: string): Promise<Decompressed> {
-  try {
-    return { bytes: await compression.decompress(bytes, maxBytes) };
-  } catch (e) {
-    if (ConnectError.from(e).code === Code.ResourceExhausted) return { tooLarge: true };
-    return { malformed: `${what} is not valid ${compression.name} data (as its ${header} header says)` };
-  }
 }
 
 /** The message, or undefined when the bytes do not parse. */

@@ -10,6 +10,7 @@ import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { ConnectError, createRouterTransport } from "@connectrpc/connect";
 import type { HandlerContext } from "@connectrpc/connect";
 import { codeFromString } from "@connectrpc/connect/protocol-connect";
+import { ACCEPT_COMPRESSION } from "../../src/rpc/index.js";
 import { createRestHandler, restStatus } from "../../src/rest/index.js";
 import type { Revision } from "../../src/rest/index.js";
 import { HttpBodySchema } from "../../gen/google/api/httpbody_pb.js";
@@ -136,7 +137,7 @@ let server: Server;
 let base: string;
 
 beforeAll(async () => {
-  const handler = createRestHandler({ revisions, transport, maxBodyBytes: MAX_BODY });
+  const handler = createRestHandler({ revisions, transport, maxBodyBytes: MAX_BODY, acceptCompression: ACCEPT_COMPRESSION });
   server = createServer((req, res) => {
     void handler(req, res).then((handled) => {
       if (!handled) {

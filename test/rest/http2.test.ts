@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, Code, createRouterTransport } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
+import { ACCEPT_COMPRESSION } from "../../src/rpc/index.js";
 import { createRestHandler } from "../../src/rest/index.js";
 import { HttpBodySchema } from "../../gen/google/api/httpbody_pb.js";
 import { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
@@ -32,7 +33,7 @@ let server: Http2Server;
 let session: ClientHttp2Session;
 
 beforeAll(async () => {
-  const handler = createRestHandler({ revisions: [{ name: "v2", services: [ResourceService, QueryService] }], transport, maxBodyBytes: 64 });
+  const handler = createRestHandler({ revisions: [{ name: "v2", services: [ResourceService, QueryService] }], transport, maxBodyBytes: 64, acceptCompression: ACCEPT_COMPRESSION });
   server = createServer((req, res) => {
     void handler(req, res).then((handled) => {
       if (!handled) {
