@@ -42,7 +42,7 @@ import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
-import { malformedBinaryBody, malformedBodyReason, parsedBody } from "./body-marks.js";
+import { malformedBodyReason, notAMessage, parsedBody, type BodyRefusal } from "./body-marks.js";
 import { decodeJsonMessage, grpcEnvelope } from "./grpc-wire.js";
 import { decompress } from "../http/read-body.js";
 import type { Pipeline } from "./pipeline.js";
@@ -115,13 +115,14 @@ function withBody(req: UniversalServerRequest, body: Uint8Array): UniversalServe
   return { ...req, header, body: replay([body]) };
 }
 
-/** A request emptied (`empty`: an empty message in its format), the parsed message (or the malformed mark) in its context values. */
-function substituted(req: UniversalServerRequest, empty: Uint8Array, key: "parsed" | "malformed", message?: Message, reason?: string): UniversalServerRequest {
-  const contextValues = req.contextValues ?? createContextValues();
-  if (key === "parsed") contextValues.set(parsedBody, message);
-  else if (reason !== undefined) contextValues.set(malformedBodyReason, { message: reason, reason: "MALFORMED_BODY" });
-  else contextValues.set(malformedBinaryBody, true);
-  return emptied(req, empty, contextValues);
+/** A request emptied (`empty`: an empty message in its format), the parsed message in its context values. */
+function parsedInstead(req: UniversalServerRequest, empty: Uint8Array, message: Message): UniversalServerRequest {
+  return emptied(req, empty, (req.contextValues ?? createContextValues()).set(parsedBody, message));
+}
+
+/** A request emptied, and why its body is refused in its context values. */
+function refusedInstead(req: UniversalServerRequest, empty: Uint8Array, refusal: BodyRefusal): UniversalServerRequest {
+  return emptied(req, empty, (req.contextValues ?? createContextValues()).set(malformedBodyReason, refusal));
 }
 
 /** Whether every complete, uncompressed envelope holds a message that parses (framing errors are left to connect). */
@@ -249,7 +250,7 @@ export function guardBinaryBodies(
       if (whole || one !== null) {
         const plain = await decompress(compression, one ?? body, maxBytes, whole ? "the request body" : "the request message", header);
         if ("tooLarge" in plain) return handler({ ...req, body: replay([body]) });
-        if ("malformed" in plain) return handler(substituted(req, empty, "malformed", undefined, plain.malformed));
+        if ("malformed" in plain) return handler(refusedInstead(req, empty, { message: plain.malformed, reason: "MALFORMED_BODY" }));
         body = whole ? plain.bytes : await grpcEnvelope(plain.bytes, null);
         req = withBody(req, body);
       }
@@ -270,16 +271,15 @@ export function guardBinaryBodies(
       // checked here and decoded by connect, as a binary one is).
       if (message === undefined) return handler(emptied(req, empty, contextValues));
       if (method.methodKind !== "unary") return handler({ ...req, body: replay([body]) });
-      contextValues.set(parsedBody, message);
-      return handler(emptied(req, empty, contextValues));
+      return handler(parsedInstead(req, empty, message));
     }
     if (method.methodKind === "unary") {
       const one = unary ? parse(method, body) : singleEnvelope(method, body);
-      if (one !== null) return handler(substituted(req, empty, one === undefined ? "malformed" : "parsed", one));
+      if (one !== null) return handler(one === undefined ? refusedInstead(req, empty, notAMessage(method.input.typeName)) : parsedInstead(req, empty, one));
     }
     const ok = unary ? parses(method, body) : envelopesParse(method, body);
     if (ok) return handler({ ...req, body: replay([body]) });
-    return handler(substituted(req, empty, "malformed"));
+    return handler(refusedInstead(req, empty, notAMessage(method.input.typeName)));
   };
   return Object.assign(guarded, {
     service: handler.service,

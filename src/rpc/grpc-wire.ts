@@ -10,7 +10,7 @@ import { Code, ConnectError, createServiceImplSpec, type ContextValues, type Met
 import { compressionNegotiate, type Compression, type Serialization } from "@connectrpc/connect/protocol";
 import { readBody } from "../http/read-body.js";
 import { plannedFromBinary } from "../protobuf/index.js";
-import { malformedBinaryBody, malformedBodyReason } from "./body-marks.js";
+import { malformedBodyReason, notAMessage } from "./body-marks.js";
 
 /**
  * The methods of `kind` that the handler objects (by service type name)
@@ -103,7 +103,7 @@ export async function grpcEnvelope(body: Uint8Array, compression: Compression | 
  * A binary request message decoded by its plan (the same message as
  * connect's fromBinary), within the limit connect's parse checks. Bytes that
  * are missing, too large or not a message of `desc` mark the call
- * (malformedBinaryBody), whose interceptor answers invalid_argument with a
+ * (malformedBodyReason), whose interceptor answers invalid_argument with a
  * request id and a log line as on every other wire, and give an empty one.
  */
 export function parseBinaryMessage<Desc extends DescMessage>(desc: Desc, bytes: Uint8Array | undefined, readMaxBytes: number, contextValues: ContextValues): MessageShape<Desc> {
@@ -114,7 +114,7 @@ export function parseBinaryMessage<Desc extends DescMessage>(desc: Desc, bytes: 
       // marked below
     }
   }
-  contextValues.set(malformedBinaryBody, true);
+  contextValues.set(malformedBodyReason, notAMessage(desc.typeName));
   return create(desc);
 }
 

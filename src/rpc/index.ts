@@ -72,7 +72,7 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
 // The rest of the rpc layer's public surface: the pieces app.ts assembles,
 // and each service's factory (tests build services one by one).
 export { guardedNodeAdapter, guardBinaryBodies, type GuardedAdapterOptions } from "./binary-guard.js";
-export { malformedBinaryBody } from "./body-marks.js";
+export { malformedBodyReason, notAMessage, type BodyRefusal } from "./body-marks.js";
 export { createFeedLane, type FeedLane, type FeedLaneOptions } from "./feed-lane.js";
 export { ACCEPT_COMPRESSION, createPipeline, type Pipeline, type PipelineParts } from "./pipeline.js";
 export { sharedCompression, type SharedCompressionOptions } from "./shared-compression.js";

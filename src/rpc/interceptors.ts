@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { Code, createContextKey, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { internal, invalidArgument, withReason } from "../errors.js";
-import { malformedBinaryBody, malformedBodyReason, parsedBody } from "./body-marks.js";
+import { malformedBodyReason, parsedBody } from "./body-marks.js";
 import { onResponseEnd } from "./response-end.js";
 import type { Logger } from "../log.js";
 import { toServiceError } from "../store/index.js";
@@ -96,9 +96,6 @@ export function createCallInterceptor(log: Logger): Interceptor {
         req.contextValues.get(traceIdKey),
       );
     try {
-      if (req.contextValues.get(malformedBinaryBody)) {
-        throw invalidArgument(`the request body is not a valid ${req.method.input.typeName} message`, "MALFORMED_BODY");
-      }
       const undecoded = req.contextValues.get(malformedBodyReason);
       if (undecoded !== undefined) throw invalidArgument(undecoded.message, undecoded.reason);
       // A unary body the binary guard parsed already (the router parsed an empty one).
