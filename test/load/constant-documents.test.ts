@@ -3,12 +3,11 @@
 // their scope when authentication is on.
 import { request } from "node:http";
 import { connect as connectH2 } from "node:http2";
-import { Writable } from "node:stream";
 import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { logLines } from "../support/log-lines.js";
 import { acceptsGzip, constantDocument, GZIP_MIN_BYTES, matchesEtag } from "../../src/http/constant-document.js";
-import { createLogger } from "../../src/log.js";
 
 const paths = ["/schemas", "/v1/schemas", "/v2/schemas", "/s3/config", "/v1/s3/config", "/openapi.json"];
 
@@ -160,15 +159,9 @@ describe("constant documents, gzipped for clients that accept it", () => {
 
 describe("constant documents in the call log and metrics", () => {
   let t: TestServer;
-  const lines: string[] = [];
+  const log = logLines("info");
   beforeAll(async () => {
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, cb) {
-        lines.push(...chunk.toString().split("\n").filter((l) => l !== ""));
-        cb();
-      },
-    });
-    t = await startTestServer({}, {}, createLogger("info", sink));
+    t = await startTestServer({}, {}, log.logger);
   });
   afterAll(async () => t?.close());
 
@@ -182,7 +175,7 @@ describe("constant documents in the call log and metrics", () => {
     const ids = ["const-a", "const-b", "const-c"];
     for (const id of ids.slice(0, 2)) expect((await fetch(`${t.url}${path}`, { headers: { "x-request-id": id } })).status).toBe(200);
     expect((await fetch(`${t.url}${path}`, { headers: { "x-request-id": ids[2]!, "if-none-match": etag } })).status).toBe(304);
-    const calls = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "call" && r.rpc === rpc);
+    const calls = log.calls((r) => r.rpc === rpc);
     expect(calls).toHaveLength(4);
     for (const id of ids) expect(calls.find((c) => c.request_id === id)).toMatchObject({ code: "ok", duration_ms: expect.any(Number) });
     const text = await (await fetch(`${t.url}/metrics`)).text();

@@ -13,32 +13,25 @@
 // where it read the compressed bytes as JSON ("not valid JSON"), and refuses
 // any other content-encoding with 415.
 import http2 from "node:http2";
-import { Writable } from "node:stream";
 import { brotliCompressSync, gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ServerReflectionRequestSchema, ServerReflectionResponseSchema } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
 import { ReadRequestSchema, ReadResponseSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
-import { createLogger } from "../../src/log.js";
 import { startTestServer, type TestServer } from "../support/app.js";
 import { envelope } from "../support/envelopes.js";
 import { h2Request, type H2Answer } from "../support/h2.js";
+import { logLines } from "../support/log-lines.js";
 
 const BODY_LIMIT = 64 * 1024;
-const lines: string[] = [];
+const log = logLines("info");
 let srv: TestServer;
 let session: http2.ClientHttp2Session;
 const ids = ["cb-study-1", "cb-study-2"];
 
 beforeAll(async () => {
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      lines.push(...chunk.toString().split("\n").filter((l) => l !== ""));
-      cb();
-    },
-  });
-  srv = await startTestServer({ MAX_BODY_BYTES: String(BODY_LIMIT) }, {}, createLogger("info", sink));
+  srv = await startTestServer({ MAX_BODY_BYTES: String(BODY_LIMIT) }, {}, log.logger);
   const res = await fetch(`${srv.url}/resources/create`, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -168,7 +161,7 @@ describe("a compressed request that is malformed is invalid_argument with a requ
         expect(err.details[0]?.debug?.reason).toBe("MALFORMED_BODY");
       }
       expect(a.headers["x-request-id"] ?? a.trailers["x-request-id"] ?? messagesOf(a).webTrailers["x-request-id"]).toBe(requestId);
-      const calls = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "call" && r.request_id === requestId);
+      const calls = log.calls((r) => r.request_id === requestId);
       expect(calls).toEqual([expect.objectContaining({ rpc: "resourcestore.v1.ResourceService/Read", code: "InvalidArgument" })]);
     });
   }

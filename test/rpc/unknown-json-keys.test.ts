@@ -10,24 +10,17 @@
 // (created_at, version, ...) are fields of the message and stay accepted
 // (docs/contract/13-client.md, settled since), as do protobuf JSON's lowerCamelCase names.
 import http2 from "node:http2";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../../src/log.js";
 import { startTestServer, type TestServer } from "../support/app.js";
 import { envelope } from "../support/envelopes.js";
 import { h2Request, type H2Answer } from "../support/h2.js";
+import { logLines } from "../support/log-lines.js";
 
-const lines: string[] = [];
+const log = logLines("info");
 let srv: TestServer;
 
 beforeAll(async () => {
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      lines.push(...chunk.toString().split("\n").filter((l) => l !== ""));
-      cb();
-    },
-  });
-  srv = await startTestServer({}, {}, createLogger("info", sink));
+  srv = await startTestServer({}, {}, log.logger);
 }, 60_000);
 afterAll(async () => {
   await srv?.close();
@@ -65,7 +58,7 @@ describe.each(paths)("Connect JSON, %s", (name, headers) => {
     expect(created.json).toMatchObject({ code: "invalid_argument", message: 'cannot decode message resourcestore.type.v1.Study from JSON: key "modalty" is unknown' });
     expect(reasonOf(created.json)).toBe("UNKNOWN_FIELD");
     expect(created.requestId).toBe(requestId);
-    const calls = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "call" && r.request_id === requestId);
+    const calls = log.calls((r) => r.request_id === requestId);
     expect(calls).toEqual([expect.objectContaining({ rpc: "resourcestore.v2.ResourceService/Create", code: "InvalidArgument" })]);
     const read = await call(READ, { identifiers: ids }, headers);
     expect(read.status).toBe(200);
@@ -173,7 +166,7 @@ describe("an enveloped JSON message", () => {
       const requestId = `uk-env-${name.replace(/\W+/g, "-")}`;
       const a = await h2Request(session, path, { ...headers, "x-request-id": requestId }, json(body));
       expect(refusal(a)).toEqual({ ...expected, requestId });
-      const calls = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === "call" && r.request_id === requestId);
+      const calls = log.calls((r) => r.request_id === requestId);
       expect(calls).toEqual([expect.objectContaining({ code: "InvalidArgument" })]);
     });
   }

@@ -3,7 +3,6 @@
 // external uid or a token. Metrics: calls by route and code with a latency
 // histogram over every protocol, the PostgreSQL pool, and the change feed.
 import { randomBytes } from "node:crypto";
-import { Writable } from "node:stream";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,9 +12,9 @@ import { CreateRequestSchema } from "../../gen/resourcestore/type/v1/resource_pb
 import { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
 import { createApp, type App } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
-import { createLogger } from "../../src/log.js";
 import { startServer, type RunningServer } from "../../src/server.js";
 import { KEY_IN_DATABASE_MESSAGE, loadRegistryKeys, rehashRegistry } from "../../src/store/index.js";
+import { logLines } from "../support/log-lines.js";
 import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { callRest, callRpc, transportFor } from "./calls.js";
@@ -37,14 +36,8 @@ beforeAll(async () => {
     pgdb = await createTestDatabase();
     env.DATABASE_URL = pgdb.url;
   }
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      lines.push(...chunk.toString().split("\n").filter((l) => l !== ""));
-      cb();
-    },
-  });
   const config = loadConfig(env);
-  app = await createApp(config, createLogger(config.logLevel, sink));
+  app = await createApp(config, logLines(config.logLevel, lines).logger);
   server = await startServer({ port: 0, host: "127.0.0.1", handler: app.handler });
   url = `http://127.0.0.1:${server.port}`;
 }, 60_000);

@@ -7,12 +7,11 @@
 // its exemplars) whatever we do: it stays the no-op it is until an SDK
 // registers.
 import { createRequire } from "node:module";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createResourceStoreClient } from "../../src/client/index.js";
 import { loadConfig } from "../../src/config.js";
-import { createLogger } from "../../src/log.js";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { logLines } from "../support/log-lines.js";
 
 const loadedOtel = (): string[] =>
   Object.keys(createRequire(import.meta.url).cache).filter((path) => path.includes("@opentelemetry") && !path.includes("@opentelemetry/api/"));
@@ -20,15 +19,9 @@ const loadedOtel = (): string[] =>
 const API_GLOBALS = Symbol.for("opentelemetry.js.api.1");
 
 let srv: TestServer;
-const lines: Record<string, unknown>[] = [];
+const log = logLines("info");
 beforeAll(async () => {
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      for (const l of chunk.toString().split("\n")) if (l !== "") lines.push(JSON.parse(l) as Record<string, unknown>);
-      cb();
-    },
-  });
-  srv = await startTestServer({}, {}, createLogger("info", sink));
+  srv = await startTestServer({}, {}, log.logger);
 });
 afterAll(async () => {
   await srv?.close();
@@ -61,10 +54,10 @@ describe("tracing off", () => {
     expect(loadedOtel()).toEqual([]);
     expect((globalThis as Record<symbol, unknown>)[API_GLOBALS]).toBeUndefined();
     const deadline = Date.now() + 5000;
-    while (lines.filter((l) => l.request_id === "off-grpc" || l.request_id === "off-rest").length < 2 && Date.now() < deadline) {
+    while (log.records().filter((l) => l.request_id === "off-grpc" || l.request_id === "off-rest").length < 2 && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 10));
     }
-    const calls = lines.filter((l) => l.request_id === "off-grpc" || l.request_id === "off-rest");
+    const calls = log.records().filter((l) => l.request_id === "off-grpc" || l.request_id === "off-rest");
     expect(calls.map((l) => l.msg)).toEqual(["call", "call"]);
     for (const l of calls) expect(l).not.toHaveProperty("trace_id");
 

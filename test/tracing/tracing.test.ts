@@ -4,14 +4,13 @@
 // the call's log line carries the trace id. Spans go to the SDK's in-memory
 // exporter; the same runs on PGlite and, when reachable, PostgreSQL.
 import { randomBytes } from "node:crypto";
-import { Writable } from "node:stream";
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createResourceStoreClient } from "../../src/client/index.js";
-import { createLogger } from "../../src/log.js";
 import { startTracing, type Tracing } from "../../src/tracing/index.js";
 import { startTestServer, type TestServer } from "../support/app.js";
+import { logLines } from "../support/log-lines.js";
 import { createTestDatabase, postgresReachable, REQUIRE_POSTGRES, type TestDatabase } from "../support/postgres.js";
 
 function traceparent(): { header: string; traceId: string; spanId: string } {
@@ -52,17 +51,6 @@ function callSpan(spans: readonly ReadableSpan[], tp: { traceId: string; spanId:
 
 const statements = (spans: readonly ReadableSpan[]) => spans.filter((s) => s.attributes["db.query.text"] !== undefined);
 
-function capture() {
-  const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      for (const l of chunk.toString().split("\n")) if (l !== "") lines.push(JSON.parse(l) as Record<string, unknown>);
-      cb();
-    },
-  });
-  return { log: createLogger("info", sink), lines };
-}
-
 const backends: { name: string; env: () => Promise<{ env: Record<string, string>; done: () => Promise<void> } | undefined> }[] = [
   { name: "pglite", env: () => Promise.resolve({ env: {}, done: () => Promise.resolve() }) },
   {
@@ -83,14 +71,14 @@ describe.each(backends)("tracing on $name", ({ name, env }) => {
   let tracing: Tracing;
   let srv: TestServer | undefined;
   let done: (() => Promise<void>) | undefined;
-  const { log, lines } = capture();
+  const log = logLines("info");
 
   beforeAll(async () => {
     const backend = await env();
     if (backend === undefined) return;
     done = backend.done;
     tracing = await startTracing({ exporter, simple: true });
-    srv = await startTestServer(backend.env, { tracing }, log);
+    srv = await startTestServer(backend.env, { tracing }, log.logger);
   });
   afterAll(async () => {
     await srv?.close();
@@ -129,7 +117,7 @@ describe.each(backends)("tracing on $name", ({ name, env }) => {
     // The values sent are bound parameters: no span holds them.
     expect(JSON.stringify(spans.map((s) => s.attributes))).not.toContain(secret);
     expect(JSON.stringify(spans.map((s) => s.attributes))).not.toContain(id);
-    const line = lines.find((l) => l.request_id === `req-${id}`);
+    const line = log.records().find((l) => l.request_id === `req-${id}`);
     expect(line).toMatchObject({ msg: "call", rpc: "resourcestore.v2.ResourceService/Create", code: "ok", trace_id: tp.traceId });
   });
 
@@ -168,8 +156,8 @@ describe.each(backends)("tracing on $name", ({ name, env }) => {
     expect(statements(under).some((s) => /\bINSERT INTO\b/i.test(String(s.attributes["db.query.text"])))).toBe(true);
     // The request's one line (written when the response closes).
     const deadline = Date.now() + 5000;
-    while (!lines.some((l) => l.request_id === `req-${id}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    expect(lines.find((l) => l.request_id === `req-${id}`)).toMatchObject({ msg: "call", path: "/resources/create", status: 200, trace_id: tp.traceId });
+    while (!log.records().some((l) => l.request_id === `req-${id}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(log.records().find((l) => l.request_id === `req-${id}`)).toMatchObject({ msg: "call", path: "/resources/create", status: 200, trace_id: tp.traceId });
   });
 
   it("an object-storage call is a child span; a failed call's span carries its code", async (t) => {
@@ -220,10 +208,10 @@ describe("tracing a call refused before the interceptors", () => {
   const exporter = new InMemorySpanExporter();
   let tracing: Tracing;
   let srv: TestServer;
-  const { log, lines } = capture();
+  const log = logLines("info");
   beforeAll(async () => {
     tracing = await startTracing({ exporter, simple: true });
-    srv = await startTestServer({ API_TOKENS: "tok-tracing=read" }, { tracing }, log);
+    srv = await startTestServer({ API_TOKENS: "tok-tracing=read" }, { tracing }, log.logger);
   });
   afterAll(async () => {
     await srv?.close();
@@ -243,7 +231,7 @@ describe("tracing a call refused before the interceptors", () => {
     expect(under).toEqual([]);
     expect(call.attributes).toMatchObject({ "rpc.grpc.status_code": 16, "error.type": "Unauthenticated" });
     const deadline = Date.now() + 5000;
-    while (!lines.some((l) => l.request_id === "req-refused") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    expect(lines.find((l) => l.request_id === "req-refused")).toMatchObject({ trace_id: tp.traceId });
+    while (!log.records().some((l) => l.request_id === "req-refused") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(log.records().find((l) => l.request_id === "req-refused")).toMatchObject({ trace_id: tp.traceId });
   });
 });
