@@ -20,7 +20,7 @@ import { ServerReflectionRequestSchema, ServerReflectionResponseSchema } from ".
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
 import { ReadRequestSchema, ReadResponseSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { startTestServer, type TestServer } from "../support/app.js";
-import { envelope } from "../support/envelopes.js";
+import { envelope, envelopeReader, webTrailers } from "../support/envelopes.js";
 import { h2Request, type H2Answer } from "../support/h2.js";
 import { logLines } from "../support/log-lines.js";
 
@@ -57,20 +57,8 @@ const h2 = (path: string, headers: Record<string, string>, body: Uint8Array): Pr
 /** The messages of an enveloped answer (not gRPC-Web's trailer frame), and gRPC-Web's trailers. */
 function messagesOf(a: Answer): { messages: Buffer[]; webTrailers: Record<string, string> } {
   const messages: Buffer[] = [];
-  const webTrailers: Record<string, string> = {};
-  let buf = a.body;
-  while (buf.length >= 5) {
-    const len = buf.readUInt32BE(1);
-    const data = buf.subarray(5, 5 + len);
-    if ((buf[0]! & 0x80) !== 0) {
-      for (const line of data.toString().split("\r\n")) {
-        const at = line.indexOf(":");
-        if (at > 0) webTrailers[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
-      }
-    } else messages.push(Buffer.from(data));
-    buf = buf.subarray(5 + len);
-  }
-  return { messages, webTrailers };
+  envelopeReader((e) => messages.push(e.data))(a.body);
+  return { messages, webTrailers: webTrailers(a.body) };
 }
 
 /** A gzip stream cut short: valid as far as it goes. */

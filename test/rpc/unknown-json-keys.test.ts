@@ -12,7 +12,7 @@
 import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../support/app.js";
-import { envelope } from "../support/envelopes.js";
+import { envelope, webTrailers } from "../support/envelopes.js";
 import { h2Request, type H2Answer } from "../support/h2.js";
 import { logLines } from "../support/log-lines.js";
 
@@ -108,19 +108,12 @@ describe("an enveloped JSON message", () => {
 
   /** The refusal of an answer, whichever wire: code or status, message, reason and request id. */
   function refusal(a: H2Answer): { status: string; message: string; reason: unknown; requestId: unknown } {
-    const text = a.body.subarray(5).toString();
     if (a.headers["content-type"]?.startsWith("application/connect")) {
-      const end = JSON.parse(text) as { error: { code: string; message: string; details: { debug?: { reason?: string } }[] }; metadata: Record<string, string[]> };
+      const end = JSON.parse(a.body.subarray(5).toString()) as { error: { code: string; message: string; details: { debug?: { reason?: string } }[] }; metadata: Record<string, string[]> };
       return { status: end.error.code, message: end.error.message, reason: end.error.details[0]?.debug?.reason, requestId: end.metadata["x-request-id"]?.[0] };
     }
     // gRPC trailers, or gRPC-Web's trailer frame
-    const fields: Record<string, string> = { ...a.headers, ...a.trailers };
-    if (a.headers["content-type"]?.startsWith("application/grpc-web")) {
-      for (const line of text.split("\r\n")) {
-        const at = line.indexOf(":");
-        if (at > 0) fields[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
-      }
-    }
+    const fields: Record<string, string> = { ...a.headers, ...a.trailers, ...webTrailers(a.body) };
     const details = fields["grpc-status-details-bin"] === undefined ? undefined : Buffer.from(fields["grpc-status-details-bin"], "base64").toString("latin1");
     return {
       status: fields["grpc-status"] ?? "",

@@ -34,6 +34,19 @@ export function envelopeReader(onMessage: (e: Envelope) => void): (chunk: Uint8A
   };
 }
 
+/** The fields of a gRPC-Web body's trailer frame (flags 0x80), names lower-cased; none when it has no such frame. */
+export function webTrailers(body: Buffer): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (let at = 0; at + 5 <= body.length; at += 5 + body.readUInt32BE(at + 1)) {
+    if ((body[at]! & 0x80) === 0) continue;
+    for (const line of body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1)).toString().split("\r\n")) {
+      const colon = line.indexOf(":");
+      if (colon > 0) fields[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+    }
+  }
+  return fields;
+}
+
 /** A message's bytes, gunzipped when its envelope says it is compressed. */
 export function unwrapped(e: Envelope): Buffer {
   return (e.flags & 1) === 1 ? gunzipSync(e.data) : e.data;
