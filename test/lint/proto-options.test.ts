@@ -46,8 +46,8 @@ describe("language options of the resourcestore protos", () => {
   it("no two Go import paths share a package name", () => {
     const byName = new Map<string, Set<string>>();
     for (const f of ours) {
-      const [importPath, goName] = (f.options?.goPackage ?? "").split(";");
-      byName.set(goName, (byName.get(goName) ?? new Set()).add(importPath));
+      const [importPath = "", goName = ""] = (f.options?.goPackage ?? "").split(";");
+      byName.set(goName, (byName.get(goName) ?? new Set<string>()).add(importPath));
     }
     for (const [goName, paths] of byName) expect({ goName, paths: paths.size }).toEqual({ goName, paths: 1 });
     expect(byName.size).toBe(3);
