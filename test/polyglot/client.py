@@ -5,6 +5,7 @@ mismatch, proving that the protos stand on their own for other languages.
 """
 import sys
 import uuid
+from datetime import datetime, timezone
 
 import grpc
 from google.protobuf import struct_pb2
@@ -48,6 +49,10 @@ def main(target):
         check("version", read.resources[0].version, 1)
         check("access_level default", read.resources[0].access_level, "internal")
         check("timestamp has microseconds", len(read.resources[0].created_at), len("2026-01-01T00:00:00.000000Z"))
+        # datetime holds microseconds exactly (docs/clients.md); fromisoformat reads the Z from Python 3.11 on.
+        created = datetime.fromisoformat(read.resources[0].created_at)
+        check("created_at round-trips with microseconds",
+              created.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), read.resources[0].created_at)
 
         as_of = read.resources[1].created_at
         updated = resources.Update(resource_pb2.UpdateRequest(updates={

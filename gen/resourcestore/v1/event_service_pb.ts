@@ -13,7 +13,7 @@ import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
  * Describes the file resourcestore/v1/event_service.proto.
  */
 export const file_resourcestore_v1_event_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRyZXNvdXJjZXN0b3JlL3YxL2V2ZW50X3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEyfQoMRXZlbnRTZXJ2aWNlEm0KBVdhdGNoEiMucmVzb3VyY2VzdG9yZS50eXBlLnYxLldhdGNoUmVxdWVzdBokLnJlc291cmNlc3RvcmUudHlwZS52MS5XYXRjaFJlc3BvbnNlIhfq+RgEcmVhZILT5JMCCRIHL2V2ZW50czABYgZwcm90bzM", [file_google_api_annotations, file_resourcestore_type_v1_event, file_resourcestore_type_v1_options]);
+  fileDesc("CiRyZXNvdXJjZXN0b3JlL3YxL2V2ZW50X3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEyfQoMRXZlbnRTZXJ2aWNlEm0KBVdhdGNoEiMucmVzb3VyY2VzdG9yZS50eXBlLnYxLldhdGNoUmVxdWVzdBokLnJlc291cmNlc3RvcmUudHlwZS52MS5XYXRjaFJlc3BvbnNlIhfq+RgEcmVhZILT5JMCCRIHL2V2ZW50czABQkkKEHJlc291cmNlc3RvcmUudjFCEUV2ZW50U2VydmljZVByb3RvUAFaIHJlc291cmNlc3RvcmUvdjE7cmVzb3VyY2VzdG9yZXYxYgZwcm90bzM", [file_google_api_annotations, file_resourcestore_type_v1_event, file_resourcestore_type_v1_options]);
 
 /**
  * The change feed: the store's history read in commit order.
