@@ -42,9 +42,8 @@ export interface WireColumn {
 
 /**
  * One record batch of `rows` COPY tuples (no header, no trailer) in
- * `data`, as an Arrow IPC stream. Self-contained: its source text is what
- * the encoder workers run (encoder-pool.ts), so it names nothing outside
- * itself but its arguments (`arrow` is the apache-arrow module).
+ * `data`, as an Arrow IPC stream; the encoder workers run it
+ * (encoder-worker.ts), with `arrow` the apache-arrow module.
  */
 export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: number, columns: readonly WireColumn[]): Uint8Array {
   const n = columns.length;

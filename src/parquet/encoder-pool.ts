@@ -5,22 +5,19 @@
 // one row group's rows, as binary COPY tuples that the worker builds into
 // Arrow itself (copy-batch.ts) or as Arrow IPC streams; its result is a small,
 // complete parquet file, which export.ts stitches into the export's file.
+// The threads run encoder-worker.ts.
 // Workers start when a job needs one, never more than the cap; jobs beyond
 // the idle workers wait in a FIFO queue (bounded by the callers: each export
 // keeps at most `size` jobs in flight, and exports are capped). A worker
 // that dies fails its one job and is replaced by the next job that needs it.
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
-import { copyTuplesToIpc, type WireColumn } from "./copy-batch.js";
+import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { WireColumn } from "./copy-batch.js";
+import type { EncoderOptions, WorkerReply, WorkerRequest } from "./encoder-protocol.js";
 
-export interface EncoderOptions {
-  /** Rows per row group. */
-  readonly rowGroupRows: number;
-  /** Columns worth a dictionary; every other column is written without one. */
-  readonly dictionaryColumns: readonly string[];
-  /** Data page size limit in bytes. */
-  readonly dataPageBytes: number;
-}
+export type { EncoderOptions };
 
 export interface EncodeJob {
   readonly options: EncoderOptions;
@@ -67,81 +64,22 @@ export interface EncoderPool {
   close(): Promise<void>;
 }
 
-// Kept as source text: worker_threads cannot load a .ts module without a
-// loader, and the build does not copy .js files next to the compiled ones.
-const WORKER_SOURCE =
-  String.raw`
-const { parentPort, workerData } = require("node:worker_threads");
-const pw = require(workerData.parquetWasm);
-const arrow = require(workerData.apacheArrow);
-// Names a transpiler may add around nested functions and classes (keepNames).
-const __name = (target) => target;
-const copyTuplesToIpc = (` +
-  copyTuplesToIpc.toString() +
-  String.raw`);
-// Built per job: transformParquetStream takes ownership of the properties
-// (wasm-bindgen moves them), and a moved-out object passed again silently
-// means the defaults (no compression).
-function properties(o) {
-  let builder = new pw.WriterPropertiesBuilder()
-    .setCompression(pw.Compression.SNAPPY)
-    .setDataPageSizeLimit(o.dataPageBytes)
-    .setMaxRowGroupSize(o.rowGroupRows)
-    .setDictionaryEnabled(false);
-  for (const c of o.dictionaryColumns) builder = builder.setColumnDictionaryEnabled(c, true);
-  return builder.build();
-}
-async function encode(m) {
-  const batches = [];
-  const ipcs = m.copy ? [copyTuplesToIpc(arrow, m.copy.data, m.copy.rows, m.copy.columns)] : m.batches;
-  // The rows are read: their buffer goes back for a later row group (and leaves this heap now, not at its next collection).
-  if (m.copy) {
-    const buffer = m.copy.data.buffer;
-    m.copy = undefined;
-    parentPort.postMessage({ id: m.id, spare: new Uint8Array(buffer) }, [buffer]);
-  }
-  for (const ipc of ipcs) {
-    // The stream takes the batches; the Table must be freed here, or its
-    // memory stays in the wasm heap (which never shrinks) until a garbage
-    // collection that a worker's small JS heap seldom needs: ~8 MB a row group.
-    const table = pw.Table.fromIPCStream(ipc);
-    try {
-      for (const b of table.recordBatches()) batches.push(b);
-    } finally {
-      table.free();
-    }
-  }
-  let next = 0;
-  const input = new ReadableStream({
-    pull(controller) {
-      if (next < batches.length) controller.enqueue(batches[next++]);
-      else controller.close();
-    },
-  }, { highWaterMark: 0 });
-  const out = (await pw.transformParquetStream(input, properties(m.options))).getReader();
-  const parts = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await out.read();
-    if (done) break;
-    parts.push(value);
-    size += value.length;
-  }
-  const file = new Uint8Array(size);
-  let at = 0;
-  for (const p of parts) { file.set(p, at); at += p.length; }
-  return file;
-}
-parentPort.on("message", (m) => {
-  encode(m).then(
-    (file) => parentPort.postMessage({ id: m.id, file, wasmBytes: pw.wasmMemory().buffer.byteLength }, [file.buffer]),
-    (err) => parentPort.postMessage({ id: m.id, error: String((err && err.message) || err) }),
-  );
-});
-`;
+// The worker module: compiled next to this one in dist/; when the service
+// runs from its TypeScript sources (tests, `npm run dev`), the worker loads
+// its .ts through tsx (a development dependency), as the main thread does.
+const workerUrl = new URL(import.meta.url.endsWith(".ts") ? "./encoder-worker.ts" : "./encoder-worker.js", import.meta.url);
 
-const parquetWasmPath = createRequire(import.meta.url).resolve("parquet-wasm/node");
-const apacheArrowPath = createRequire(import.meta.url).resolve("apache-arrow");
+function startWorker(): Worker {
+  if (!workerUrl.pathname.endsWith(".ts")) return new Worker(workerUrl);
+  // tsx's ESM entry, by its package's own export map (a require() resolve
+  // would name the CommonJS one).
+  const require = createRequire(import.meta.url);
+  const manifest = require.resolve("tsx/package.json");
+  const { exports } = require(manifest) as { exports: Record<string, { import: { default: string } }> };
+  const api = pathToFileURL(join(dirname(manifest), exports["./esm/api"]?.import.default ?? "")).href;
+  const load = `import(${JSON.stringify(api)}).then((tsx) => tsx.tsImport(${JSON.stringify(workerUrl.href)}, ${JSON.stringify(import.meta.url)}))`;
+  return new Worker(load, { eval: true });
+}
 
 interface Job {
   readonly id: number;
@@ -192,12 +130,12 @@ export function createEncoderPool(size: number): EncoderPool {
   };
 
   const spawn = (): Slot => {
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { parquetWasm: parquetWasmPath, apacheArrow: apacheArrowPath } });
+    const worker = startWorker();
     const slot: Slot = { worker, job: undefined, dead: false, wasmBytes: 0 };
     started += 1;
     slots.push(slot);
     peakThreads = Math.max(peakThreads, slots.length);
-    worker.on("message", (m: { id: number; file?: Uint8Array; error?: string; wasmBytes?: number; spare?: Uint8Array }) => {
+    worker.on("message", (m: WorkerReply) => {
       if (slot.dead || slot.job?.id !== m.id) return;
       if (m.spare) {
         slot.job.job.giveBack?.(m.spare);
@@ -227,7 +165,8 @@ export function createEncoderPool(size: number): EncoderPool {
       // Each buffer once: views into one buffer would make postMessage throw.
       const { batches = [], copy } = job.job;
       const transfer = [...new Set([...batches, ...(copy ? [copy.data] : [])].map((b) => b.buffer as ArrayBuffer))];
-      slot.worker.postMessage({ id: job.id, options: job.job.options, batches, copy }, transfer);
+      const request: WorkerRequest = { id: job.id, options: job.job.options, batches, copy };
+      slot.worker.postMessage(request, transfer);
     }
   };
 
