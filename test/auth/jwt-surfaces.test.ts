@@ -155,3 +155,16 @@ describe("a 401", () => {
     ]);
   });
 });
+
+describe("the provider's keys, through the service", () => {
+  it("a flood of tokens naming unknown keys costs the provider a request or two, and a rotated key is accepted on every surface", async () => {
+    const before = idp.hits.get("/keys") ?? 0;
+    const flood = await Promise.all(Array.from({ length: 100 }, (_, i) => idp.sign({ sub: "x", scope: "read" }, { audience: AUD, kid: `forged-${i}` })));
+    const statuses = await Promise.all(flood.map(async (t) => (await fetch(`${srv.url}/resources/read`, { method: "POST", headers: { authorization: `Bearer ${t}`, "content-type": "application/json" }, body: "{}" })).status));
+    expect(new Set(statuses)).toEqual(new Set([401]));
+    expect((idp.hits.get("/keys") ?? 0) - before).toBeLessThanOrEqual(2);
+    await idp.rotate();
+    const token = await idp.sign({ sub: "rotated", scope: "read datasource:ds-a clearance:public" }, { audience: AUD });
+    for (const surface of SURFACES) expect(await visible(srv, surface, token)).toEqual(["ds-a", "pa"]);
+  }, 30_000);
+});
