@@ -67,7 +67,7 @@ export interface OidcVerifier {
 export const CLOCK_TOLERANCE_S = 5;
 
 /** Signature algorithms accepted: asymmetric ones only (a JWKS holds public keys). */
-const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"];
+const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"];
 
 /** What a claim holds as strings: a space separated string, or an array (a non-string element is kept as null). */
 function claimStrings(payload: JWTPayload, name: string): (string | null)[] {
