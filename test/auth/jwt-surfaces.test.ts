@@ -145,7 +145,7 @@ describe("a 401", () => {
     const unknown = await fetch(`${srv.url}/no/such/path`, { headers: { "x-request-id": "i46-unknown-401" } });
     expect([rest.status, unknown.status]).toEqual([401, 401]);
     // The line is written when the answer has gone out.
-    await new Promise((r) => setTimeout(r, 50));
+    await expect.poll(() => log.records().filter((r) => r.request_id === "i46-rest-401" || r.request_id === "i46-unknown-401").length).toBe(2);
     const records = log.records();
     expect(records.filter((r) => r.request_id === "i46-rest-401")).toEqual([
       expect.objectContaining({ msg: "call", rpc: "resourcestore.v2.ResourceService/Read", code: "Unauthenticated", method: "POST", path: "/resources/read", status: 401 }),
