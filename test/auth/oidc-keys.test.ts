@@ -72,6 +72,25 @@ describe("a flood", () => {
   });
 });
 
+describe("a flood while the JWKS answers errors", () => {
+  it("costs it one request, then one per backoff step, not one a token", async () => {
+    idp.down({ keys: true });
+    let now = 1_000_000;
+    const v = verifierOf({ jwksUrl: idp.jwksUrl, now: () => now });
+    const at = { iat: Math.floor(now / 1000), expiresIn: Math.floor(now / 1000) + 7200 };
+    const tokens = await Promise.all(Array.from({ length: 200 }, (_, i) => idp.sign({ scope: "read" }, { kid: `k-${i}`, ...at })));
+    for (const t of tokens) expect(await outcome(v.verify(t))).toBe("Unavailable");
+    expect(hits("/keys")).toBe(1);
+    // Two seconds on (the first backoff step): one more attempt, which fails too; the next waits four.
+    now += 2_000;
+    for (const t of tokens.slice(0, 50)) expect(await outcome(v.verify(t))).toBe("Unavailable");
+    expect(hits("/keys")).toBe(2);
+    now += 2_000;
+    for (const t of tokens.slice(0, 50)) expect(await outcome(v.verify(t))).toBe("Unavailable");
+    expect(hits("/keys")).toBe(2);
+  });
+});
+
 describe("rotation", () => {
   it("accepts a token signed with a new key, also right after a flood of unknown kids", async () => {
     const v = verifierOf();
