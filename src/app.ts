@@ -107,7 +107,11 @@ export interface AppOptions {
 
 export async function createApp(config: Config, log: Logger, opts: AppOptions = {}): Promise<App> {
   // Before anything opens: a bad token file fails start-up, not the first call.
-  const auth = opts.auth ?? createAuthenticator(config.auth);
+  const auth =
+    opts.auth ??
+    createAuthenticator(config.auth, {
+      onKeyFetchFailure: (message) => log.warn({ error: message }, "the identity provider's keys could not be fetched; the last good keys serve until OIDC_JWKS_MAX_STALE_MS"),
+    });
   assertCorsSafe(config.corsOrigins, auth.enabled);
   // Loaded only when configured (docs/tracing.md): without it no OpenTelemetry SDK module is imported and nothing below is wrapped.
   const ownTracing = opts.tracing === undefined && config.tracing ? await startTracing() : undefined;

@@ -42,7 +42,13 @@ function readTokensFile(path: string): string {
   }
 }
 
-export function createAuthenticator(config: AuthConfig, deps: { oidc?: OidcVerifier } = {}): Authenticator {
+export interface AuthenticatorDeps {
+  readonly oidc?: OidcVerifier;
+  /** Told when a fetch of the identity provider's keys fails (a message without secrets), for the log. */
+  readonly onKeyFetchFailure?: (message: string) => void;
+}
+
+export function createAuthenticator(config: AuthConfig, deps: AuthenticatorDeps = {}): Authenticator {
   const entries: TokenEntry[] = [];
   if (config.tokens !== undefined) entries.push(...parseTokenEntries(config.tokens, "API_TOKENS"));
   if (config.tokensFile !== undefined) entries.push(...parseTokenEntries(readTokensFile(config.tokensFile), "API_TOKENS_FILE"));
@@ -66,6 +72,7 @@ export function createAuthenticator(config: AuthConfig, deps: { oidc?: OidcVerif
           defaultGrants: config.oidcDefaultGrants === undefined ? undefined : parseDefaultGrants(config.oidcDefaultGrants),
           allowNoExp: config.oidcAllowNoExp,
           maxStaleMs: config.oidcJwksMaxStaleMs,
+          ...(deps.onKeyFetchFailure !== undefined ? { onFetchFailure: deps.onKeyFetchFailure } : {}),
         })
       : undefined);
   const enabled = tokens.size > 0 || oidc !== undefined;

@@ -48,6 +48,8 @@ export interface OidcOptions {
   readonly maxBackoffMs?: number;
   /** The clock (tests). */
   readonly now?: () => number;
+  /** Told of each failed fetch of discovery or the JWKS (for the log; the message holds no token). */
+  readonly onFetchFailure?: (message: string) => void;
 }
 
 export interface OidcIdentity {
@@ -250,6 +252,7 @@ function createKeyCache(opts: OidcOptions) {
         failures = 0;
       } catch (err) {
         failures += 1;
+        opts.onFetchFailure?.(err instanceof Error ? err.message : String(err));
         throw err;
       } finally {
         inflight = undefined;

@@ -76,7 +76,8 @@ describe("a flood while the JWKS answers errors", () => {
   it("costs it one request, then one per backoff step, not one a token", async () => {
     idp.down({ keys: true });
     let now = 1_000_000;
-    const v = verifierOf({ jwksUrl: idp.jwksUrl, now: () => now });
+    const failures: string[] = [];
+    const v = verifierOf({ jwksUrl: idp.jwksUrl, now: () => now, onFetchFailure: (m) => failures.push(m) });
     const at = { iat: Math.floor(now / 1000), expiresIn: Math.floor(now / 1000) + 7200 };
     const tokens = await Promise.all(Array.from({ length: 200 }, (_, i) => idp.sign({ scope: "read" }, { kid: `k-${i}`, ...at })));
     for (const t of tokens) expect(await outcome(v.verify(t))).toBe("Unavailable");
@@ -88,6 +89,8 @@ describe("a flood while the JWKS answers errors", () => {
     now += 2_000;
     for (const t of tokens.slice(0, 50)) expect(await outcome(v.verify(t))).toBe("Unavailable");
     expect(hits("/keys")).toBe(2);
+    // Each failed fetch is told (the service logs it), without the token.
+    expect(failures).toEqual(["JWKS answered 503", "JWKS answered 503"]);
   });
 });
 
