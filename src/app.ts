@@ -8,7 +8,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import type { ConnectRouter } from "@connectrpc/connect";
-import { type ConnectError, createContextValues, createRouterTransport } from "@connectrpc/connect";
+import { Code, type ConnectError, createContextValues, createRouterTransport } from "@connectrpc/connect";
 import { checkScope, createAuthenticator, type Authenticator } from "./auth/index.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
@@ -35,6 +35,7 @@ import {
   createUnaryLane,
   guardedNodeAdapter,
   REQUEST_ID,
+  requestIdOf,
   revisions,
   type CallRecord,
   type Pipeline,
@@ -106,7 +107,11 @@ export interface AppOptions {
 
 export async function createApp(config: Config, log: Logger, opts: AppOptions = {}): Promise<App> {
   // Before anything opens: a bad token file fails start-up, not the first call.
-  const auth = opts.auth ?? createAuthenticator(config.auth);
+  const auth =
+    opts.auth ??
+    createAuthenticator(config.auth, {
+      onKeyFetchFailure: (message) => log.warn({ error: message }, "the identity provider's keys could not be fetched; the last good keys serve until OIDC_JWKS_MAX_STALE_MS"),
+    });
   assertCorsSafe(config.corsOrigins, auth.enabled);
   // Loaded only when configured (docs/tracing.md): without it no OpenTelemetry SDK module is imported and nothing below is wrapped.
   const ownTracing = opts.tracing === undefined && config.tracing ? await startTracing() : undefined;
@@ -198,12 +203,12 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const callRecords = new WeakMap<Req, CallRecord>();
   // A call answered without the interceptors (refused at the front door, or a
   // cached constant document): the log line and metrics they would write.
-  const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint): void =>
+  const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint, record?: CallRecord): void =>
     pipeline.recordSkipped(
       method,
       err,
       req.headers[REQUEST_ID] as string | undefined,
-      callRecords.get(req),
+      record ?? callRecords.get(req),
       started,
       // Its span too, when tracing is on: the trace id goes into its log line.
       tracing?.recordCall(`${method.parent.typeName}/${method.name}`, err?.code, req.headers, started),
@@ -250,7 +255,17 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
         return rest.kind === "found" ? rest.route.method : undefined;
       },
       // A refusal before the body is still a call: one log line and the metrics, as the interceptors would write.
-      onRefused: recordCall,
+      onRefused: (method, err, req, started, status) => {
+        const rawPath = (req.url ?? "/").split("?", 1)[0] ?? "/";
+        if (method !== undefined && rpcPaths.has(rawPath)) return recordCall(method, err, req, started);
+        // REST or a path no operation has: the HTTP fields too, as the line of a request the gateway answered.
+        const record: CallRecord = { closed: false };
+        if (method !== undefined) recordCall(method, err, req, started, record);
+        const durationMs = Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
+        const head = { request_id: requestIdOf(req.headers[REQUEST_ID] as string | undefined), method: req.method, path: rawPath.slice(0, 200), status };
+        if (record.rpc === undefined) log.info({ ...head, code: Code[err.code], duration_ms: durationMs }, "http");
+        else log.info({ ...head, ...(record.traceId !== undefined ? { trace_id: record.traceId } : {}), rpc: record.rpc, code: record.code, duration_ms: durationMs }, "call");
+      },
     },
     rpc,
   );

@@ -43,6 +43,14 @@ export interface AuthConfig {
   readonly oidcAudience: string | undefined;
   /** JWKS location; unset = the issuer's discovery document's jwks_uri. */
   readonly oidcJwksUrl: string | undefined;
+  /** The claim a JWT's grant strings are read from (OIDC_GRANTS_CLAIM); unset = `scope` and `scp`. */
+  readonly oidcGrantsClaim?: string | undefined;
+  /** Grant strings for a JWT axis that carries none (OIDC_DEFAULT_GRANTS); unset = none. Parsed by the authenticator. */
+  readonly oidcDefaultGrants?: string | undefined;
+  /** Whether a JWT without `exp` is accepted (OIDC_ALLOW_NO_EXP, default false). */
+  readonly oidcAllowNoExp?: boolean;
+  /** How long the last good JWKS is used while the provider cannot be reached (OIDC_JWKS_MAX_STALE_MS). */
+  readonly oidcJwksMaxStaleMs?: number;
 }
 
 export interface Config {
@@ -215,6 +223,7 @@ export const DEFAULTS = {
   EVENTS_PAGE_SIZE: 1000,
   EVENTS_MAX_MESSAGE_BYTES: 1_048_576,
   MAX_WATCH_STREAMS: 1000,
+  OIDC_JWKS_MAX_STALE_MS: 24 * 3_600_000,
 } as const;
 
 /** PARQUET_ENCODER_WORKERS unset: two workers, or one on a single core. */
@@ -364,6 +373,10 @@ export function loadConfig(env: Env = process.env): Config {
       oidcIssuer: url(env, "OIDC_ISSUER", ["http:", "https:"]),
       oidcAudience: str(env, "OIDC_AUDIENCE"),
       oidcJwksUrl: url(env, "OIDC_JWKS_URL", ["http:", "https:"]),
+      oidcGrantsClaim: str(env, "OIDC_GRANTS_CLAIM"),
+      oidcDefaultGrants: str(env, "OIDC_DEFAULT_GRANTS"),
+      oidcAllowNoExp: bool(env, "OIDC_ALLOW_NO_EXP", false),
+      oidcJwksMaxStaleMs: int(env, "OIDC_JWKS_MAX_STALE_MS", DEFAULTS.OIDC_JWKS_MAX_STALE_MS, 0, 30 * 24 * 3_600_000),
     }),
     shutdownGraceMs: int(env, "SHUTDOWN_GRACE_MS", DEFAULTS.SHUTDOWN_GRACE_MS, 0, 600_000),
     parquetEncoderWorkers: int(env, "PARQUET_ENCODER_WORKERS", defaultEncoderWorkers(), 1, 256),

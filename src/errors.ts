@@ -73,7 +73,7 @@ export const errorCatalogue = {
   UNIMPLEMENTED: { code: Code.Unimplemented, when: "The method is not served." },
   METHOD_NOT_ALLOWED: { code: Code.Unimplemented, httpStatus: 405, when: "REST: the path exists, but not for this HTTP verb (the Allow header lists those it has)." },
   // credentials
-  UNAUTHENTICATED: { code: Code.Unauthenticated, when: "No bearer token, a malformed Authorization header, or a token that is not valid." },
+  UNAUTHENTICATED: { code: Code.Unauthenticated, when: "No bearer token, a malformed Authorization header, or a token that is not valid; on an open change feed, its JWT expired." },
   PERMISSION_DENIED: { code: Code.PermissionDenied, when: "The token is valid but lacks the scope the operation needs." },
   MISDIRECTED_REQUEST: { code: Code.PermissionDenied, httpStatus: 421, when: "The request's Host (HTTP/2 :authority) is not one the service answers to: with authentication off only localhost, 127.0.0.1, [::1] and ALLOWED_HOSTS; with it on, ALLOWED_HOSTS when set. Refused before anything else runs." },
   OUTSIDE_GRANTS: { code: Code.PermissionDenied, when: "A write would create, change or move a resource outside the caller's grants (its datasources and clearance; docs/access.md), or register a patient under a datasource not granted; nothing is written." },
@@ -89,7 +89,7 @@ export const errorCatalogue = {
   STORAGE_UNAVAILABLE: { code: Code.Unavailable, when: "Object storage cannot be reached, answers with an error, or its bucket is missing." },
   OBJECT_CHANGED: { code: Code.Unavailable, when: "An object changed while it was being read; retrying reads the new one." },
   AUDIT_UNAVAILABLE: { code: Code.Unavailable, when: "AUDIT_LOG is set and the call's audit line cannot be written (a full disk, a removed directory, a closed stdout); the call answers nothing." },
-  IDENTITY_PROVIDER_UNAVAILABLE: { code: Code.Unavailable, when: "The OIDC provider's signing keys could not be fetched." },
+  IDENTITY_PROVIDER_UNAVAILABLE: { code: Code.Unavailable, when: "The OIDC provider's signing keys could not be fetched and none are usable (the last good ones are older than OIDC_JWKS_MAX_STALE_MS past their refresh, or the token names a key they lack), or a fetch is held back after failures." },
   // anything else
   INTERNAL: { code: Code.Internal, when: "Anything else; the message never carries internals (stack, SQL, paths) and the server logs the cause." },
   // Codes the service does not raise itself; the RPC framework may.

@@ -10,9 +10,11 @@ import { startServer } from "./server.js";
 async function main(): Promise<void> {
   let config;
   let auth;
+  // The identity provider's failures are logged once the logger exists (it needs the configuration).
+  let warn: (message: string) => void = () => undefined;
   try {
     config = loadConfig();
-    auth = createAuthenticator(config.auth);
+    auth = createAuthenticator(config.auth, { onKeyFetchFailure: (message) => warn(message) });
     assertSafeBind(config.host, auth.enabled);
     assertCorsSafe(config.corsOrigins, auth.enabled);
   } catch (err) {
@@ -23,6 +25,7 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel);
+  warn = (message) => log.warn({ error: message }, "the identity provider's keys could not be fetched; the last good keys serve until OIDC_JWKS_MAX_STALE_MS");
   const app = await createApp(config, log, { auth });
   const server = await startServer({ port: config.port, host: config.host, handler: app.handler, limits: config.defence });
   log.info({ host: server.host, port: server.port, database: app.db.kind, auth: auth.enabled }, "listening");

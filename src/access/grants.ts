@@ -43,6 +43,8 @@ export function maySee(grants: Grants, datasource: string | null | undefined, le
 export interface Caller {
   readonly actor: string;
   readonly grants: Grants;
+  /** When the caller's credential expires (ms since the epoch; a JWT's `exp`): open feeds end then. Undefined = never. */
+  readonly expiresAt?: number;
 }
 
 /** The caller with authentication off. */

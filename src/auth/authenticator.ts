@@ -5,10 +5,10 @@ import { readFileSync } from "node:fs";
 import type { AuthConfig } from "../config.js";
 import { ConfigError } from "../config.js";
 import { unauthenticated } from "../errors.js";
-import { createOidcVerifier, type OidcVerifier } from "./oidc.js";
+import { createOidcVerifier, parseDefaultGrants, type OidcVerifier } from "./oidc.js";
 import type { Grants } from "../access/index.js";
 import type { Scope } from "./scopes.js";
-import { createTokenSet, parseTokenEntries, type TokenEntry } from "./tokens.js";
+import { createTokenSet, OIDC_ACTOR_PREFIX, parseTokenEntries, type TokenEntry } from "./tokens.js";
 
 export interface Principal {
   /** "API_TOKENS#2" for a static token (never the token), "oidc:<sub>" for a JWT. */
@@ -16,11 +16,13 @@ export interface Principal {
   readonly scopes: ReadonlySet<Scope>;
   readonly grants: Grants;
   /**
-   * The name written into the history (docs/contract/19-audit-history.md): a
-   * JWT's `sub`, a static token's `actor:` scope, else `token#N` (its
-   * position among all configured tokens).
+   * The name written into the history (docs/contract/19-audit-history.md):
+   * `oidc:<sub>` for a JWT, a static token's `actor:` scope, else `token#N`
+   * (its position among all configured tokens).
    */
   readonly actor: string;
+  /** When the credential stops being accepted (ms since the epoch): a JWT's `exp`; undefined = never. */
+  readonly expiresAt?: number;
 }
 
 export interface Authenticator {
@@ -40,16 +42,38 @@ function readTokensFile(path: string): string {
   }
 }
 
-export function createAuthenticator(config: AuthConfig, deps: { oidc?: OidcVerifier } = {}): Authenticator {
+export interface AuthenticatorDeps {
+  readonly oidc?: OidcVerifier;
+  /** Told when a fetch of the identity provider's keys fails (a message without secrets), for the log. */
+  readonly onKeyFetchFailure?: (message: string) => void;
+}
+
+export function createAuthenticator(config: AuthConfig, deps: AuthenticatorDeps = {}): Authenticator {
   const entries: TokenEntry[] = [];
   if (config.tokens !== undefined) entries.push(...parseTokenEntries(config.tokens, "API_TOKENS"));
   if (config.tokensFile !== undefined) entries.push(...parseTokenEntries(readTokensFile(config.tokensFile), "API_TOKENS_FILE"));
+  // A variable that is set but holds no token (only comments or separators) must not turn authentication off.
+  if (config.tokens !== undefined && !entries.some((e) => e.name.startsWith("API_TOKENS#"))) {
+    throw new ConfigError("API_TOKENS", "holds no token (only comments or separators); unset it to run without static tokens");
+  }
+  if (config.tokensFile !== undefined && !entries.some((e) => e.name.startsWith("API_TOKENS_FILE#"))) {
+    throw new ConfigError("API_TOKENS_FILE", "holds no token (only comments or blank lines); unset it to run without static tokens");
+  }
   const tokens = createTokenSet(entries);
   const actors = new Map(entries.map((e, i) => [e, e.actor ?? `token#${i + 1}`] as const));
   const oidc =
     deps.oidc ??
     (config.oidcIssuer !== undefined
-      ? createOidcVerifier({ issuer: config.oidcIssuer, audience: config.oidcAudience, jwksUrl: config.oidcJwksUrl })
+      ? createOidcVerifier({
+          issuer: config.oidcIssuer,
+          audience: config.oidcAudience,
+          jwksUrl: config.oidcJwksUrl,
+          grantsClaim: config.oidcGrantsClaim,
+          defaultGrants: config.oidcDefaultGrants === undefined ? undefined : parseDefaultGrants(config.oidcDefaultGrants),
+          allowNoExp: config.oidcAllowNoExp,
+          maxStaleMs: config.oidcJwksMaxStaleMs,
+          ...(deps.onKeyFetchFailure !== undefined ? { onFetchFailure: deps.onKeyFetchFailure } : {}),
+        })
       : undefined);
   const enabled = tokens.size > 0 || oidc !== undefined;
 
@@ -64,8 +88,9 @@ export function createAuthenticator(config: AuthConfig, deps: { oidc?: OidcVerif
       if (entry !== undefined) return { id: entry.name, scopes: entry.scopes, grants: entry.grants, actor: actors.get(entry) ?? entry.name };
       if (oidc !== undefined && JWT_SHAPE.test(presented)) {
         const who = await oidc.verify(presented);
-        // One issuer is configured, so the subject alone names the actor.
-        return { id: `oidc:${who.subject}`, scopes: who.scopes, grants: who.grants, actor: who.subject === "" ? "oidc:unknown" : who.subject };
+        // One issuer is configured, so `oidc:` and the subject name the actor; static names never start so (tokens.ts).
+        const actor = `${OIDC_ACTOR_PREFIX}${who.subject}`;
+        return { id: actor, scopes: who.scopes, grants: who.grants, actor, ...(who.expiresAt !== undefined ? { expiresAt: who.expiresAt } : {}) };
       }
       throw unauthenticated("the bearer token is not valid");
     },

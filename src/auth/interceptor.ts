@@ -27,7 +27,9 @@ export function callerOf(ctx: Pick<HandlerContext, "values">): Caller {
 }
 
 function callerFrom(principal: Principal): Caller {
-  return { actor: principal.actor, grants: principal.grants };
+  return principal.expiresAt === undefined
+    ? { actor: principal.actor, grants: principal.grants }
+    : { actor: principal.actor, grants: principal.grants, expiresAt: principal.expiresAt };
 }
 
 export function createAuthInterceptor(auth: Authenticator): Interceptor {

@@ -25,6 +25,20 @@ export interface TokenSet {
   find(presented: string): TokenEntry | undefined;
 }
 
+/** What a JWT's actor starts with (`oidc:<sub>`, docs/contract/19-audit-history.md). */
+export const OIDC_ACTOR_PREFIX = "oidc:";
+
+/**
+ * Whether an `actor:` name is one the service gives itself: `local`
+ * (authentication off), `unknown` (versions written before actors were
+ * recorded), `token#N` (a static token without `actor:`) and `oidc:...`
+ * (a JWT). Compared without case, so that no name reads like one of them.
+ */
+export function isReservedActor(name: string): boolean {
+  const n = name.toLowerCase();
+  return n === "local" || n === "unknown" || /^token#/.test(n) || n.startsWith(OIDC_ACTOR_PREFIX);
+}
+
 function digest(token: string): Buffer {
   return createHash("sha256").update(token, "utf8").digest();
 }
@@ -36,13 +50,17 @@ function digest(token: string): Buffer {
 export function parseTokenEntries(text: string, source: string): TokenEntry[] {
   const out: TokenEntry[] = [];
   const lines = text.split(/\r?\n/);
+  // Comments are for the file; in the one-line variable a "#" at the start of
+  // an entry is refused, since it reads as a commented-out token.
+  const comments = source !== "API_TOKENS";
   lines.forEach((rawLine, lineNo) => {
-    const line = rawLine.replace(/(^|\s)#.*$/, "").trim();
+    const line = (comments ? rawLine.replace(/(^|\s)#.*$/, "") : rawLine).trim();
     if (line === "") return;
     line.split(";").forEach((rawEntry, entryNo) => {
       const entry = rawEntry.trim();
       if (entry === "") return;
       const where = lines.length > 1 ? `line ${lineNo + 1}, entry ${entryNo + 1}` : `entry ${entryNo + 1}`;
+      if (!comments && entry.startsWith("#")) throw new ConfigError(source, `${where}: starts with "#" (API_TOKENS has no comments; API_TOKENS_FILE has)`);
       // Scopes never hold "=", tokens may (base64 padding): split at the last one.
       const eq = entry.lastIndexOf("=");
       if (eq <= 0) throw new ConfigError(source, `${where}: expected token=scope[,scope]`);
@@ -64,6 +82,9 @@ export function parseTokenEntries(text: string, source: string): TokenEntry[] {
         if (grant !== undefined) {
           if (grant.kind === "actor") {
             if (actor !== undefined) throw new ConfigError(source, `${where}: a token has at most one actor scope`);
+            if (isReservedActor(grant.name)) {
+              throw new ConfigError(source, `${where}: actor name ${JSON.stringify(grant.name)} is reserved (local, unknown, token#N and oidc:... name the service's own actors)`);
+            }
             actor = grant.name;
           } else grantScopes.push(grant);
           continue;

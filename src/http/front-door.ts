@@ -32,8 +32,12 @@ export interface FrontDoorOptions {
   readonly auth: Authenticator;
   /** The operation a request would reach (Connect/gRPC path or REST route), if any. */
   readonly resolve: (verb: string, rawPath: string) => DescMethod | undefined;
-  /** Told of every call refused here, so it is logged and counted like one the interceptors refused. */
-  readonly onRefused?: (method: DescMethod, err: ConnectError, req: Req, started: bigint) => void;
+  /**
+   * Told of every request refused here for its credentials, so it is logged
+   * (and a call counted) like one the interceptors refused: `method` is
+   * undefined for a path no operation has, `status` the HTTP status written.
+   */
+  readonly onRefused?: (method: DescMethod | undefined, err: ConnectError, req: Req, started: bigint, status: number) => void;
 }
 
 const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
@@ -58,8 +62,8 @@ function jsonError(req: Req, err: ConnectError): string {
 /** /package.Service/Method: a Connect, gRPC or gRPC-Web call rather than a REST path. */
 const RPC_PATH = /^\/[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\/[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** Answers `err` in the request's protocol without touching its body, then stops the body from coming. */
-export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStatus: number): void {
+/** Answers `err` in the request's protocol without touching its body, then stops the body from coming; returns the HTTP status written. */
+export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStatus: number): number {
   const type = mediaType(req);
   const isH2 = "stream" in res;
   const grpc = type.startsWith("application/grpc");
@@ -72,11 +76,11 @@ export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStat
       // Trailers-only: status in the one HEADERS frame that ends the stream.
       res.stream.respond({ ":status": 200, ...headers }, { endStream: true });
       res.stream.close(http2.constants.NGHTTP2_NO_ERROR);
-      return;
+      return 200;
     }
     (res).writeHead(200, { ...headers, connection: "close" });
     res.end();
-    return;
+    return 200;
   }
   let status = httpStatus;
   let contentType = "application/json";
@@ -94,12 +98,13 @@ export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStat
   if (isH2) {
     res.stream.respond({ ":status": status, "content-type": contentType, "content-length": body.length });
     res.stream.end(body, () => res.stream.close(http2.constants.NGHTTP2_NO_ERROR));
-    return;
+    return status;
   }
   const socket = (req as IncomingMessage).socket;
   lingerInsteadOfReset(socket);
   (res).writeHead(status, { "content-type": contentType, "content-length": body.length, connection: "close" });
   res.end(body);
+  return status;
 }
 
 const LINGER_MS = 2000;
@@ -159,9 +164,9 @@ export function createFrontDoor(opts: FrontDoorOptions, next: NodeHandler): Node
       () => next(req, res),
       (err: unknown) => {
         const e = ConnectError.from(err);
-        refuseBeforeBody(req, res, e, e.code === unauthenticated("").code ? 401 : 503);
-        // Only a refused call is a call: an unknown path refused here has no operation to count.
-        if (method !== undefined) opts.onRefused?.(method, e, req, started);
+        const status = refuseBeforeBody(req, res, e, e.code === unauthenticated("").code ? 401 : 503);
+        // Logged either way; only a refused call is counted as a call (an unknown path has no operation).
+        opts.onRefused?.(method, e, req, started, status);
       },
     );
   };

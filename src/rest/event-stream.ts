@@ -9,7 +9,9 @@ import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import type { DescMessage, DescMethod } from "@bufbuild/protobuf";
 import type { WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
+import { ConnectError } from "@connectrpc/connect";
 import { drained } from "../http/drained.js";
+import { restErrorOf } from "../http/error-status.js";
 import type { AnyRequest } from "../http/read-body.js";
 import { messageToRest } from "./response-encoder.js";
 
@@ -73,7 +75,15 @@ export async function writeEventStream(
       const ok = (res as ServerResponse).write(frame(output, next.value));
       // Pull-based: the next page is read only once this one is taken.
       if (!ok && !(await drained(res, isClosed))) return;
-      next = await it.next();
+      try {
+        next = await it.next();
+      } catch (err) {
+        // The status line is gone: a stream ended by the service (a token that
+        // expired, say) says why in a last `error` event, then ends.
+        if (closed || !(err instanceof ConnectError)) throw err;
+        res.end(`event: error\ndata: ${JSON.stringify(restErrorOf(err).body)}\n\n`);
+        return;
+      }
     }
     res.end();
   } finally {

@@ -22,7 +22,7 @@ import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { EventSchema, WatchResponseSchema, type Event, type WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
 import type { EventService } from "../../gen/resourcestore/v2/event_service_pb.js";
-import { callerOf } from "../auth/index.js";
+import { callerOf, streamExpiry } from "../auth/index.js";
 import { plannedToBinary } from "../protobuf/index.js";
 import type { EventFeed, EventMessage, ResourceEvent } from "../store/index.js";
 import { parseAsOf } from "./as-of.js";
@@ -111,23 +111,30 @@ export function createEventService(deps: EventServiceDeps): ServiceImpl<typeof E
   return {
     async *watch(req, ctx) {
       // The caller first: its grants go into the statements that read the history.
-      const { grants } = callerOf(ctx);
-      const stream = deps.feed.watch({
-        since: parseSince(req.since),
-        payloadTypes: req.payloadTypes,
-        ...(req.rootIdentifier !== undefined ? { rootIdentifier: req.rootIdentifier } : {}),
-        includeResources: req.includeResources === true,
-        heartbeatMs: deps.heartbeatMs,
-        signal: ctx.signal,
-        grants,
-      });
-      if (speaksBinary(ctx.requestHeader.get("content-type"))) {
-        for await (const message of stream) yield preEncoded(message);
-        return;
+      const { grants, expiresAt } = callerOf(ctx);
+      // The stream ends when the caller's token expires (auth/expiry.ts).
+      const expiry = streamExpiry(ctx.signal, expiresAt);
+      try {
+        const stream = deps.feed.watch({
+          since: parseSince(req.since),
+          payloadTypes: req.payloadTypes,
+          ...(req.rootIdentifier !== undefined ? { rootIdentifier: req.rootIdentifier } : {}),
+          includeResources: req.includeResources === true,
+          heartbeatMs: deps.heartbeatMs,
+          signal: expiry.signal,
+          grants,
+        });
+        if (speaksBinary(ctx.requestHeader.get("content-type"))) {
+          for await (const message of stream) yield preEncoded(message);
+        } else {
+          for await (const message of stream) {
+            yield create(WatchResponseSchema, { at: message.at, events: message.events.map(toEventMessage), partial: message.partial === true });
+          }
+        }
+      } finally {
+        expiry.dispose();
       }
-      for await (const message of stream) {
-        yield create(WatchResponseSchema, { at: message.at, events: message.events.map(toEventMessage), partial: message.partial === true });
-      }
+      expiry.check();
     },
   };
 }

@@ -68,15 +68,16 @@ describe("grants in JWTs", () => {
   });
   const authOfIdp = () => createAuthenticator({ ...loadConfig({ OIDC_ISSUER: idp.issuer, OIDC_AUDIENCE: "resource-store" }).auth, oidcAudience: undefined });
 
-  it("reads them from `scope` and `scp`; the actor is the subject", async () => {
+  it("reads them from `scope` and `scp`; the actor is `oidc:` and the subject", async () => {
     const auth = authOfIdp();
     const p = await auth.authenticate(`Bearer ${await idp.sign({ sub: "alice", scope: "openid read datasource:ds-9 clearance:restricted" })}`);
     expect(dsList(p.grants)).toBe("ds-9");
     expect(p.grants.clearance).toBe("restricted");
-    expect(p.actor).toBe("alice");
-    const q = await auth.authenticate(`Bearer ${await idp.sign({ sub: "bob", scp: ["read", "clearance:public"] })}`);
-    expect(dsList(q.grants)).toBe("all");
-    expect(q.grants.clearance).toBe("public");
+    expect(p.actor).toBe("oidc:alice");
+    // No datasource grant in a JWT: no datasource (not every one).
+    const q = await auth.authenticate(`Bearer ${await idp.sign({ sub: "bob", scp: ["read", "clearance:internal"] })}`);
+    expect(dsList(q.grants)).toBe("");
+    expect(q.grants.clearance).toBe("internal");
   });
 
   it("a malformed clearance narrows to public instead of falling back to restricted", async () => {

@@ -116,7 +116,8 @@ describe("the actor of every write, every surface, every credential", () => {
       OIDC_AUDIENCE: "rs",
     });
     off = await startTestServer();
-    jwt = await idp.sign({ sub: "carol", scope: "read write" }, { audience: "rs" });
+    // Grants in the token: a JWT without them sees no datasource (docs/contract/18-access.md).
+    jwt = await idp.sign({ sub: "carol", scope: "read write datasource:* clearance:restricted" }, { audience: "rs" });
   }, 60_000);
   afterAll(async () => {
     await srv?.close();
@@ -127,7 +128,7 @@ describe("the actor of every write, every surface, every credential", () => {
   const credentials = [
     { name: "a static token with actor:", token: () => "tok-alice", actor: "alice", server: () => srv },
     { name: "a static token without one", token: () => "tok-plain", actor: "token#2", server: () => srv },
-    { name: "an OIDC JWT", token: () => jwt, actor: "carol", server: () => srv },
+    { name: "an OIDC JWT", token: () => jwt, actor: "oidc:carol", server: () => srv },
     { name: "authentication off", token: () => undefined, actor: "local", server: () => off },
   ];
 
@@ -136,8 +137,8 @@ describe("the actor of every write, every surface, every credential", () => {
       it(`${cred.name} over ${surface}`, async () => {
         const s = cred.server();
         const w = writer(s, surface, cred.token());
-        const root = `r-${surface}-${cred.actor.replace("#", "")}`;
-        const child = `c-${surface}-${cred.actor.replace("#", "")}`;
+        const root = `r-${surface}-${cred.actor.replace(/[#:]/g, "")}`;
+        const child = `c-${surface}-${cred.actor.replace(/[#:]/g, "")}`;
         const restore = restores(surface);
         await everyWrite(w, root, child, restore);
         const rootKinds = kinds(ROOT_KINDS, restore);
@@ -158,7 +159,7 @@ describe("the actor of every write, every surface, every credential", () => {
     await b.update("mix-c", { license: "CC0" });
     await a.delete("mix-r");
     await b.restore("mix-r");
-    expect(await actorsOf(srv, "mix-c")).toEqual(["alice", "carol", "alice", "carol"]);
-    expect((await b.history("mix-c")).map((v) => `${v.kind}:${v.actor}`)).toEqual(["created:alice", "updated:carol", "deleted:alice", "restored:carol"]);
+    expect(await actorsOf(srv, "mix-c")).toEqual(["alice", "oidc:carol", "alice", "oidc:carol"]);
+    expect((await b.history("mix-c")).map((v) => `${v.kind}:${v.actor}`)).toEqual(["created:alice", "updated:oidc:carol", "deleted:alice", "restored:oidc:carol"]);
   });
 });
