@@ -1,25 +1,32 @@
 // The read audit (docs/contract/19-audit-history.md): with AUDIT_LOG set,
-// every call that returns, counts or exports resources, and every registry
-// call, writes one JSON line
-//   {at, actor, method, request_id, outcome, identifiers, count}
+// every call that returns, counts or exports resources, every registry
+// call, and every presigned download, parquet preview and listing writes
+// one JSON line
+//   {at, actor, method, request_id, address, as_of, outcome, identifiers, count}
 // before its answer is released. Calls that answer resources by identifier
 // (read, history, children, parents, latest artefact, the registry) list
 // the identifiers answered, at most MAX_AUDIT_IDENTIFIERS, `count` saying
 // how many in all; calls that answer for a request (query, count, export,
-// statistics, the change feed) carry `request` (the request message as
-// proto3 JSON) instead, and the row count. A line never holds a payload
-// (only identifiers and the request) nor an external uid (registry lines
-// list the identifier answered and never the request).
+// statistics, the change feed, object reads) carry a summary of the request
+// instead (its fields, but never a filter's value nor a cursor, issue 41;
+// object reads only their direction or limits, never a path), and the row
+// count. A line never holds a payload value, an external uid (registry
+// lines never carry the request), an object path or a cursor.
 //
-// One interceptor in the one interceptor list, inside the auth interceptor
-// (it needs the caller's actor), so every surface (gRPC, gRPC-Web, Connect,
-// REST) is audited alike. When a line cannot be written the call fails
-// `unavailable` and answers nothing: an answer is never released unaudited.
+// One interceptor in the one interceptor list, outside the auth interceptor,
+// so a call auth refuses is audited too; the caller auth made is read once
+// the call is answered (null when none was made). Calls refused before the
+// interceptors (by authentication, at the front door) are audited by
+// auditRefused. Every surface (gRPC, gRPC-Web, Connect, REST) is audited
+// alike. When a line cannot be written the call fails `unavailable` and
+// answers nothing: an answer is never released unaudited.
 //
-// Streams (QueryParquet, Watch) write their line when the stream starts,
-// before its first byte, with `count` null: the rows an export will hold
-// are not known then, and holding every byte back until the end would undo
-// the streaming. A stream that fails later says so in its call log line.
+// Streams (QueryParquet, Watch) write their line when their first message
+// is ready, before it is released, with `count` null: the rows an export
+// will hold are not known then, and holding every byte back until the end
+// would undo the streaming. A stream refused before its first message (a
+// foreign cursor, an unknown field, a bad `since`) writes its refusal's
+// code, never ok; one that fails later says so in its call log line.
 import { appendFile } from "node:fs/promises";
 import { toJson, type DescMessage, type DescMethod, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
