@@ -100,6 +100,7 @@ async function replay(writer: ReturnType<typeof caller>, narrowWriters: readonly
     ]),
   ];
   for (const op of seed) await writeUnrestricted(writer, model, points, op);
+  await scenarios(writer, narrowWriters, model, points);
   for (const draw of draws) {
     const w = Math.floor((draw[0] ?? 0) / 15) % 6;
     const narrow = WRITERS[w];
@@ -122,6 +123,61 @@ async function replay(writer: ReturnType<typeof caller>, narrowWriters: readonly
     await markPoint(points);
   }
   return { model, points };
+}
+
+/**
+ * Issue 41's edges, in every history (random draws reach them only now and
+ * then): each op's answer is the model's, and the reads afterwards check
+ * what it left. With one check of the service removed the suite fails
+ * (each tried on this suite, pglite, two runs; see the notes at the top):
+ * - the move by clearance (src/store/attribution.ts, `m.rank > clearance`):
+ *   the writer of every datasource at `internal` moves stu-s0, whose series
+ *   ser-s0 is `restricted`, to another datasource and to none: 200, not 403;
+ * - the tombstone's own datasource (attribution.ts, `m.self && created`):
+ *   the narrow writer's create over stu-t, a tombstone of ds-3: 403, not 200;
+ * - object claims (src/store/objects.ts, `hidden`): fil-y, the narrow
+ *   writer's `internal` file naming the object of the `restricted` fil-x,
+ *   lets the `internal` reader of ds-1 download it: 200, not 404;
+ * - a study's own resource in resolve (src/store/registry.ts, `own`): the
+ *   `restricted` study registered second resolves for the public reader.
+ */
+async function scenarios(writer: ReturnType<typeof caller>, narrowWriters: readonly ReturnType<typeof caller>[], model: Model, points: string[]): Promise<void> {
+  const [narrow, , every] = WRITERS;
+  const send = async (who: ReturnType<typeof caller>, grants: Grants, op: Op) => {
+    const expected = writeOutcome(current(model), grants, op);
+    const { path, body } = restRequest(op);
+    const res = await who.post(path, body);
+    const ctx = `scenario ${JSON.stringify(op)} -> ${JSON.stringify(res.json)}`;
+    if (expected.status !== 200) {
+      expect([res.status, res.json?.reason], ctx).toEqual([expected.status, expected.reason]);
+      return;
+    }
+    expect(res.status, ctx).toBe(200);
+    expect(res.json, ctx).toEqual({ [countKey(op)]: applyAs(model, grants, op) });
+    await markPoint(points);
+  };
+  const [nw, , nwall] = narrowWriters as [ReturnType<typeof caller>, ReturnType<typeof caller>, ReturnType<typeof caller>];
+  const full = { who: writer, grants: ALL_GRANTS };
+  const everyW = { who: nwall, grants: (every as (typeof WRITERS)[number]).grants };
+  const narrowW = { who: nw, grants: (narrow as (typeof WRITERS)[number]).grants };
+  const plan: [typeof full, Op][] = [
+    // Moves by clearance: stu-s0 (internal, ds-2) holds ser-s0 (restricted).
+    [everyW, { kind: "move", id: "stu-s0", parent: "pat-s1" }],
+    [everyW, { kind: "move", id: "stu-s0", parent: "ds-1" }],
+    // A patient and a spine of ds-1 that the narrow writer sees.
+    [full, { kind: "create", node: { id: "pat-x", type: "patient", parent: "ds-1", level: "internal", datasourceId: "ds-1" } }],
+    [full, { kind: "create", node: { id: "stu-x", type: "study", parent: "pat-x", level: "internal" } }],
+    [full, { kind: "create", node: { id: "ser-x", type: "series", parent: "stu-x", level: "internal" } }],
+    // A tombstone of ds-3 (under pat-s1), created over by the narrow writer of ds-1.
+    [full, { kind: "create", node: { id: "stu-t", type: "study", parent: "pat-s1", level: "internal" } }],
+    [full, { kind: "delete", id: "stu-t" }],
+    [narrowW, { kind: "create", over: true, node: { id: "stu-t", type: "study", parent: "pat-x", level: "internal" } }],
+  ];
+  for (const [w, op] of plan) await send(w.who, w.grants, op);
+  // A restricted file of ds-1 and the narrow writer's internal file naming its object.
+  const object = await upload(writer);
+  await send(writer, ALL_GRANTS, { kind: "create", node: { id: "fil-x", type: "file", parent: "ser-x", level: "restricted", object } });
+  await send(nw, narrowW.grants, { kind: "create", node: { id: "fil-y", type: "file", parent: "ser-x", level: "internal", object } });
 }
 
 /** The read point after a write: taken after the answer, then a pause longer than the clock's resolution. */
@@ -156,7 +212,7 @@ function suite(kind: "pglite" | "postgres") {
   it("every read path answers each caller the unrestricted answer filtered by the rules", async () => {
     let run = 0;
     await fc.assert(
-      fc.asyncProperty(drawArb, fc.array(fc.nat(), { minLength: 3, maxLength: 3 }), fc.array(fc.nat(), { minLength: 1, maxLength: 4 }), async (draws, pointDraws, regDraws) => {
+      fc.asyncProperty(drawArb, fc.array(fc.nat(), { minLength: 3, maxLength: 3 }), fc.array(fc.nat(), { minLength: 2, maxLength: 4 }), async (draws, pointDraws, regDraws) => {
         // Each run on a store of its own: the datasources' identifiers are the grants' names.
         run += 1;
         const testDb = kind === "postgres" ? await createTestDatabase() : undefined;
@@ -415,10 +471,12 @@ async function register(writer: ReturnType<typeof caller>, model: Model, points:
     expect(st.status, JSON.stringify(st.json)).toBe(200);
     out.push({ datasourceId, uid, patient: p.json.identifier as string, accession, study: st.json.identifier as string });
     if (i % 2 === 1) {
-      const op = { kind: "create" as const, node: { id: p.json.identifier as string, type: "patient" as const, parent: null, level: LEVELS[Math.floor(d / 4) % 3] ?? "public", datasourceId } };
+      // The second: a public patient with a restricted study, so that the study's own resource decides (issue 41).
+      const patientLevel = i === 1 ? "public" : (LEVELS[Math.floor(d / 4) % 3] ?? "public");
+      const op = { kind: "create" as const, node: { id: p.json.identifier as string, type: "patient" as const, parent: null, level: patientLevel, datasourceId } };
       await writeUnrestricted(writer, model, points, op);
       // Its study too, at another drawn level: a study whose own resource the caller may not see resolves as not registered (issue 41).
-      const study = { kind: "create" as const, node: { id: st.json.identifier as string, type: "study" as const, parent: op.node.id, level: LEVELS[Math.floor(d / 12) % 3] ?? "public" } };
+      const study = { kind: "create" as const, node: { id: st.json.identifier as string, type: "study" as const, parent: op.node.id, level: i === 1 ? "restricted" : (LEVELS[Math.floor(d / 12) % 3] ?? "public") } };
       await writeUnrestricted(writer, model, points, study);
     }
   }
@@ -531,8 +589,10 @@ async function checkStats(who: ReturnType<typeof caller>, full: ReturnType<typeo
  * the objects are there, so a 404 is the rule's.
  */
 async function checkStorage(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, grants: Grants, now: State, ctx: string) {
-  // An object is reached through a resource the caller may see, unless a resource it may not see (a tombstone too) names it as well (issue 41).
-  const reachable = (n: Node) => visible(grants, now, now, n.id) && [...now.values()].every((m) => m.object !== n.object || versionVisible(grants, now, now, m.id));
+  // A path is reached through an active resource the caller may see that names it, unless a resource it may
+  // not see (a tombstone too) names it as well (issue 41): an answer for the path, whichever resource is asked about.
+  const naming = (n: Node) => [...now.values()].filter((m) => m.object === n.object);
+  const reachable = (n: Node) => naming(n).some((m) => visible(grants, now, now, m.id)) && naming(n).every((m) => versionVisible(grants, now, now, m.id));
   for (const n of [...now.values()].filter((x) => x.object !== undefined)) {
     const path = n.object as string;
     const expected = reachable(n) ? 200 : 404;
