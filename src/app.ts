@@ -10,19 +10,22 @@ import type { Http2ServerRequest } from "node:http2";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { Code, type ConnectError, createContextValues, createRouterTransport } from "@connectrpc/connect";
 import { checkScope, createAuthenticator, type Authenticator } from "./auth/index.js";
-import type { Config } from "./config.js";
+import { ConfigError, type Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { createRestHandler } from "./rest/index.js";
 import { buildRouteTable, findRoute } from "./rest/index.js";
 import { createFrontDoor } from "./http/front-door.js";
+import { peerKey, peerOf } from "./http/peer.js";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { createHttpFallback } from "./http-fallback.js";
 import { createOpsRoutes } from "./ops-routes.js";
 import {
+  auditRefused,
   auditSink,
+  auditTargetProblem,
   type AuditSink,
   callRecordKey,
   createAuditInterceptor,
@@ -113,6 +116,13 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       onKeyFetchFailure: (message) => log.warn({ error: message }, "the identity provider's keys could not be fetched; the last good keys serve until OIDC_JWKS_MAX_STALE_MS"),
     });
   assertCorsSafe(config.corsOrigins, auth.enabled);
+  // An AUDIT_LOG that cannot be written fails start-up, saying why, rather than every read (issue 41).
+  const auditTarget = opts.auditSink === undefined ? config.auditLog : undefined;
+  const auditProblem = auditTarget === undefined ? undefined : await auditTargetProblem(auditTarget);
+  if (auditProblem !== undefined) {
+    log.error({ audit_log: auditTarget }, `AUDIT_LOG ${auditProblem}: not starting`);
+    throw new ConfigError("AUDIT_LOG", `${JSON.stringify(auditTarget)} ${auditProblem}`);
+  }
   // Loaded only when configured (docs/tracing.md): without it no OpenTelemetry SDK module is imported and nothing below is wrapped.
   const ownTracing = opts.tracing === undefined && config.tracing ? await startTracing() : undefined;
   const tracing = opts.tracing ?? ownTracing;
@@ -171,7 +181,19 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     await ownTracing?.shutdown();
     throw err;
   }
+  // Readiness also needs the audit log (when it is a file): a read would answer 503 without it.
+  let auditDown = false;
   const ready = async (): Promise<boolean> => {
+    if (auditTarget !== undefined) {
+      const problem = await auditTargetProblem(auditTarget);
+      if (problem !== undefined) {
+        if (!auditDown) log.error({ audit_log: auditTarget }, `AUDIT_LOG ${problem}: not ready`);
+        auditDown = true;
+        return false;
+      }
+      if (auditDown) log.info({ audit_log: auditTarget }, "AUDIT_LOG can be written again");
+      auditDown = false;
+    }
     try {
       await db.ping();
       return true;
@@ -232,7 +254,8 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     onConstant: recordCall,
     contextValuesFor: (req) => {
       const record = callRecords.get(req);
-      return record === undefined ? undefined : createContextValues().set(callRecordKey, record);
+      const values = createContextValues().set(peerKey, peerOf(req));
+      return record === undefined ? values : values.set(callRecordKey, record);
     },
   });
   // Requests for no RPC path: REST, then /healthz, /readyz, /metrics, /openapi.json, else 404.
@@ -254,8 +277,15 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
         const rest = findRoute(restTable, verb, rawPath);
         return rest.kind === "found" ? rest.route.method : undefined;
       },
-      // A refusal before the body is still a call: one log line and the metrics, as the interceptors would write.
+      // A refusal before the body is still a call: one log line and the metrics, as the interceptors would
+      // write, and its audit line when the operation is audited (docs/contract/19-audit-history.md).
       onRefused: (method, err, req, started, status) => {
+        if (method !== undefined && audit !== undefined) {
+          const id = req.headers[REQUEST_ID];
+          auditRefused(audit, method, err, { requestId: typeof id === "string" && requestIdOf(id) === id ? id : undefined, address: peerOf(req) }).catch(
+            (e: unknown) => log.error({ err: e }, "the audit line of a call refused by authentication could not be written"),
+          );
+        }
         const rawPath = (req.url ?? "/").split("?", 1)[0] ?? "/";
         if (method !== undefined && rpcPaths.has(rawPath)) return recordCall(method, err, req, started);
         // REST or a path no operation has: the HTTP fields too, as the line of a request the gateway answered.

@@ -11,6 +11,7 @@ import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { hasBody } from "../http/read-body.js";
 import { webHeaders } from "../http/headers.js";
+import { PEER_HEADER, peerOf } from "../http/peer.js";
 import { constantDocument, isConstantOperation, sendConstant } from "../http/constant-document.js";
 import type { ConstantDocument } from "../http/constant-document.js";
 import type { HttpBody } from "../../gen/google/api/httpbody_pb.js";
@@ -152,6 +153,8 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
 
   if (method.methodKind === "server_streaming") {
     const streaming = method as DescMethodServerStreaming;
+    // The in-process call carries headers only: the client's address goes in one (http/peer.ts).
+    header.set(PEER_HEADER, peerOf(req));
     const response = await opts.transport.stream(streaming, signal, undefined, header, createAsyncIterable([request]));
     if (method.output.typeName === HTTP_BODY) {
       await writeHttpBodyStream(res, response.message as AsyncIterable<HttpBody>, echoedHeaders(response.header), opts.stallMs);

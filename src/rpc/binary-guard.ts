@@ -45,6 +45,7 @@ import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/conne
 import { malformedBodyReason, notAMessage, parsedBody, type BodyRefusal } from "./body-marks.js";
 import { decodeJsonMessage, grpcEnvelope } from "./grpc-wire.js";
 import { decompress } from "../http/read-body.js";
+import { peerKey, peerOf } from "../http/peer.js";
 import type { Pipeline } from "./pipeline.js";
 import { resetTransport, transportReset } from "./transport-reset.js";
 import type { FeedLane } from "./feed-lane.js";
@@ -324,6 +325,7 @@ export function guardedNodeAdapter(options: GuardedAdapterOptions): NodeHandler 
     }
     const values = options.contextValues?.(req) ?? createContextValues();
     values.set(resetTransport, transportReset(res));
+    values.set(peerKey, peerOf(req));
     // The plain Connect unary case runs without connect's universal request and response.
     if (options.lane?.serveConnect(req, res, values) === true) return;
     // So does the plain gRPC Watch, each message framed once for all its streams.

@@ -78,7 +78,7 @@ export { ACCEPT_COMPRESSION, createPipeline, type Pipeline, type PipelineParts }
 export { sharedCompression, type SharedCompressionOptions } from "./shared-compression.js";
 export { createUnaryLane, type UnaryCall, type UnaryLane, type UnaryLaneOptions, type UnaryOutcome } from "./unary-lane.js";
 export { createHealthService, type HealthDeps } from "./health-service.js";
-export { auditSink, createAuditInterceptor, isAudited, MAX_AUDIT_IDENTIFIERS, type AuditSink } from "./audit.js";
+export { auditRefused, auditSink, auditTargetProblem, createAuditInterceptor, isAudited, MAX_AUDIT_IDENTIFIERS, type AuditSink } from "./audit.js";
 export { callRecordKey, createCallInterceptor, logCall, REQUEST_ID, requestIdOf, type CallRecord } from "./interceptors.js";
 export { createReflectionService, createReflectionServiceV1alpha, ServerReflectionV1alpha } from "./reflection-service.js";
 export { onResponseEnd } from "./response-end.js";

@@ -16,15 +16,17 @@
 //                              run inside it
 //   4. call                    request id, one log line, sanitising: every
 //                              failure below becomes a catalogue error
-//   5. auth                    the caller's credentials and the method's
+//   5. audit (slot)            docs/contract/19-audit-history.md: outside
+//                              auth, so a call auth refuses is audited too;
+//                              it reads the caller auth made once the call
+//                              is answered (issue 41)
+//   6. auth                    the caller's credentials and the method's
 //                              scope; makes the caller (actor and grants,
 //                              src/access/) that handlers read with callerOf
-//   6. access (slot)           docs/contract/18-access.md: any check that
+//   7. access (slot)           docs/contract/18-access.md: any check that
 //                              needs the caller auth made, before the handler
 //                              (the grants themselves go down to the store
 //                              as a plain value)
-//   7. audit (slot)            docs/contract/19-audit-history.md: sees the
-//                              principal and the outcome of an allowed call
 // A slot is filled by passing its interceptor in PipelineParts (app.ts);
 // an empty slot is not in the list at all.
 // A call answered before the interceptors could run (refused at the front
@@ -52,9 +54,9 @@ export interface PipelineParts {
   readonly maxBodyBytes: number;
   /** Slot 3 (see the top of this file). */
   readonly tracing?: Interceptor;
-  /** Slot 6. */
-  readonly access?: Interceptor;
   /** Slot 7. */
+  readonly access?: Interceptor;
+  /** Slot 5. */
   readonly audit?: Interceptor;
 }
 
@@ -98,9 +100,9 @@ export function createPipeline(parts: PipelineParts): Pipeline {
     parts.metrics.interceptor,
     ...slot(parts.tracing),
     createCallInterceptor(parts.log),
+    ...slot(parts.audit),
     createAuthInterceptor(parts.auth),
     ...slot(parts.access),
-    ...slot(parts.audit),
   ];
   // Unknown keys are refused (invalid_argument, UNKNOWN_FIELD), as on REST and as the protobuf JSON mapping
   // has it by default, where connect ignores them: a misspelt field (a filter, `as_of`) silently dropped

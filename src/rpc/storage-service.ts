@@ -54,10 +54,41 @@ interface SignedItem {
   path?: string;
 }
 
+/** Who started each upload-dir root: the table of migration 24, or (without a database) this process's memory. */
+interface UploadRoots {
+  record(prefix: string, actor: string): Promise<void>;
+  startedBy(prefix: string, actor: string): Promise<boolean>;
+}
+
+function uploadRoots(db: Db | undefined): UploadRoots {
+  if (db === undefined) {
+    const started = new Map<string, string>();
+    return {
+      record: (prefix, actor) => {
+        started.set(prefix, actor);
+        return Promise.resolve();
+      },
+      startedBy: (prefix, actor) => Promise.resolve(started.get(prefix) === actor),
+    };
+  }
+  return {
+    async record(prefix, actor) {
+      // A fresh prefix holds a random id: it never collides.
+      await db.query("INSERT INTO upload_roots (prefix, actor) VALUES ($1, $2)", [prefix, actor]);
+    },
+    async startedBy(prefix, actor) {
+      // The primary, not a replica: a root is resumed right after it was started.
+      const { rows } = await db.query("SELECT 1 FROM upload_roots WHERE prefix = $1 AND actor = $2", [prefix, actor]);
+      return rows.length > 0;
+    },
+  };
+}
+
 export function createStorageService(deps: StorageServiceDeps): ServiceImpl<typeof StorageService> {
   const { storage, limits, presignExpiresSeconds: expires } = deps;
   const maxPreview = limits.maxPreviewRows ?? PREVIEW_MAX_LIMIT;
   const maxListKeys = limits.maxListKeys ?? 100_000;
+  const roots = uploadRoots(deps.db);
 
   /**
    * Access (docs/contract/18-access.md): an object is answered for only when it is
@@ -117,10 +148,19 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
       return { urls: await Promise.all(signers.map((sign) => sign())) };
     },
 
-    async presignUploadDir(req) {
+    async presignUploadDir(req, ctx) {
+      const { actor } = callerOf(ctx);
       checkCount(req.relpaths.length, limits.maxBatchItems, "relpaths");
       const reuse = req.root === undefined ? undefined : reusedPrefix(req.root, req.group, storage.bucket);
       const { prefix, keys } = uploadDirKeys(req.group, req.relpaths, reuse);
+      // A root is resumed only by the actor that started it (docs/contract/18-access.md):
+      // anyone else would get PUT URLs over objects it did not upload. Checked
+      // after the keys, so a malformed request is still 400 first.
+      if (reuse !== undefined) {
+        if (!(await roots.startedBy(reuse, actor))) throw notFound(`no upload root ${req.root ?? ""} started by this caller`);
+      } else {
+        await roots.record(prefix, actor);
+      }
       const items = await Promise.all(
         keys.map(async (key) => ({ url: await storage.presignUpload(key, expires), path: toS3Path(storage.bucket, key) })),
       );

@@ -9,7 +9,7 @@
 // tombstoned ancestors too). What a resource hands down to its children is
 // its own datasource_id if a patient, else what its parent hands down (a
 // `datasource` resource hands down its parent's, not itself).
-import type { Grants } from "../access/index.js";
+import { accessRank, seesEverything, type Grants } from "../access/index.js";
 import { failedPrecondition, outsideGrants } from "../errors.js";
 import type { Queryable } from "./db.js";
 import { listIds } from "./sql.js";
@@ -93,14 +93,32 @@ const MAINTAIN = `WITH RECURSIVE
     RETURNING 1
   )
 SELECT (SELECT count(*) FROM set_now)::int AS n, (SELECT count(*) FROM closed)::int AS closed, (SELECT count(*) FROM opened)::int AS opened,
-       -- Every change of a datasource that was set (from -> to), with the written resource that brought it.
-       (SELECT coalesce(json_agg(m), '[]') FROM (SELECT DISTINCT root, stored AS "from", attr AS "to" FROM down
-          WHERE stored IS NOT NULL AND stored IS DISTINCT FROM attr) m) AS moved`;
+       -- Every change of a datasource that was set (from -> to), with the written resource that brought it,
+       -- whether it is that resource itself, and the highest level of what it moved.
+       (SELECT coalesce(json_agg(m), '[]') FROM (SELECT d.root, d.stored AS "from", d.attr AS "to", d.identifier = d.root AS self,
+               max(CASE lr.access_level WHEN 'restricted' THEN 2 WHEN 'internal' THEN 1 ELSE 0 END) AS rank
+          FROM down d CROSS JOIN LATERAL (SELECT access_level FROM resources WHERE identifier = d.identifier LIMIT 1) lr
+          WHERE d.stored IS NOT NULL AND d.stored IS DISTINCT FROM d.attr
+          GROUP BY d.root, d.stored, d.attr, d.identifier = d.root) m) AS moved`;
 
 interface Moved {
   root: string;
   from: string;
   to: string | null;
+  /** The written resource itself (not one below it). */
+  self: boolean;
+  /** The highest accessRank of the resources moved. */
+  rank: number;
+}
+
+/** Options of maintainAttribution. */
+export interface MaintainOptions {
+  /**
+   * Identifiers just created over a tombstone: the tombstone's own datasource
+   * is replaced by the new resource's, not moved, so only what lies below it
+   * is checked (docs/access.md, create).
+   */
+  readonly created?: ReadonlySet<string>;
 }
 
 /**
@@ -116,13 +134,25 @@ interface Moved {
  * tombstone of another datasource there) and so hand the study's hidden
  * descendants, which keep no datasource of their own, to the callers of
  * every datasource.
+ *
+ * Clearance guards a move too (issue 41): a caller whose clearance is below
+ * `restricted` may not move a resource above its clearance (one below the
+ * resource written, which it cannot see) to another datasource or to none,
+ * whatever datasources it holds; else the restricted callers of the new
+ * datasource (or of every datasource) would read what its own could not.
  */
-export async function maintainAttribution(tx: Queryable, ids: readonly string[], grants: Grants): Promise<void> {
+export async function maintainAttribution(tx: Queryable, ids: readonly string[], grants: Grants, options: MaintainOptions = {}): Promise<void> {
   if (ids.length === 0) return;
   const { rows } = await tx.query<{ moved: Moved[] }>(MAINTAIN, [[...new Set(ids)]]);
+  if (seesEverything(grants)) return;
   const granted = grants.datasources;
-  if (granted === "all") return;
-  const refused = (rows[0]?.moved ?? []).filter((m) => !granted.has(m.from) || m.to === null || !granted.has(m.to));
+  const clearance = accessRank(grants.clearance);
+  const refused = (rows[0]?.moved ?? []).filter(
+    (m) =>
+      !(m.self && options.created?.has(m.root) === true) &&
+      // Clearance (issue 41): a resource above it moved to other readers, by a writer that cannot see it.
+      (m.rank > clearance || (granted !== "all" && (!granted.has(m.from) || m.to === null || !granted.has(m.to)))),
+  );
   if (refused.length > 0) throw outsideGrants([...new Set(refused.map((m) => m.root))]);
 }
 

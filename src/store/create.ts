@@ -59,7 +59,7 @@ export async function createResources(db: Db, caller: Caller, items: readonly Ne
     const ids = rows.map((r) => r.identifier);
     // Over a tombstone the row is taken over (history kept, version goes on);
     // over an active row nothing happens, and the missing RETURNING row tells.
-    const { rows: written } = await tx.query<{ identifier: string }>(
+    const { rows: written } = await tx.query<{ identifier: string; over: boolean }>(
       `WITH input AS (
           SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS x(identifier text, payload_type text,
             parent_identifier text, license text, access_level text, derived_from text[], payload jsonb)
@@ -76,7 +76,7 @@ export async function createResources(db: Db, caller: Caller, items: readonly Ne
           created_at = excluded.created_at, updated_at = excluded.updated_at,
           version = r.version + 1, is_deleted = false, deleted_by = NULL, actor = excluded.actor
         WHERE r.is_deleted
-       RETURNING r.identifier`,
+       RETURNING r.identifier, r.version > 1 AS over`,
       [input, caller.actor],
     );
     if (written.length !== rows.length) {
@@ -94,7 +94,8 @@ export async function createResources(db: Db, caller: Caller, items: readonly Ne
     );
     await checkTree(tx, ids, { max: maxTreeDepth, descendants: false, parentsSet: withParent });
     // Access (docs/contract/18-access.md): attribution kept, then everything written within the grants.
-    await maintainAttribution(tx, ids, grants);
+    // Over a tombstone the new resource replaces the tombstone's datasource; only what lies below it moves.
+    await maintainAttribution(tx, ids, grants, { created: new Set(written.filter((w) => w.over).map((w) => w.identifier)) });
     await checkWithinGrants(tx, grants, ids, withParent);
     return { count: rows.length, at };
   });

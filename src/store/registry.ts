@@ -273,7 +273,10 @@ export function createRegistry(options: RegistryOptions): Registry {
     },
     async resolveStudy(grants, patientIdentifier, externalUid) {
       studyArgs(patientIdentifier, externalUid);
-      const visible = `EXISTS (SELECT 1 FROM registry_patients p WHERE p.identifier = x.patient_identifier AND ${patientVisible(grants, "p")})`;
+      // The patient must be one the caller may see, and so must the study's own resource, if one exists.
+      const now = visibleNow(grants, "sr");
+      const own = now === undefined ? "" : ` AND NOT EXISTS (SELECT 1 FROM resources sr WHERE sr.identifier = x.identifier AND NOT ${now})`;
+      const visible = `EXISTS (SELECT 1 FROM registry_patients p WHERE p.identifier = x.patient_identifier AND ${patientVisible(grants, "p")})${own}`;
       const id = await resolve("study", "registry_studies", "patient_identifier", patientIdentifier, externalUid, visible);
       if (id === undefined) throw failedPrecondition("this study is not registered", "NOT_REGISTERED");
       return id;
