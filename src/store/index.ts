@@ -52,6 +52,7 @@ export {
   DUMP_FORMAT,
   DUMP_FORMAT_VERSION,
   DumpError,
+  checkSince,
   elementText,
   payloadText,
   restoreDump,
