@@ -1,4 +1,4 @@
-// Writes the generated pages of docs/: operations.md from the service
+// Writes the generated pages of docs/: api.md from the service
 // descriptors (every revision, service, method, REST binding, scope and
 // message) and errors.md from the error catalogue (src/errors.ts).
 // `npm run docs` writes them; test/docs/generated.test.ts fails when the
@@ -76,7 +76,7 @@ function restLine(op: HttpOperation): string {
   return `\`${op.verb} ${op.template}\` (${body}${response})`;
 }
 
-/** docs/operations.md */
+/** docs/api.md (docs/operations.md is the operator's guide, by hand) */
 export function renderOperations(): string {
   const { operations } = readHttpRules(revisions);
   const messages = new Map<string, DescMessage>();
@@ -85,7 +85,7 @@ export function renderOperations(): string {
     messages.set(m.typeName, m);
     for (const f of m.fields) if (f.message) collect(f.message);
   };
-  const out: string[] = [GENERATED, "", "# Operations", ""];
+  const out: string[] = [GENERATED, "", "# API reference: every operation", ""];
   out.push(
     "Every operation of every revision, read off the service descriptors in `proto/`.",
     "Each operation is a gRPC/Connect method (`/<package>.<Service>/<Method>`) and, where it has",
@@ -179,7 +179,7 @@ export function renderErrors(): string {
 }
 
 export const generatedPages: Readonly<Record<string, () => string>> = {
-  "operations.md": renderOperations,
+  "api.md": renderOperations,
   "errors.md": renderErrors,
 };
 

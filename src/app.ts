@@ -47,7 +47,7 @@ import {
   type ServiceImpls,
 } from "./rpc/index.js";
 import type { RequestHandler } from "./server.js";
-import { createEventFeed, createLineageRefresher, createNotifications, loadRegistryKeys, migrate, openDatabase, type Db, type EventFeed, type LineageRefresher, type Notifications, type RegistryKey } from "./store/index.js";
+import { createEventFeed, createLineageRefresher, createNotifications, loadRegistryKeys, correctModes, migrate, openDatabase, secureDataDir, type Db, type EventFeed, type LineageRefresher, type Notifications, type RegistryKey } from "./store/index.js";
 import { createObjectStorage, type ObjectStorage } from "./storage/index.js";
 import { createEncoderPool, type EncoderPool } from "./parquet/index.js";
 import { assertCorsSafe, withCors } from "./cors.js";
@@ -126,6 +126,10 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   // Loaded only when configured (docs/tracing.md): without it no OpenTelemetry SDK module is imported and nothing below is wrapped.
   const ownTracing = opts.tracing === undefined && config.tracing ? await startTracing() : undefined;
   const tracing = opts.tracing ?? ownTracing;
+  // DATA_DIR is owner-only (src/store/data-dir.ts): what this process creates there, and what an earlier one left wider.
+  const usesDataDir = config.databaseUrl === undefined || config.s3.endpoint === undefined;
+  const corrected = usesDataDir ? await secureDataDir(config.dataDir) : 0;
+  if (corrected > 0) log.warn({ dataDir: config.dataDir, corrected }, "DATA_DIR held files or directories other users could read or change; made them owner-only (0600/0700)");
   const untracedDb = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
@@ -149,6 +153,8 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     await migrate(db);
     // Before anything else starts: no key on PostgreSQL, or one left in the database, stops start-up here.
     registryKeys = await loadRegistryKeys({ configured: config.registryKeys, db, dataDir: db.dataDir });
+    // PGlite sets the modes of a few files it writes as it starts (its relation cache files, 0644) itself, past the umask.
+    if (usesDataDir) await correctModes(config.dataDir);
     storage = await createObjectStorage(config);
     if (tracing !== undefined) storage = tracing.traceStorage(storage);
     // One listening hub per process for the change feed (LISTEN/NOTIFY on PostgreSQL, in-process on PGlite).
@@ -317,6 +323,8 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       await refresher?.stop();
       await notifications.close();
       await Promise.allSettled([db.close(), storage?.close(), encoders.close()]);
+      // And as it stops (its statistics file): a closed store is owner-only too.
+      if (usesDataDir) await correctModes(config.dataDir).catch(() => 0);
       // Last: what the closing calls traced is exported before the SDK stops.
       await ownTracing?.shutdown();
     },

@@ -1,4 +1,4 @@
-// Authentication and scopes (README, "Authentication"; docs/operations.md lists each operation's scope).
+// Authentication and scopes (README, "Authentication"; docs/api.md lists each operation's scope).
 export { createAuthenticator } from "./authenticator.js";
 export type { Authenticator, Principal } from "./authenticator.js";
 export { assertSafeBind, isLoopback } from "./bind-check.js";

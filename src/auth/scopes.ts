@@ -1,4 +1,4 @@
-// The three scopes (README, "Authentication"; each operation's scope in docs/operations.md) and what each grants. Scopes are
+// The three scopes (README, "Authentication"; each operation's scope in docs/api.md) and what each grants. Scopes are
 // ranked: admin grants write and read, write grants read. A writer has to
 // read back what it wrote (registry resolve, read after create), and an
 // administrator is trusted with everything; a write-only token would buy no

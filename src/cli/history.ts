@@ -1,12 +1,13 @@
 // `resource-store history ID`: every version of one resource
 // (docs/contract/19-audit-history.md) as NDJSON, oldest first, one version a
 // line {version, at, actor, kind, resource} (the resource flat, as REST
-// writes it), then the summary line `versions N`.
+// writes it); the summary line `versions N` goes to stderr (stdout is the
+// data: `history ID | jq` must see NDJSON alone), and not at all with -q.
 import { Command, InvalidArgumentError } from "commander";
 import type { ResourceVersion } from "../../gen/resourcestore/type/v1/resource_pb.js";
 import type { HistoryParams, ResourceStoreClient } from "../client/index.js";
 import { resourceToFlat } from "../schema/flat-codec.js";
-import { CliError, clientFor, describeError, resolveGlobals, summary, warn } from "./common.js";
+import { CliError, clientFor, describeError, resolveGlobals, warn } from "./common.js";
 
 /** One NDJSON line for a version. */
 export function versionLine(v: ResourceVersion): string {
@@ -59,7 +60,7 @@ export function historyCommand(): Command {
           },
           (line) => process.stdout.write(line),
         );
-        summary(`versions ${n}`);
+        if (!g.quiet) warn(`versions ${n}`);
       } catch (err) {
         warn(`error: ${describeError(err, url)}`);
         process.exitCode = err instanceof CliError ? err.exitCode : 1;

@@ -180,7 +180,8 @@ export function buildProgram(): Command {
             (line) => process.stdout.write(line),
             g.url,
           );
-          summary(`watched ${n} events`);
+          // On stderr: stdout is the events (`watch | jq`), as for history.
+          if (!g.quiet) warn(`watched ${n} events`);
         }),
       ),
     "resource-store watch --payload-type study --since 2026-01-31T00:00:00Z",

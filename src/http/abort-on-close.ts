@@ -3,13 +3,18 @@ import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 
 /**
- * Aborted when the response closes before it was sent in full (the client
- * went away), with `reason()` as its reason (an AbortError without one).
+ * Aborted when the response closes before it was ended (the client went
+ * away), with `reason()` as its reason (an AbortError without one).
+ * `writableEnded`, not `writableFinished`: an Http2ServerResponse whose
+ * stream the peer reset (a client killed, its socket closed by the kernel)
+ * reports writableFinished true on close, so a gRPC Watch of a dead client
+ * was never aborted and held its stream and its MAX_WATCH_STREAMS slot
+ * (issue 42).
  */
 export function abortOnClose(res: ServerResponse | Http2ServerResponse, reason?: () => unknown): AbortSignal {
   const controller = new AbortController();
   res.once("close", () => {
-    if (!res.writableFinished) controller.abort(reason?.());
+    if (!res.writableEnded) controller.abort(reason?.());
   });
   return controller.signal;
 }

@@ -167,6 +167,8 @@ const RULES: ReadonlyMap<string, Rule> = new Map<string, Rule>([
   ["StatsService/Stats", { answer: (res) => rows(list(res, "datasources").length), request: whole }],
   ["StatsService/DetailedStats", { answer: (res) => rows(list(res, "datasources").length), request: whole }],
   ["EventService/Watch", { answer: () => rows(null), request: whole }],
+  // An online backup answers every resource: its line names the request (a since, or none).
+  ["AdminService/Dump", { answer: () => rows(null), request: whole }],
   // The registry: the identifier answered, never the request (it holds the external uid).
   ["RegistryService/RegisterPatient", { answer: (res) => ids([idOf(res)]) }],
   ["RegistryService/ResolvePatient", { answer: (res) => ids([idOf(res)]) }],

@@ -64,11 +64,20 @@ export interface FeedLaneOptions {
   readonly pipeline: Pipeline;
 }
 
+/**
+ * Whether the call's HTTP/2 stream is closed: Http2ServerResponse has no
+ * `destroyed` of its own (it was always undefined here), so a write after
+ * the client went away waited for a drain that never comes (issue 42).
+ */
+function streamGone(res: Http2ServerResponse): boolean {
+  return res.stream.destroyed || res.stream.closed;
+}
+
 /** Writes `data`; resolves once the stream takes more (at once unless its buffer is full), as connect's adapter waits. */
 async function write(res: Http2ServerResponse, data: Buffer): Promise<void> {
   const gone = () => new ConnectError("the client went away", Code.Canceled);
-  if (res.destroyed || res.writableEnded) throw gone();
-  if (!res.write(data) && !(await drained(res, () => res.destroyed))) throw gone();
+  if (streamGone(res) || res.writableEnded) throw gone();
+  if (!res.write(data) && !(await drained(res, () => streamGone(res)))) throw gone();
 }
 
 export function createFeedLane(opts: FeedLaneOptions): FeedLane {
@@ -135,7 +144,7 @@ export function createFeedLane(opts: FeedLaneOptions): FeedLane {
       // A stream left before its end (the client went away mid-write): end the handler's generators.
       if (it !== undefined) void it.return?.().catch(() => undefined);
     }
-    if (res.destroyed || res.writableEnded) return;
+    if (streamGone(res) || res.writableEnded) return;
     const trailer = new Headers();
     context.responseTrailer.forEach((value, key) => trailer.append(key, value));
     setTrailerStatus(trailer, failure);

@@ -5,7 +5,7 @@
 import { clone, create, createFileRegistry, fromBinary, toBinary, type DescFile, type DescMessage, type DescService } from "@bufbuild/protobuf";
 import type { GenService } from "@bufbuild/protobuf/codegenv2";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
-import { Code, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
   file_grpc_reflection_v1_reflection,
   ServerReflectionRequestSchema,
@@ -75,9 +75,22 @@ export function createReflectionService(services: readonly DescService[]): Servi
           case: "fileDescriptorResponse",
           value: { $typeName: "grpc.reflection.v1.FileDescriptorResponse", fileDescriptorProto: withDependencies(file) },
         };
+  /**
+   * The requests, where the stream breaking under them (a tool that cuts
+   * the connection when done, as `buf` does, never half-closing) is the
+   * client going away: `canceled`, not an internal error with a stack.
+   */
+  async function* clientMayLeave(requests: AsyncIterable<ServerReflectionRequest>): AsyncIterable<ServerReflectionRequest> {
+    try {
+      yield* requests;
+    } catch (err) {
+      if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) throw err;
+      throw new ConnectError("the client went away", Code.Canceled, undefined, undefined, err);
+    }
+  }
   return {
     async *serverReflectionInfo(requests) {
-      for await (const req of requests) {
+      for await (const req of clientMayLeave(requests)) {
         let messageResponse: ServerReflectionResponse["messageResponse"];
         const r = req.messageRequest;
         switch (r.case) {

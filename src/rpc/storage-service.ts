@@ -1,4 +1,4 @@
-// StorageService (docs/operations.md, docs/limits.md): presigned URLs,
+// StorageService (docs/api.md, docs/limits.md): presigned URLs,
 // listing and parquet previews. One object of handlers serves both revisions; v1 lists fewer methods.
 import { ConnectError } from "@connectrpc/connect";
 import type { ServiceImpl } from "@connectrpc/connect";

@@ -2,7 +2,7 @@
 // live under "/<rev>"; the unprefixed paths serve the union, the last
 // revision that has an operation at a verb and path winning. The REST
 // gateway (rest/routes.ts), the OpenAPI document (schema/openapi.ts) and the
-// generated reference (docs/operations.md) all read this list.
+// generated reference (docs/api.md) all read this list.
 import { getOption, hasOption } from "@bufbuild/protobuf";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { http } from "../../gen/google/api/annotations_pb.js";

@@ -18,6 +18,7 @@ import { hasLineageView, refreshLineageView, refreshLineageViewIn } from "./line
 import { ts } from "./sql.js";
 import { inlineParams } from "./copy-out.js";
 import { rebuildAttribution } from "./attribution.js";
+import { parseAsOf } from "../time.js";
 
 export const DUMP_FORMAT = "resource-store-dump";
 /** The format this code writes, and the newest it reads (docs/dump-format.md); it reads version 1 too. */
@@ -561,7 +562,7 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
   const until = clock[0]?.until ?? null;
   if (opts.since !== undefined && until !== null) {
     const { rows } = await tx.query<{ ok: boolean }>("SELECT $1::timestamptz <= $2::timestamptz AS ok", [opts.since, until]);
-    if (rows[0]?.ok !== true) throw new DumpError(`--since ${opts.since} is after the store's last write (${until})`);
+    if (rows[0]?.ok !== true) throw new DumpError(`since ${opts.since} is after the store's last write (${until})`);
   }
   const digest = new Digest();
   const counts: Record<string, number> = { version: 0, version_current: 0, registry_key: 0, registry_key_chain: 0, registry_patient: 0, registry_study: 0 };
@@ -650,8 +651,25 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
   done({ versions: counts.version!, until: until ?? "", counts });
 }
 
+/**
+ * A `since` the dump can take: an RFC 3339 stamp with `Z` or an offset (the
+ * `until` of an earlier dump). A stamp without a zone would be read in the
+ * database session's time zone, and a word ("yesterday") was written into
+ * the header as it was, dumping everything (issue 42): both are refused.
+ */
+export function checkSince(since: string): void {
+  try {
+    parseAsOf(since);
+  } catch {
+    throw new DumpError(
+      `since ${JSON.stringify(since)} is not an RFC 3339 timestamp with Z or an offset: give the \`until\` of an earlier dump (e.g. 2026-11-26T15:06:20.000001Z)`,
+    );
+  }
+}
+
 /** Writes a dump of `db` to `out` (a file stream; ended here). */
 export async function writeDump(db: Db, out: Writable, opts: DumpOptions = {}): Promise<DumpSummary> {
+  if (opts.since !== undefined) checkSince(opts.since);
   let summary: DumpSummary | undefined;
   await db.transaction(
     async (tx) => {
@@ -899,10 +917,26 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
   });
   // Big pieces: fewer chunks to split into lines.
   const gunzip = createGunzip({ chunkSize: 256 * 1024 });
-  const unreadable = (err: unknown): DumpError =>
-    err instanceof DumpError
-      ? err
-      : new DumpError(`the dump cannot be read (${err instanceof Error ? err.message : String(err)}): it may be cut short; nothing was restored`);
+  // The file's first bytes: a data error in a file that does not start as gzip is not a dump at all, one in a
+  // file that does is something after the dump's gzip stream (issue 42: both were reported as "may be cut short").
+  let head = Buffer.alloc(0);
+  input.on("data", (chunk: Buffer) => {
+    if (head.length < 2) head = Buffer.concat([head, chunk.subarray(0, 2 - head.length)]);
+  });
+  const isGzip = () => head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b;
+  const unreadable = (err: unknown): DumpError => {
+    if (err instanceof DumpError) return err;
+    const code = (err as NodeJS.ErrnoException | undefined)?.code;
+    const why = err instanceof Error ? err.message : String(err);
+    if (code === "Z_DATA_ERROR" && !isGzip()) return new DumpError(`the file is not gzip (${why}), so not a resource-store dump; nothing was restored`);
+    // After a gzip stream zlib reads what follows as the next one's header.
+    if (code === "Z_DATA_ERROR" && /header check|unknown compression method/.test(why)) {
+      return new DumpError(`the file has bytes after the dump's end (${why}): it is not one dump as written; nothing was restored`);
+    }
+    if (code === "Z_DATA_ERROR") return new DumpError(`the dump is damaged (${why}); nothing was restored`);
+    if (code === "Z_BUF_ERROR") return new DumpError(`the dump is cut short (${why}); nothing was restored`);
+    return new DumpError(`the dump cannot be read (${why}); nothing was restored`);
+  };
   // An error of the file reaches the chunk iterator through the decompressor, as the decompressor's own do.
   // (Not by racing each read against a promise that settles only on error: every race would stay attached
   // to it, holding its chunk, and the whole file would stay in memory.)

@@ -16,6 +16,7 @@ import { updateResources } from "./update.js";
 export type { Db, DbCapabilities, Lease, Listener, ListenHandlers, PoolStats, Queryable, ReadCounts, TransactionOptions } from "./db.js";
 export { SNAPSHOT_BEGIN } from "./db.js";
 export { openDatabase, type OpenDatabaseOptions } from "./open-database.js";
+export { correctModes, ownerOnlyUmask, secureDataDir } from "./data-dir.js";
 export { SESSION_OPTIONS } from "./postgres.js";
 export { createStatementNames, MAX_PREPARED_PAGES, type StatementNames } from "./prepared.js";
 /** Reads on standbys: readerFor(db, point) is the Db a read at that point (as_of/pinned stamp; undefined = now) runs on. */
@@ -51,6 +52,7 @@ export {
   DUMP_FORMAT,
   DUMP_FORMAT_VERSION,
   DumpError,
+  checkSince,
   elementText,
   payloadText,
   restoreDump,

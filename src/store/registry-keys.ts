@@ -86,6 +86,7 @@ export async function loadRegistryKeys(options: RegistryKeysOptions): Promise<Re
     keys = options.configured.map((k) => ({ id: k.id, secret: Buffer.from(k.secret, "utf8") }));
   } else {
     if (!db.capabilities.embedded) throw new RegistryKeyError(MISSING_KEY_MESSAGE);
+    if (options.dataDir !== undefined) await refuseToGenerateFor(db, options.dataDir);
     const secret = options.dataDir !== undefined ? await fromFile(options.dataDir) : generate();
     keys = [{ id: DEFAULT_REGISTRY_KEY_ID, secret: Buffer.from(secret, "utf8") }];
   }
@@ -261,6 +262,23 @@ export async function moveRegistryKeyOut(db: Db, show: (key: string) => Promise<
     await tx.query("DELETE FROM registry_secret WHERE secret = $1", [secret]);
     return true;
   });
+}
+
+/**
+ * An embedded store without its key file whose registry already knows keys
+ * (restored from another store, say moved back from PostgreSQL) must be
+ * given them: a generated key would be refused for its fingerprint anyway,
+ * and its file would stay behind (issue 42). Nothing is written here.
+ */
+async function refuseToGenerateFor(db: Db, dataDir: string): Promise<void> {
+  if ((await readSecret(join(dataDir, REGISTRY_SECRET_FILE))) !== undefined) return;
+  const { rows } = await db.query<{ key_id: string }>("SELECT key_id FROM registry_keys ORDER BY key_id");
+  if (rows.length === 0) return;
+  throw new RegistryKeyError(
+    `this store's registry was hashed under key id${rows.length > 1 ? "s" : ""} ${rows.map((r) => r.key_id).join(", ")} (restored from another store?) ` +
+      `and ${join(dataDir, REGISTRY_SECRET_FILE)} does not exist: give the key${rows.length > 1 ? "s" : ""} the source ran with ` +
+      "(REGISTRY_SECRET, REGISTRY_SECRET_FILE, REGISTRY_SECRETS or REGISTRY_SECRETS_FILE), or write a single `default` key into that file (mode 0600)",
+  );
 }
 
 async function fromFile(dataDir: string): Promise<string> {

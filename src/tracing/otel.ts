@@ -78,7 +78,10 @@ function endCall(span: Span, code: Code | undefined): void {
  * writer): its statements are the call's children, and the call span ends
  * with the last message, a failure, or the client going away.
  */
-function bindStream<T>(source: AsyncIterable<T>, ctx: Context, done: (code: Code | undefined) => void): AsyncIterable<T> {
+function bindStream<T>(source: AsyncIterable<T>, ctx: Context, signal: AbortSignal, done: (code: Code | undefined) => void): AsyncIterable<T> {
+  // A stream that ends because its call was aborted (the change feed ends
+  // quietly when its client goes away) ended with the abort's code, not OK.
+  const ended = (): Code | undefined => (signal.aborted ? (signal.reason instanceof ConnectError ? signal.reason.code : Code.Canceled) : undefined);
   return {
     [Symbol.asyncIterator]() {
       const it = context.with(ctx, () => source[Symbol.asyncIterator]());
@@ -92,7 +95,7 @@ function bindStream<T>(source: AsyncIterable<T>, ctx: Context, done: (code: Code
         async next() {
           try {
             const r = await context.with(ctx, () => it.next());
-            if (r.done === true) finish(undefined);
+            if (r.done === true) finish(ended());
             return r;
           } catch (err) {
             finish(ConnectError.from(err).code);
@@ -147,7 +150,7 @@ function createCallInterceptor(tracer: Tracer): Interceptor {
       endCall(span, undefined);
       return res;
     }
-    const stream: StreamResponse = { ...res, message: bindStream(res.message, ctx, (code) => endCall(span, code)) };
+    const stream: StreamResponse = { ...res, message: bindStream(res.message, ctx, req.signal, (code) => endCall(span, code)) };
     return stream;
   };
 }

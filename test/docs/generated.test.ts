@@ -16,7 +16,7 @@ describe("docs/ generated pages", () => {
     });
   }
 
-  it("operations.md names every method of every revision and its RPC path", () => {
+  it("api.md names every method of every revision and its RPC path", () => {
     const page = renderOperations();
     for (const rev of revisions) {
       for (const service of rev.services) {

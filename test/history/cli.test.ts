@@ -29,15 +29,21 @@ describe("history in the client and the CLI", () => {
     expect(kinds).toEqual(["created", ...Array<string>(6).fill("updated"), "deleted"]);
   });
 
-  it("resource-store history prints NDJSON versions and `versions N`", async () => {
+  it("resource-store history prints NDJSON versions on stdout and `versions N` on stderr", async () => {
     const run = await runCli(["--url", srv.url, "--token", "tok", "history", "h1", "--page-size", "2"]);
     expect(run.code, run.stderr).toBe(0);
+    // stdout is NDJSON alone (`history ID | jq`); the summary is on stderr.
     const lines = run.stdout.trim().split("\n");
-    expect(lines.at(-1)).toBe("versions 8");
-    const versions = lines.slice(0, -1).map((l) => JSON.parse(l) as { version: number; actor: string; kind: string; resource: { license: string | null; payload_type: string } });
+    expect(run.stderr).toMatch(/^(.*\n)*versions 8\n$/);
+    const versions = lines.map((l) => JSON.parse(l) as { version: number; actor: string; kind: string; resource: { license: string | null; payload_type: string } });
     expect(versions.map((v) => v.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     expect(versions.every((v) => v.actor === "cli-user" && v.resource.payload_type === "study")).toBe(true);
     expect(versions[6]?.resource.license).toBe("L5");
+    // -q: no summary at all.
+    const quiet = await runCli(["--url", srv.url, "--token", "tok", "-q", "history", "h1"]);
+    expect(quiet.code, quiet.stderr).toBe(0);
+    expect(quiet.stderr).not.toMatch(/versions 8/);
+    expect(quiet.stdout.trim().split("\n")).toHaveLength(8);
     const missing = await runCli(["--url", srv.url, "--token", "tok", "history", "nope"]);
     expect(missing.code).not.toBe(0);
     expect(missing.stderr).toContain("not_found");

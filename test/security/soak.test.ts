@@ -11,7 +11,14 @@
 // stays flat while the heap stays flat too, which is allocator and thread
 // footprint, not a leak (BENCHMARKS.md has the readings). SOAK_SECONDS sets the length (`npm run soak` runs a longer one and
 // prints its figures; SOAK_IDLE_SECONDS sets the idle wait, 3 s by default;
-// SOAK_TRACE=1 prints every memory reading).
+// SOAK_TRACE=1 prints every memory reading). Clients of every kind of
+// change-feed stream (gRPC, gRPC-Web, Connect, SSE, over HTTP/1.1 and
+// HTTP/2), started before the load, are killed mid-stream during it:
+// the run ends with no stream open and as many open files as it began with
+// (issue 42).
+import { spawn } from "node:child_process";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
 import net from "node:net";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import v8 from "node:v8";
@@ -27,6 +34,11 @@ const CLIENTS = 16;
 const SLOW_CLIENTS = 3;
 const BROKEN_CLIENTS = 3;
 const havePg = await postgresReachable();
+/** The surfaces test/events/watch-client.ts opens a Watch on (both revisions each). */
+const WATCH_SURFACES = ["grpc", "grpc-deadline", "grpc-web", "connect", "connect-json-h2", "sse", "sse-h2"];
+/** Files this process may hold open when idle beyond those at the first quarter (a pool connection opened late). */
+const FD_SLACK = 8;
+const root = join(import.meta.dirname, "../..");
 /** The JavaScript heap in use after GC may end this much above its start. */
 const HEAP_SLACK = 24 * 1024 * 1024;
 /** A coarse ceiling on RSS growth, for native memory (workers, buffers) that the heap does not show. */
@@ -58,6 +70,8 @@ beforeAll(async () => {
     HEADERS_TIMEOUT_MS: String(HEADERS_MS),
     REQUEST_TIMEOUT_MS: String(REQUEST_MS),
     IDLE_TIMEOUT_MS: "2000",
+    // An open stream is never idle: heartbeats keep its HTTP/2 session inside IDLE_TIMEOUT_MS.
+    EVENTS_HEARTBEAT_MS: "500",
   });
 }, 60_000);
 afterAll(async () => {
@@ -149,6 +163,46 @@ function percentile(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? 0;
 }
 
+/** rs_events_streams_open of the server. */
+async function openStreams(): Promise<number> {
+  const text = await (await fetch(`${srv.url}/metrics`)).text();
+  return Number(/^rs_events_streams_open (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
+}
+
+async function waitForStreams(ok: (n: number) => boolean, ms: number): Promise<number> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const n = await openStreams();
+    if (ok(n) || Date.now() > end) return n;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A watch client process per surface (test/events/watch-client.ts), its streams open; started before the load. */
+async function startWatchers(): Promise<{ child: ReturnType<typeof spawn>; exited: Promise<unknown> }[]> {
+  const watchers = WATCH_SURFACES.map((surface) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "test/events/watch-client.ts", surface, srv.url], { cwd: root, stdio: "ignore" });
+    return { child, exited: new Promise((r) => child.once("exit", r)) };
+  });
+  // Both revisions' streams of each.
+  await waitForStreams((n) => n >= 2 * WATCH_SURFACES.length, 60_000);
+  return watchers;
+}
+
+/** Kills (SIGKILL) one watch client after another, spread over the run until `until`; answers how many. */
+async function killWatchers(watchers: { child: ReturnType<typeof spawn>; exited: Promise<unknown> }[], until: number): Promise<number> {
+  const gap = Math.max(0, until - Date.now()) / (watchers.length + 1);
+  for (const w of watchers) {
+    await new Promise((r) => setTimeout(r, gap));
+    w.child.kill("SIGKILL");
+    await w.exited;
+  }
+  return watchers.length;
+}
+
+/** Open file descriptors of this process (Linux). */
+const openFiles = (): number => readdirSync("/proc/self/fd").length;
+
 interface Memory {
   readonly label: string;
   readonly rss: number;
@@ -175,12 +229,21 @@ describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
     const loop = monitorEventLoopDelay({ resolution: 10 });
     loop.enable();
     const samples: Memory[] = [memory("start")];
+    // Open files once the load has warmed the server (its pool connections, the encoder workers' pipes).
+    let filesWarm = Number.NaN;
     const t: Tally = { requests: 0, statuses: new Map(), fiveHundreds: [], transportErrors: 0, latencies: [] };
     const acked: string[] = [];
     let exports = 0;
+    // Change-feed clients of every kind, killed mid-stream during the load (spawned before it: starting them costs CPU).
+    const watchers = await startWatchers();
     const started = Date.now();
     const until = started + SECONDS * 1000;
-    const quarters = [1, 2, 3].map((q) => setTimeout(() => samples.push(memory(`${q * 25}%`)), (q * SECONDS * 1000) / 4));
+    const quarters = [1, 2, 3].map((q) =>
+      setTimeout(() => {
+        samples.push(memory(`${q * 25}%`));
+        if (q === 1) filesWarm = openFiles();
+      }, (q * SECONDS * 1000) / 4),
+    );
 
     const worker = async (w: number): Promise<void> => {
       let i = 0;
@@ -203,10 +266,11 @@ describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
       }
     };
 
-    const [, slow, broken] = await Promise.all([
+    const [, slow, broken, killed] = await Promise.all([
       Promise.all(Array.from({ length: CLIENTS }, (_, w) => worker(w))),
       Promise.all(Array.from({ length: SLOW_CLIENTS }, () => slowClient(until))),
       Promise.all(Array.from({ length: BROKEN_CLIENTS }, () => brokenClient(until))),
+      killWatchers(watchers, until),
     ]);
     const elapsed = (Date.now() - started) / 1000;
     quarters.forEach(clearTimeout);
@@ -229,6 +293,8 @@ describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
 
     await new Promise((r) => setTimeout(r, Number(process.env.SOAK_IDLE_SECONDS ?? "3") * 1000));
     samples.push(memory("idle"));
+    const filesAtIdle = openFiles();
+    const streamsLeft = await waitForStreams((n) => n === 0, 2000);
     const start = samples[0] as Memory;
     const idle = samples.at(-1) as Memory;
     const mb = (b: number) => Math.round(b / 1024 / 1024);
@@ -239,6 +305,7 @@ describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
         `slowest close ${Math.max(0, ...slowCloseMs).toFixed(0)} ms (quickest ${Math.min(...slowCloseMs).toFixed(0)}), broken connections ${broken.reduce((a, b) => a + b, 0)}; after GC, heap used / RSS (MB): ` +
         samples.map((m) => `${m.label} ${mb(m.heapUsed)} / ${mb(m.rss)}`).join(", "),
     );
+    console.log(`soak: watch clients killed ${killed}, streams open at the end ${streamsLeft}, open files ${filesWarm} at 25%, ${filesAtIdle} idle`);
     // The printed figures, held to bounds that follow from the configuration (not from the machine's speed):
     // every slow connection closed within its window of HEADERS_TIMEOUT_MS ...
     const slowCount = slow.reduce((a, b) => a + b, 0);
@@ -263,5 +330,9 @@ describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
     expect(broken.every((n) => n > 0)).toBe(true);
     expect(idle.heapUsed).toBeLessThan(start.heapUsed + HEAP_SLACK);
     expect(idle.rss).toBeLessThan(start.rss + RSS_SLACK);
-  }, (SECONDS + 50) * 1000);
+    // Every killed watch client's streams ended; no file (socket) is left behind by them.
+    expect(killed).toBeGreaterThanOrEqual(WATCH_SURFACES.length);
+    expect(streamsLeft).toBe(0);
+    expect(filesAtIdle).toBeLessThanOrEqual(filesWarm + FD_SLACK);
+  }, (SECONDS + 110) * 1000);
 });

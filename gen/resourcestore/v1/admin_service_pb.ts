@@ -8,12 +8,16 @@ import { file_google_api_annotations } from "../../google/api/annotations_pb.js"
 import { file_resourcestore_type_v1_options } from "../type/v1/options_pb.js";
 import type { RefreshMaterializedViewsRequestSchema, RefreshMaterializedViewsResponseSchema } from "../type/v1/lineage_pb.js";
 import { file_resourcestore_type_v1_lineage } from "../type/v1/lineage_pb.js";
+import type { HttpBodySchema } from "../../google/api/httpbody_pb.js";
+import { file_google_api_httpbody } from "../../google/api/httpbody_pb.js";
+import type { DumpRequestSchema } from "../type/v1/dump_pb.js";
+import { file_resourcestore_type_v1_dump } from "../type/v1/dump_pb.js";
 
 /**
  * Describes the file resourcestore/v1/admin_service.proto.
  */
 export const file_resourcestore_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRyZXNvdXJjZXN0b3JlL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEy0wEKDEFkbWluU2VydmljZRLCAQoYUmVmcmVzaE1hdGVyaWFsaXplZFZpZXdzEjYucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlZnJlc2hNYXRlcmlhbGl6ZWRWaWV3c1JlcXVlc3QaNy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUmVmcmVzaE1hdGVyaWFsaXplZFZpZXdzUmVzcG9uc2UiNer5GAVhZG1pboLT5JMCJjoBKiIhL2FkbWluL21hdGVyaWFsaXplZC12aWV3cy9yZWZyZXNoQkkKEHJlc291cmNlc3RvcmUudjFCEUFkbWluU2VydmljZVByb3RvUAFaIHJlc291cmNlc3RvcmUvdjE7cmVzb3VyY2VzdG9yZXYxYgZwcm90bzM", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_lineage]);
+  fileDesc("CiRyZXNvdXJjZXN0b3JlL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SEHJlc291cmNlc3RvcmUudjEytQIKDEFkbWluU2VydmljZRLCAQoYUmVmcmVzaE1hdGVyaWFsaXplZFZpZXdzEjYucmVzb3VyY2VzdG9yZS50eXBlLnYxLlJlZnJlc2hNYXRlcmlhbGl6ZWRWaWV3c1JlcXVlc3QaNy5yZXNvdXJjZXN0b3JlLnR5cGUudjEuUmVmcmVzaE1hdGVyaWFsaXplZFZpZXdzUmVzcG9uc2UiNer5GAVhZG1pboLT5JMCJjoBKiIhL2FkbWluL21hdGVyaWFsaXplZC12aWV3cy9yZWZyZXNoEmAKBER1bXASIi5yZXNvdXJjZXN0b3JlLnR5cGUudjEuRHVtcFJlcXVlc3QaFC5nb29nbGUuYXBpLkh0dHBCb2R5Ihzq+RgFYWRtaW6C0+STAg0SCy9hZG1pbi9kdW1wMAFCSQoQcmVzb3VyY2VzdG9yZS52MUIRQWRtaW5TZXJ2aWNlUHJvdG9QAVogcmVzb3VyY2VzdG9yZS92MTtyZXNvdXJjZXN0b3JldjFiBnByb3RvMw", [file_google_api_annotations, file_resourcestore_type_v1_options, file_resourcestore_type_v1_lineage, file_google_api_httpbody, file_resourcestore_type_v1_dump]);
 
 /**
  * Administration.
@@ -28,6 +32,18 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RefreshMaterializedViewsRequestSchema;
     output: typeof RefreshMaterializedViewsResponseSchema;
+  },
+  /**
+   * An online backup: the bytes of a dump file (docs/dump-format.md), the
+   * same as the offline `resource-store dump` writes, read in one snapshot
+   * (consistent at one instant while writers run). GET /admin/dump for curl.
+   *
+   * @generated from rpc resourcestore.v1.AdminService.Dump
+   */
+  dump: {
+    methodKind: "server_streaming";
+    input: typeof DumpRequestSchema;
+    output: typeof HttpBodySchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_resourcestore_v1_admin_service, 0);
