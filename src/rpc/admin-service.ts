@@ -4,26 +4,15 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { RefreshMaterializedViewsResponseSchema } from "../../gen/resourcestore/type/v1/lineage_pb.js";
 import type { AdminService } from "../../gen/resourcestore/v1/admin_service_pb.js";
-import type { Db } from "../store/index.js";
-import { hasLineageView, refreshLineageView } from "../store/index.js";
 
-export interface AdminServiceDeps {
-  readonly db: Db;
-}
+/** The answer of RefreshMaterializedViews: the tree counts are kept by the writes, so there is never anything to refresh. */
+export const NOTHING_TO_REFRESH = "nothing to refresh: the tree counts are kept by every write in its own transaction";
 
-export function createAdminService(deps: AdminServiceDeps): ServiceImpl<typeof AdminService> {
-  const { db } = deps;
+export function createAdminService(): ServiceImpl<typeof AdminService> {
   return {
-    async refreshMaterializedViews() {
-      if (!hasLineageView(db)) {
-        return create(RefreshMaterializedViewsResponseSchema, {
-          message: "nothing to refresh: the embedded store has no materialized views",
-        });
-      }
-      // Waits for a refresh already running elsewhere, then refreshes: the
-      // answer means the view holds every write committed before the call.
-      await refreshLineageView(db, { wait: true });
-      return create(RefreshMaterializedViewsResponseSchema, { message: "refreshed materialized view lineage_closure" });
+    // Answers at once on every backend (issue 40): no view, no refresh.
+    refreshMaterializedViews() {
+      return Promise.resolve(create(RefreshMaterializedViewsResponseSchema, { message: NOTHING_TO_REFRESH }));
     },
   };
 }

@@ -64,7 +64,7 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
       presignExpiresSeconds: config.s3.presignExpiresSeconds,
       maxPreviewBytes: config.defence.maxPreviewBytes,
     }),
-    AdminService: createAdminService({ db }),
+    AdminService: createAdminService(),
     ...(deps.feed ? { EventService: createEventService({ feed: deps.feed, heartbeatMs: config.events.heartbeatMs }) } : {}),
   };
 }
@@ -84,7 +84,7 @@ export { createReflectionService, createReflectionServiceV1alpha, ServerReflecti
 export { onResponseEnd } from "./response-end.js";
 export { revisions, serviceName, type Revision, type ServiceName } from "./revisions.js";
 export { optionalAsOf, parseAsOf } from "./as-of.js";
-export { createAdminService, type AdminServiceDeps } from "./admin-service.js";
+export { createAdminService } from "./admin-service.js";
 export { preEncoded, toEventMessage } from "./event-service.js";
 export { createArtefactService, type ArtefactServiceDeps } from "./artefact-service.js";
 export { createLineageService, treeNode, type LineageServiceDeps } from "./lineage-service.js";

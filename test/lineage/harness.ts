@@ -49,7 +49,7 @@ export async function buildServices(backend: Backend): Promise<Services> {
     router.service(v1Artefact.ArtefactService, createArtefactService({ db }));
     router.service(v1Stats.StatsService, stats);
     router.service(v2Stats.StatsService, stats);
-    router.service(v1Admin.AdminService, createAdminService({ db }));
+    router.service(v1Admin.AdminService, createAdminService());
   }, routerAs());
   return {
     backend,

@@ -1,11 +1,11 @@
 // The one place that says where "every descendant of a parent" comes from:
 // a walk down the parent edges (the current table, or the history at a
-// point), or, for the current state on PostgreSQL, the lineage closure view
-// when the caller has checked in its own snapshot that the view is fresh.
+// point), bounded by the subtree it names: each step is a probe of the
+// parent index from the rows found, never a scan of the store.
 //
 // A descendant is what repeated /children calls reach: the walk goes only
-// through active resources, as the lineage view, cascading deletes and the
-// statistics do. An active resource under a tombstoned parent is therefore
+// through active resources, as the stored tree counts (tree_counts) and
+// cascading deletes do. An active resource under a tombstoned parent is therefore
 // nobody's descendant until that parent is restored.
 
 /** Where the rows of a query are read: the current table, or the history at a point. */
@@ -17,14 +17,9 @@ export type RowSource = { readonly kind: "current" } | { readonly kind: "history
  * Each step probes the parent index from the rows found (LATERAL with
  * OFFSET 0, which the planner does not flatten into a join): as a join it
  * hashed a sequential scan of the whole table at every step.
- * `viaView` (current source only) reads lineage_closure instead of walking.
  */
-export function descendantsCte(source: RowSource, rootParam: string, viaView = false): string {
+export function descendantsCte(source: RowSource, rootParam: string): string {
   if (source.kind === "current") {
-    if (viaView) {
-      return `descendants(identifier) AS (
-      SELECT l.descendant FROM lineage_closure l WHERE l.ancestor = ${rootParam} AND l.depth > 0)`;
-    }
     return `descendants(identifier) AS (
       SELECT c.identifier FROM resources c WHERE c.parent_identifier = ${rootParam} AND NOT c.is_deleted
       UNION
