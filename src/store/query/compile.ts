@@ -131,7 +131,8 @@ function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params): Bod
     const root = p.add(plan.parent, "text");
     if (plan.indirect) {
       ctes.push(descendantsCte(source, root));
-      where.push("r.identifier IN (SELECT identifier FROM descendants)");
+      // Now the walk yields the rows themselves (read FROM descendants below); as of a point, identifiers.
+      if (source.kind !== "current") where.push("r.identifier IN (SELECT identifier FROM descendants)");
     } else {
       where.push(`r.parent_identifier = ${root}`);
     }
@@ -143,7 +144,7 @@ function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params): Bod
   if (visible !== undefined) where.push(visible);
   return {
     with: ctes.length > 0 ? `WITH RECURSIVE ${ctes.join(", ")}` : "",
-    from: source.kind === "current" ? "resources r" : "resource_history r",
+    from: source.kind === "current" ? (plan.parent !== undefined && plan.indirect ? "descendants r" : "resources r") : "resource_history r",
     where: where.join(" AND "),
     point: t,
   };
