@@ -31,7 +31,7 @@ const ACCESS_SHIM = `ALTER TABLE resources ADD COLUMN actor text; ALTER TABLE re
 // ...and the tree counts the listings read (migration 20), kept by its triggers while the old history is written.
 const TREE_SHIM = migrations.find((m) => m.name === "tree-counts")?.sql ?? "";
 const DROP_ACCESS_SHIM = `DROP TABLE tree_counts; DROP FUNCTION tree_counts_insert, tree_counts_row, tree_counts_relabel CASCADE;
-  DROP FUNCTION tree_counts_carry, tree_counts_shift, tree_counts_reach, tree_counts_rebuild, tree_counts_enabled;
+  DROP FUNCTION tree_counts_carry, tree_counts_shift, tree_counts_rebuild, tree_counts_enabled;
   DROP TABLE resource_attribution; ALTER TABLE resources DROP COLUMN datasource_id; ALTER TABLE resources DROP COLUMN actor`;
 
 const pgReachable = await postgresReachable();

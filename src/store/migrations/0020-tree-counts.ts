@@ -55,34 +55,25 @@ CREATE FUNCTION tree_counts_enabled() RETURNS boolean LANGUAGE sql STABLE AS $fn
   SELECT coalesce(current_setting('resource_store.tree_counts', true), '') <> 'off'
 $fn$;
 
--- The active chain above a node, nearest first: the node itself, then its
--- parent while the node before was active, and so on (the first tombstone
--- met is the last). Guarded against a cycle a failing write may leave for
--- a moment (the tree checks then refuse it).
-CREATE FUNCTION tree_counts_reach(start text) RETURNS text[] LANGUAGE plpgsql AS $fn$
-DECLARE
-  chain text[] := ARRAY[start];
-  cur text := start;
-  nxt text;
-  live boolean;
-BEGIN
-  LOOP
-    SELECT parent_identifier, NOT is_deleted INTO nxt, live FROM resources WHERE identifier = cur;
-    EXIT WHEN NOT FOUND OR NOT live OR nxt IS NULL OR nxt = ANY(chain) OR cardinality(chain) > 10000;
-    chain := chain || nxt;
-    cur := nxt;
-  END LOOP;
-  RETURN chain;
-END
-$fn$;
-
 -- One row's contribution (itself in its class, plus every class stored
--- below it) added (sign 1) to or taken (sign -1) from the chain above parent.
+-- below it) added (sign 1) to or taken (sign -1) from the active chain
+-- above it: the parent, then the parent's parent while the node before was
+-- active, and so on (the first tombstone met is the last). One statement:
+-- a key lookup per step. The path stops a cycle a failing write may leave
+-- for a moment (the tree checks then refuse it).
 CREATE FUNCTION tree_counts_shift(ident text, parent text, ds text, lvl text, typ text, sign bigint) RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
+  WITH RECURSIVE reach(node, n, path) AS (
+    SELECT parent COLLATE "C", 1, ARRAY[ident, parent]
+    UNION ALL
+    SELECT p.parent_identifier, reach.n + 1, reach.path || p.parent_identifier
+      FROM reach CROSS JOIN LATERAL (SELECT parent_identifier FROM resources
+                                      WHERE identifier = reach.node AND NOT is_deleted LIMIT 1) p
+     WHERE p.parent_identifier IS NOT NULL AND p.parent_identifier <> ALL(reach.path) AND reach.n < 10000
+  )
   INSERT INTO tree_counts AS t (node, datasource_id, access_level, payload_type, children, descendants)
   SELECT a.node, d.ds, d.lvl, d.typ, CASE WHEN a.n = 1 THEN d.own ELSE 0 END, d.n
-    FROM unnest(tree_counts_reach(parent)) WITH ORDINALITY AS a(node, n)
+    FROM reach a
    CROSS JOIN (
      SELECT x.ds, x.lvl, x.typ, sign * sum(x.own) AS own, sign * sum(x.n) AS n
        FROM (SELECT ds, lvl, typ, 1::bigint AS own, 1::bigint AS n
