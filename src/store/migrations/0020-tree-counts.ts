@@ -102,6 +102,12 @@ END
 $fn$;
 
 -- Units (node = the parent of the rows, class, n) carried up every chain they reach.
+-- Each unit walks its own chain, so a batch that is one long chain costs its
+-- length squared: the walks stop after 128 levels, twice the deepest tree
+-- the tree checks let commit by default (MAX_TREE_DEPTH 64), so a refused
+-- 10,000-long chain costs 10,000 x 128 steps, not 50 million. (A store
+-- configured with MAX_TREE_DEPTH above 128 keeps no counts more than 128
+-- levels above a resource created in a batch: docs/lineage.md.)
 CREATE FUNCTION tree_counts_carry(units jsonb) RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
   WITH RECURSIVE u AS (
@@ -115,7 +121,7 @@ BEGIN
     SELECT p.parent_identifier, up.ds, up.lvl, up.typ, up.n, false, up.steps + 1
       FROM up CROSS JOIN LATERAL (SELECT parent_identifier FROM resources
                                    WHERE identifier = up.node AND NOT is_deleted LIMIT 1) p
-     WHERE p.parent_identifier IS NOT NULL AND up.steps < 10000
+     WHERE p.parent_identifier IS NOT NULL AND up.steps < 127
   )
   INSERT INTO tree_counts AS t (node, datasource_id, access_level, payload_type, children, descendants)
   SELECT node, ds, lvl, typ, coalesce(sum(n) FILTER (WHERE first), 0), sum(n) FROM up GROUP BY node, ds, lvl, typ
