@@ -178,9 +178,8 @@ async function pgbench(dbUrl: string, script: string, seconds: number): Promise<
   }
 }
 
-/** The service runs with its lineage refresher, so the view is fresh: the children come from it. */
+/** The children come with their stored counts (tree_counts) in one statement. */
 function childrenAnswers(sql: string): unknown[] | undefined {
-  if (/AS fresh/.test(sql)) return [{ fresh: true }];
   if (/parent_ok/.test(sql)) return [{ parent_ok: true, identifier: null }];
   return undefined;
 }
@@ -251,7 +250,7 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
 
     const sql = await routeStatements(data);
 
-    // Children and stats are each read in one read-only snapshot (children: src/store/lineage-view.ts; stats: src/store/stats.ts): the captured
+    // Children are one statement (src/store/lineage.ts); stats are read in one read-only snapshot (src/store/stats.ts): the captured
     // statements carry its BEGIN and COMMIT (support/capture.ts), so pgbench runs them as the service does.
     const server = await startServer({ databaseUrl: db.url, ...(workers !== undefined ? { workers } : {}) });
     const results: Result[] = [];

@@ -47,7 +47,7 @@ import {
   type ServiceImpls,
 } from "./rpc/index.js";
 import type { RequestHandler } from "./server.js";
-import { createEventFeed, createLineageRefresher, createNotifications, loadRegistryKeys, correctModes, migrate, openDatabase, secureDataDir, type Db, type EventFeed, type LineageRefresher, type Notifications, type RegistryKey } from "./store/index.js";
+import { createEventFeed, createNotifications, loadRegistryKeys, correctModes, migrate, openDatabase, secureDataDir, type Db, type EventFeed, type Notifications, type RegistryKey } from "./store/index.js";
 import { createObjectStorage, type ObjectStorage } from "./storage/index.js";
 import { createEncoderPool, type EncoderPool } from "./parquet/index.js";
 import { assertCorsSafe, withCors } from "./cors.js";
@@ -145,7 +145,6 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   });
   const db = tracing === undefined ? untracedDb : tracing.traceDb(untracedDb);
   let storage: ObjectStorage | undefined;
-  let refresher: LineageRefresher | undefined;
   let registryKeys: RegistryKey[];
   let notifications: Notifications | undefined;
   let feed: EventFeed | undefined;
@@ -170,17 +169,8 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       // Polled this often only while no LISTEN connection is up.
       pollMs: Math.min(250, config.events.heartbeatMs),
     });
-    // Where there is a lineage view and LISTEN, the view follows committed tree changes.
-    if (db.capabilities.lineageView && db.capabilities.listen) {
-      refresher = createLineageRefresher({
-        db,
-        onError: (err) => log.warn({ err }, "lineage view refresh failed; will retry"),
-      });
-      await refresher.start();
-    }
   } catch (err) {
     await feed?.close();
-    await refresher?.stop();
     await notifications?.close();
     await storage?.close();
     await db.close();
@@ -320,7 +310,6 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     endStreams: () => feed.close(),
     async close() {
       await feed.close();
-      await refresher?.stop();
       await notifications.close();
       await Promise.allSettled([db.close(), storage?.close(), encoders.close()]);
       // And as it stops (its statistics file): a closed store is owner-only too.

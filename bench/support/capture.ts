@@ -42,7 +42,7 @@ export async function captureStatements(
   };
   const db: Db = {
     kind: "postgres",
-    capabilities: { lineageView: true, streamedBatches: true, listen: false, embedded: false },
+    capabilities: { streamedBatches: true, listen: false, embedded: false },
     ...tx,
     // A read snapshot is part of what the call sends, framing included;
     // write transactions are framed by the replaying baselines themselves.

@@ -42,8 +42,6 @@ export interface Queryable {
 
 /** What a backend can do; callers ask this, never which backend it is. */
 export interface DbCapabilities {
-  /** The lineage materialized view exists and may answer when fresh (PostgreSQL). */
-  readonly lineageView: boolean;
   /** One snapshot handed out in batches by a server-side cursor (PostgreSQL); otherwise keyset batches at a pinned point. */
   readonly streamedBatches: boolean;
   /**

@@ -14,7 +14,7 @@ import { Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip, createGzip } from "node:zlib";
 import type { Db, Queryable } from "./db.js";
-import { hasLineageView, refreshLineageView, refreshLineageViewIn } from "./lineage-view.js";
+import { pauseTreeCounts, rebuildTreeCounts } from "./tree-counts.js";
 import { ts } from "./sql.js";
 import { inlineParams } from "./copy-out.js";
 import { rebuildAttribution } from "./attribution.js";
@@ -1015,6 +1015,9 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
   const summary = await db.transaction((tx) => load(tx).catch(settled));
   async function load(tx: Queryable): Promise<RestoreSummary> {
     const shape = await shapeOf(tx);
+    // The tree counts (migration 20) are rebuilt once at the end, not kept row by row while loading.
+    const treeCounts = shape.migrations.includes(20);
+    if (treeCounts) await pauseTreeCounts(tx);
     let dropped: SecondaryIndex[] = [];
     // Nothing else writes while we load: the clock row is ours until commit.
     const { rows: clockRows } = await tx.query<{ last: string | null }>(
@@ -1193,13 +1196,10 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     // Built once over the loaded rows, as a bulk load does, instead of kept row by row.
     for (const ix of dropped) await tx.query(ix.def);
     if (header.until !== null) await tx.query("UPDATE clock SET last = $1::timestamptz", [header.until]);
-    // Derived data: the lineage view (PostgreSQL), so reads need not wait for the service's refresher. Into an
-    // empty store it is filled here, in the same transaction; after an incremental dump, concurrently after commit.
-    if (hasLineageView(db) && header.since === null) await refreshLineageViewIn(tx);
+    // Derived data: the tree counts, once over what was loaded (the triggers were paused for the load).
+    if (treeCounts) await rebuildTreeCounts(tx);
     return { versions: counts.version!, until: header.until ?? "", since: header.since };
   }
-  // Derived data: the lineage view (PostgreSQL) is rebuilt from what was restored, so reads need not wait for the service's refresher.
-  if (hasLineageView(db) && summary.since !== null) await refreshLineageView(db);
   return summary;
 }
 

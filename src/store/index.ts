@@ -37,16 +37,9 @@ export { readHistory, type HistoryCursor, type HistoryOptions, type VersionPage,
 export { resourceColumns, ts } from "./sql.js";
 // The query engine.
 export * from "./query/index.js";
-// Lineage: reads, the materialized view, the refresher that keeps it fresh.
+// Lineage: reads (the counts they give are kept by the writes: migrations/0020-tree-counts.ts).
 export { listChildren, listParents, type ChildrenOptions, type TreeNodeRow } from "./lineage.js";
-export {
-  hasLineageView,
-  isLineageViewFresh,
-  LINEAGE_CHANNEL,
-  refreshLineageView,
-  withLineageSnapshot,
-} from "./lineage-view.js";
-export { createLineageRefresher, type LineageRefresher, type LineageRefresherOptions } from "./lineage-refresher.js";
+export { rebuildTreeCounts } from "./tree-counts.js";
 // Dump and restore of the whole history (docs/dump-format.md).
 export {
   DUMP_FORMAT,

@@ -10,7 +10,6 @@ import { failedPrecondition, notFound } from "../errors.js";
 import { checkIdentifier } from "../schema/validate.js";
 import type { Db } from "./db.js";
 import { named, prepared } from "./prepared.js";
-import { withLineageSnapshot } from "./lineage-view.js";
 import { ts } from "./sql.js";
 import { andVisible, visibleAt, visibleNow } from "./visibility.js";
 
@@ -93,10 +92,11 @@ export async function listChildren(db: Db, grants: Grants, options: ChildrenOpti
   const withPayloads = options.withPayloads === true;
   const asOf = options.asOf;
 
-  const rows =
+  const sql = asOf === undefined ? childrenSql(CURRENT, true, withPayloads, grants, parent === null) : childrenSql(asOfSource("$2"), false, withPayloads, grants, parent === null);
+  const { rows } =
     asOf === undefined
-      ? await withLineageSnapshot(db, (q, fresh) => q.query<ChildRow>(named(db, childrenSql(CURRENT, fresh, withPayloads, grants)), [parent]).then((r) => r.rows))
-      : (await db.query<ChildRow>(childrenSql(asOfSource("$2"), false, withPayloads, grants), [parent, asOf])).rows;
+      ? await db.query<ChildRow>(named(db, sql), [parent])
+      : await db.query<ChildRow>(sql, [parent, asOf]);
 
   if (rows[0]?.parent_ok !== true) throw notFound(`parent ${parent ?? ""} is not an active resource at that time`);
   const max = options.maxChildren ?? DEFAULT_MAX_CHILDREN;
@@ -118,18 +118,21 @@ export async function listChildren(db: Db, grants: Grants, options: ChildrenOpti
 /**
  * One row per child plus, always, one leading `parent_ok` (a LEFT JOIN from
  * the parent check), so "no children" and "no such parent" differ.
- * With the fresh view the counts come from lineage_closure; otherwise a
- * recursive walk below the listed nodes counts them.
+ * Now the counts are the stored ones (tree_counts, kept by the writes:
+ * migrations/0020-tree-counts.ts), summed over the classes the caller may
+ * see: a key lookup per listed node. At an as_of point a recursive walk
+ * below the listed nodes counts them, bounded by the subtree named.
+ * `roots`: the statement for the roots (parent IS NULL, which the parent
+ * index answers), else for the children of $1.
  */
-function childrenSql(src: Source, useView: boolean, withPayloads: boolean, grants: Grants): string {
+function childrenSql(src: Source, stored: boolean, withPayloads: boolean, grants: Grants, roots: boolean): string {
   const vis = (a: string) => andVisible(src.visible(grants, a));
   const seen = src.visible(grants, "c");
-  const counts = useView
+  const counts = stored
     ? `counts AS (
-         SELECT m.ancestor AS root, count(*) FILTER (WHERE m.depth = 1) AS child_count, count(*) AS descendant_count
-           FROM lineage_closure m${seen === undefined ? "" : ` JOIN resources c ON c.identifier = m.descendant AND ${seen}`}
-          WHERE m.ancestor IN (SELECT identifier FROM nodes) AND m.depth > 0
-          GROUP BY m.ancestor
+         SELECT n.identifier AS root, t.child_count, t.descendant_count FROM nodes n
+          CROSS JOIN LATERAL (SELECT sum(c.children) AS child_count, sum(c.descendants) AS descendant_count
+                                FROM tree_counts c WHERE c.node = n.identifier${andVisible(visibleNow(grants, "c"))}) t
        )`
     : // Each step probes the parent index from the rows found (LATERAL with
       // OFFSET 0, not flattened into a join): as a join the planner hashed a
@@ -148,15 +151,15 @@ function childrenSql(src: Source, useView: boolean, withPayloads: boolean, grant
          SELECT root, count(*) FILTER (WHERE depth = 1 AND seen) AS child_count, count(*) FILTER (WHERE seen) AS descendant_count
            FROM sub GROUP BY root
        )`;
-  return `WITH RECURSIVE ${src.with}
+  return `WITH${stored ? "" : " RECURSIVE"} ${src.with}
      parent_ok AS (
-       SELECT $1::text IS NULL OR EXISTS (SELECT 1 FROM ${src.table} x WHERE x.identifier = $1::text AND ${src.live("x")}${vis("x")}) AS ok
+       SELECT ${roots ? "true" : `EXISTS (SELECT 1 FROM ${src.table} x WHERE x.identifier = $1::text AND ${src.live("x")}${vis("x")})`} AS ok
      ),
      nodes AS (
        SELECT n.identifier, n.payload_type, n.parent_identifier, n.created_at${withPayloads ? ", n.payload" : ""}
          FROM ${src.table} n
         WHERE ${src.live("n")}${vis("n")}
-          AND (CASE WHEN $1::text IS NULL THEN n.parent_identifier IS NULL ELSE n.parent_identifier = $1::text END)
+          AND ${roots ? "n.parent_identifier IS NULL AND $1::text IS NULL" : "n.parent_identifier = $1::text"}
      ),
      ${counts}
      SELECT po.ok AS parent_ok, n.identifier, n.payload_type, n.parent_identifier, ${ts("n.created_at")} AS created_at,

@@ -97,7 +97,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
   const root = wrap(lite);
   return {
     kind: "pglite",
-    capabilities: { lineageView: false, streamedBatches: false, listen: true, embedded: true },
+    capabilities: { streamedBatches: false, listen: true, embedded: true },
     ...(dataDir !== undefined ? { dataDir } : {}),
     query: (sql, params) => guard(() => root.query(sql, params)),
     exec: (sql) => guard(() => root.exec(sql)),

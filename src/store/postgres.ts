@@ -81,7 +81,7 @@ export function openPostgres(
   const root = wrap(pool);
   return {
     kind: "postgres",
-    capabilities: { lineageView: true, streamedBatches: true, listen: true, embedded: false },
+    capabilities: { streamedBatches: true, listen: true, embedded: false },
     statementNames: names,
     listen: (channel, handlers) => listenPostgres(url, channel, handlers),
     lease: (key, onLost) => leasePostgres(url, key, onLost),

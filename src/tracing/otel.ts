@@ -9,7 +9,7 @@
 // ObjectStorage interface the same way (the AWS SDK's instrumentation has the
 // same load-order problem). Only statements and requests made inside a
 // traced call get a span: start-up migrations and background work (the
-// lineage refresher, the change feed's shared poller) would otherwise be a
+// change feed's shared poller) would otherwise be a
 // stream of root spans nobody asked for.
 import {
   context,

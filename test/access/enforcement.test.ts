@@ -25,11 +25,7 @@ const NO_RESOURCE_READS: Record<string, string> = {
   migrate: "schema",
   ts: "SQL fragment",
   resourceColumns: "SQL fragment (the column list of a resource row)",
-  hasLineageView: "capability",
-  isLineageViewFresh: "reads only change stamps, answers a boolean",
-  refreshLineageView: "refreshes the view, returns no data (admin)",
-  withLineageSnapshot: "opens a snapshot; what runs inside takes grants",
-  createLineageRefresher: "background refresh",
+  rebuildTreeCounts: "recomputes the stored tree counts after a bulk load, returns no data",
   allocateIdentifier: "random identifier",
   createRegistry: "builds the registry; its methods are checked below",
   rehashRegistry: "operator command: rehashes keyed hashes, returns counts",
@@ -175,7 +171,7 @@ describe("store reads take the caller's grants", () => {
 const HANDLERS_WITHOUT_CALLER: Record<string, string> = {
   "storage-service.ts:config": "answers the endpoint and bucket names",
   "storage-service.ts:presignUploadDir": "signs uploads only (needs write, checked by the interceptor); reads nothing",
-  "admin-service.ts:refreshMaterializedViews": "refreshes the view and returns no data; admin grants nothing extra",
+  "admin-service.ts:refreshMaterializedViews": "answers that there is nothing to refresh, reads nothing; admin grants nothing extra",
 };
 
 /** Names whose use in a handler means it touches stored data. */

@@ -32,7 +32,7 @@ function fake(name: string, clock: string | null): Fake {
   };
   f.db = {
     kind: "postgres",
-    capabilities: { lineageView: true, streamedBatches: true, listen: false, embedded: false },
+    capabilities: { streamedBatches: true, listen: false, embedded: false },
     ...q,
     transaction: async (fn) => {
       if (f.down) throw unavailable("database unavailable");

@@ -1,7 +1,6 @@
 import { Code } from "@connectrpc/connect";
 import { expect, it } from "vitest";
 import type { NewResource } from "../../src/store/index.js";
-import { isLineageViewFresh } from "../../src/store/index.js";
 import { uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
 import { describeServices, type Services } from "../lineage/harness.js";
@@ -67,11 +66,9 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
   async function expectStats(prefix: string, expected: Expected[]) {
     const s = svc();
     expect(await statsOf(s, prefix)).toEqual(expected);
-    if (s.backend.kind === "postgres") {
-      await s.admin.refreshMaterializedViews({});
-      expect(await isLineageViewFresh(s.backend.db)).toBe(true);
-      expect(await statsOf(s, prefix)).toEqual(expected);
-    }
+    // The refresh endpoint answers at once and changes nothing.
+    await s.admin.refreshMaterializedViews({});
+    expect(await statsOf(s, prefix)).toEqual(expected);
   }
 
   const lastUpdated = async (ids: string[]) => {

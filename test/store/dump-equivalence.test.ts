@@ -537,7 +537,7 @@ describe(`dump and restore answer every read path as the source (seed ${SEED})`,
         const actual = await observe(c, built, instant, SEED * 100 + i);
         for (const key of Object.keys(expected)) expect(actual[key], `${key} at ${instant}`).toEqual(expected[key]);
       }
-      // Now (no as_of): the current tables, the lineage view on PostgreSQL, the statistics.
+      // Now (no as_of): the current tables, the stored tree counts, the statistics.
       for (const { grants } of GRANTS) {
         expect(await readResources(target, grants, built.identifiers)).toEqual(await readResources(source, grants, built.identifiers));
         expect(await settle(listChildren(target, grants, { parentIdentifier: null }))).toEqual(await settle(listChildren(source, grants, { parentIdentifier: null })));

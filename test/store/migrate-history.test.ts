@@ -28,7 +28,11 @@ import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 // schema of then had neither: give it the columns and table while the old history is written.
 const ACCESS_SHIM = `ALTER TABLE resources ADD COLUMN actor text; ALTER TABLE resources ADD COLUMN datasource_id text COLLATE "C";
   CREATE TABLE resource_attribution (identifier text COLLATE "C", datasource_id text, tx_from timestamptz, tx_to timestamptz)`;
-const DROP_ACCESS_SHIM = "DROP TABLE resource_attribution; ALTER TABLE resources DROP COLUMN datasource_id; ALTER TABLE resources DROP COLUMN actor";
+// ...and the tree counts the listings read (migration 20), kept by its triggers while the old history is written.
+const TREE_SHIM = migrations.find((m) => m.name === "tree-counts")?.sql ?? "";
+const DROP_ACCESS_SHIM = `DROP TABLE tree_counts; DROP FUNCTION tree_counts_insert, tree_counts_row, tree_counts_relabel CASCADE;
+  DROP FUNCTION tree_counts_carry, tree_counts_shift, tree_counts_rebuild, tree_counts_enabled;
+  DROP TABLE resource_attribution; ALTER TABLE resources DROP COLUMN datasource_id; ALTER TABLE resources DROP COLUMN actor`;
 
 const pgReachable = await postgresReachable();
 const BEFORE = migrations.filter((m) => m.id <= 5);
@@ -96,6 +100,7 @@ for (const kind of ["pglite", "postgres"] as const) {
       await migrate(db, BEFORE);
       const store = createResourceStore(db);
       await db.exec(ACCESS_SHIM);
+      await db.exec(TREE_SHIM);
       // The old history read through the new statements: the view over the old table.
       await db.exec("CREATE VIEW resource_history AS SELECT * FROM resource_versions");
       const stamps: string[] = [];
@@ -152,6 +157,7 @@ for (const kind of ["pglite", "postgres"] as const) {
       db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
       await migrate(db, BEFORE);
       await db.exec(ACCESS_SHIM);
+      await db.exec(TREE_SHIM);
       await createResourceStore(db).create(LOCAL_CALLER, [ds("d1")]);
       await db.exec(DROP_ACCESS_SHIM);
       await legacyVersions(db);

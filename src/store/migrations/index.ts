@@ -13,6 +13,8 @@ import { sql as eventsOnlyChanges } from "./0015-events-only-changes.js";
 import { sql as supersedeHashJoin } from "./0016-supersede-hash-join.js";
 import { sql as versionActors } from "./0017-version-actors.js";
 import { sql as accessAttribution } from "./0018-access-attribution.js";
+import { sql as treeCounts } from "./0020-tree-counts.js";
+import { sql as treeCountsBackfill } from "./0021-tree-counts-backfill.js";
 import { sql as objectClaims } from "./0024-object-claims.js";
 
 export interface Migration {
@@ -35,5 +37,7 @@ export const migrations: readonly Migration[] = [
   { id: 16, name: "supersede-hash-join", sql: supersedeHashJoin },
   { id: 17, name: "version-actors", sql: versionActors },
   { id: 18, name: "access-attribution", sql: accessAttribution },
+  { id: 20, name: "tree-counts", sql: treeCounts },
+  { id: 21, name: "tree-counts-backfill", sql: treeCountsBackfill },
   { id: 24, name: "object-claims", sql: objectClaims },
 ];

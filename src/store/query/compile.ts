@@ -112,7 +112,7 @@ interface Body {
   readonly point: string;
 }
 
-function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params, viaView = false): Body {
+function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params): Body {
   let source: RowSource;
   let t: string;
   if (point.kind === "now") {
@@ -130,8 +130,9 @@ function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params, viaV
   if (plan.parent !== undefined) {
     const root = p.add(plan.parent, "text");
     if (plan.indirect) {
-      ctes.push(descendantsCte(source, root, viaView));
-      where.push("r.identifier IN (SELECT identifier FROM descendants)");
+      ctes.push(descendantsCte(source, root));
+      // Now the walk yields the rows themselves (read FROM descendants below); as of a point, identifiers.
+      if (source.kind !== "current") where.push("r.identifier IN (SELECT identifier FROM descendants)");
     } else {
       where.push(`r.parent_identifier = ${root}`);
     }
@@ -143,7 +144,7 @@ function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params, viaV
   if (visible !== undefined) where.push(visible);
   return {
     with: ctes.length > 0 ? `WITH RECURSIVE ${ctes.join(", ")}` : "",
-    from: source.kind === "current" ? "resources r" : "resource_history r",
+    from: source.kind === "current" ? (plan.parent !== undefined && plan.indirect ? "descendants r" : "resources r") : "resource_history r",
     where: where.join(" AND "),
     point: t,
   };
@@ -159,8 +160,6 @@ export interface PageOptions {
   readonly after?: Keyset;
   /** Rows to fetch; unset = all. */
   readonly limit?: number;
-  /** Descendants from the lineage view (current point only; the caller checked it is fresh). */
-  readonly viaView?: boolean;
   /**
    * A select list over the row `r` in place of the resource columns, __k
    * and __t (a parquet export's own typed columns); same rows, same order.
@@ -171,7 +170,7 @@ export interface PageOptions {
 /** Rows: resource columns plus __k (sort key text) and __t (the read point as text). */
 export function pageStatement(plan: QueryPlan, point: ReadPoint, grants: Grants, options: PageOptions = {}): Statement {
   const p = createParams();
-  const b = body(plan, point, grants, p, options.viaView === true);
+  const b = body(plan, point, grants, p);
   const keyset = options.after ? ` AND ${keysetPredicate(plan, options.after, p)}` : "";
   const limit = options.limit !== undefined ? ` LIMIT ${p.add(options.limit, "int8")}` : "";
   const sql = `${b.with}
@@ -182,10 +181,29 @@ export function pageStatement(plan: QueryPlan, point: ReadPoint, grants: Grants,
   return { sql, params: p.values };
 }
 
-export function countStatement(plan: QueryPlan, point: ReadPoint, grants: Grants, viaView = false): Statement {
+export function countStatement(plan: QueryPlan, point: ReadPoint, grants: Grants): Statement {
   const p = createParams();
-  const b = body(plan, point, grants, p, viaView);
+  const stored = storedCount(plan, point, grants, p);
+  if (stored !== undefined) return { sql: stored, params: p.values };
+  const b = body(plan, point, grants, p);
   return { sql: `${b.with} SELECT count(*)::text AS n FROM ${b.from} WHERE ${b.where}`, params: p.values };
+}
+
+/**
+ * The count of a whole subtree now (descendants of a parent, of one payload
+ * type or all, no other filter) is stored: tree_counts holds it per class
+ * (migrations/0020-tree-counts.ts), summed over what the caller may see, the
+ * same rows the walk would count. The walk starts at the parent whatever
+ * its state, and a node's stored counts are its active reach whatever its
+ * state too (a tombstone keeps them), so the two agree for any parent.
+ */
+function storedCount(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params): string | undefined {
+  if (point.kind !== "now" || plan.parent === undefined || !plan.indirect || plan.filters.length > 0 || plan.identifiers !== undefined) return undefined;
+  const where = [`c.node = ${p.add(plan.parent, "text")}`];
+  if (plan.payloadType) where.push(`c.payload_type = ${p.add(plan.payloadType.name, "text")}`);
+  const visible = visibleNow(grants, "c");
+  if (visible !== undefined) where.push(visible);
+  return `SELECT coalesce(sum(c.descendants), 0)::text AS n FROM tree_counts c WHERE ${where.join(" AND ")}`;
 }
 
 export type { Bound };

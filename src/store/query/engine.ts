@@ -6,7 +6,6 @@ import { grantsKey, seesEverything, type Grants } from "../../access/index.js";
 import { invalidArgument } from "../../errors.js";
 import { stampMicros } from "../../time.js";
 import type { Db, Queryable } from "../db.js";
-import { hasLineageView, withLineageSnapshot } from "../lineage-view.js";
 import { toStoredResource, type ResourceRow } from "../sql.js";
 import type { StoredResource } from "../types.js";
 import { countStatement, pageStatement, type Keyset, type ReadPoint } from "./compile.js";
@@ -96,22 +95,14 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
 
   const keyOf = (row: QueryRow): Keyset => ({ value: row.__k, identifier: row.identifier });
 
-  /**
-   * Runs a current-time descendant query in one snapshot that also says
-   * whether the lineage view is fresh, so it can answer from the view;
-   * everything else runs as one plain statement.
-   */
-  const run = async <T>(plan: QueryPlan, point: ReadPoint, fn: (q: Queryable, viaView: boolean) => Promise<T>): Promise<T> => {
-    // A standby that has replayed the read point, or the primary (replicas.ts).
-    const on = await readerFor(db, stampOf(point));
-    return plan.indirect && point.kind === "now" && hasLineageView(on) ? withLineageSnapshot(on, fn) : fn(on, false);
-  };
+  /** Runs one statement where the read point allows: a standby that has replayed it, or the primary (replicas.ts). */
+  const run = async <T>(point: ReadPoint, fn: (q: Queryable) => Promise<T>): Promise<T> => fn(await readerFor(db, stampOf(point)));
 
   return {
     async page(plan, grants, req) {
       const { point, after, asOf } = await start(plan, grants, req);
-      const { rows } = await run(plan, point, (q, viaView) => {
-        const st = pageStatement(plan, point, grants, { ...(after ? { after } : {}), limit: req.limit + 1, viaView });
+      const { rows } = await run(point, (q) => {
+        const st = pageStatement(plan, point, grants, { ...(after ? { after } : {}), limit: req.limit + 1 });
         // One name per query shape, while the database names shapes (prepared.ts).
         return q.query<QueryRow>(primary.statementNames?.page(st.sql) ?? st.sql, st.params);
       });
@@ -127,8 +118,8 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
 
     async count(plan, grants, asOf) {
       const point: ReadPoint = asOf !== undefined ? { kind: "as_of", asOf } : { kind: "now" };
-      const { rows } = await run(plan, point, (q, viaView) => {
-        const st = countStatement(plan, point, grants, viaView);
+      const { rows } = await run(point, (q) => {
+        const st = countStatement(plan, point, grants);
         return q.query<{ n: string }>(st.sql, st.params);
       });
       return BigInt(rows[0]?.n ?? "0");
