@@ -13,6 +13,7 @@ import { sql as eventsOnlyChanges } from "./0015-events-only-changes.js";
 import { sql as supersedeHashJoin } from "./0016-supersede-hash-join.js";
 import { sql as versionActors } from "./0017-version-actors.js";
 import { sql as accessAttribution } from "./0018-access-attribution.js";
+import { sql as payloadFieldIndexes } from "./0022-payload-field-indexes.js";
 
 export interface Migration {
   readonly id: number;
@@ -34,4 +35,5 @@ export const migrations: readonly Migration[] = [
   { id: 16, name: "supersede-hash-join", sql: supersedeHashJoin },
   { id: 17, name: "version-actors", sql: versionActors },
   { id: 18, name: "access-attribution", sql: accessAttribution },
+  { id: 22, name: "payload-field-indexes", sql: payloadFieldIndexes },
 ];
