@@ -14,6 +14,7 @@ import { sql as supersedeHashJoin } from "./0016-supersede-hash-join.js";
 import { sql as versionActors } from "./0017-version-actors.js";
 import { sql as accessAttribution } from "./0018-access-attribution.js";
 import { sql as payloadFieldIndexes } from "./0022-payload-field-indexes.js";
+import { sql as datasourceCounts } from "./0023-datasource-counts.js";
 
 export interface Migration {
   readonly id: number;
@@ -36,4 +37,5 @@ export const migrations: readonly Migration[] = [
   { id: 17, name: "version-actors", sql: versionActors },
   { id: 18, name: "access-attribution", sql: accessAttribution },
   { id: 22, name: "payload-field-indexes", sql: payloadFieldIndexes },
+  { id: 23, name: "datasource-counts", sql: datasourceCounts },
 ];
