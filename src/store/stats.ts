@@ -9,7 +9,7 @@
 // The datasources listed are those seen in the registry or on an active
 // patient the caller may see (a hidden patient does not list its datasource:
 // docs/contract/18-access.md, absent as if it did not exist).
-import type { Grants } from "../access/index.js";
+import { seesEverything, type Grants } from "../access/index.js";
 import { notFound } from "../errors.js";
 import type { Db, Queryable } from "./db.js";
 import { named } from "./prepared.js";
@@ -50,9 +50,13 @@ export async function datasourceStats(
   const name = (sql: string) => named(db, sql);
   const asOf = options.asOf;
   // One read-only snapshot, so that the listing and the counts agree.
-  const rows = await db.transaction((q) => (asOf === undefined ? collect(q, name, grants, only) : collectAt(q, name, grants, only, asOf)), {
-    readOnlySnapshot: true,
-  });
+  const rows = await db.transaction(
+    async (q) => {
+      if (asOf === undefined) return collect(q, name, grants, only);
+      return (seesEverything(grants) ? await collectFromLog(q, name, only, asOf) : undefined) ?? collectAt(q, name, grants, only, asOf);
+    },
+    { readOnlySnapshot: true },
+  );
   if (only !== null && rows.length === 0) throw notFound(`datasource ${only} is not known`);
   return rows;
 }
@@ -112,6 +116,45 @@ async function collect(q: Queryable, name: (sql: string) => string, grants: Gran
        FROM datasource_counts c
       WHERE c.resources > 0 AND ($1::text IS NULL OR c.datasource_id = $1::text)${andVisible(visibleNow(grants, "c"))}`),
     [only],
+  );
+  return assemble(listed, groups);
+}
+
+/**
+ * At an as_of, for a caller who sees everything: each group's values from
+ * the log of counts (migration 0023), O(groups); undefined when the read
+ * point lies before the log's start (the history answers then).
+ */
+async function collectFromLog(q: Queryable, name: (sql: string) => string, only: string | null, asOf: string): Promise<DatasourceStatsRow[] | undefined> {
+  const pointOf = (n: number) => `(SELECT least($${n}::timestamptz, last) FROM clock)`;
+  const { rows: start } = await q.query<{ covered: boolean }>(
+    name("SELECT (SELECT since FROM datasource_counts_since) <= (SELECT least($1::timestamptz, last) FROM clock) AS covered"),
+    [asOf],
+  );
+  if (start[0]?.covered !== true) return undefined;
+  const atT = (alias: string, t: string) => `CROSS JOIN LATERAL (
+          SELECT l.resources, l.total_bytes, l.last_updated_at FROM datasource_counts_log l
+           WHERE l.datasource_id = ${alias}.datasource_id AND l.payload_type = ${alias}.payload_type AND l.access_level = ${alias}.access_level
+             AND l.tx_from <= ${t}
+           ORDER BY l.tx_from DESC LIMIT 1) l`;
+  const { rows: listed } = await q.query<ListedRow>(
+    name(
+      registryCounts(
+        `SELECT datasource_id FROM registry_patients WHERE registered_at <= ${pointOf(3)}
+        UNION
+        SELECT c.datasource_id FROM datasource_counts c ${atT("c", pointOf(3))} WHERE c.payload_type = 'patient' AND l.resources > 0`,
+        pointOf(3),
+      ),
+    ),
+    [only, null, asOf],
+  );
+  if (listed.length === 0) return [];
+  const { rows: groups } = await q.query<GroupRow>(
+    name(`SELECT c.datasource_id AS ds, c.payload_type, c.access_level, l.resources::text AS n, l.total_bytes::text AS bytes,
+            ${ts("l.last_updated_at")} AS last
+       FROM datasource_counts c ${atT("c", pointOf(2))}
+      WHERE l.resources > 0 AND ($1::text IS NULL OR c.datasource_id = $1::text)`),
+    [only, asOf],
   );
   return assemble(listed, groups);
 }

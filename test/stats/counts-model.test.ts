@@ -198,7 +198,11 @@ describeBackends("statistics against a model, now and at every past point", (bac
     await step(await del("pa1"));
     await step(await update("pa2", { accessLevel: "public" }));
 
-    // Every past point, read from today's store.
+    // Every past point, read from today's store (from the log of counts for a caller who sees everything).
     for (const { at, state } of points) await check(at, state);
+    // A log that starts now (as after a restore): the past is read from the history, for every caller.
+    await db.query("SELECT datasource_counts_restart()");
+    for (const { at, state } of points) await check(at, state);
+    await check(undefined, m);
   });
 });

@@ -29,7 +29,19 @@
 // active row is found by walking resources_updated_idx back from the end,
 // paid by that write.
 //
-// Backfill: one pass over the current rows.
+// datasource_counts_log: the same values over time, for statistics at an
+//   as_of: one row per group and write transaction that changed it, stamped
+//   with the transaction's clock value (tx_from), holding the group's values
+//   from then on. A read at t takes, per group, the row with the greatest
+//   tx_from <= t (the primary key's order): O(groups x log(changes)). It
+//   answers for t >= datasource_counts_since.since only: before it (a store
+//   older than this migration, or a restored dump, whose versions carry
+//   stamps of their own) the history answers. It holds the values the
+//   counts hold: what every caller who sees everything sees; a caller with
+//   narrower grants at an as_of needs the stricter-of rule (docs/access.md),
+//   which needs each resource as it reads now, and reads the history.
+//
+// Backfill: one pass over the current rows; the log starts at the clock.
 export const sql = `
 CREATE TABLE datasource_counts (
   datasource_id text COLLATE "C" NOT NULL,
@@ -47,6 +59,35 @@ SELECT datasource_id, payload_type, access_level, count(*),
   FROM resources
  WHERE NOT is_deleted AND payload_type <> 'datasource' AND datasource_id IS NOT NULL
  GROUP BY datasource_id, payload_type, access_level;
+
+CREATE TABLE datasource_counts_log (
+  datasource_id text COLLATE "C" NOT NULL,
+  payload_type text COLLATE "C" NOT NULL,
+  access_level text COLLATE "C" NOT NULL,
+  tx_from timestamptz NOT NULL,
+  resources bigint NOT NULL,
+  total_bytes numeric NOT NULL,
+  last_updated_at timestamptz,
+  PRIMARY KEY (datasource_id, payload_type, access_level, tx_from)
+);
+CREATE TABLE datasource_counts_since (
+  id boolean PRIMARY KEY DEFAULT true CHECK (id),
+  since timestamptz NOT NULL
+);
+INSERT INTO datasource_counts_since (since) SELECT last FROM clock;
+INSERT INTO datasource_counts_log (datasource_id, payload_type, access_level, tx_from, resources, total_bytes, last_updated_at)
+SELECT c.datasource_id, c.payload_type, c.access_level, k.last, c.resources, c.total_bytes, c.last_updated_at
+  FROM datasource_counts c CROSS JOIN clock k;
+
+-- The log restarts at the clock (after a restore wrote versions with stamps of their own).
+CREATE FUNCTION datasource_counts_restart() RETURNS void LANGUAGE sql AS $fn$
+  UPDATE datasource_counts_since SET since = (SELECT last FROM clock);
+  INSERT INTO datasource_counts_log AS l (datasource_id, payload_type, access_level, tx_from, resources, total_bytes, last_updated_at)
+  SELECT c.datasource_id, c.payload_type, c.access_level, k.last, c.resources, c.total_bytes, c.last_updated_at
+    FROM datasource_counts c CROSS JOIN clock k
+  ON CONFLICT (datasource_id, payload_type, access_level, tx_from) DO UPDATE
+    SET resources = excluded.resources, total_bytes = excluded.total_bytes, last_updated_at = excluded.last_updated_at;
+$fn$;
 
 -- One group's change: n resources and bytes more (negative: fewer), the
 -- latest stamp among the rows that came in, and the latest among those that left.
@@ -69,6 +110,13 @@ BEGIN
                                ORDER BY r.updated_at DESC LIMIT 1)
      WHERE c.datasource_id = ds AND c.payload_type = pt AND c.access_level = al;
   END IF;
+  -- The group's values from this transaction's stamp on (the writer holds the clock row).
+  INSERT INTO datasource_counts_log AS l (datasource_id, payload_type, access_level, tx_from, resources, total_bytes, last_updated_at)
+  SELECT c.datasource_id, c.payload_type, c.access_level, k.last, c.resources, c.total_bytes, c.last_updated_at
+    FROM datasource_counts c CROSS JOIN clock k
+   WHERE c.datasource_id = ds AND c.payload_type = pt AND c.access_level = al
+  ON CONFLICT (datasource_id, payload_type, access_level, tx_from) DO UPDATE
+    SET resources = excluded.resources, total_bytes = excluded.total_bytes, last_updated_at = excluded.last_updated_at;
 END
 $fn$;
 
