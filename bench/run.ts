@@ -17,6 +17,7 @@ import { parquetBenchmarks } from "./parquet.bench.js";
 import { queryBenchmarks } from "./query.bench.js";
 import { readBenchmarks } from "./read.bench.js";
 import { replicaBenchmarks } from "./replica.bench.js";
+import { scaleBenchmarks } from "./scale.bench.js";
 import { writersBenchmarks } from "./writers.bench.js";
 import { serverVersion } from "./support/database.js";
 import { passed, resultLine, type Result } from "./support/measure.js";
@@ -37,6 +38,8 @@ const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[]
   { name: "load", run: loadBenchmarks },
   { name: "writers", run: writersBenchmarks },
   { name: "dump", run: dumpBenchmarks },
+  // Not in a plain run: it builds a 2M store (`--only=scale`, `--sizes=200k` for a quick one).
+  { name: "scale", run: scaleBenchmarks },
 ];
 
 async function main(): Promise<void> {
@@ -50,6 +53,7 @@ async function main(): Promise<void> {
   const all: Result[] = [];
   for (const g of groups) {
     if (opts.only && !opts.only.has(g.name)) continue;
+    if (!opts.only && g.name === "scale") continue;
     process.stdout.write(`\n== ${g.name}\n`);
     const t = Date.now();
     const results = await g.run(opts);

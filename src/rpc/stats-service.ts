@@ -10,6 +10,7 @@ import {
 import type { StatsService } from "../../gen/resourcestore/v2/stats_service_pb.js";
 import { callerOf } from "../auth/index.js";
 import { invalidArgument } from "../errors.js";
+import { optionalAsOf } from "../time.js";
 import type { Db } from "../store/index.js";
 import { datasourceStats, readerFor } from "../store/index.js";
 
@@ -23,9 +24,10 @@ const bigints = (counts: Record<string, number>): Record<string, bigint> =>
 export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof StatsService> {
   const { db } = deps;
   return {
-    async stats(_req, ctx) {
+    async stats(req, ctx) {
       const { grants } = callerOf(ctx);
-      const rows = await datasourceStats(await readerFor(db, undefined), grants);
+      const asOf = optionalAsOf(req.asOf);
+      const rows = await datasourceStats(await readerFor(db, asOf), grants, { asOf });
       return create(StatsResponseSchema, {
         datasources: rows.map((r) =>
           create(DatasourceStatsSchema, {
@@ -42,7 +44,8 @@ export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof S
       // Only an absent datasource_id means every datasource; "" is malformed (as an empty as_of is).
       const only = req.datasourceId;
       if (only === "") throw invalidArgument("datasource_id is empty");
-      const rows = await datasourceStats(await readerFor(db, undefined), grants, only !== undefined ? { datasourceId: only } : {});
+      const asOf = optionalAsOf(req.asOf);
+      const rows = await datasourceStats(await readerFor(db, asOf), grants, { ...(only !== undefined ? { datasourceId: only } : {}), asOf });
       return create(DetailedStatsResponseSchema, {
         datasources: rows.map((r) =>
           create(DatasourceDetailedStatsSchema, {

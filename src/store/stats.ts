@@ -9,12 +9,12 @@
 // The datasources listed are those seen in the registry or on an active
 // patient the caller may see (a hidden patient does not list its datasource:
 // docs/contract/18-access.md, absent as if it did not exist).
-import type { Grants } from "../access/index.js";
+import { seesEverything, type Grants } from "../access/index.js";
 import { notFound } from "../errors.js";
 import type { Db, Queryable } from "./db.js";
 import { named } from "./prepared.js";
 import { ts } from "./sql.js";
-import { andVisible, grantsDatasource, visibleNow } from "./visibility.js";
+import { andVisible, grantsDatasource, visibleAt, visibleNow } from "./visibility.js";
 
 export interface DatasourceStatsRow {
   datasourceId: string;
@@ -36,12 +36,27 @@ export interface DatasourceStatsRow {
  * Every listed datasource the caller's grants hold, or the one named (404
  * when it is not listed or not granted: absent, as if unknown); sorted by
  * datasource_id (bytes). Resource counts count only what the caller may see.
+ * Now: from the counts the writes keep (migration 0023), O(datasources x
+ * payload types x levels). At an as_of: from the history at that point
+ * (least(as_of, clock)), with the stricter-of rule of docs/access.md.
  */
-export async function datasourceStats(db: Db, grants: Grants, options: { datasourceId?: string } = {}): Promise<DatasourceStatsRow[]> {
+export async function datasourceStats(
+  db: Db,
+  grants: Grants,
+  options: { datasourceId?: string; asOf?: string | undefined } = {},
+): Promise<DatasourceStatsRow[]> {
   const only = options.datasourceId ?? null;
   if (only !== null && !grantsDatasource(grants, only)) throw notFound(`datasource ${only} is not known`);
+  const name = (sql: string) => named(db, sql);
+  const asOf = options.asOf;
   // One read-only snapshot, so that the listing and the counts agree.
-  const rows = await db.transaction((q) => collect(q, (sql) => named(db, sql), grants, only), { readOnlySnapshot: true });
+  const rows = await db.transaction(
+    async (q) => {
+      if (asOf === undefined) return collect(q, name, grants, only);
+      return (seesEverything(grants) ? await collectFromLog(q, name, only, asOf) : undefined) ?? collectAt(q, name, grants, only, asOf);
+    },
+    { readOnlySnapshot: true },
+  );
   if (only !== null && rows.length === 0) throw notFound(`datasource ${only} is not known`);
   return rows;
 }
@@ -58,7 +73,7 @@ interface GroupRow {
   access_level: string;
   n: string;
   bytes: string;
-  last: string;
+  last: string | null;
 }
 
 /** The grants' datasources as a parameter: null for every one. */
@@ -66,38 +81,118 @@ function grantedList(grants: Grants): string[] | null {
   return grants.datasources === "all" ? null : [...grants.datasources];
 }
 
-async function collect(q: Queryable, name: (sql: string) => string, grants: Grants, only: string | null): Promise<DatasourceStatsRow[]> {
-  const { rows: listed } = await q.query<ListedRow>(
-    name(`WITH listed AS (
-        SELECT datasource_id FROM registry_patients
-        UNION
-        SELECT (payload->>'datasource_id') COLLATE "C" FROM resources r WHERE payload_type = 'patient' AND NOT is_deleted${andVisible(visibleNow(grants, "r"))}
-     ),
-     patients AS (SELECT datasource_id, count(*) AS n FROM registry_patients GROUP BY datasource_id),
+/** Registered patients and studies per datasource (registered by `at`, an SQL timestamptz, when given), for the listed ones. */
+function registryCounts(listed: string, at?: string): string {
+  const by = at === undefined ? "" : ` WHERE registered_at <= ${at}`;
+  const sBy = at === undefined ? "" : ` WHERE s.registered_at <= ${at}`;
+  return `WITH listed AS (${listed}),
+     patients AS (SELECT datasource_id, count(*) AS n FROM registry_patients${by} GROUP BY datasource_id),
      studies AS (
         SELECT p.datasource_id, count(*) AS n FROM registry_studies s
-          JOIN registry_patients p ON p.identifier = s.patient_identifier GROUP BY p.datasource_id
+          JOIN registry_patients p ON p.identifier = s.patient_identifier${sBy} GROUP BY p.datasource_id
      )
      SELECT l.datasource_id, coalesce(p.n, 0)::text AS patients, coalesce(s.n, 0)::text AS studies
        FROM listed l LEFT JOIN patients p USING (datasource_id) LEFT JOIN studies s USING (datasource_id)
       WHERE l.datasource_id IS NOT NULL AND ($1::text IS NULL OR l.datasource_id = $1::text)
         AND ($2::text[] IS NULL OR l.datasource_id = ANY($2::text[]))
-      ORDER BY l.datasource_id`),
+      ORDER BY l.datasource_id`;
+}
+
+async function collect(q: Queryable, name: (sql: string) => string, grants: Grants, only: string | null): Promise<DatasourceStatsRow[]> {
+  // A datasource is listed when registered or when the caller sees an active patient of it: a
+  // patient's datasource_id is its own, so its counted group says so.
+  const { rows: listed } = await q.query<ListedRow>(
+    name(
+      registryCounts(`SELECT datasource_id FROM registry_patients
+        UNION
+        SELECT c.datasource_id FROM datasource_counts c WHERE c.payload_type = 'patient' AND c.resources > 0${andVisible(visibleNow(grants, "c"))}`),
+    ),
     [only, grantedList(grants)],
   );
   if (listed.length === 0) return [];
-
   const { rows: groups } = await q.query<GroupRow>(
-    name(`SELECT r.datasource_id AS ds, r.payload_type, r.access_level, count(*)::text AS n,
-            coalesce(sum((r.payload->>'size_bytes')::numeric) FILTER (WHERE r.payload_type = 'file'), 0)::text AS bytes,
-            ${ts("max(r.updated_at)")} AS last
-       FROM resources r
-      WHERE NOT r.is_deleted AND r.payload_type <> 'datasource' AND r.datasource_id IS NOT NULL
-        AND ($1::text IS NULL OR r.datasource_id = $1::text)${andVisible(visibleNow(grants, "r"))}
-      GROUP BY r.datasource_id, r.payload_type, r.access_level`),
+    name(`SELECT c.datasource_id AS ds, c.payload_type, c.access_level, c.resources::text AS n, c.total_bytes::text AS bytes,
+            ${ts("c.last_updated_at")} AS last
+       FROM datasource_counts c
+      WHERE c.resources > 0 AND ($1::text IS NULL OR c.datasource_id = $1::text)${andVisible(visibleNow(grants, "c"))}`),
     [only],
   );
+  return assemble(listed, groups);
+}
 
+/**
+ * At an as_of, for a caller who sees everything: each group's values from
+ * the log of counts (migration 0023), O(groups); undefined when the read
+ * point lies before the log's start (the history answers then).
+ */
+async function collectFromLog(q: Queryable, name: (sql: string) => string, only: string | null, asOf: string): Promise<DatasourceStatsRow[] | undefined> {
+  const pointOf = (n: number) => `(SELECT least($${n}::timestamptz, last) FROM clock)`;
+  const { rows: start } = await q.query<{ covered: boolean }>(
+    name("SELECT (SELECT since FROM datasource_counts_since) <= (SELECT least($1::timestamptz, last) FROM clock) AS covered"),
+    [asOf],
+  );
+  if (start[0]?.covered !== true) return undefined;
+  const atT = (alias: string, t: string) => `CROSS JOIN LATERAL (
+          SELECT l.resources, l.total_bytes, l.last_updated_at FROM datasource_counts_log l
+           WHERE l.datasource_id = ${alias}.datasource_id AND l.payload_type = ${alias}.payload_type AND l.access_level = ${alias}.access_level
+             AND l.tx_from <= ${t}
+           ORDER BY l.tx_from DESC LIMIT 1) l`;
+  const { rows: listed } = await q.query<ListedRow>(
+    name(
+      registryCounts(
+        `SELECT datasource_id FROM registry_patients WHERE registered_at <= ${pointOf(3)}
+        UNION
+        SELECT c.datasource_id FROM datasource_counts c ${atT("c", pointOf(3))} WHERE c.payload_type = 'patient' AND l.resources > 0`,
+        pointOf(3),
+      ),
+    ),
+    [only, null, asOf],
+  );
+  if (listed.length === 0) return [];
+  const { rows: groups } = await q.query<GroupRow>(
+    name(`SELECT c.datasource_id AS ds, c.payload_type, c.access_level, l.resources::text AS n, l.total_bytes::text AS bytes,
+            ${ts("l.last_updated_at")} AS last
+       FROM datasource_counts c ${atT("c", pointOf(2))}
+      WHERE l.resources > 0 AND ($1::text IS NULL OR c.datasource_id = $1::text)`),
+    [only, asOf],
+  );
+  return assemble(listed, groups);
+}
+
+async function collectAt(q: Queryable, name: (sql: string) => string, grants: Grants, only: string | null, asOf: string): Promise<DatasourceStatsRow[]> {
+  // The read point is least(as_of, clock), as for every read; as_of is parameter $n.
+  const pointOf = (n: number) => `(SELECT least($${n}::timestamptz, last) FROM clock)`;
+  let t = pointOf(3);
+  const { rows: listed } = await q.query<ListedRow>(
+    name(
+      registryCounts(
+        `SELECT datasource_id FROM registry_patients WHERE registered_at <= ${t}
+        UNION
+        SELECT (v.payload->>'datasource_id') COLLATE "C" FROM resource_history v
+         WHERE v.payload_type = 'patient' AND v.tx_from <= ${t} AND v.tx_to > ${t} AND NOT v.is_deleted${andVisible(visibleAt(grants, "v", t))}`,
+        t,
+      ),
+    ),
+    [only, grantedList(grants), asOf],
+  );
+  if (listed.length === 0) return [];
+  // The version of each resource at t, attributed to the datasource of its period holding t.
+  t = pointOf(2);
+  const { rows: groups } = await q.query<GroupRow>(
+    name(`SELECT a.datasource_id AS ds, v.payload_type, v.access_level, count(*)::text AS n,
+            coalesce(sum((v.payload->>'size_bytes')::numeric) FILTER (WHERE v.payload_type = 'file'), 0)::text AS bytes,
+            ${ts("max(v.updated_at)")} AS last
+       FROM resource_history v
+       JOIN resource_attribution a ON a.identifier = v.identifier AND a.tx_from <= ${t} AND a.tx_to > ${t}
+      WHERE v.tx_from <= ${t} AND v.tx_to > ${t} AND NOT v.is_deleted AND v.payload_type <> 'datasource'
+        AND ($1::text IS NULL OR a.datasource_id = $1::text)${andVisible(visibleAt(grants, "v", t))}
+      GROUP BY a.datasource_id, v.payload_type, v.access_level`),
+    [only, asOf],
+  );
+  return assemble(listed, groups);
+}
+
+function assemble(listed: ListedRow[], groups: GroupRow[]): DatasourceStatsRow[] {
   const out = new Map<string, DatasourceStatsRow>(
     listed.map((l) => [
       l.datasource_id,
@@ -124,7 +219,7 @@ async function collect(q: Queryable, name: (sql: string) => string, grants: Gran
     // numeric sums print as whole numbers here (size_bytes is int64).
     s.totalBytes = (BigInt(s.totalBytes) + BigInt(g.bytes)).toString();
     // Fixed-width UTC stamps compare as strings.
-    if (s.lastUpdatedAt === null || g.last > s.lastUpdatedAt) s.lastUpdatedAt = g.last;
+    if (g.last !== null && (s.lastUpdatedAt === null || g.last > s.lastUpdatedAt)) s.lastUpdatedAt = g.last;
   }
   return [...out.values()];
 }

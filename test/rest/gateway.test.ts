@@ -294,6 +294,14 @@ describe("requests and responses", () => {
       { identifier: "c1", payload_type: "study", parent_identifier: null, created_at: "t", child_count: 3, descendant_count: 7 },
     ]);
 
+    // Statistics at an instant (issue 40): as_of on both, beside datasource_id.
+    const stats = await fetch(`${base}/datasources/stats?as_of=2026-01-01T00:00:00Z`);
+    expect(echoed(stats)).toEqual({ as_of: "2026-01-01T00:00:00Z" });
+    await stats.body?.cancel();
+    const detailed = await fetch(`${base}/v2/datasources/detailed-stats?datasource_id=ds&as_of=2026-01-01T00:00:00Z`);
+    expect(echoed(detailed)).toEqual({ datasource_id: "ds", as_of: "2026-01-01T00:00:00Z" });
+    await detailed.body?.cancel();
+
     const preview = await fetch(`${base}/s3/parquet?path=s3://b/x.parquet&limit=5&offset=10`);
     expect(echoed(preview)).toEqual({ path: "s3://b/x.parquet", limit: 5, offset: "10" });
     expect(await preview.json()).toEqual({ columns: ["a"], schema: [], total_rows: 10, returned_rows: 1, offset: 0, data: [{ a: 1, b: "x" }] });

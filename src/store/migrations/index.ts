@@ -15,6 +15,8 @@ import { sql as versionActors } from "./0017-version-actors.js";
 import { sql as accessAttribution } from "./0018-access-attribution.js";
 import { sql as treeCounts } from "./0020-tree-counts.js";
 import { sql as treeCountsBackfill } from "./0021-tree-counts-backfill.js";
+import { sql as payloadFieldIndexes } from "./0022-payload-field-indexes.js";
+import { sql as datasourceCounts } from "./0023-datasource-counts.js";
 import { sql as objectClaims } from "./0024-object-claims.js";
 
 export interface Migration {
@@ -39,5 +41,7 @@ export const migrations: readonly Migration[] = [
   { id: 18, name: "access-attribution", sql: accessAttribution },
   { id: 20, name: "tree-counts", sql: treeCounts },
   { id: 21, name: "tree-counts-backfill", sql: treeCountsBackfill },
+  { id: 22, name: "payload-field-indexes", sql: payloadFieldIndexes },
+  { id: 23, name: "datasource-counts", sql: datasourceCounts },
   { id: 24, name: "object-claims", sql: objectClaims },
 ];

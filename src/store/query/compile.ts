@@ -39,22 +39,35 @@ function createParams(): Params {
   };
 }
 
+/**
+ * Payload keys with an expression index of their own (migration 0022): the
+ * identifying fields, whose equality matches few rows. The indexes are
+ * partial on `<expr> IS NOT NULL`, which the rendered filter states.
+ */
+export const INDEXED_PAYLOAD_KEYS: ReadonlySet<string> = new Set(["path", "sha256", "accession_number", "study_date", "datasource_id"]);
+
+const indexedKey = (field: QueryField): boolean =>
+  field.source === "payload" && (field.type === "text" || field.type === "date") && INDEXED_PAYLOAD_KEYS.has(field.key ?? "");
+
+/** Containment lets the GIN index on payload answer equality on strings, dates and booleans. */
+const containable = (field: QueryField): boolean =>
+  field.source === "payload" && (field.type === "text" || field.type === "date" || field.type === "bool");
+
 function renderFilter(node: FilterNode, p: Params): string {
   if (node.kind === "any") return node.items.length === 0 ? "false" : `(${node.items.map((n) => renderFilter(n, p)).join(" OR ")})`;
   const { field, op } = node;
   const e = field.expr("r");
   const cast = PARAM_CAST[field.type];
   const one = () => p.add(node.value, cast);
+  const contains = (v: unknown) => `r.payload @> ${p.add(JSON.stringify({ [field.key ?? ""]: v }), "jsonb")}`;
   switch (op) {
     case "is_null":
       return `${e} IS NULL`;
     case "is_not_null":
       return `${e} IS NOT NULL`;
     case "eq":
-      // Containment lets the GIN index on payload answer equality on strings and booleans.
-      if (field.source === "payload" && (field.type === "text" || field.type === "date" || field.type === "bool")) {
-        return `r.payload @> ${p.add(JSON.stringify({ [field.key ?? ""]: node.value }), "jsonb")}`;
-      }
+      if (indexedKey(field)) return `(${e} IS NOT NULL AND ${e} = ${one()})`;
+      if (containable(field)) return contains(node.value);
       return `${e} = ${one()}`;
     case "ne":
       // A null field is "not equal" to every value.
@@ -68,6 +81,9 @@ function renderFilter(node: FilterNode, p: Params): string {
     case "gte":
       return `${e} >= ${one()}`;
     case "in":
+      if (indexedKey(field)) return `(${e} IS NOT NULL AND ${e} = ANY(${p.add(node.values ?? [], `${cast}[]`)}))`;
+      // One containment per value: a BitmapOr over the GIN index (the list is bounded, MAX_IN_VALUES).
+      if (containable(field)) return (node.values ?? []).length === 0 ? "false" : `(${(node.values ?? []).map(contains).join(" OR ")})`;
       return `${e} = ANY(${p.add(node.values ?? [], `${cast}[]`)})`;
     case "not_in":
       return `(${e} IS NULL OR NOT (${e} = ANY(${p.add(node.values ?? [], `${cast}[]`)})))`;
