@@ -6,7 +6,6 @@ import { runExport } from "./export.js";
 import { runImport } from "./import.js";
 import { createProgress } from "./progress.js";
 import { runUploadDir } from "./upload-dir.js";
-import { runImportDicom } from "./import-dicom.js";
 import { runWatch } from "./watch.js";
 import { registryCommand } from "./registry-command.js";
 import { dumpCommand, restoreCommand } from "./dump.js";
@@ -182,6 +181,8 @@ export function buildProgram(): Command {
             const progress = createProgress("import-dicom", { quiet: g.quiet });
             let result;
             try {
+              // Loaded on use: the DICOM parser is no cost to the other commands.
+              const { runImportDicom } = await import("./import-dicom.js");
               result = await runImportDicom(clientFor(g), dir, opts, progress, g.url);
             } finally {
               progress.stop();

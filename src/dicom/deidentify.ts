@@ -105,6 +105,7 @@ export function deidentify(bytes: Uint8Array, key: Buffer): Buffer {
   file.dict["00120062"] = { vr: "CS", Value: ["YES"] };
   file.dict["00120063"] = { vr: "LO", Value: ["DICOM PS3.15 E.1 Basic Application Level Confidentiality Profile"] };
   const mediaUid = file.meta["00020003"];
-  if (mediaUid?.Value?.[0] !== undefined) mediaUid.Value = [replacementUid(key, String(mediaUid.Value[0]))];
+  const original = mediaUid?.Value?.[0];
+  if (mediaUid !== undefined && typeof original === "string") mediaUid.Value = [replacementUid(key, original)];
   return Buffer.from(file.write());
 }

@@ -15,7 +15,6 @@ import http from "node:http";
 import https from "node:https";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ResourceStoreClient } from "../client/index.js";
-import { deidentify } from "./deidentify.js";
 import type { InstanceHeader } from "./header.js";
 
 export type FilerClient = Pick<ResourceStoreClient, "resources" | "query" | "registry" | "storage">;
@@ -132,7 +131,7 @@ interface Placed {
 
 export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
   const group = `dicom/${keySegment(opts.datasource)}`;
-  let bucket: Promise<string> | undefined;
+  let bucket: string | undefined;
   // Registry answers and resources known to be active: O(patients + studies + series), never O(files).
   const patients = new Map<string, Promise<string>>();
   const studies = new Map<string, Promise<string>>();
@@ -186,9 +185,13 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
 
   /** Patients hang under the datasource resource when there is one (a `datasource` named by the id). */
   function parentOfPatients(): Promise<string | undefined> {
-    datasourceParent ??= client.resources
-      .read({ identifiers: [opts.datasource], excludeChildren: true })
-      .then((r) => (r.resources.some((x) => x.identifier === opts.datasource && x.payload.case === "datasource") ? opts.datasource : undefined));
+    if (datasourceParent === undefined) {
+      const p = client.resources
+        .read({ identifiers: [opts.datasource], excludeChildren: true })
+        .then((r) => (r.resources.some((x) => x.identifier === opts.datasource && x.payload.case === "datasource") ? opts.datasource : undefined));
+      datasourceParent = p;
+      p.catch(() => (datasourceParent = undefined));
+    }
     return datasourceParent;
   }
 
@@ -216,7 +219,7 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
 
   async function file(batch: readonly Instance[], onBytes?: (n: number) => void): Promise<Outcome[]> {
     const outcomes: (Outcome | undefined)[] = new Array<Outcome | undefined>(batch.length);
-    bucket ??= client.storage.config({}).then((c) => c.s3Bucket);
+    bucket ??= (await client.storage.config({})).s3Bucket;
     const parent = await parentOfPatients();
 
     // 1. Where each instance goes.
@@ -282,7 +285,7 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
 
     // 3. Objects: one presign call per study root, then the PUTs, `concurrency` at once.
     const todo = [...uniqueFiles.entries()].filter(([id]) => !active.has(id)).map(([, i]) => ({ i, p: placed[i]! }));
-    const b = await bucket;
+    const b = bucket;
     const byStudy = new Map<string, { i: number; p: Placed }[]>();
     for (const t of todo) {
       const list = byStudy.get(t.p.study) ?? [];
@@ -301,7 +304,8 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
         const job = jobs[next++]!;
         try {
           let body = await job.p.instance.bytes();
-          if (opts.deidentifyKey !== undefined) body = deidentify(body, opts.deidentifyKey);
+          // Loaded only here: dcmjs is needed by --deidentify alone.
+          if (opts.deidentifyKey !== undefined) body = (await import("./deidentify.js")).deidentify(body, opts.deidentifyKey);
           await send(job.url, body);
           onBytes?.(body.length);
           files.push({ i: job.i, p: job.p, path: job.path, size: body.length, sha256: createHash("sha256").update(body).digest("hex") });
