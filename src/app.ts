@@ -32,6 +32,7 @@ import {
   createReflectionServiceV1alpha,
   createServiceImpls,
   createFeedLane,
+  createLaneTransport,
   createUnaryLane,
   guardedNodeAdapter,
   REQUEST_ID,
@@ -267,7 +268,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     auth,
     metrics,
     encoders,
-    localTransport: transport,
+    localTransport: createLaneTransport(lane),
     ready,
     endStreams: () => feed.close(),
     async close() {
