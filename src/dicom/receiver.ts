@@ -128,7 +128,6 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
         for (let attempt = 0; attempt < 2 && outcomes === undefined; attempt++) {
           try {
             outcomes = await filer.file(batch.map((q) => q.instance));
-            await filer.settle();
           } catch (err) {
             log.warn({ err, ae, instances: batch.length, attempt }, "DICOM receiver: filing failed");
           }
@@ -142,6 +141,15 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
       running = false;
     }
   }
+  // Settles one sender's filer once what it sent is filed, one settle at a time.
+  let settled: Promise<void> = Promise.resolve();
+  const settling = (ae: string): Promise<void> => {
+    settled = settled.catch(() => {}).then(async () => {
+      while (running || queue.length > 0) await new Promise((r) => setTimeout(r, 5));
+      await filerFor(ae).settle();
+    });
+    return settled;
+  };
   const enqueue = (ae: string, instance: Instance): Promise<string | undefined> =>
     new Promise((resolve) => {
       queue.push({ ae, instance, done: resolve });
@@ -177,8 +185,13 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
       this.sendAssociationAccept();
     }
 
+    // The end of an association is where a sender's study is complete: instance
+    // counts and study modalities are brought up to date before the release is
+    // answered (not after every batch, which would cost a count per series).
     override associationReleaseRequested(): void {
-      this.sendAssociationReleaseResponse();
+      const ae = this.callingAe;
+      const settle = (this.received > 0 ? settling(ae) : Promise.resolve()).catch((err: unknown) => log.warn({ err, ae }, "DICOM receiver: updating instance counts failed"));
+      void settle.then(() => this.sendAssociationReleaseResponse());
     }
 
     override cEchoRequest(request: InstanceType<typeof dimse.requests.CEchoRequest>, callback: (response: InstanceType<typeof dimse.responses.CEchoResponse>) => void): void {
