@@ -240,6 +240,8 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
   const sockets = new Set<net.Socket>();
   const server = net.createServer((socket) => {
     sockets.add(socket);
+    // A C-STORE answer is a small write after a small read: without this, Nagle's algorithm holds it for the sender's delayed ACK.
+    socket.setNoDelay(true);
     socket.on("close", () => sockets.delete(socket));
     const scp = new ReceiverScp(socket, { associationTimeout: 60_000, pduTimeout: 60_000 }) as unknown as { connected: boolean; on(event: "networkError", listener: () => void): void };
     scp.connected = true;
