@@ -293,10 +293,10 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
       byStudy.set(t.p.study, list);
     }
     const jobs: { i: number; p: Placed; url: string; path: string }[] = [];
-    for (const [study, list] of byStudy) {
-      const res = await client.storage.presignUploadDir({ group, root: `s3://${b}/${group}/${study}/`, relpaths: list.map((t) => t.p.relpath) });
-      list.forEach((t, k) => jobs.push({ ...t, url: res.items[k]!.url, path: res.items[k]!.path ?? "" }));
-    }
+    const signed = await Promise.all(
+      [...byStudy].map(async ([study, list]) => ({ list, res: await client.storage.presignUploadDir({ group, root: `s3://${b}/${group}/${study}/`, relpaths: list.map((t) => t.p.relpath) }) })),
+    );
+    for (const { list, res } of signed) list.forEach((t, k) => jobs.push({ ...t, url: res.items[k]!.url, path: res.items[k]!.path ?? "" }));
     const files: { i: number; p: Placed; path: string; size: number; sha256: string }[] = [];
     let next = 0;
     const worker = async (): Promise<void> => {

@@ -107,25 +107,35 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
     return f;
   };
 
-  // One filing loop: instances from every association queue here and are
-  // filed a batch at a time, so two associations of one study never race to
-  // create the same series.
-  const queue: Queued[] = [];
-  let running = false;
-  async function drain(): Promise<void> {
-    if (running) return;
-    running = true;
+  // One filing lane per calling AE (its actor): the instances of all its
+  // associations queue there and are filed a batch at a time, so a sender's
+  // associations never race to create the same series. Lanes of different
+  // senders run side by side; when two of them meet on one study, the loser's
+  // create is refused and its batch is filed again, finding what the other made.
+  interface Lane {
+    readonly queue: Queued[];
+    running: boolean;
+    settled: Promise<void>;
+  }
+  const lanes = new Map<string, Lane>();
+  const laneOf = (ae: string): Lane => {
+    let lane = lanes.get(ae);
+    if (lane === undefined) {
+      lane = { queue: [], running: false, settled: Promise.resolve() };
+      lanes.set(ae, lane);
+    }
+    return lane;
+  };
+  async function drain(ae: string): Promise<void> {
+    const lane = laneOf(ae);
+    if (lane.running) return;
+    lane.running = true;
     try {
-      while (queue.length > 0) {
-        const ae = queue[0]!.ae;
-        const batch: Queued[] = [];
-        for (let i = 0; i < queue.length && batch.length < config.batchSize; ) {
-          if (queue[i]!.ae === ae) batch.push(...queue.splice(i, 1));
-          else i++;
-        }
-        const filer = filerFor(ae);
+      const filer = filerFor(ae);
+      while (lane.queue.length > 0) {
+        const batch = lane.queue.splice(0, config.batchSize);
         let outcomes: Outcome[] | undefined;
-        for (let attempt = 0; attempt < 2 && outcomes === undefined; attempt++) {
+        for (let attempt = 0; attempt < 3 && outcomes === undefined; attempt++) {
           try {
             outcomes = await filer.file(batch.map((q) => q.instance));
           } catch (err) {
@@ -138,22 +148,22 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
         });
       }
     } finally {
-      running = false;
+      lane.running = false;
     }
   }
   // Settles one sender's filer once what it sent is filed, one settle at a time.
-  let settled: Promise<void> = Promise.resolve();
   const settling = (ae: string): Promise<void> => {
-    settled = settled.catch(() => {}).then(async () => {
-      while (running || queue.length > 0) await new Promise((r) => setTimeout(r, 5));
+    const lane = laneOf(ae);
+    lane.settled = lane.settled.catch(() => {}).then(async () => {
+      while (lane.running || lane.queue.length > 0) await new Promise((r) => setTimeout(r, 5));
       await filerFor(ae).settle();
     });
-    return settled;
+    return lane.settled;
   };
   const enqueue = (ae: string, instance: Instance): Promise<string | undefined> =>
     new Promise((resolve) => {
-      queue.push({ ae, instance, done: resolve });
-      void drain();
+      laneOf(ae).queue.push({ ae, instance, done: resolve });
+      void drain(ae);
     });
 
   class ReceiverScp extends Scp {

@@ -89,3 +89,13 @@ describe("DICOM receiver", () => {
     expect(after.length).toBe(all.length);
   });
 });
+
+describe("DICOM receiver settings", () => {
+  it("is off without DICOM_PORT and refuses a port without a datasource, a bad AE title, or --deidentify without a key", () => {
+    expect(receiverConfigFrom({}, "127.0.0.1")).toBeUndefined();
+    expect(() => receiverConfigFrom({ DICOM_PORT: "11112" }, "127.0.0.1")).toThrow(/DICOM_DATASOURCE is required/);
+    expect(() => receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds", DICOM_AE_TITLE: "A\\B" }, "127.0.0.1")).toThrow(/DICOM_AE_TITLE/);
+    expect(() => receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds", DICOM_DEIDENTIFY: "1" }, "127.0.0.1")).toThrow(/DICOM_DEIDENTIFY_KEY/);
+    expect(receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds" }, "127.0.0.1")).toMatchObject({ port: 11112, host: "127.0.0.1", aeTitle: "RESOURCESTORE", accessLevel: "internal" });
+  });
+});
