@@ -4,8 +4,8 @@
 // - import-dicom (the command, as a user runs it) against the bare
 //   presign-and-PUT of the same bytes (PresignUploadDir batches and the PUTs,
 //   same concurrency, no parsing, registry or resources): target >= 0.7;
-// - the receiver (8 storescu associations at once, as a PACS sends) against
-//   import-dicom of the same instances: target >= 0.7.
+// - the receiver (8 storescu associations of one AE title at once, as a PACS
+//   sends) against import-dicom of the same instances: target >= 0.7.
 // The import's peak memory is shown at a tenth of the files and at all of
 // them: flat in the number of files.
 import { execFile, spawn } from "node:child_process";
