@@ -78,6 +78,9 @@ export function part10(dataset: Buffer, sopClass: string, sopInstance: string, t
 /** Transfer syntaxes taken as offered, best first: the object is stored as it was sent. */
 const ACCEPTED_SYNTAXES = [TransferSyntax.ExplicitVRLittleEndian, TransferSyntax.ImplicitVRLittleEndian, TransferSyntax.JpegLossless, TransferSyntax.JpegBaseline, TransferSyntax.Jpeg2000Lossless, TransferSyntax.Jpeg2000Lossy, TransferSyntax.JpegLsLossless, TransferSyntax.JpegLsLossy, TransferSyntax.RleLossless];
 
+/** Batches of one sender filed at once. */
+const LANE_BATCHES = 4;
+
 interface Queued {
   readonly ae: string;
   readonly instance: Instance;
@@ -108,33 +111,36 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
   };
 
   // One filing lane per calling AE (its actor): the instances of all its
-  // associations queue there and are filed a batch at a time, so a sender's
-  // associations never race to create the same series. Lanes of different
-  // senders run side by side; when two of them meet on one study, the loser's
-  // create is refused and its batch is filed again, finding what the other made.
+  // associations queue there and are filed in batches, a few at a time
+  // (LANE_BATCHES), so one sender's parallel associations share round trips.
+  // Lanes of different senders run side by side. When two batches meet on a
+  // patient, study or series being created, the loser's create is refused
+  // (all or nothing) and its batch is filed again, finding what the other made.
   interface Lane {
     readonly queue: Queued[];
-    running: boolean;
+    /** Batches being filed now: up to LANE_BATCHES, so a batch's round trips overlap the next one's. */
+    running: number;
     settled: Promise<void>;
   }
   const lanes = new Map<string, Lane>();
   const laneOf = (ae: string): Lane => {
     let lane = lanes.get(ae);
     if (lane === undefined) {
-      lane = { queue: [], running: false, settled: Promise.resolve() };
+      lane = { queue: [], running: 0, settled: Promise.resolve() };
       lanes.set(ae, lane);
     }
     return lane;
   };
   async function drain(ae: string): Promise<void> {
     const lane = laneOf(ae);
-    if (lane.running) return;
-    lane.running = true;
+    if (lane.running >= LANE_BATCHES) return;
+    lane.running++;
     try {
       const filer = filerFor(ae);
       while (lane.queue.length > 0) {
         const batch = lane.queue.splice(0, config.batchSize);
         let outcomes: Outcome[] | undefined;
+        // A batch beside it (or another sender's) may have created part of the hierarchy first: filed again, it finds it.
         for (let attempt = 0; attempt < 3 && outcomes === undefined; attempt++) {
           try {
             outcomes = await filer.file(batch.map((q) => q.instance));
@@ -148,14 +154,14 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
         });
       }
     } finally {
-      lane.running = false;
+      lane.running--;
     }
   }
   // Settles one sender's filer once what it sent is filed, one settle at a time.
   const settling = (ae: string): Promise<void> => {
     const lane = laneOf(ae);
     lane.settled = lane.settled.catch(() => {}).then(async () => {
-      while (lane.running || lane.queue.length > 0) await new Promise((r) => setTimeout(r, 5));
+      while (lane.running > 0 || lane.queue.length > 0) await new Promise((r) => setTimeout(r, 5));
       await filerFor(ae).settle();
     });
     return lane.settled;
