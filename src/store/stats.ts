@@ -159,6 +159,14 @@ async function collectFromLog(q: Queryable, name: (sql: string) => string, only:
   return assemble(listed, groups);
 }
 
+/**
+ * At an as_of, for a caller with narrower grants (or a point before the
+ * log starts): from the history, per resource. The stricter-of rule
+ * (docs/access.md) hides a version visible then when the resource reads
+ * outside the grants now, which the log's groups (per datasource, type
+ * and level as they were) cannot tell; docs/scaling.md says what would
+ * bound it.
+ */
 async function collectAt(q: Queryable, name: (sql: string) => string, grants: Grants, only: string | null, asOf: string): Promise<DatasourceStatsRow[]> {
   // The read point is least(as_of, clock), as for every read; as_of is parameter $n.
   const pointOf = (n: number) => `(SELECT least($${n}::timestamptz, last) FROM clock)`;

@@ -183,8 +183,77 @@ export interface PageOptions {
   readonly select?: string;
 }
 
+/**
+ * How far a filtered page walks its type's sort order before it gives up
+ * on the walk: this many rows per row asked for (see headFirstStatement).
+ */
+export const HEAD_WALK_FACTOR = 16;
+
+/**
+ * A page now of one payload type, in the default sort (created_at, which
+ * resources_type_created_idx holds per type), with a limit and filters of
+ * which none has an index of its own (INDEXED_PAYLOAD_KEYS), and no parent
+ * or identifiers to start from.
+ */
+function headFirst(plan: QueryPlan, point: ReadPoint, limit: number | undefined): boolean {
+  return (
+    point.kind === "now" &&
+    limit !== undefined &&
+    plan.payloadType !== undefined &&
+    plan.parent === undefined &&
+    plan.identifiers === undefined &&
+    plan.filters.length > 0 &&
+    plan.sort.name === "created_at" &&
+    !plan.filters.some(function indexed(f: FilterNode): boolean {
+      return f.kind === "any" ? f.items.some(indexed) : indexedKey(f.field);
+    })
+  );
+}
+
+/**
+ * A filtered page with a limit that costs what it returns (issue 40). The
+ * planner cannot see that a containment on a payload field and the payload
+ * type are correlated (modality = CT holds a quarter of the series, not a
+ * quarter of 1% of them), so it fetched and sorted every match through the
+ * GIN index: linear in the store. Here the page first walks the type's sort
+ * order (resources_type_created_idx) for at most HEAD_WALK_FACTOR x limit
+ * rows and filters them; when that prefix of the sort order holds a full
+ * page, its matches are the page (any later match sorts after them), and the
+ * walk stopped at the limit. Otherwise (a rare value) the second arm, gated
+ * on the first's count, runs the plain statement, which the GIN index answers
+ * at the cost of the few matches. The prefix's LIMIT keeps the filters out
+ * of the walk, so the planner cannot turn it back into a fetch-and-sort.
+ */
+function headFirstStatement(plan: QueryPlan, point: ReadPoint, grants: Grants, options: PageOptions & { readonly limit: number }): Statement {
+  const p = createParams();
+  const pt = p.add(plan.payloadType?.name, "text");
+  const keyset = options.after ? ` AND ${keysetPredicate(plan, options.after, p)}` : "";
+  const walk = p.add(options.limit * HEAD_WALK_FACTOR, "int8");
+  const limit = p.add(options.limit, "int8");
+  const t = "(SELECT last FROM clock)";
+  const select = options.select ?? `${resourceColumns("r")}, ${sortKeyText(plan.sort)} AS __k, ${pointText(t)} AS __t`;
+  const rest = plan.filters.map((f) => renderFilter(f, p));
+  const visible = visibleNow(grants, "r");
+  if (visible !== undefined) rest.push(visible);
+  const order = orderBy(plan);
+  const sql = `WITH head AS MATERIALIZED (
+      SELECT ${select}
+        FROM (SELECT * FROM resources r WHERE NOT r.is_deleted AND r.payload_type = ${pt}${keyset} ORDER BY ${order} LIMIT ${walk}) r
+       WHERE ${rest.join(" AND ")}
+       ORDER BY ${order} LIMIT ${limit})
+    SELECT * FROM head WHERE (SELECT count(*) FROM head) >= ${limit}
+    UNION ALL
+    (SELECT ${select}
+       FROM resources r
+      WHERE NOT r.is_deleted AND r.payload_type = ${pt}${keyset} AND ${rest.join(" AND ")}
+        AND (SELECT count(*) FROM head) < ${limit}
+      ORDER BY ${order} LIMIT ${limit})`;
+  return { sql, params: p.values };
+}
+
 /** Rows: resource columns plus __k (sort key text) and __t (the read point as text). */
 export function pageStatement(plan: QueryPlan, point: ReadPoint, grants: Grants, options: PageOptions = {}): Statement {
+  if (options.limit !== undefined && headFirst(plan, point, options.limit)) return headFirstStatement(plan, point, grants, { ...options, limit: options.limit });
   const p = createParams();
   const b = body(plan, point, grants, p);
   const keyset = options.after ? ` AND ${keysetPredicate(plan, options.after, p)}` : "";
