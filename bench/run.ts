@@ -7,6 +7,7 @@ import { accessBenchmarks } from "./access.bench.js";
 import { auditBenchmarks } from "./audit.bench.js";
 import { cliImportBenchmarks } from "./cli-import.bench.js";
 import { createBenchmarks } from "./create.bench.js";
+import { dicomBenchmarks } from "./dicom.bench.js";
 import { dumpBenchmarks } from "./dump.bench.js";
 import { eventsBenchmarks } from "./events.bench.js";
 import { historyBenchmarks } from "./history.bench.js";
@@ -40,6 +41,7 @@ const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[]
   { name: "dump", run: dumpBenchmarks },
   // Not in a plain run: it builds a 2M store (`--only=scale`, `--sizes=200k` for a quick one).
   { name: "scale", run: scaleBenchmarks },
+  { name: "dicom", run: dicomBenchmarks },
 ];
 
 async function main(): Promise<void> {

@@ -8,7 +8,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import type { ConnectRouter } from "@connectrpc/connect";
-import { Code, type ConnectError, createContextValues, createRouterTransport } from "@connectrpc/connect";
+import { Code, type ConnectError, createContextValues, createRouterTransport, type Transport } from "@connectrpc/connect";
 import { checkScope, createAuthenticator, type Authenticator } from "./auth/index.js";
 import { ConfigError, type Config } from "./config.js";
 import type { Logger } from "./log.js";
@@ -35,6 +35,7 @@ import {
   createReflectionServiceV1alpha,
   createServiceImpls,
   createFeedLane,
+  createLaneTransport,
   createUnaryLane,
   guardedNodeAdapter,
   REQUEST_ID,
@@ -63,6 +64,8 @@ export interface App {
   readonly metrics: Metrics;
   /** The parquet encoder workers every export shares (PARQUET_ENCODER_WORKERS). */
   readonly encoders: EncoderPool;
+  /** Calls made by the process itself, through the same pipeline as every call (the DICOM receiver's, src/dicom/receiver.ts). */
+  readonly localTransport: Transport;
   /** Whether the database answers. */
   ready(): Promise<boolean>;
   /** Ends every open change-feed stream (Watch, /events) cleanly: call on shutdown, before draining. */
@@ -306,6 +309,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     auth,
     metrics,
     encoders,
+    localTransport: createLaneTransport(lane),
     ready,
     endStreams: () => feed.close(),
     async close() {

@@ -6,14 +6,17 @@ import { createApp } from "./app.js";
 import { assertCorsSafe } from "./cors.js";
 import { createLogger } from "./log.js";
 import { startServer } from "./server.js";
+import { receiverConfigFrom, type ReceiverConfig } from "./dicom/receiver-config.js";
 
 async function main(): Promise<void> {
   let config;
   let auth;
   // The identity provider's failures are logged once the logger exists (it needs the configuration).
   let warn: (message: string) => void = () => undefined;
+  let dicom: ReceiverConfig | undefined;
   try {
     config = loadConfig();
+    dicom = receiverConfigFrom(process.env, config.host);
     auth = createAuthenticator(config.auth, { onKeyFetchFailure: (message) => warn(message) });
     assertSafeBind(config.host, auth.enabled);
     assertCorsSafe(config.corsOrigins, auth.enabled);
@@ -29,6 +32,8 @@ async function main(): Promise<void> {
   const app = await createApp(config, log, { auth });
   const server = await startServer({ port: config.port, host: config.host, handler: app.handler, limits: config.defence });
   log.info({ host: server.host, port: server.port, database: app.db.kind, auth: auth.enabled }, "listening");
+  // DICOM_PORT: a C-STORE/C-ECHO receiver beside the API (docs/dicom.md).
+  const receiver = dicom === undefined ? undefined : await (await import("./dicom/receiver.js")).startDicomReceiver(dicom, app.localTransport, log);
 
   let stopping = false;
   const stop = (signal: string): void => {
@@ -38,7 +43,7 @@ async function main(): Promise<void> {
     void (async () => {
       // Change-feed streams never finish on their own: end them now, so they
       // close cleanly instead of holding the drain for the whole grace period.
-      await Promise.all([app.endStreams(), server.close(config.shutdownGraceMs)]);
+      await Promise.all([app.endStreams(), server.close(config.shutdownGraceMs), receiver?.close()]);
       await app.close();
       log.info("stopped");
       process.exit(0);

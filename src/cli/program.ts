@@ -161,6 +161,42 @@ export function buildProgram(): Command {
 
   example(
     program
+      .command("import-dicom")
+      .description("file every DICOM object under DIR: registry, patient/study/series/file resources, objects through presigned URLs (docs/dicom.md)")
+      .argument("<dir>", "folder of DICOM Part 10 files (any nesting, any names; DICOMDIR and other files are listed and skipped)")
+      .requiredOption("--datasource <id>", "the datasource the patients are registered in")
+      .addOption(new Option("--access-level <level>", "access level of every resource created").choices(["public", "internal", "restricted"]).default("internal"))
+      .option("--deidentify", "also rewrite the stored headers by DICOM PS3.15 Annex E (basic profile); needs a key", false)
+      .option("--deidentify-key-file <file>", "key for --deidentify's UID replacements (default: $DICOM_DEIDENTIFY_KEY)")
+      .option("--concurrency <n>", "files read and PUTs at once", positiveInt, 8)
+      .option("--batch-size <n>", "instances filed together", positiveInt, 500)
+      .option("--retries <n>", "retries of a failed PUT", nonNegativeInt, 4)
+      .action(
+        async (
+          dir: string,
+          opts: { datasource: string; accessLevel: "public" | "internal" | "restricted"; deidentify: boolean; deidentifyKeyFile?: string; concurrency: number; batchSize: number; retries: number },
+          cmd: Command,
+        ) =>
+          run(cmd, async (g) => {
+            const progress = createProgress("import-dicom", { quiet: g.quiet });
+            let result;
+            try {
+              // Loaded on use: the DICOM parser is no cost to the other commands.
+              const { runImportDicom } = await import("./import-dicom.js");
+              result = await runImportDicom(clientFor(g), dir, opts, progress, g.url);
+            } finally {
+              progress.stop();
+            }
+            summary(`imported ${result.stored} dicom instances, ${result.present} already there, ${result.skipped} skipped, ${result.failed} failed`);
+            if (result.failed > 0) process.exitCode = 1;
+          }),
+      ),
+    "resource-store import-dicom ./export --datasource site-a",
+    "resource-store import-dicom ./export --datasource site-a --access-level restricted --deidentify --deidentify-key-file key.txt",
+  );
+
+  example(
+    program
       .command("watch")
       .description("print the change feed as NDJSON until interrupted, resuming after dropped connections")
       .option("--since <time>", "RFC 3339 instant to start after (default: from now on)")

@@ -33,7 +33,7 @@ import { appendFile } from "node:fs/promises";
 import { toJson, type DescMessage, type DescMethod, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
-import { actorKey } from "../auth/index.js";
+import { actorKey, callerKey } from "../auth/index.js";
 import { serviceError } from "../errors.js";
 import { toServiceError } from "../store/index.js";
 import { REQUEST_ID } from "./interceptors.js";
@@ -276,7 +276,7 @@ export function createAuditInterceptor(sink: AuditSink): Interceptor {
     // authenticate, also when it then refuses the call for its scope; null only when they did not.
     const line = (outcome: string, rest: Pick<AuditLine, "count"> & Partial<AuditLine>): AuditLine => ({
       at,
-      actor: req.contextValues.get(actorKey) ?? null,
+      actor: req.contextValues.get(actorKey) ?? req.contextValues.get(callerKey)?.actor ?? null,
       method: `${req.service.typeName}/${req.method.name}`,
       request_id: req.header.get(REQUEST_ID),
       address: req.contextValues.get(peerKey) ?? req.header.get(PEER_HEADER),

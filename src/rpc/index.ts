@@ -77,6 +77,7 @@ export { createFeedLane, type FeedLane, type FeedLaneOptions } from "./feed-lane
 export { ACCEPT_COMPRESSION, createPipeline, type Pipeline, type PipelineParts } from "./pipeline.js";
 export { sharedCompression, type SharedCompressionOptions } from "./shared-compression.js";
 export { createUnaryLane, type UnaryCall, type UnaryLane, type UnaryLaneOptions, type UnaryOutcome } from "./unary-lane.js";
+export { createLaneTransport } from "./lane-transport.js";
 export { createHealthService, type HealthDeps } from "./health-service.js";
 export { auditRefused, auditSink, auditTargetProblem, createAuditInterceptor, isAudited, MAX_AUDIT_IDENTIFIERS, type AuditSink } from "./audit.js";
 export { callRecordKey, createCallInterceptor, logCall, REQUEST_ID, requestIdOf, type CallRecord } from "./interceptors.js";

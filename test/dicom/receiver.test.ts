@@ -1,0 +1,101 @@
+// The DICOM receiver (issue 45): dcmtk's echoscu and storescu against the
+// service's C-ECHO/C-STORE SCP. A study sent in two associations is one
+// study, an instance sent twice is stored once, the actor is
+// dicom:<calling AE>, and the same folder through import-dicom afterwards
+// finds every resource already there: the receiver made the same tree.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { receiverConfigFrom } from "../../src/dicom/receiver-config.js";
+import { startDicomReceiver, type DicomReceiver } from "../../src/dicom/receiver.js";
+import { createLogger } from "../../src/log.js";
+import { startTestServer, type TestServer } from "../support/app.js";
+import { buildCli, runCli } from "../cli/run-cli.js";
+import { hasDcmtk, makeDicomFolder, PLANTED, type Made } from "./fixtures.js";
+import { API_TOKENS, caller, everything, exec, TOKENS, type Flat } from "./support.js";
+
+let work: string;
+let made: Made;
+let server: TestServer;
+let receiver: DicomReceiver;
+const url = () => server.url;
+const admin = caller(url, TOKENS.admin);
+
+beforeAll(async () => {
+  if (!(await hasDcmtk())) throw new Error("these tests send with dcmtk's storescu and echoscu: apt-get install -y dcmtk");
+  work = await mkdtemp(join(tmpdir(), "rs-dicom-scp-"));
+  [made] = await Promise.all([makeDicomFolder(work), buildCli()]);
+  server = await startTestServer({ API_TOKENS });
+  const config = receiverConfigFrom({ DICOM_PORT: "0", DICOM_DATASOURCE: "ds-scp", DICOM_ALLOWED_AES: "MODALITY1, MODALITY2" }, "127.0.0.1")!;
+  receiver = await startDicomReceiver(config, server.app.localTransport, createLogger("silent"));
+});
+
+afterAll(async () => {
+  await receiver?.close();
+  await server?.close();
+  await rm(work, { recursive: true, force: true });
+});
+
+function dcmtk(tool: "echoscu" | "storescu", aet: string, files: string[] = [], called = "RESOURCESTORE") {
+  return exec(tool, ["-aet", aet, "-aec", called, "127.0.0.1", String(receiver.port), ...files.map((f) => join(made.dir, f))]).then(
+    (r) => ({ code: 0, out: r.stdout + r.stderr }),
+    (err: { code?: number; stdout?: string; stderr?: string }) => ({ code: err.code ?? 1, out: `${err.stdout ?? ""}${err.stderr ?? ""}` }),
+  );
+}
+
+describe("DICOM receiver", () => {
+  it("answers C-ECHO to an allowed AE and refuses an AE not allowed or a wrong called AE title", async () => {
+    expect((await dcmtk("echoscu", "MODALITY1")).code).toBe(0);
+    const stranger = await dcmtk("echoscu", "INTRUDER");
+    expect(stranger.code).not.toBe(0);
+    expect(stranger.out).toMatch(/Association Rejected/i);
+    const wrongCalled = await dcmtk("echoscu", "MODALITY1", [], "SOMEONE");
+    expect(wrongCalled.code).not.toBe(0);
+  });
+
+  it("files a study sent in two associations as one study, a duplicate once, as dicom:<calling AE>; import-dicom of the folder then finds all of it", async () => {
+    const ct = made.good.filter((f) => f.startsWith("ct/"));
+    const rest = made.good.filter((f) => !f.startsWith("ct/"));
+    expect((await dcmtk("storescu", "MODALITY1", ct)).code).toBe(0);
+    expect((await dcmtk("storescu", "MODALITY2", rest)).code).toBe(0);
+    // Sent again: stored once.
+    expect((await dcmtk("storescu", "MODALITY1", [ct[0]!])).code).toBe(0);
+
+    const all = await everything(admin);
+    const patients = new Set(all.filter((r) => r.payload_type === "patient" && r.datasource_id === "ds-scp").map((r) => r.identifier));
+    const studies = all.filter((r) => r.payload_type === "study" && patients.has(r.parent_identifier!));
+    expect(studies).toHaveLength(3);
+    const ctStudy = studies.find((s) => s.modality === "CT\\MR")!;
+    const series = all.filter((r) => r.payload_type === "series" && r.parent_identifier === ctStudy.identifier);
+    expect(series.map((s) => [s.modality, s.instance_count]).sort()).toEqual([
+      ["CT", 3],
+      ["MR", 2],
+    ]);
+    const seriesIds = new Set(all.filter((r) => r.payload_type === "series" && studies.some((s) => s.identifier === r.parent_identifier)).map((r) => r.identifier));
+    const files = all.filter((r): r is Flat => r.payload_type === "file" && seriesIds.has(r.parent_identifier!));
+    expect(files).toHaveLength(made.good.length);
+    expect(JSON.stringify(all)).not.toContain(PLANTED.patientId);
+
+    const ctFile = files.find((f) => series.some((s) => s.modality === "CT" && s.identifier === f.parent_identifier))!;
+    expect((await admin("POST", "/resources/history", { identifier: ctFile.identifier })).json.versions.map((v: { actor: string }) => v.actor)).toEqual(["dicom:MODALITY1"]);
+    const mrSeries = series.find((s) => s.modality === "MR")!;
+    expect((await admin("POST", "/resources/history", { identifier: mrSeries.identifier })).json.versions[0].actor).toBe("dicom:MODALITY2");
+
+    // The same folder through import-dicom: the same identifiers, so nothing is new.
+    const run = await runCli(["--url", url(), "import-dicom", made.dir, "--datasource", "ds-scp"], { env: { RESOURCE_STORE_TOKEN: TOKENS.importer } });
+    expect(run.stdout.trim()).toBe(`imported 0 dicom instances, ${made.good.length} already there, 2 skipped, 1 failed`);
+    const after = await everything(admin);
+    expect(after.length).toBe(all.length);
+  });
+});
+
+describe("DICOM receiver settings", () => {
+  it("is off without DICOM_PORT and refuses a port without a datasource, a bad AE title, or --deidentify without a key", () => {
+    expect(receiverConfigFrom({}, "127.0.0.1")).toBeUndefined();
+    expect(() => receiverConfigFrom({ DICOM_PORT: "11112" }, "127.0.0.1")).toThrow(/DICOM_DATASOURCE is required/);
+    expect(() => receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds", DICOM_AE_TITLE: "A\\B" }, "127.0.0.1")).toThrow(/DICOM_AE_TITLE/);
+    expect(() => receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds", DICOM_DEIDENTIFY: "1" }, "127.0.0.1")).toThrow(/DICOM_DEIDENTIFY_KEY/);
+    expect(receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds" }, "127.0.0.1")).toMatchObject({ port: 11112, host: "127.0.0.1", aeTitle: "RESOURCESTORE", accessLevel: "internal" });
+  });
+});
