@@ -3,7 +3,7 @@ export { createAuthenticator } from "./authenticator.js";
 export type { Authenticator, Principal } from "./authenticator.js";
 export { assertSafeBind, isLoopback } from "./bind-check.js";
 export { streamExpiry, type StreamExpiry } from "./expiry.js";
-export { callerKey, callerOf, checkScope, createAuthInterceptor, trustedCallerKey } from "./interceptor.js";
+export { actorKey, callerKey, callerOf, checkScope, createAuthInterceptor, trustedCallerKey } from "./interceptor.js";
 export { declaredScope, requiredScope } from "./method-scope.js";
 export { createOidcVerifier, grantsOfClaim, parseDefaultGrants, scopesOf } from "./oidc.js";
 export type { DefaultGrants, OidcOptions, OidcVerifier } from "./oidc.js";

@@ -27,6 +27,15 @@ export function callerOf(ctx: Pick<HandlerContext, "values">): Caller {
 }
 
 /**
+ * Who the call's credentials name, set by the auth interceptor as soon as
+ * they authenticate, before the method's scope is checked: so a call its
+ * scope then refuses still has an actor (the read audit names it, issue 41;
+ * docs/contract/19-audit-history.md). Unset when authentication itself
+ * failed. Not the caller: nothing may read with it (that is callerOf).
+ */
+export const actorKey = createContextKey<string | undefined>(undefined, { description: "the actor the credentials named, allowed or not" });
+
+/**
  * A caller the process itself names for a call it makes in process (the
  * DICOM receiver files as `dicom:<calling AE>`, src/dicom/receiver.ts).
  * Context values never come from the wire, so no request can set it.
@@ -43,11 +52,14 @@ export function createAuthInterceptor(auth: Authenticator): Interceptor {
   return (next) => async (req) => {
     const trusted = req.contextValues.get(trustedCallerKey);
     if (trusted !== undefined) {
-      req.contextValues.set(callerKey, trusted);
+      req.contextValues.set(actorKey, trusted.actor).set(callerKey, trusted);
       return next(req);
     }
-    const check = authorize(auth, req.method, req.stream ? undefined : req.message, req.header.get("authorization"));
-    req.contextValues.set(callerKey, check === undefined ? LOCAL_CALLER : callerFrom(await check));
+    const check = authorize(auth, req.method, req.stream ? undefined : req.message, req.header.get("authorization"), (principal) =>
+      req.contextValues.set(actorKey, principal.actor),
+    );
+    const caller = check === undefined ? LOCAL_CALLER : callerFrom(await check);
+    req.contextValues.set(actorKey, caller.actor).set(callerKey, caller);
     return next(req);
   };
 }
@@ -55,15 +67,23 @@ export function createAuthInterceptor(auth: Authenticator): Interceptor {
 /**
  * The principal who may call the method, or undefined when no credentials
  * need checking (an open operation, or authentication off). Throws (or
- * rejects) unless the credentials may call it.
+ * rejects) unless the credentials may call it. `authenticated` is told of
+ * the principal once the credentials are valid, before the scope is checked.
  */
-function authorize(auth: Authenticator, method: DescMethod, message: Parameters<typeof requiredScope>[1], authorization: string | null): Promise<Principal> | undefined {
+function authorize(
+  auth: Authenticator,
+  method: DescMethod,
+  message: Parameters<typeof requiredScope>[1],
+  authorization: string | null,
+  authenticated?: (principal: Principal) => void,
+): Promise<Principal> | undefined {
   const needed = requiredScope(method, message);
   if (needed === undefined) {
     throw internal(new Error(`${method.parent.typeName}.${method.name} declares no scope`));
   }
   if (needed === "open" || !auth.enabled) return undefined;
   return auth.authenticate(authorization).then((principal: Principal) => {
+    authenticated?.(principal);
     if (!grants(principal.scopes, needed)) {
       throw permissionDenied(`this operation needs the "${needed}" scope`);
     }

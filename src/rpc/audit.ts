@@ -14,10 +14,12 @@
 // lines never carry the request), an object path or a cursor.
 //
 // One interceptor in the one interceptor list, outside the auth interceptor,
-// so a call auth refuses is audited too; the caller auth made is read once
-// the call is answered (null when none was made). Calls refused before the
+// so a call auth refuses is audited too; the actor auth named is read once
+// the call is answered: the credentials' actor whenever they authenticated,
+// also for a call their scope does not allow (refused permission_denied),
+// null only when authentication failed. Calls refused before the
 // interceptors (by authentication, at the front door) are audited by
-// auditRefused. Every surface (gRPC, gRPC-Web, Connect, REST) is audited
+// auditRefused, with actor null. Every surface (gRPC, gRPC-Web, Connect, REST) is audited
 // alike. When a line cannot be written the call fails `unavailable` and
 // answers nothing: an answer is never released unaudited.
 //
@@ -31,7 +33,7 @@ import { appendFile } from "node:fs/promises";
 import { toJson, type DescMessage, type DescMethod, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
-import { callerKey } from "../auth/index.js";
+import { actorKey, callerKey } from "../auth/index.js";
 import { serviceError } from "../errors.js";
 import { toServiceError } from "../store/index.js";
 import { REQUEST_ID } from "./interceptors.js";
@@ -270,10 +272,11 @@ export function createAuditInterceptor(sink: AuditSink): Interceptor {
     }
     if (message !== undefined && rule.audited !== undefined && !rule.audited(message as Record<string, unknown>)) return next(req);
     const at = new Date().toISOString();
-    // After the call: the auth interceptor (inside this one) names the caller, or refuses it (actor null).
+    // After the call: the auth interceptor (inside this one) names the actor once the credentials
+    // authenticate, also when it then refuses the call for its scope; null only when they did not.
     const line = (outcome: string, rest: Pick<AuditLine, "count"> & Partial<AuditLine>): AuditLine => ({
       at,
-      actor: req.contextValues.get(callerKey)?.actor ?? null,
+      actor: req.contextValues.get(actorKey) ?? req.contextValues.get(callerKey)?.actor ?? null,
       method: `${req.service.typeName}/${req.method.name}`,
       request_id: req.header.get(REQUEST_ID),
       address: req.contextValues.get(peerKey) ?? req.header.get(PEER_HEADER),

@@ -18,8 +18,9 @@
 //                              failure below becomes a catalogue error
 //   5. audit (slot)            docs/contract/19-audit-history.md: outside
 //                              auth, so a call auth refuses is audited too;
-//                              it reads the caller auth made once the call
-//                              is answered (issue 41)
+//                              it reads the actor auth named once the call
+//                              is answered (also for a call refused for its
+//                              scope; issue 41)
 //   6. auth                    the caller's credentials and the method's
 //                              scope; makes the caller (actor and grants,
 //                              src/access/) that handlers read with callerOf

@@ -185,10 +185,10 @@ describe("read audit edges (issue 41)", () => {
     const unauth = await oneLine(() => call("tok-nobody", "POST", "/resources/read", { identifiers: ["st-1"] }));
     expect(unauth).toMatchObject({ method: "resourcestore.v2.ResourceService/Read", actor: null, outcome: "unauthenticated", count: 0 });
     expect(unauth.address).toMatch(/127\.0\.0\.1/);
-    // Register needs write; a reader is refused by scope, inside the interceptors (the auth
-    // interceptor makes no caller for a call it refuses: the actor is null there too).
+    // Register needs write; a reader is refused by scope, inside the interceptors, once its token
+    // authenticated: the line names its actor (test/history/audit-reads.test.ts: every read, every surface).
     const scope = await oneLine(() => call("tok-a", "POST", "/patients/register", { datasource_id: "ds-a", external_uid: `${UID}-2` }));
-    expect(scope).toMatchObject({ method: "resourcestore.v2.RegistryService/RegisterPatient", actor: null, outcome: "permission_denied", count: 0 });
+    expect(scope).toMatchObject({ method: "resourcestore.v2.RegistryService/RegisterPatient", actor: "narrow", outcome: "permission_denied", count: 0 });
     expect(scope.address).toMatch(/127\.0\.0\.1/);
     const grants = await oneLine(() => call("tok-a", "POST", "/resources/history", { identifier: "no-such" }));
     expect(grants).toMatchObject({ actor: "narrow", outcome: "not_found" });
