@@ -24,7 +24,8 @@
 // interceptors of the caller's, answers are decoded by connect as before.
 import { toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import { EmptySchema, type Empty } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, type ContextValues, type Transport, type UnaryResponse } from "@connectrpc/connect";
+import { type ContextValues, type Transport, type UnaryResponse } from "@connectrpc/connect";
+import { serviceError } from "../errors.js";
 import { decodesByPlan, plannedFromBinary } from "../protobuf/index.js";
 
 /** The same method, answering a message whose every field is unknown: the answer's bytes, kept. */
@@ -45,7 +46,7 @@ function decode<O extends DescMessage>(output: O, kept: Empty): MessageShape<O> 
   try {
     return plannedFromBinary(output, toBinary(EmptySchema, kept));
   } catch (e) {
-    throw new ConnectError(`parse binary: ${e instanceof Error ? e.message : String(e)}`, Code.Internal);
+    throw serviceError("INTERNAL", `parse binary: ${e instanceof Error ? e.message : String(e)}`);
   }
 }
 
