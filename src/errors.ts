@@ -123,7 +123,7 @@ function isReason(value: string): value is Reason {
 }
 
 /** The reason a client is told for a code when the error carries none (framework errors). */
-export function genericReason(code: Code): string {
+function genericReason(code: Code): string {
   if (code === Code.Unknown || code === Code.DataLoss) return "INTERNAL";
   return codeToString(code).toUpperCase();
 }

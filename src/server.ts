@@ -57,7 +57,7 @@ export interface ListenerLimits {
   readonly maxConcurrentStreams: number;
 }
 
-export const DEFAULT_LISTENER_LIMITS: ListenerLimits = {
+const DEFAULT_LISTENER_LIMITS: ListenerLimits = {
   headersTimeoutMs: DEFENCE_DEFAULTS.HEADERS_TIMEOUT_MS,
   requestTimeoutMs: DEFENCE_DEFAULTS.REQUEST_TIMEOUT_MS,
   idleTimeoutMs: DEFENCE_DEFAULTS.IDLE_TIMEOUT_MS,

@@ -38,7 +38,7 @@ import { REQUEST_ID } from "./interceptors.js";
 import { PEER_HEADER, peerKey } from "../http/peer.js";
 
 /** Identifiers one line lists at most; `count` says how many were answered in all. */
-export const MAX_AUDIT_IDENTIFIERS = 1000;
+const MAX_AUDIT_IDENTIFIERS = 1000;
 
 /** Writes one line (newline included); resolves once it is written, rejects when it cannot be. */
 export type AuditSink = (line: string) => Promise<void>;
@@ -180,11 +180,6 @@ const RULES: ReadonlyMap<string, Rule> = new Map<string, Rule>([
   ["StorageService/ParquetPreview", { answer: (res) => rows(Number(res["returnedRows"] ?? 0)), request: only("limit", "offset") }],
   ["StorageService/List", { answer: (res) => rows(list(res, "keys").length) }],
 ]);
-
-/** Whether calls of this method write an audit line (for docs and tests). */
-export function isAudited(serviceShortName: string, methodName: string): boolean {
-  return RULES.has(`${serviceShortName}/${methodName}`);
-}
 
 /** The request as the line carries it, when the rule carries any. */
 function requestOf(rule: Rule, desc: DescMessage, message: unknown): JsonValue | undefined {

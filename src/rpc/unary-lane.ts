@@ -39,7 +39,7 @@ import type { Pipeline } from "./pipeline.js";
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
 
-export interface UnaryCall {
+interface UnaryCall {
   readonly method: DescMethodUnary;
   readonly message: Message;
   /** The request headers the interceptors and the handler see. */
@@ -52,7 +52,7 @@ export interface UnaryCall {
   readonly contextValues?: ContextValues;
 }
 
-export interface UnaryOutcome {
+interface UnaryOutcome {
   readonly message: Message;
   readonly header: Headers;
   readonly trailer: Headers;
