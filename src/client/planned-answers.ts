@@ -24,8 +24,7 @@
 // interceptors of the caller's, answers are decoded by connect as before.
 import { toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import { EmptySchema, type Empty } from "@bufbuild/protobuf/wkt";
-import { type ContextValues, type Transport, type UnaryResponse } from "@connectrpc/connect";
-import { serviceError } from "../errors.js";
+import { Code, ConnectError, type ContextValues, type Transport, type UnaryResponse } from "@connectrpc/connect";
 import { decodesByPlan, plannedFromBinary } from "../protobuf/index.js";
 
 /** The same method, answering a message whose every field is unknown: the answer's bytes, kept. */
@@ -46,7 +45,7 @@ function decode<O extends DescMessage>(output: O, kept: Empty): MessageShape<O> 
   try {
     return plannedFromBinary(output, toBinary(EmptySchema, kept));
   } catch (e) {
-    throw serviceError("INTERNAL", `parse binary: ${e instanceof Error ? e.message : String(e)}`);
+    throw new ConnectError(`parse binary: ${e instanceof Error ? e.message : String(e)}`, Code.Internal);
   }
 }
 
