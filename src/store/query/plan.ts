@@ -33,7 +33,7 @@ const MAX_CONDITIONS = 1000;
 const MAX_IN_VALUES = 10_000;
 export const MAX_LIMIT = 10_000;
 
-export type Bound = string | number | boolean;
+type Bound = string | number | boolean;
 
 export type FilterNode =
   | { readonly kind: "cmp"; readonly field: QueryField; readonly op: Op; readonly value?: Bound; readonly values?: readonly Bound[] }
