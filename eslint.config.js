@@ -91,6 +91,28 @@ export default defineConfig(
   },
 
   {
+    // Errors come from the catalogue (src/errors.ts; docs/errors.md): a refusal
+    // made or written anywhere else would miss its reason. Only the catalogue
+    // and its REST body writer may build one by hand, and the client's binary
+    // codec, whose decoding errors must equal connect's own (no reason).
+    files: ["src/**/*.ts"],
+    ignores: ["src/errors.ts", "src/http/error-status.ts", "src/client/planned-answers.ts"],
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector: "NewExpression[callee.name='ConnectError']",
+          message: "Make errors with the catalogue's makers (src/errors.ts), so each carries its reason.",
+        },
+        {
+          selector: "ObjectExpression:has(> Property[key.name='code']):has(> Property[key.name='message']:not([value.type='ObjectExpression']))",
+          message: "Write error bodies with writeRestError (src/http/error-status.ts), which adds the catalogue's reason.",
+        },
+      ],
+    },
+  },
+
+  {
     // The service logs through pino so lines carry the request id and redaction;
     // console output would bypass both.
     files: ["src/**/*.ts"],

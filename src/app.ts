@@ -79,7 +79,7 @@ type Req = IncomingMessage | Http2ServerRequest;
 const allServices = revisions.flatMap((r) => r.services);
 
 /** `pipeline`: the feed's streams compress with its feedCompression (the other options are the router's). */
-export function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>, pipeline: Pick<Pipeline, "feedCompression">): (router: ConnectRouter) => void {
+function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>, pipeline: Pick<Pipeline, "feedCompression">): (router: ConnectRouter) => void {
   const health = createHealthService({ ready, services: allServices.map((s) => s.typeName) });
   const reflection = createReflectionService([...allServices, Health, ServerReflection, ServerReflectionV1alpha]);
   return (router) => {

@@ -6,7 +6,7 @@ import { availableParallelism } from "node:os";
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
 
-export interface S3Config {
+interface S3Config {
   /** Where the service reaches S3; unset = embedded s3rver under DATA_DIR. */
   readonly endpoint: string | undefined;
   /** The address written into presigned URLs; defaults to `endpoint`. */
@@ -106,7 +106,7 @@ export interface Config {
   readonly defence: DefenceConfig;
 }
 
-export interface EventsConfig {
+interface EventsConfig {
   /** A watch with nothing to send sends an empty message this often (EVENTS_HEARTBEAT_MS). */
   readonly heartbeatMs: number;
   /** Versions read per page of history; commits never split across pages (EVENTS_PAGE_SIZE). */
@@ -124,7 +124,7 @@ export interface RegistryKeyConfig {
 }
 
 // --- Defence limits (docs/contract/16-limits.md) ---------------------------------
-export interface DefenceConfig {
+interface DefenceConfig {
   /** Request headers (and the first bytes that pick HTTP/1.1 or HTTP/2) must arrive within this. */
   readonly headersTimeoutMs: number;
   /** A request body must be complete within this (408 or closed). */
@@ -484,7 +484,7 @@ function registryKeys(env: Env): RegistryKeyConfig[] | undefined {
 }
 
 // --- read standbys (issue 18) ---------------------------------------------
-export interface ReadReplicasConfig {
+interface ReadReplicasConfig {
   /** PostgreSQL hot standbys of DATABASE_URL, in order of preference; empty = every read on the primary. */
   readonly urls: readonly string[];
   /** Longest wait for a standby's connection or its replayed clock before it is skipped. */

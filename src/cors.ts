@@ -10,11 +10,11 @@ import { addVary } from "./http/headers.js";
 import { ConfigError } from "./config.js";
 
 /** Browsers cap the preflight cache (Chromium at 2 hours); longer is pointless. */
-export const CORS_MAX_AGE_SECONDS = 7200;
+const CORS_MAX_AGE_SECONDS = 7200;
 
-export const CORS_ALLOWED_METHODS: readonly string[] = [...new Set([...cors.allowedMethods, "GET", "POST"])];
-export const CORS_ALLOWED_HEADERS: readonly string[] = [...new Set([...cors.allowedHeaders, "authorization", REQUEST_ID].map((h) => h.toLowerCase()))];
-export const CORS_EXPOSED_HEADERS: readonly string[] = [...new Set([...cors.exposedHeaders, REQUEST_ID].map((h) => h.toLowerCase()))];
+const CORS_ALLOWED_METHODS: readonly string[] = [...new Set([...cors.allowedMethods, "GET", "POST"])];
+const CORS_ALLOWED_HEADERS: readonly string[] = [...new Set([...cors.allowedHeaders, "authorization", REQUEST_ID].map((h) => h.toLowerCase()))];
+const CORS_EXPOSED_HEADERS: readonly string[] = [...new Set([...cors.exposedHeaders, REQUEST_ID].map((h) => h.toLowerCase()))];
 
 /**
  * CORS_ORIGINS=* with authentication off would let a page on any site read

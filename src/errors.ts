@@ -95,6 +95,7 @@ export const errorCatalogue = {
   // Codes the service does not raise itself; the RPC framework may.
   CANCELED: { code: Code.Canceled, when: "The client cancelled the call (raised by the RPC framework)." },
   DEADLINE_EXCEEDED: { code: Code.DeadlineExceeded, when: "The client's deadline passed (raised by the RPC framework)." },
+  REQUEST_TIMEOUT: { code: Code.DeadlineExceeded, httpStatus: 408, when: "The request's headers or body did not arrive within HEADERS_TIMEOUT_MS or REQUEST_TIMEOUT_MS; the connection (HTTP/1.1) or stream (HTTP/2) is closed after the answer." },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type Reason = keyof typeof errorCatalogue;
@@ -122,7 +123,7 @@ function isReason(value: string): value is Reason {
 }
 
 /** The reason a client is told for a code when the error carries none (framework errors). */
-export function genericReason(code: Code): string {
+function genericReason(code: Code): string {
   if (code === Code.Unknown || code === Code.DataLoss) return "INTERNAL";
   return codeToString(code).toUpperCase();
 }
@@ -210,6 +211,11 @@ export function unavailable(message: string, reason: ReasonFor<Code.Unavailable>
 
 export function unimplemented(message: string, reason: ReasonFor<Code.Unimplemented> = "UNIMPLEMENTED"): ConnectError {
   return serviceError(reason, message);
+}
+
+/** The client went away (or cancelled) before the call was answered. */
+export function canceled(message: string, cause?: unknown): ConnectError {
+  return serviceError("CANCELED", message, { cause });
 }
 
 /** Anything else: the message never carries internals (stack, SQL, paths); `cause` is for the log. */

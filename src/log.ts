@@ -50,7 +50,7 @@ function withProperty(v: object, key: string, value: unknown): Record<string, un
  * pino's `redact` with the same paths cost about 10 us a line (BENCHMARKS.md,
  * round five); this is one pass over the line's top-level keys.
  */
-export function censorCredentials(obj: Record<string, unknown>): Record<string, unknown> {
+function censorCredentials(obj: Record<string, unknown>): Record<string, unknown> {
   let out: Record<string, unknown> | undefined;
   for (const key of Object.keys(obj)) {
     const v = obj[key];

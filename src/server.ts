@@ -24,6 +24,8 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import { DEFENCE_DEFAULTS } from "./config.js";
+import { serviceError } from "./errors.js";
+import { restErrorOf, writeRestError } from "./http/error-status.js";
 
 export type RequestHandler = (
   req: http.IncomingMessage | http2.Http2ServerRequest,
@@ -55,7 +57,7 @@ export interface ListenerLimits {
   readonly maxConcurrentStreams: number;
 }
 
-export const DEFAULT_LISTENER_LIMITS: ListenerLimits = {
+const DEFAULT_LISTENER_LIMITS: ListenerLimits = {
   headersTimeoutMs: DEFENCE_DEFAULTS.HEADERS_TIMEOUT_MS,
   requestTimeoutMs: DEFENCE_DEFAULTS.REQUEST_TIMEOUT_MS,
   idleTimeoutMs: DEFENCE_DEFAULTS.IDLE_TIMEOUT_MS,
@@ -79,8 +81,9 @@ export function checkIntervalMs(limits: Pick<ListenerLimits, "headersTimeoutMs" 
  */
 export const KEEP_ALIVE_MARGIN_MS = 1000;
 
-/** What Node itself answers to a request past its deadline before any response began. */
-const REQUEST_TIMEOUT_RESPONSE = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n";
+/** What Node itself answers to a request past its deadline before any response began, with the catalogue's body. */
+const REQUEST_TIMEOUT_BODY = JSON.stringify(restErrorOf(serviceError("REQUEST_TIMEOUT", "the request's headers or body did not arrive in time")).body);
+const REQUEST_TIMEOUT_RESPONSE = `HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(REQUEST_TIMEOUT_BODY)}\r\n\r\n${REQUEST_TIMEOUT_BODY}`;
 
 /** The deadlines of one HTTP/1.1 connection. */
 interface H1Deadlines {
@@ -106,9 +109,8 @@ function deadlineForStream(req: http2.Http2ServerRequest, res: http2.Http2Server
   const timer = setTimeout(() => {
     if (req.complete || res.stream.destroyed) return;
     if (!res.headersSent) {
-      const body = JSON.stringify({ code: "deadline_exceeded", message: `the request body was not complete within ${ms} ms` });
-      res.writeHead(408, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
-      res.end(body, () => res.stream.close(http2.constants.NGHTTP2_CANCEL));
+      res.stream.once("finish", () => res.stream.close(http2.constants.NGHTTP2_CANCEL));
+      writeRestError(res, serviceError("REQUEST_TIMEOUT", `the request body was not complete within ${ms} ms`));
     } else {
       res.stream.close(http2.constants.NGHTTP2_CANCEL);
     }

@@ -13,7 +13,9 @@ import { fileURLToPath } from "node:url";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { RequestHandler } from "./server.js";
+import { internal, notFound } from "./errors.js";
 import { constantDocument, sendConstant, type ConstantDocument } from "./http/constant-document.js";
+import { writeRestError } from "./http/error-status.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -78,12 +80,12 @@ export function withUi(dir: string, next: RequestHandler): RequestHandler {
     assets ??= loadAssets(dir);
     const files = await assets;
     if (files === undefined) {
-      return send(res, 404, { "content-type": "application/json" }, JSON.stringify({ code: "not_found", message: "the explorer is not built: run `npm run build`" }));
+      return writeRestError(res, notFound("the explorer is not built: run `npm run build`"));
     }
     const name = path === "/ui/" ? "index.html" : path.slice("/ui/".length);
     const asset = files.get(name);
     if (asset === undefined) {
-      return send(res, 404, { "content-type": "application/json" }, JSON.stringify({ code: "not_found", message: `no explorer file ${name.slice(0, 100)}` }));
+      return writeRestError(res, notFound(`no explorer file ${name.slice(0, 100)}`));
     }
     sendConstant(req, res, asset.doc, {
       "cache-control": asset.immutable ? "public, max-age=31536000, immutable" : "no-cache",
@@ -102,10 +104,8 @@ export function withUi(dir: string, next: RequestHandler): RequestHandler {
     }
     if (read && path === "/ui") return send(res, 302, { location: "/ui/", "content-length": 0 });
     if (read && path.startsWith("/ui/")) {
-      serve(req, res, path).catch(() => {
-        if (!res.headersSent) send(res, 500, { "content-type": "application/json" }, JSON.stringify({ code: "internal", message: "could not read the explorer's files" }));
-        else res.destroy();
-      });
+      // writeRestError breaks the transfer once headers went out.
+      serve(req, res, path).catch((err: unknown) => writeRestError(res, internal(err)));
       return;
     }
     next(req, res);

@@ -8,7 +8,7 @@ export type AccessLevel = "public" | "internal" | "restricted";
 /** Ordered from least to most sensitive. */
 export const ACCESS_LEVELS: readonly AccessLevel[] = ["public", "internal", "restricted"];
 
-export function isAccessLevel(value: string): value is AccessLevel {
+function isAccessLevel(value: string): value is AccessLevel {
   return (ACCESS_LEVELS as readonly string[]).includes(value);
 }
 

@@ -5,7 +5,6 @@ export {
   ALL_GRANTS,
   grantsKey,
   grantsOf,
-  isAccessLevel,
   LOCAL_CALLER,
   maySee,
   parseGrantScope,

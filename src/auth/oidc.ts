@@ -52,7 +52,7 @@ export interface OidcOptions {
   readonly onFetchFailure?: (message: string) => void;
 }
 
-export interface OidcIdentity {
+interface OidcIdentity {
   readonly subject: string;
   readonly scopes: ReadonlySet<Scope>;
   /** From the grant strings of the grants claim (docs/contract/18-access.md). */
@@ -66,7 +66,7 @@ export interface OidcVerifier {
 }
 
 /** The seconds of clock skew allowed on `exp`, `nbf` and `iat`. */
-export const CLOCK_TOLERANCE_S = 5;
+const CLOCK_TOLERANCE_S = 5;
 
 /** Signature algorithms accepted: asymmetric ones only (a JWKS holds public keys). */
 const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"];
@@ -89,7 +89,7 @@ function grantClaims(grantsClaim: string | undefined): string[] {
  * space separated string or an array), and of the grants claim when it is
  * another one; unknown ones are ignored.
  */
-export function scopesOf(payload: JWTPayload, grantsClaim?: string): Set<Scope> {
+function scopesOf(payload: JWTPayload, grantsClaim?: string): Set<Scope> {
   const out = new Set<Scope>();
   const names = new Set(["scope", "scp", ...grantClaims(grantsClaim)]);
   for (const claim of names) for (const n of claimStrings(payload, claim)) if (n !== null && isScope(n)) out.add(n);

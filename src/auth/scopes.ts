@@ -6,8 +6,6 @@
 
 export type Scope = "read" | "write" | "admin";
 
-export const SCOPES: readonly Scope[] = ["read", "write", "admin"];
-
 const RANK: Readonly<Record<Scope, number>> = { read: 1, write: 2, admin: 3 };
 
 /** The stricter of two scopes. */

@@ -34,7 +34,7 @@ export const OIDC_ACTOR_PREFIX = "oidc:";
  * recorded), `token#N` (a static token without `actor:`) and `oidc:...`
  * (a JWT). Compared without case, so that no name reads like one of them.
  */
-export function isReservedActor(name: string): boolean {
+function isReservedActor(name: string): boolean {
   const n = name.toLowerCase();
   return n === "local" || n === "unknown" || /^token#/.test(n) || n.startsWith(OIDC_ACTOR_PREFIX);
 }

@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createResourceStoreClient, type ResourceStoreClient, type TransportKind } from "../client/index.js";
 
-export const DEFAULT_URL = "http://127.0.0.1:8080";
+const DEFAULT_URL = "http://127.0.0.1:8080";
 
 export interface GlobalOptions {
   readonly url: string;
@@ -22,7 +22,7 @@ export interface RawGlobals {
   quiet?: boolean;
 }
 
-export const TOKEN_ON_COMMAND_LINE_WARNING =
+const TOKEN_ON_COMMAND_LINE_WARNING =
   "warning: --token puts the token on the command line, where other users of this machine can read it (ps, /proc); use --token-file FILE or $RESOURCE_STORE_TOKEN";
 
 /**
@@ -32,7 +32,7 @@ export const TOKEN_ON_COMMAND_LINE_WARNING =
  * options together are refused rather than one silently ignored. `--token`
  * warns: every local user can read a process's arguments.
  */
-export function resolveToken(raw: RawGlobals, env: NodeJS.ProcessEnv, onWarning: (line: string) => void): string | undefined {
+function resolveToken(raw: RawGlobals, env: NodeJS.ProcessEnv, onWarning: (line: string) => void): string | undefined {
   if (raw.tokenFile !== undefined && raw.token !== undefined) throw new CliError("give the token once: --token-file or --token, not both", 2);
   if (raw.tokenFile !== undefined) {
     let text: string;
@@ -85,7 +85,7 @@ export function clientFor(g: GlobalOptions, opts: { withAsOf?: boolean; transpor
 }
 
 /** Identifiers a look-up sends at once: the request stays small whatever --batch-size is. */
-export const LOOKUP_IDENTIFIERS = 10_000;
+const LOOKUP_IDENTIFIERS = 10_000;
 
 /**
  * Which of `identifiers` are active. The query sets no `limit`: the service

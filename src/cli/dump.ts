@@ -99,7 +99,7 @@ type OnlineGlobals = Pick<RawGlobals, "url" | "token" | "tokenFile"> & { quiet?:
  * written to `file` as they come. The service reads the dump in one
  * snapshot; the file is the same as an offline dump of that instant.
  */
-export async function runOnlineDump(raw: OnlineGlobals, env: Env, file: string, opts: { since?: string }): Promise<string> {
+async function runOnlineDump(raw: OnlineGlobals, env: Env, file: string, opts: { since?: string }): Promise<string> {
   const g = resolveGlobals(raw, env);
   if (opts.since !== undefined) checkSince(opts.since);
   const client = createResourceStoreClientV1({ baseUrl: g.url, transport: "grpc", ...(g.token !== undefined ? { token: g.token } : {}) });
@@ -136,7 +136,7 @@ async function summaryOf(file: string): Promise<{ versions: number; until: strin
   return { versions, until };
 }
 
-export async function runDump(env: Env, file: string, opts: { since?: string; quiet: boolean }): Promise<string> {
+async function runDump(env: Env, file: string, opts: { since?: string; quiet: boolean }): Promise<string> {
   // Before anything is opened: a bad --since never reaches the database (nor the header).
   if (opts.since !== undefined) checkSince(opts.since);
   return withStore(env, true, async (db) => {
@@ -161,7 +161,7 @@ export async function runDump(env: Env, file: string, opts: { since?: string; qu
   });
 }
 
-export async function runRestore(env: Env, file: string, opts: { quiet: boolean }): Promise<string> {
+async function runRestore(env: Env, file: string, opts: { quiet: boolean }): Promise<string> {
   const size = (await stat(file).catch((err: NodeJS.ErrnoException) => {
     throw err.code === "ENOENT" ? new DumpError(`${file} does not exist`) : err;
   })).size;

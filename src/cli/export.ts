@@ -30,7 +30,7 @@ const LIST_OPS = new Set(["in", "not_in"]);
  * comma-separated list; `is_null`/`is_not_null` take none; a value written
  * `json:<JSON>` is sent as that JSON value.
  */
-export function parseFilter(spec: string): { field: string; op: string; value?: JsonValue } {
+function parseFilter(spec: string): { field: string; op: string; value?: JsonValue } {
   const first = spec.indexOf(":");
   const second = first === -1 ? -1 : spec.indexOf(":", first + 1);
   const field = first === -1 ? spec : spec.slice(0, first);
@@ -53,14 +53,14 @@ export function parseFilter(spec: string): { field: string; op: string; value?: 
   return { field, op, value: raw };
 }
 
-export function outputFormat(file: string): "parquet" | "ndjson" {
+function outputFormat(file: string): "parquet" | "ndjson" {
   const ext = extname(file).toLowerCase();
   if (ext === ".parquet") return "parquet";
   if (ext === ".ndjson" || ext === ".jsonl") return "ndjson";
   throw new CliError(`-o ${file}: the name must end in .parquet or .ndjson`, 2);
 }
 
-export function queryOf(opts: ExportOptions): MessageInitShape<typeof QueryRequestSchema> {
+function queryOf(opts: ExportOptions): MessageInitShape<typeof QueryRequestSchema> {
   return {
     ...(opts.payloadType !== undefined ? { payloadType: opts.payloadType } : {}),
     filters: opts.filters.map(parseFilter).map((c) => ({

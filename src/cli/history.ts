@@ -10,7 +10,7 @@ import { resourceToFlat } from "../schema/flat-codec.js";
 import { CliError, clientFor, describeError, resolveGlobals, warn } from "./common.js";
 
 /** One NDJSON line for a version. */
-export function versionLine(v: ResourceVersion): string {
+function versionLine(v: ResourceVersion): string {
   return `${JSON.stringify({
     version: Number(v.version),
     at: v.at,
@@ -21,7 +21,7 @@ export function versionLine(v: ResourceVersion): string {
 }
 
 /** Prints every version of `identifier`; returns how many. */
-export async function runHistory(client: Pick<ResourceStoreClient, "history">, identifier: string, params: HistoryParams, write: (line: string) => void): Promise<number> {
+async function runHistory(client: Pick<ResourceStoreClient, "history">, identifier: string, params: HistoryParams, write: (line: string) => void): Promise<number> {
   let n = 0;
   for await (const page of client.history(identifier, params)) {
     for (const v of page.versions) {

@@ -66,7 +66,7 @@ async function* walkFiles(base: string, onSkipped: (relpath: string, why: string
 }
 
 /** The key that replaces UIDs with --deidentify: --deidentify-key-file, else $DICOM_DEIDENTIFY_KEY. */
-export function deidentifyKey(file: string | undefined, env: NodeJS.ProcessEnv = process.env): Buffer {
+function deidentifyKey(file: string | undefined, env: NodeJS.ProcessEnv = process.env): Buffer {
   let text: string | undefined;
   if (file !== undefined) {
     try {

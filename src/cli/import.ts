@@ -50,7 +50,7 @@ export interface ImportResult {
 }
 
 /** Turns one input record into the message sent, or says why it cannot be. */
-export function toItem(file: string, line: number, value: unknown): Item {
+function toItem(file: string, line: number, value: unknown): Item {
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error("a resource must be a JSON object");
   const flat = value as Record<string, unknown>;
   const identifier = flat.identifier;

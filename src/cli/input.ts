@@ -47,7 +47,7 @@ function parseJson(text: string): { value: unknown; error?: string } {
 }
 
 /** NDJSON: one record a non-blank line; the stream is read with backpressure. */
-export async function* readNdjson(file: string): AsyncGenerator<InputRecord> {
+async function* readNdjson(file: string): AsyncGenerator<InputRecord> {
   let carry: Buffer | undefined;
   let line = 0;
   let position = 0;
@@ -78,7 +78,7 @@ export async function* readNdjson(file: string): AsyncGenerator<InputRecord> {
  * each top-level element ends (strings and nesting respected) and parses only
  * that slice.
  */
-export async function* readJsonArray(file: string): AsyncGenerator<InputRecord> {
+async function* readJsonArray(file: string): AsyncGenerator<InputRecord> {
   let line = 1;
   let position = 0;
   let depth = 0; // 0 before '[', 1 inside the array, >1 inside an element
@@ -162,7 +162,7 @@ const PARSERS: Partial<ParquetParsers> = {
 const OUTPUT_ONLY = new Set(["created_at", "updated_at", "version", "children"]);
 
 /** One exported row -> the flat create shape. */
-export function parquetRowToFlat(row: Record<string, unknown>): Record<string, unknown> {
+function parquetRowToFlat(row: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, raw] of Object.entries(row)) {
     if (OUTPUT_ONLY.has(key) || raw === null || raw === undefined) continue;
@@ -179,7 +179,7 @@ export function parquetRowToFlat(row: Record<string, unknown>): Record<string, u
 }
 
 /** Parquet, one row group at a time (the export's row groups are bounded). */
-export async function* readParquet(file: string): AsyncGenerator<InputRecord> {
+async function* readParquet(file: string): AsyncGenerator<InputRecord> {
   const buffer = await asyncBufferFromFile(file);
   const metadata = await parquetMetadataAsync(buffer);
   let row = 0;

@@ -11,7 +11,7 @@ export interface Progress {
 
 const NOOP: Progress = { update: () => {}, stop: () => {} };
 
-export function formatBytes(n: number): string {
+function formatBytes(n: number): string {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let v = n;
   let u = 0;

@@ -96,7 +96,7 @@ export async function runRederive(env: Env, file: string, options: { batchSize: 
 }
 
 /** One line per key id: listed or not, fingerprint, rows depending on it. */
-export async function runKeys(env: Env): Promise<string[]> {
+async function runKeys(env: Env): Promise<string[]> {
   return withDatabase(env, async (db, config) => {
     const keys = await loadRegistryKeys({ configured: config.registryKeys, db, dataDir: undefined });
     return (await registryKeyStatus(db, keys)).map(

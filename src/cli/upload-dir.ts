@@ -88,11 +88,11 @@ const CONTENT_TYPES: Record<string, string> = {
   ".onnx": "application/octet-stream",
 };
 
-export function contentTypeOf(file: string): string {
+function contentTypeOf(file: string): string {
   return CONTENT_TYPES[extname(file).toLowerCase()] ?? "application/octet-stream";
 }
 
-export interface Walked {
+interface Walked {
   readonly files: LocalFile[];
   /** Links not followed, with why. */
   readonly skipped: { relpath: string; why: string }[];
@@ -104,7 +104,7 @@ export interface Walked {
  * file only when its target, resolved, is a regular file inside `dir`, and it
  * is then read through that resolved path.
  */
-export async function walk(dir: string): Promise<Walked> {
+async function walk(dir: string): Promise<Walked> {
   const base = await realpath(dir);
   const inside = (p: string) => p.startsWith(base.endsWith(sep) ? base : base + sep);
   const files: LocalFile[] = [];
@@ -151,7 +151,7 @@ function hashFile(path: string): Promise<string> {
 }
 
 /** `s3://bucket/{group}/{id}/` as given to --root: checked here for a clear message, and again by the service. */
-export function checkRoot(root: string, group: string): void {
+function checkRoot(root: string, group: string): void {
   const m = /^s3:\/\/[^/]+\/(.+)$/.exec(root);
   if (m === null || !root.endsWith("/")) throw new CliError(`--root ${root}: expected s3://bucket/{group}/{id}/ as printed by an earlier upload-dir`, 2);
   if (!m[1]!.startsWith(`${group}/`) || m[1] === `${group}/`) throw new CliError(`--root ${root} does not lie under --group ${group}`, 2);
@@ -229,7 +229,7 @@ function put(url: string, file: LocalFile, contentType: string, agents: { http: 
 }
 
 /** The identifier of the `file` resource of an uploaded object: stable for its path. */
-export function fileIdentifier(path: string): string {
+function fileIdentifier(path: string): string {
   return `file-${createHash("sha256").update(path).digest("hex").slice(0, 40)}`;
 }
 

@@ -8,7 +8,7 @@ import { resourceToFlat } from "../schema/flat-codec.js";
 import type { ResourceStoreClient } from "../client/index.js";
 import { describeError, warn } from "./common.js";
 
-export interface WatchEventLike {
+interface WatchEventLike {
   readonly at: string;
   readonly identifier: string;
   readonly payloadType: string;
@@ -27,7 +27,7 @@ export interface WatchOptions {
 }
 
 /** One NDJSON line for an event (resources flat, as REST writes them). */
-export function eventLine(e: WatchEventLike): string {
+function eventLine(e: WatchEventLike): string {
   return `${JSON.stringify({
     at: e.at,
     identifier: e.identifier,

@@ -62,11 +62,11 @@ function keySegment(datasource: string): string {
   return /^[A-Za-z0-9._-]+$/.test(datasource) && datasource !== "." && datasource !== ".." ? datasource : `ds-${hex(datasource).slice(0, 24)}`;
 }
 
-export function seriesIdentifier(study: string, seriesUid: string): string {
+function seriesIdentifier(study: string, seriesUid: string): string {
   return `ser-${hex("series", study, seriesUid).slice(0, 32)}`;
 }
 
-export function fileIdentifier(study: string, sopUid: string): string {
+function fileIdentifier(study: string, sopUid: string): string {
   return `dcm-${hex("instance", study, sopUid).slice(0, 40)}`;
 }
 

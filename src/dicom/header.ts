@@ -6,7 +6,7 @@
 import dicomParser from "dicom-parser";
 
 /** The Media Storage SOP Class of a DICOMDIR (PS3.10): a directory of a medium, not an instance. */
-export const MEDIA_DIRECTORY_SOP_CLASS = "1.2.840.10008.1.3.10";
+const MEDIA_DIRECTORY_SOP_CLASS = "1.2.840.10008.1.3.10";
 
 export interface InstanceHeader {
   readonly sopClassUid: string;
@@ -62,7 +62,7 @@ function intOf(is: string | undefined): number | undefined {
 }
 
 /** True when the bytes start as a Part 10 file does: a 128-byte preamble, then "DICM". */
-export function looksLikePart10(bytes: Uint8Array): boolean {
+function looksLikePart10(bytes: Uint8Array): boolean {
   return bytes.length >= 132 && bytes[128] === 0x44 && bytes[129] === 0x49 && bytes[130] === 0x43 && bytes[131] === 0x4d;
 }
 

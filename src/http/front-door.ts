@@ -43,7 +43,7 @@ export interface FrontDoorOptions {
 const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
 
 /** Whether a raw (still percent-encoded) path has a dot segment or a backslash. */
-export function isUnsafePath(rawPath: string): boolean {
+function isUnsafePath(rawPath: string): boolean {
   if (rawPath.includes("\\") || /%5c/i.test(rawPath)) return true;
   return rawPath.split("/").some((seg) => DOT_SEGMENT.test(seg));
 }
@@ -134,7 +134,7 @@ function lingerInsteadOfReset(socket: Socket): void {
 const OPEN_PATHS: ReadonlySet<string> = new Set(["/healthz", "/readyz", "/metrics", "/openapi.json", "/", "/ui"]);
 
 /** Whether a request without an operation may pass without credentials: the open paths and the explorer's files. */
-export function isOpenPath(verb: string, rawPath: string): boolean {
+function isOpenPath(verb: string, rawPath: string): boolean {
   if (verb !== "GET" && verb !== "HEAD") return false;
   return OPEN_PATHS.has(rawPath) || rawPath.startsWith("/ui/");
 }

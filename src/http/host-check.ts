@@ -15,7 +15,7 @@ type Res = ServerResponse | Http2ServerResponse;
 type NodeHandler = (req: Req, res: Res) => void;
 
 /** The names a local service always answers to (any port). */
-export const LOOPBACK_HOSTS: readonly string[] = ["localhost", "127.0.0.1", "[::1]"];
+const LOOPBACK_HOSTS: readonly string[] = ["localhost", "127.0.0.1", "[::1]"];
 
 /**
  * The host entries to accept, or undefined when Host is not checked:
@@ -34,7 +34,7 @@ function splitHost(host: string): [string, string | undefined] {
 }
 
 /** Whether `host` (a Host header or :authority, as sent) matches an entry: a name alone matches any port. */
-export function hostAllowed(host: string | undefined, allowed: readonly string[]): boolean {
+function hostAllowed(host: string | undefined, allowed: readonly string[]): boolean {
   if (host === undefined || host === "") return false;
   const lower = host.toLowerCase();
   const [name] = splitHost(lower);
@@ -42,7 +42,7 @@ export function hostAllowed(host: string | undefined, allowed: readonly string[]
 }
 
 /** The Host a request was sent to: HTTP/2's :authority, else the Host header. */
-export function requestHost(req: Req): string | undefined {
+function requestHost(req: Req): string | undefined {
   const authority = req.headers[":authority"];
   if (typeof authority === "string" && authority !== "") return authority;
   return req.headers.host;

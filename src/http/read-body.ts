@@ -5,7 +5,7 @@ import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Compression } from "@connectrpc/connect/protocol";
-import { invalidArgument, resourceExhausted, unsupportedContentEncoding } from "../errors.js";
+import { canceled, invalidArgument, resourceExhausted, unsupportedContentEncoding } from "../errors.js";
 
 export type AnyRequest = IncomingMessage | Http2ServerRequest;
 
@@ -50,7 +50,7 @@ export function readBody(req: AnyRequest, maxBytes: number): Promise<Buffer> {
     };
     const onEnd = () => finish(undefined);
     const onError = (err: Error) => finish(err);
-    const onClose = () => finish(new ConnectError("the client went away before its request was complete", Code.Canceled));
+    const onClose = () => finish(canceled("the client went away before its request was complete"));
     req.on("data", onData);
     req.on("end", onEnd);
     req.on("error", onError);

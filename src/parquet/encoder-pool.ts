@@ -36,7 +36,7 @@ export interface EncodeJob {
   readonly giveBack?: (buffer: Uint8Array) => void;
 }
 
-export interface EncoderPoolStats {
+interface EncoderPoolStats {
   /** The cap. */
   readonly size: number;
   /** Worker threads alive now. */

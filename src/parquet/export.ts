@@ -58,7 +58,7 @@ const SPARE_BUFFERS = 2;
 class Aborted extends Error {}
 
 /** The client of an export read nothing for EXPORT_STALL_MS. */
-export class ExportStalled extends Error {}
+class ExportStalled extends Error {}
 
 export async function* parquetExport(options: ParquetExportOptions): AsyncGenerator<Uint8Array> {
   const chunkBytes = options.chunkBytes ?? MiB;

@@ -33,7 +33,7 @@ export interface ThriftList {
   readonly items: ThriftValue[];
 }
 
-export interface ThriftMap {
+interface ThriftMap {
   readonly kind: "map";
   readonly keyType: number;
   readonly valueType: number;
@@ -53,7 +53,7 @@ export interface ThriftStruct {
 }
 
 /** Reading past the end or meeting an unknown type: the bytes are not a footer we can rewrite. */
-export class ThriftError extends Error {}
+class ThriftError extends Error {}
 
 class Reader {
   at: number;

@@ -19,7 +19,7 @@ export interface Coverage {
 }
 
 /** Whether every field reachable from desc is covered (cycles allowed). */
-export function plannable(desc: DescMessage, covers: Coverage, seen = new Set<DescMessage>()): boolean {
+function plannable(desc: DescMessage, covers: Coverage, seen = new Set<DescMessage>()): boolean {
   if (seen.has(desc)) return true;
   seen.add(desc);
   if (isWrapperDesc(desc) || desc.typeName === "google.protobuf.Struct") return false;

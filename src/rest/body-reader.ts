@@ -7,10 +7,10 @@ import { invalidArgument } from "../errors.js";
  * (MAX_FILTER_DEPTH any groups take two levels each), low enough that the
  * recursive decoders after this never run out of stack (docs/contract/16-limits.md).
  */
-export const MAX_JSON_NESTING = 256;
+const MAX_JSON_NESTING = 256;
 
 /** The deepest nesting of arrays/objects in a JSON text, measured without recursion; stops counting past `limit`. */
-export function jsonNesting(text: string, limit: number): number {
+function jsonNesting(text: string, limit: number): number {
   let depth = 0;
   let deepest = 0;
   let inString = false;

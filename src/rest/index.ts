@@ -2,8 +2,7 @@
 // (the flat resource codec it speaks is the schema's: src/schema/flat-codec.ts).
 export { createRestHandler, requestTarget } from "./handler.js";
 export { buildRouteTable, findRoute, type RouteTable } from "./routes.js";
-export type { RestOptions } from "./handler.js";
 export type { Revision } from "../schema/http-rules.js";
-export { restErrorOf, restStatus, writeRestError } from "../http/error-status.js";
-export { matchPathTemplate, parsePathTemplate, type PathBinding, type PathTemplate } from "./path-template.js";
-export { decodeRestRequest, restToProtoJson, type RestRequestParts } from "./request-decoder.js";
+export { restStatus, writeRestError } from "../http/error-status.js";
+export { matchPathTemplate, parsePathTemplate } from "./path-template.js";
+export { decodeRestRequest } from "./request-decoder.js";

@@ -42,7 +42,7 @@ function setOwn(obj: JsonObject, key: string, value: JsonValue): void {
  * REST JSON of a message -> its proto3 JSON (proto names). Throws
  * invalid_argument naming the first unknown key.
  */
-export function restToProtoJson(desc: DescMessage, json: unknown, where = ""): JsonValue {
+function restToProtoJson(desc: DescMessage, json: unknown, where = ""): JsonValue {
   if (desc.typeName === resourceTypeName) return flatResourceToProtoJson(json, where);
   if (desc.typeName === resourceUpdateTypeName) return flatUpdateToProtoJson(json, where);
   if (isWellKnown(desc)) return json as JsonValue; // Struct, Value, FieldMask...: proto3 JSON as is

@@ -15,10 +15,10 @@ export interface AdminServiceDeps {
 }
 
 /** The answer of RefreshMaterializedViews: the tree counts are kept by the writes, so there is never anything to refresh. */
-export const NOTHING_TO_REFRESH = "nothing to refresh: the tree counts are kept by every write in its own transaction";
+const NOTHING_TO_REFRESH = "nothing to refresh: the tree counts are kept by every write in its own transaction";
 
 /** What the header of an online dump names as the service's version (the offline command's too). */
-export const DUMP_SERVICE_VERSION = "0.1.0";
+const DUMP_SERVICE_VERSION = "0.1.0";
 
 /**
  * The bytes of a dump file (src/store/dump.ts writeDump, as the offline

@@ -40,7 +40,7 @@ import { REQUEST_ID } from "./interceptors.js";
 import { PEER_HEADER, peerKey } from "../http/peer.js";
 
 /** Identifiers one line lists at most; `count` says how many were answered in all. */
-export const MAX_AUDIT_IDENTIFIERS = 1000;
+const MAX_AUDIT_IDENTIFIERS = 1000;
 
 /** Writes one line (newline included); resolves once it is written, rejects when it cannot be. */
 export type AuditSink = (line: string) => Promise<void>;

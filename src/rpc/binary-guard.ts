@@ -36,7 +36,7 @@
 import type { DescMethod, JsonReadOptions, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type ContextValues } from "@connectrpc/connect";
 import { createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
-import { invalidArgument } from "../errors.js";
+import { invalidArgument, resourceExhausted } from "../errors.js";
 import { plannedFromBinary } from "../protobuf/index.js";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -186,7 +186,7 @@ async function* checkedEnvelopes(
       if (compressed) {
         const plain = await decompress(compression.use, message, maxBytes, "a request message", compression.header);
         if ("malformed" in plain) throw invalidArgument(plain.malformed, "MALFORMED_BODY");
-        if ("tooLarge" in plain) throw new ConnectError(`a request message is larger than ${maxBytes} bytes after decompression`, Code.ResourceExhausted);
+        if ("tooLarge" in plain) throw resourceExhausted(`a request message is larger than ${maxBytes} bytes after decompression`, "BODY_TOO_LARGE");
         message = plain.bytes;
       }
       if ((flags === 0 || compressed) && !parses(method, message)) {

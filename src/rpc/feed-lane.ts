@@ -29,9 +29,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { type DescMessage, type DescMethodServerStreaming, type DescService, type Message } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
+import { type ConnectError, type ContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
 import { createAsyncIterable, transformInvokeImplementation, type Compression } from "@connectrpc/connect/protocol";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { canceled } from "../errors.js";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { drained } from "../http/drained.js";
 import { webHeaders } from "../http/headers.js";
@@ -75,7 +76,7 @@ function streamGone(res: Http2ServerResponse): boolean {
 
 /** Writes `data`; resolves once the stream takes more (at once unless its buffer is full), as connect's adapter waits. */
 async function write(res: Http2ServerResponse, data: Buffer): Promise<void> {
-  const gone = () => new ConnectError("the client went away", Code.Canceled);
+  const gone = () => canceled("the client went away");
   if (streamGone(res) || res.writableEnded) throw gone();
   if (!res.write(data) && !(await drained(res, () => streamGone(res)))) throw gone();
 }
@@ -120,7 +121,7 @@ export function createFeedLane(opts: FeedLaneOptions): FeedLane {
       requestMethod: "POST",
       protocolName: "grpc",
       url: `http://${authority}${req.url ?? "/"}`,
-      signal: abortOnClose(res, () => new ConnectError("the client went away", Code.Canceled)),
+      signal: abortOnClose(res, () => canceled("the client went away")),
       timeoutMs: () => undefined,
       requestHeader: webHeaders(req),
       responseHeader,

@@ -8,6 +8,7 @@ import type { Http2ServerRequest } from "node:http2";
 import { create, type DescMessage, type DescService, type Message, type MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createServiceImplSpec, type ContextValues, type MethodImplSpec } from "@connectrpc/connect";
 import { compressionNegotiate, type Compression, type Serialization } from "@connectrpc/connect/protocol";
+import { internal } from "../errors.js";
 import { readBody } from "../http/read-body.js";
 import { plannedFromBinary } from "../protobuf/index.js";
 import { malformedBodyReason, notAMessage } from "./body-marks.js";
@@ -53,7 +54,7 @@ export function nodeHeaders(header: Headers): Record<string, string | string[]> 
 
 /** What connect answers for a failure that is not a ConnectError. */
 export function asConnectError(e: unknown): ConnectError {
-  return e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
+  return e instanceof ConnectError ? e : internal(e);
 }
 
 /** An absent or `identity` content encoding: an uncompressed body. */

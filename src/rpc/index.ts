@@ -71,33 +71,28 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
 
 // The rest of the rpc layer's public surface: the pieces app.ts assembles,
 // and each service's factory (tests build services one by one).
-export { guardedNodeAdapter, guardBinaryBodies, type GuardedAdapterOptions } from "./binary-guard.js";
-export { malformedBodyReason, notAMessage, type BodyRefusal } from "./body-marks.js";
-export { createFeedLane, type FeedLane, type FeedLaneOptions } from "./feed-lane.js";
-export { ACCEPT_COMPRESSION, createPipeline, type Pipeline, type PipelineParts } from "./pipeline.js";
-export { sharedCompression, type SharedCompressionOptions } from "./shared-compression.js";
-export { createUnaryLane, type UnaryCall, type UnaryLane, type UnaryLaneOptions, type UnaryOutcome } from "./unary-lane.js";
+export { guardedNodeAdapter, guardBinaryBodies } from "./binary-guard.js";
+export { createFeedLane } from "./feed-lane.js";
+export { ACCEPT_COMPRESSION, createPipeline, type Pipeline } from "./pipeline.js";
+export { sharedCompression } from "./shared-compression.js";
+export { createUnaryLane, type UnaryLane } from "./unary-lane.js";
+export { createHealthService } from "./health-service.js";
+export { auditRefused, auditSink, auditTargetProblem, createAuditInterceptor, isAudited, type AuditSink } from "./audit.js";
+export { callRecordKey, logCall, REQUEST_ID, requestIdOf, type CallRecord } from "./interceptors.js";
 export { createLaneTransport } from "./lane-transport.js";
-export { createHealthService, type HealthDeps } from "./health-service.js";
-export { auditRefused, auditSink, auditTargetProblem, createAuditInterceptor, isAudited, MAX_AUDIT_IDENTIFIERS, type AuditSink } from "./audit.js";
-export { callRecordKey, createCallInterceptor, logCall, REQUEST_ID, requestIdOf, type CallRecord } from "./interceptors.js";
 export { createReflectionService, createReflectionServiceV1alpha, ServerReflectionV1alpha } from "./reflection-service.js";
 export { onResponseEnd } from "./response-end.js";
-export { revisions, serviceName, type Revision, type ServiceName } from "./revisions.js";
-export { optionalAsOf, parseAsOf } from "./as-of.js";
-export { createAdminService, type AdminServiceDeps } from "./admin-service.js";
+export { revisions, serviceName } from "./revisions.js";
+export { createAdminService } from "./admin-service.js";
 export { preEncoded, toEventMessage } from "./event-service.js";
-export { createArtefactService, type ArtefactServiceDeps } from "./artefact-service.js";
-export { createLineageService, treeNode, type LineageServiceDeps } from "./lineage-service.js";
+export { createArtefactService } from "./artefact-service.js";
+export { createLineageService, treeNode } from "./lineage-service.js";
 export { createQueryService, type QueryServiceDeps } from "./query-service.js";
-export { createRegistryService, type RegistryServiceDeps } from "./registry-service.js";
+export { createRegistryService } from "./registry-service.js";
 export {
   createResourceService,
-  toNewResource,
   toResourceMessage,
-  toResourcePatch,
-  type ResourceServiceDeps,
 } from "./resource-service.js";
-export { createSchemaService, type SchemaServiceImpl } from "./schema-service.js";
-export { createStatsService, type StatsServiceDeps } from "./stats-service.js";
+export { createSchemaService } from "./schema-service.js";
+export { createStatsService } from "./stats-service.js";
 export { createStorageService, type StorageServiceDeps } from "./storage-service.js";

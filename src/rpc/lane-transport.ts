@@ -5,7 +5,8 @@
 // that is how a caller the process names itself (auth's trustedCallerKey)
 // gets in, and why only code of the process can hold such a transport.
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import type { Transport } from "@connectrpc/connect";
+import { unimplemented } from "../errors.js";
 import type { UnaryLane } from "./unary-lane.js";
 
 export function createLaneTransport(lane: UnaryLane): Transport {
@@ -24,7 +25,7 @@ export function createLaneTransport(lane: UnaryLane): Transport {
       return { stream: false, service: method.parent, method, header: out.header, trailer: out.trailer, message: out.message as never };
     },
     stream() {
-      return Promise.reject(new ConnectError("streaming calls are not served in process", Code.Unimplemented));
+      return Promise.reject(unimplemented("streaming calls are not served in process"));
     },
   };
 }

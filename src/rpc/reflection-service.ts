@@ -14,6 +14,7 @@ import {
   type ServerReflectionRequest,
   type ServerReflectionResponse,
 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
+import { canceled } from "../errors.js";
 
 interface Index {
   readonly files: Map<string, DescFile>;
@@ -85,7 +86,7 @@ export function createReflectionService(services: readonly DescService[]): Servi
       yield* requests;
     } catch (err) {
       if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) throw err;
-      throw new ConnectError("the client went away", Code.Canceled, undefined, undefined, err);
+      throw canceled("the client went away", err);
     }
   }
   return {

@@ -130,7 +130,7 @@ function payloadJson(payload: PayloadOneof): { type: string; json: JsonObject } 
   return { type: type.name, json: payloadMessageToJson(type, payload.value) };
 }
 
-export function toNewResource(msg: Resource): NewResource {
+function toNewResource(msg: Resource): NewResource {
   const payload = payloadJson(msg.payload);
   if (!payload) throw invalidArgument(`resource ${JSON.stringify(msg.identifier)} has no payload (payload_type)`);
   // created_at, updated_at, version and children are output only: ignored on input.
@@ -177,7 +177,7 @@ export function toResourceMessage(row: StoredResource): Resource {
  * change (unset = cleared); without one, the fields that are set change.
  * is_deleted goes by presence either way.
  */
-export function toResourcePatch(id: string, msg: ResourceUpdate): ResourcePatch {
+function toResourcePatch(id: string, msg: ResourceUpdate): ResourcePatch {
   const patch: ResourcePatch = {};
   const member = payloadJson(msg.payload);
   if (member) patch.payloadType = member.type;

@@ -24,11 +24,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { create, type DescMessage, type DescMethodUnary, type DescService, type Message } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
+import { createContextValues } from "@connectrpc/connect";
 import type { ContextValues, HandlerContext, MethodImplSpec } from "@connectrpc/connect";
 import { createMethodSerializationLookup, invokeUnaryImplementation, type Compression, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { canceled, unimplemented } from "../errors.js";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { webHeaders } from "../http/headers.js";
 import { readBody } from "../http/read-body.js";
@@ -38,7 +39,7 @@ import type { Pipeline } from "./pipeline.js";
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
 
-export interface UnaryCall {
+interface UnaryCall {
   readonly method: DescMethodUnary;
   readonly message: Message;
   /** The request headers the interceptors and the handler see. */
@@ -51,7 +52,7 @@ export interface UnaryCall {
   readonly contextValues?: ContextValues;
 }
 
-export interface UnaryOutcome {
+interface UnaryOutcome {
   readonly message: Message;
   readonly header: Headers;
   readonly trailer: Headers;
@@ -140,7 +141,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
       method: entry.spec.method,
       message,
       header: webHeaders(req),
-      signal: abortOnClose(res, () => new ConnectError("the client went away", Code.Canceled)),
+      signal: abortOnClose(res, () => canceled("the client went away")),
       protocolName,
       requestMethod: "POST",
       url: `http://${authority}${req.url ?? "/"}`,
@@ -209,7 +210,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
   return {
     async call(call) {
       const entry = byMethod.get(call.method);
-      if (entry === undefined) throw new ConnectError(`${call.method.parent.typeName}.${call.method.name} is not implemented`, Code.Unimplemented);
+      if (entry === undefined) throw unimplemented(`${call.method.parent.typeName}.${call.method.name} is not implemented`);
       const { message, context } = await run(entry, call);
       return { message, header: context.responseHeader, trailer: context.responseTrailer };
     },

@@ -63,7 +63,7 @@ function operationsOf(method: DescMethod, rule: HttpRule, revision: string | und
 }
 
 /** The http rule of a method REST can serve, or undefined. */
-export function httpRuleOf(method: DescMethod): HttpRule | undefined {
+function httpRuleOf(method: DescMethod): HttpRule | undefined {
   if (!hasOption(method, http)) return undefined;
   // Client and bidi streams have no REST form.
   if (method.methodKind !== "unary" && method.methodKind !== "server_streaming") return undefined;

@@ -7,7 +7,7 @@ import { rules } from "../../gen/resourcestore/type/v1/options_pb.js";
 import { payloadTypes } from "./payload-registry.js";
 import type { FieldInfo, PayloadType } from "./payload-registry.js";
 
-export const JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema";
+const JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema";
 
 const INT32_MIN = -2147483648;
 const INT32_MAX = 2147483647;
@@ -39,7 +39,7 @@ function upToDecimal(limit: string): string {
 export const INT64_STRING_PATTERN = `^(?:-${upToDecimal("9223372036854775808")}|${upToDecimal("9223372036854775807")})$`;
 
 /** An int64 as proto3 JSON accepts it: an integer or a decimal string, in range. */
-export function int64JsonSchema(): JsonObject {
+function int64JsonSchema(): JsonObject {
   return {
     anyOf: [
       { type: "integer", minimum: INT64_MIN, exclusiveMaximum: INT64_EXCLUSIVE_MAX },
@@ -49,7 +49,7 @@ export function int64JsonSchema(): JsonObject {
 }
 
 /** A double as proto3 JSON accepts it: a number or one of the special strings. */
-export function doubleJsonSchema(): JsonObject {
+function doubleJsonSchema(): JsonObject {
   return { anyOf: [{ type: "number" }, { type: "string", enum: ["NaN", "Infinity", "-Infinity"] }] };
 }
 
@@ -85,7 +85,7 @@ export function fieldJsonSchema(field: FieldInfo): JsonObject {
 }
 
 /** The `$id` of a payload type's schema. */
-export function payloadSchemaId(payloadType: string): string {
+function payloadSchemaId(payloadType: string): string {
   return `urn:resourcestore:payload:${payloadType}`;
 }
 

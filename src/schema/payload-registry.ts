@@ -27,7 +27,7 @@ export function isNullable(field: DescField): boolean {
 /** The value kinds a payload or metadata field can have. */
 export type FieldKind = "string" | "int32" | "int64" | "double" | "bool" | "string_list" | "double_map";
 
-export interface FieldRulesInfo {
+interface FieldRulesInfo {
   /** Allowed values of an enum-like string. */
   readonly oneOf?: readonly string[];
   /** ECMAScript pattern the value must match. */

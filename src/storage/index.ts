@@ -1,7 +1,6 @@
 // Object storage: S3 client, presigning, listing, parquet preview.
-export type { ObjectStorage, S3Connection } from "./object-storage.js";
+export type { ObjectStorage } from "./object-storage.js";
 export { connectObjectStorage, createObjectStorage } from "./object-storage.js";
-export type { EmbeddedS3, EmbeddedS3Options } from "./embedded-s3.js";
 export { EMBEDDED_CREDENTIALS, startEmbeddedS3 } from "./embedded-s3.js";
 export {
   parseListPrefix,
@@ -10,12 +9,8 @@ export {
   reusedPrefix,
   uploadDirKeys,
   uploadKey,
-  validateFilename,
-  validateGroup,
-  validateRelpath,
 } from "./keys.js";
 export { storageError } from "./s3-errors.js";
-export type { ParquetColumnInfo, ParquetPreview } from "./parquet-preview.js";
 export { PREVIEW_DEFAULT_LIMIT, PREVIEW_MAX_LIMIT, previewParquet } from "./parquet-preview.js";
-export { createUrlPresigner, encodeKey, type PresignMethod, type UrlPresigner } from "./presigner.js";
+export { createUrlPresigner } from "./presigner.js";
 export { bigintToJson, formatDate, formatTimestamp, toJsonSafe } from "./json-safe.js";

@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import { invalidArgument } from "../errors.js";
 
 /** S3 refuses longer keys; saying so here gives a clear 400 instead. */
-export const MAX_KEY_BYTES = 1024;
+const MAX_KEY_BYTES = 1024;
 
 const GROUP_SEGMENT = /^[A-Za-z0-9._-]+$/;
 // Control characters, lone surrogates (they cannot be encoded in a URL),
@@ -29,7 +29,7 @@ function checkKeyLength(key: string): void {
 }
 
 /** `group`: one or more segments of [A-Za-z0-9._-] joined by `/`. */
-export function validateGroup(group: string | undefined): string {
+function validateGroup(group: string | undefined): string {
   if (group === undefined || group === "") throw invalidArgument("group is required", "INVALID_OBJECT_PATH");
   if (group.startsWith("/")) throw invalidArgument("group must not start with /", "INVALID_OBJECT_PATH");
   for (const segment of group.split("/")) {
@@ -40,7 +40,7 @@ export function validateGroup(group: string | undefined): string {
 }
 
 /** `filename`: one segment of printable characters without `/` or `\`. */
-export function validateFilename(filename: string | undefined): string {
+function validateFilename(filename: string | undefined): string {
   if (filename === undefined || filename === "") throw invalidArgument("filename is required", "INVALID_OBJECT_PATH");
   if (filename.includes("/")) throw invalidArgument("filename must not contain /", "INVALID_OBJECT_PATH");
   checkSegment(filename, "filename");
@@ -48,7 +48,7 @@ export function validateFilename(filename: string | undefined): string {
 }
 
 /** A relative path of an upload-dir item: segments like a filename, joined by `/`. */
-export function validateRelpath(relpath: string): string {
+function validateRelpath(relpath: string): string {
   if (relpath === "") throw invalidArgument("relpath must not be empty", "INVALID_OBJECT_PATH");
   if (relpath.startsWith("/")) throw invalidArgument("relpath must be relative", "INVALID_OBJECT_PATH");
   for (const segment of relpath.split("/")) checkSegment(segment, "relpath");
@@ -56,7 +56,7 @@ export function validateRelpath(relpath: string): string {
 }
 
 /** A fresh `{group}/{random id}/` prefix: nobody else's upload shares it. */
-export function freshPrefix(group: string): string {
+function freshPrefix(group: string): string {
   return `${validateGroup(group)}/${randomUUID()}/`;
 }
 

@@ -19,7 +19,7 @@ const FOOTER_FETCH_BYTES = 64 * 1024;
 /** "PAR1" + footer length + "PAR1": nothing shorter can be parquet. */
 const MIN_PARQUET_BYTES = 12;
 
-export interface ParquetColumnInfo {
+interface ParquetColumnInfo {
   readonly name: string;
   readonly type: string;
 }
@@ -54,7 +54,7 @@ const PARSERS: Partial<ParquetParsers> = {
 };
 
 /** A readable name for a column's type: its logical type, else its physical one. */
-export function describeType(element: SchemaElement, isGroup: boolean): string {
+function describeType(element: SchemaElement, isGroup: boolean): string {
   const logical = element.logical_type;
   if (logical !== undefined) {
     switch (logical.type) {

@@ -6,7 +6,7 @@
 import type { S3Client } from "@aws-sdk/client-s3";
 import { S3RequestPresigner } from "@aws-sdk/s3-request-presigner";
 
-export type PresignMethod = "GET" | "PUT";
+type PresignMethod = "GET" | "PUT";
 
 export interface UrlPresigner {
   /** `signingDate` (default now) lets a test compare with the SDK's getSignedUrl. */
@@ -23,7 +23,7 @@ function escape(s: string): string {
 }
 
 /** A key as a URL path: each segment escaped, the `/` between them kept. */
-export function encodeKey(key: string): string {
+function encodeKey(key: string): string {
   return key.split("/").map(escape).join("/");
 }
 

@@ -28,7 +28,7 @@ function shape(err: unknown): SdkErrorShape {
 }
 
 /** True when S3 answered that the object (or key) does not exist. */
-export function isMissingObject(err: unknown): boolean {
+function isMissingObject(err: unknown): boolean {
   const e = shape(err);
   if (e.name === "NoSuchBucket") return false;
   return e.name === "NoSuchKey" || e.name === "NotFound" || e.$metadata?.httpStatusCode === 404;

@@ -169,7 +169,7 @@ export function attributionMayChange(
  * Before a write: the identifiers of `ids` the caller may not see now (or
  * that do not exist), so the write can answer for them as for unknown ones.
  */
-export async function invisibleOf(tx: Queryable, grants: Grants, ids: readonly string[]): Promise<string[]> {
+async function invisibleOf(tx: Queryable, grants: Grants, ids: readonly string[]): Promise<string[]> {
   const pred = visibleNow(grants, "r");
   if (pred === undefined || ids.length === 0) return [];
   const { rows } = await tx.query<{ identifier: string }>(

@@ -19,7 +19,7 @@ import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
 type CreateRow = WritableRow;
 
 /** Checks everything that does not depend on what is stored (invalid_argument). */
-export function prepareCreate(items: readonly NewResource[]): CreateRow[] {
+function prepareCreate(items: readonly NewResource[]): CreateRow[] {
   const seen = new Set<string>();
   const rows = items.map((item): CreateRow => {
     const identifier = checkIdentifier(item.identifier);

@@ -19,7 +19,7 @@ import { isMainThread } from "node:worker_threads";
 const OTHERS = 0o077;
 
 /** Sets the process's umask to 077 (a worker thread cannot; its files follow the main thread's). */
-export function ownerOnlyUmask(): void {
+function ownerOnlyUmask(): void {
   if (isMainThread) process.umask(OTHERS);
 }
 

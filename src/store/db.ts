@@ -41,7 +41,7 @@ export interface Queryable {
 }
 
 /** What a backend can do; callers ask this, never which backend it is. */
-export interface DbCapabilities {
+interface DbCapabilities {
   /** One snapshot handed out in batches by a server-side cursor (PostgreSQL); otherwise keyset batches at a pinned point. */
   readonly streamedBatches: boolean;
   /**

@@ -20,7 +20,7 @@ import { inlineParams } from "./copy-out.js";
 import { rebuildAttribution } from "./attribution.js";
 import { parseAsOf } from "../time.js";
 
-export const DUMP_FORMAT = "resource-store-dump";
+const DUMP_FORMAT = "resource-store-dump";
 /** The format this code writes, and the newest it reads (docs/dump-format.md); it reads version 1 too. */
 export const DUMP_FORMAT_VERSION = 2;
 
@@ -99,7 +99,7 @@ class Digest {
 type Kind = "created" | "updated" | "deleted" | "restored";
 
 /** The history API's kind of a version, from the version before it (docs/dump-format.md). */
-export function kindOf(version: number, isDeleted: boolean, createdAt: string, prev: { isDeleted: boolean; createdAt: string } | undefined): Kind {
+function kindOf(version: number, isDeleted: boolean, createdAt: string, prev: { isDeleted: boolean; createdAt: string } | undefined): Kind {
   if (version === 1 || prev === undefined) return "created";
   if (isDeleted) return "deleted";
   if (prev.isDeleted) return createdAt === prev.createdAt ? "restored" : "created";

@@ -50,7 +50,7 @@ export const EVENTS_CHANNEL = "resource_events";
  * -infinity), as the feed writes it. Not the "before everything" of
  * replicas.ts, which is a number far before 1970.
  */
-export const EMPTY_STORE_POINT = "1970-01-01T00:00:00.000000Z";
+const EMPTY_STORE_POINT = "1970-01-01T00:00:00.000000Z";
 
 /** Who wrote the version (migration 0017: every version's actor column). */
 function actorColumn(v: string): string {
@@ -69,7 +69,7 @@ function visibleSql(grants: Grants, v: string): string {
   return visibleAt(grants, v, `${v}.tx_from`) ?? "true";
 }
 
-export type EventKind = "created" | "updated" | "deleted" | "restored";
+type EventKind = "created" | "updated" | "deleted" | "restored";
 
 export interface ResourceEvent {
   /** The commit's stamp, RFC 3339 UTC with microseconds. */
@@ -212,7 +212,7 @@ export async function readHistoryPage(db: Db, grants: Grants, since: string | nu
 }
 
 /** The committed clock now, normalised (EMPTY_STORE_POINT before any commit); `since`, when given, normalised the same way. */
-export async function readPoint(db: Db, since?: string): Promise<{ now: string; since: string | undefined }> {
+async function readPoint(db: Db, since?: string): Promise<{ now: string; since: string | undefined }> {
   const { rows } = await db.query<{ now: string | null; since: string | null }>(
     `SELECT CASE WHEN isfinite(last) THEN ${ts("last")} END AS now,
             CASE WHEN $1::timestamptz IS NOT NULL THEN ${ts("$1::timestamptz")} END AS since
@@ -248,7 +248,7 @@ const eventSizes = new WeakMap<ResourceEvent, number>();
  * JSON (what REST and Connect JSON send; protobuf binary is smaller). Cached:
  * a commit shared by many streams is measured once.
  */
-export function eventBytes(e: ResourceEvent): number {
+function eventBytes(e: ResourceEvent): number {
   let n = eventSizes.get(e);
   if (n === undefined) {
     n = 128 + 2 * e.at.length + Buffer.byteLength(e.identifier) + Buffer.byteLength(e.payloadType) + Buffer.byteLength(e.actor);
@@ -265,7 +265,7 @@ export function eventBytes(e: ResourceEvent): number {
  * just before the commit (beforeStamp). A single event larger than the
  * limit still goes, alone: it cannot be cut.
  */
-export function toMessages(events: readonly ResourceEvent[], maxBytes: number): EventMessage[] {
+function toMessages(events: readonly ResourceEvent[], maxBytes: number): EventMessage[] {
   const out: EventMessage[] = [];
   let batch: ResourceEvent[] = [];
   let bytes = 0;
@@ -307,7 +307,7 @@ export function toMessages(events: readonly ResourceEvent[], maxBytes: number): 
   return out;
 }
 
-export interface WatchOptions extends EventFilter {
+interface WatchOptions extends EventFilter {
   /** Already checked RFC 3339 (rpc/as-of.ts parseAsOf); exclusive. Unset = from now on. */
   readonly since?: string;
   /** A message with no events after this long without one. */
@@ -346,7 +346,7 @@ export interface EventFeed {
 }
 
 /** Why a stream left its tail to read the history on its own (EventFeedStats.leftTail). */
-export type LeftTailReason = "lagging" | "untagged" | "error";
+type LeftTailReason = "lagging" | "untagged" | "error";
 
 /**
  * Counts since the feed was made. A history read is one readHistoryPage()
@@ -383,7 +383,7 @@ export interface EventFeedOptions {
 }
 
 /** Checks a watch filter the way every surface does (invalid_argument). */
-export function checkEventFilter(filter: EventFilter): void {
+function checkEventFilter(filter: EventFilter): void {
   if (filter.rootIdentifier !== undefined) checkIdentifier(filter.rootIdentifier, "root_identifier");
   for (const t of filter.payloadTypes ?? []) payloadTypeOrThrow(t);
 }

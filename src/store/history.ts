@@ -37,7 +37,7 @@ import { resourceColumns, toStoredResource, ts, type ResourceRow } from "./sql.j
 import { andVisible, visibleAt, visibleNow } from "./visibility.js";
 import type { StoredResource } from "./types.js";
 
-export type VersionKind = "created" | "updated" | "deleted" | "restored";
+type VersionKind = "created" | "updated" | "deleted" | "restored";
 
 export interface HistoryVersion {
   version: number;
@@ -69,7 +69,7 @@ export interface HistoryOptions {
   readonly cursor?: string | undefined;
 }
 
-export const DEFAULT_HISTORY_LIMIT = 100;
+const DEFAULT_HISTORY_LIMIT = 100;
 
 type HistoryRow = Partial<ResourceRow> & { at: string | null; actor: string | null; kind: VersionKind | null };
 

@@ -13,36 +13,34 @@ import type { MutationResult, NewResource, ReadOptions, ResourcePatch, StoredRes
 import { updateResources } from "./update.js";
 
 // The database: two backends, one SQL text; capabilities say what each can do.
-export type { Db, DbCapabilities, Lease, Listener, ListenHandlers, PoolStats, Queryable, ReadCounts, TransactionOptions } from "./db.js";
+export type { Db, PoolStats, Queryable, ReadCounts, TransactionOptions } from "./db.js";
 export { SNAPSHOT_BEGIN } from "./db.js";
-export { openDatabase, type OpenDatabaseOptions } from "./open-database.js";
-export { correctModes, ownerOnlyUmask, secureDataDir } from "./data-dir.js";
+export { openDatabase } from "./open-database.js";
+export { correctModes, secureDataDir } from "./data-dir.js";
 export { SESSION_OPTIONS } from "./postgres.js";
-export { createStatementNames, MAX_PREPARED_PAGES, type StatementNames } from "./prepared.js";
+export { createStatementNames, MAX_PREPARED_PAGES } from "./prepared.js";
 /** Reads on standbys: readerFor(db, point) is the Db a read at that point (as_of/pinned stamp; undefined = now) runs on. */
-export { primaryWithStandbys, readerFor, type StandbyOptions } from "./replicas.js";
+export { primaryWithStandbys, readerFor } from "./replicas.js";
 export { toServiceError } from "./db-errors.js";
 // Migrations.
 export { migrate } from "./migrate.js";
-export { migrations, type Migration } from "./migrations/index.js";
+export { migrations } from "./migrations/index.js";
 // Resources: CRUD (createResourceStore below, or the functions themselves).
-export type { MutationResult, NewResource, ReadOptions, ResourcePatch, StoredResource } from "./types.js";
+export type { NewResource, ResourcePatch, StoredResource } from "./types.js";
 export { createResources } from "./create.js";
 export { readResources } from "./read.js";
 export { updateResources } from "./update.js";
-export { deleteResources, restoreResources, type TombstoneOptions } from "./tombstones.js";
+export { deleteResources, restoreResources } from "./tombstones.js";
 // Every version of one resource (docs/contract/19-audit-history.md).
-export { readHistory, type HistoryCursor, type HistoryOptions, type VersionPage, type HistoryVersion, type VersionKind } from "./history.js";
+export { readHistory, type HistoryVersion } from "./history.js";
 /** The SQL that formats a timestamp column as the API writes it (for tests and benchmarks writing their own SQL). */
 export { resourceColumns, ts } from "./sql.js";
 // The query engine.
 export * from "./query/index.js";
 // Lineage: reads (the counts they give are kept by the writes: migrations/0020-tree-counts.ts).
-export { listChildren, listParents, type ChildrenOptions, type TreeNodeRow } from "./lineage.js";
-export { rebuildTreeCounts } from "./tree-counts.js";
+export { listChildren, listParents, type TreeNodeRow } from "./lineage.js";
 // Dump and restore of the whole history (docs/dump-format.md).
 export {
-  DUMP_FORMAT,
   DUMP_FORMAT_VERSION,
   DumpError,
   checkSince,
@@ -50,38 +48,27 @@ export {
   payloadText,
   restoreDump,
   writeDump,
-  type DumpOptions,
-  type DumpSummary,
-  type RestoreOptions,
-  type RestoreSummary,
 } from "./dump.js";
 // Patients and studies.
 export {
-  allocateIdentifier,
   createRegistry,
-  MAX_REGISTRY_VALUE_LENGTH,
   rederiveRegistry,
   rehashRegistry,
   RegistryRehashError,
-  type RederiveResult,
   type RegisteredUid,
-  type RehashOptions,
-  type RehashResult,
   type Registry,
-  type RegistryOptions,
 } from "./registry.js";
 // Access (docs/contract/18-access.md): the visibility predicate, for statements
 // written outside these modules (the change feed, the history), and the
 // object paths a caller may reach.
-export { andVisible, visibleAt, visibleNow } from "./visibility.js";
 export { objectPathVisible } from "./objects.js";
 // Artefacts and statistics.
-export { latestArtefact, type LatestArtefactQuery } from "./artefacts.js";
-export { datasourceStats, type DatasourceStatsRow } from "./stats.js";
+export { latestArtefact } from "./artefacts.js";
+export { datasourceStats } from "./stats.js";
 // The cursor signing key.
 export { loadCursorSecret } from "./cursor-secret.js";
 // The registry's keys: loading, start-up checks, the key an earlier version kept in the database.
-export { keyFingerprint, type RegistryKey } from "./registry-hash.js";
+export { type RegistryKey } from "./registry-hash.js";
 export {
   checkRegistryKeys,
   KEY_IN_DATABASE_MESSAGE,
@@ -94,12 +81,10 @@ export {
   REGISTRY_SECRET_FILE,
   RegistryKeyError,
   registryKeyStatus,
-  type RegistryKeysOptions,
-  type RegistryKeyStatus,
 } from "./registry-keys.js";
 
 /** How a delete or restore runs: cascade (default true), and the versions the caller expects (optimistic concurrency). */
-export interface TombstoneCallOptions {
+interface TombstoneCallOptions {
   cascade?: boolean;
   expectedVersions?: ReadonlyMap<string, number>;
 }
@@ -155,6 +140,6 @@ export function createResourceStore(db: Db, limits: { maxTreeDepth?: number; cur
 }
 
 // The change feed (docs/contract/14-events.md) and the process's LISTEN connection.
-export { EMPTY_STORE_POINT, EVENTS_CHANNEL, beforeStamp, checkEventFilter, createEventFeed, readHistoryPage, toMessages } from "./events.js";
-export type { EventFeed, EventFeedStats, EventFilter, EventKind, LeftTailReason, EventMessage, HistoryPage, ResourceEvent, WatchOptions } from "./events.js";
+export { EVENTS_CHANNEL, beforeStamp, createEventFeed, readHistoryPage } from "./events.js";
+export type { EventFeed, EventFeedStats, EventFilter, EventMessage, ResourceEvent } from "./events.js";
 export { createNotifications, type Notifications } from "./notifications.js";

@@ -34,7 +34,7 @@ export interface ChildrenOptions {
   readonly maxChildren?: number;
 }
 
-export const DEFAULT_MAX_CHILDREN = 10_000;
+const DEFAULT_MAX_CHILDREN = 10_000;
 
 /**
  * Where rows come from: the current table, or the versions live at the read

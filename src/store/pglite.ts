@@ -8,7 +8,7 @@ import { guard } from "./db-errors.js";
 import { asText, KEEP_AS_TEXT, SNAPSHOT_MODE, type Db, type Queryable } from "./db.js";
 
 /** The lock file of an embedded store in use, beside its files: the pid of the process that holds it. */
-export const EMBEDDED_LOCK_FILE = "pglite.lock";
+const EMBEDDED_LOCK_FILE = "pglite.lock";
 
 /** Embedded stores this process holds (a second open in-process is refused as one by another process is). */
 const heldHere = new Set<string>();

@@ -24,7 +24,7 @@ import { ensureChain } from "./registry-keys.js";
 import { grantsDatasource, visibleNow } from "./visibility.js";
 
 /** Longest datasource_id or external_uid accepted, in characters. */
-export const MAX_REGISTRY_VALUE_LENGTH = 1024;
+const MAX_REGISTRY_VALUE_LENGTH = 1024;
 
 /**
  * Every method takes the caller's grants (docs/contract/18-access.md): registering
@@ -61,7 +61,7 @@ export interface RegistryOptions {
 }
 
 /** "pat" or "stu" and 128 random bits in hex: nothing about the uid is in it. */
-export function allocateIdentifier(prefix: "pat" | "stu"): string {
+function allocateIdentifier(prefix: "pat" | "stu"): string {
   return `${prefix}_${randomBytes(16).toString("hex")}`;
 }
 

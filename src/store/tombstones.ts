@@ -102,7 +102,7 @@ function finish(rows: readonly { identifier: string }[], at: string): MutationRe
 }
 
 /** The expected versions, checked for shape (invalid_argument) before any transaction. */
-export function checkExpectedVersions(expected: ReadonlyMap<string, number> | undefined): ReadonlyMap<string, number> {
+function checkExpectedVersions(expected: ReadonlyMap<string, number> | undefined): ReadonlyMap<string, number> {
   if (expected === undefined || expected.size === 0) return new Map();
   checkIdentifiers([...expected.keys()], "expected_versions");
   for (const [id, v] of expected) {
@@ -123,7 +123,7 @@ export function checkExpectedVersions(expected: ReadonlyMap<string, number> | un
  * resource the caller may not see (`seen`, the visibility predicate) counts
  * as never created, so the answer says nothing of its version.
  */
-export async function checkVersions(tx: Queryable, expected: ReadonlyMap<string, number>, seen = ""): Promise<void> {
+async function checkVersions(tx: Queryable, expected: ReadonlyMap<string, number>, seen = ""): Promise<void> {
   if (expected.size === 0) return;
   const ids = [...expected.keys()];
   const { rows } = await tx.query<{ identifier: string; version: string }>(

@@ -21,7 +21,7 @@ interface StoredRow extends CurrentRow {
 }
 
 /** Checks what does not depend on the stored state (invalid_argument). */
-export function prepareUpdate(updates: Iterable<readonly [string, ResourcePatch]>): Map<string, ResourcePatch> {
+function prepareUpdate(updates: Iterable<readonly [string, ResourcePatch]>): Map<string, ResourcePatch> {
   const out = new Map<string, ResourcePatch>();
   for (const [id, patch] of updates) {
     checkIdentifier(id);

@@ -6,7 +6,7 @@ import { resourceColumns, ts } from "../sql.js";
 import { visibleAt, visibleNow } from "../visibility.js";
 import { descendantsCte, type RowSource } from "./descendants.js";
 import type { QueryField } from "./fields.js";
-import type { Bound, FilterNode, QueryPlan } from "./plan.js";
+import type { FilterNode, QueryPlan } from "./plan.js";
 import { PARAM_CAST } from "./values.js";
 
 /** Where a query reads: now (and learn the point), at least(as_of, clock), or at a pinned point. */
@@ -44,7 +44,7 @@ function createParams(): Params {
  * identifying fields, whose equality matches few rows. The indexes are
  * partial on `<expr> IS NOT NULL`, which the rendered filter states.
  */
-export const INDEXED_PAYLOAD_KEYS: ReadonlySet<string> = new Set(["path", "sha256", "accession_number", "study_date", "datasource_id"]);
+const INDEXED_PAYLOAD_KEYS: ReadonlySet<string> = new Set(["path", "sha256", "accession_number", "study_date", "datasource_id"]);
 
 const indexedKey = (field: QueryField): boolean =>
   field.source === "payload" && (field.type === "text" || field.type === "date") && INDEXED_PAYLOAD_KEYS.has(field.key ?? "");
@@ -166,7 +166,7 @@ function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params): Bod
   };
 }
 
-export function orderBy(plan: QueryPlan): string {
+function orderBy(plan: QueryPlan): string {
   const dir = plan.desc ? "DESC NULLS FIRST" : "ASC NULLS LAST";
   const id = `r.identifier ${plan.desc ? "DESC" : "ASC"}`;
   return plan.sort.name === "identifier" ? id : `${plan.sort.expr("r")} ${dir}, ${id}`;
@@ -291,4 +291,3 @@ function storedCount(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Param
   return `SELECT coalesce(sum(c.descendants), 0)::text AS n FROM tree_counts c WHERE ${where.join(" AND ")}`;
 }
 
-export type { Bound };

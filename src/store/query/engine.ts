@@ -19,7 +19,7 @@ export interface QueryRow extends ResourceRow {
   __t: string;
 }
 
-export interface PageRequest {
+interface PageRequest {
   /** Parsed as_of (rpc/as-of.ts); unset = now, or the cursor's point. */
   readonly asOf?: string | undefined;
   readonly cursor?: string | undefined;
@@ -27,7 +27,7 @@ export interface PageRequest {
   readonly limit?: number | undefined;
 }
 
-export interface Page {
+interface Page {
   readonly resources: StoredResource[];
   readonly nextCursor: string | undefined;
 }
@@ -54,7 +54,7 @@ export interface QueryEngine {
  * page never continues under grants other than those of the first page;
  * every page also applies the replaying caller's grants in its SQL.
  */
-export function cursorHash(plan: QueryPlan, grants: Grants): string {
+function cursorHash(plan: QueryPlan, grants: Grants): string {
   if (seesEverything(grants)) return plan.hash;
   return createHash("sha256").update(plan.hash).update("\0").update(grantsKey(grants)).digest("base64url");
 }

@@ -72,7 +72,7 @@ function payloadSqlType(f: FieldInfo): SqlType {
 
 const CASTS: Partial<Record<SqlType, string>> = { int: "int4", bigint: "int8", float8: "float8", bool: "boolean" };
 
-export function payloadField(f: FieldInfo): QueryField {
+function payloadField(f: FieldInfo): QueryField {
   const type = payloadSqlType(f);
   const key = literal(f.name);
   let expr: (a: string) => string;

@@ -13,7 +13,7 @@ import { isScalar, resolveField, type QueryField, type SqlType } from "./fields.
 import { bindValue } from "./values.js";
 
 export const OPS = ["eq", "ne", "lt", "lte", "gt", "gte", "in", "not_in", "contains", "starts_with", "is_null", "is_not_null"] as const;
-export type Op = (typeof OPS)[number];
+type Op = (typeof OPS)[number];
 
 const ORDERED: readonly Op[] = ["eq", "ne", "lt", "lte", "gt", "gte", "in", "not_in", "is_null", "is_not_null"];
 const OPS_BY_TYPE: Record<SqlType, readonly Op[]> = {
@@ -33,7 +33,7 @@ const MAX_CONDITIONS = 1000;
 const MAX_IN_VALUES = 10_000;
 export const MAX_LIMIT = 10_000;
 
-export type Bound = string | number | boolean;
+type Bound = string | number | boolean;
 
 export type FilterNode =
   | { readonly kind: "cmp"; readonly field: QueryField; readonly op: Op; readonly value?: Bound; readonly values?: readonly Bound[] }
