@@ -18,6 +18,7 @@ import { sql as treeCountsBackfill } from "./0021-tree-counts-backfill.js";
 import { sql as payloadFieldIndexes } from "./0022-payload-field-indexes.js";
 import { sql as datasourceCounts } from "./0023-datasource-counts.js";
 import { sql as objectClaims } from "./0024-object-claims.js";
+import { sql as treeCountsSetBased } from "./0025-tree-counts-set-based.js";
 
 export interface Migration {
   readonly id: number;
@@ -44,4 +45,5 @@ export const migrations: readonly Migration[] = [
   { id: 22, name: "payload-field-indexes", sql: payloadFieldIndexes },
   { id: 23, name: "datasource-counts", sql: datasourceCounts },
   { id: 24, name: "object-claims", sql: objectClaims },
+  { id: 25, name: "tree-counts-set-based", sql: treeCountsSetBased },
 ];
