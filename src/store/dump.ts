@@ -19,6 +19,7 @@ import { ts } from "./sql.js";
 import { inlineParams } from "./copy-out.js";
 import { rebuildAttribution } from "./attribution.js";
 import { parseAsOf } from "../time.js";
+import { COPY_PARTIAL, COPY_TRAILER, copyHeaderEnd, readCopyRow } from "../copy-binary.js";
 
 export const DUMP_FORMAT = "resource-store-dump";
 /** The format this code writes, and the newest it reads (docs/dump-format.md); it reads version 1 too. */
@@ -301,6 +302,9 @@ class VersionEncoder {
   private readonly field: number[] = [];
   private readonly encoding: number[] = [];
   private readonly fields: number;
+  /** The row being read: each COPY field's start and length (-1: null). */
+  private readonly at: Int32Array;
+  private readonly len: Int32Array;
   private readonly ix: { identifier: number; version: number; created: number; deleted: number };
   private readonly incremental: boolean;
   /** The output column of the period's end: an open one (infinity) is a current version. */
@@ -327,6 +331,8 @@ class VersionEncoder {
     this.incremental = incremental;
     this.toColumn = columns.findIndex((c) => c.name === "to");
     this.fields = f + (incremental ? 2 : 0);
+    this.at = new Int32Array(this.fields);
+    this.len = new Int32Array(this.fields);
   }
 
   push(chunk: Buffer): Buffer | undefined {
@@ -334,53 +340,26 @@ class VersionEncoder {
     this.rest = undefined;
     let pos = 0;
     if (!this.headerRead) {
-      // PGCOPY\n\377\r\n\0, flags, the header extension's length and bytes.
-      if (buf.length < 19) {
+      pos = copyHeaderEnd(buf, buf.length);
+      if (pos === COPY_PARTIAL) {
         this.rest = buf;
         return undefined;
       }
-      pos = 19 + buf.readInt32BE(15);
       this.headerRead = true;
     }
     // A record is shorter than its row but for quotes and escapes: room for both and then some, grown if not.
     const out = new ByteWriter(buf.length + (buf.length >> 1) + 4096);
-    const n = this.fields;
-    const starts = new Array<number>(n);
-    const ends = new Array<number>(n);
+    const { at, len } = this;
     for (;;) {
-      if (pos + 2 > buf.length) break;
-      const fields = buf.readInt16BE(pos);
-      if (fields === -1) {
+      const next = readCopyRow(buf, pos, buf.length, this.fields, at, len);
+      if (next === COPY_PARTIAL) break;
+      if (next === COPY_TRAILER) {
         this.ended = true;
         pos += 2;
         break;
       }
-      if (fields !== n) throw new Error(`a COPY row of ${fields} fields, not ${n}`);
-      let p = pos + 2;
-      let complete = true;
-      for (let f = 0; f < n; f++) {
-        if (p + 4 > buf.length) {
-          complete = false;
-          break;
-        }
-        const len = buf.readInt32BE(p);
-        p += 4;
-        if (len === -1) {
-          starts[f] = -1;
-          ends[f] = -1;
-          continue;
-        }
-        if (p + len > buf.length) {
-          complete = false;
-          break;
-        }
-        starts[f] = p;
-        ends[f] = p + len;
-        p += len;
-      }
-      if (!complete) break;
-      this.record(out, buf, starts, ends);
-      pos = p;
+      this.record(out, buf, at, len);
+      pos = next;
     }
     if (pos < buf.length) this.rest = buf.subarray(pos);
     return out.pos === 0 ? undefined : out.buf.subarray(0, out.pos);
@@ -403,9 +382,9 @@ class VersionEncoder {
   }
 
   /** kindOf, over this row and the version before it. */
-  private kind(buf: Buffer, s: number[], e: number[]): Kind {
+  private kind(buf: Buffer, s: Int32Array, l: Int32Array): Kind {
     const { identifier, version, created, deleted } = this.ix;
-    const first = e[version]! - s[version]! === 1 && buf[s[version]!] === 0x31;
+    const first = l[version] === 1 && buf[s[version]!] === 0x31;
     const isDeleted = buf[s[deleted]!] === 1;
     let prevDeleted: boolean;
     let same: boolean; // created_at equal to the version before's
@@ -418,7 +397,7 @@ class VersionEncoder {
     } else {
       // Remember this row for the next; compare with the one before first.
       const idStart = s[identifier]!;
-      const idEnd = e[identifier]!;
+      const idEnd = idStart + l[identifier]!;
       const sameId = this.prevIdLength !== -1 && sameBytes(this.prevId, 0, this.prevIdLength, buf, idStart, idEnd);
       if (!sameId) {
         if (this.prevId.length < idEnd - idStart) this.prevId = Buffer.alloc(Math.max(2 * this.prevId.length, idEnd - idStart));
@@ -444,7 +423,7 @@ class VersionEncoder {
     return "updated";
   }
 
-  private record(out: ByteWriter, buf: Buffer, s: number[], e: number[]): void {
+  private record(out: ByteWriter, buf: Buffer, s: Int32Array, l: Int32Array): void {
     out.byte(0x5b); // [
     const field = this.field;
     const encoding = this.encoding;
@@ -454,11 +433,11 @@ class VersionEncoder {
       switch (encoding[c]) {
         case STRING:
           if (s[f] === -1) out.put(NULL_BYTES);
-          else out.putJsonString(buf, s[f]!, e[f]!);
+          else out.putJsonString(buf, s[f]!, s[f]! + l[f]!);
           break;
         case RAW:
           if (s[f] === -1) out.put(NULL_BYTES);
-          else out.putRange(buf, s[f]!, e[f]!);
+          else out.putRange(buf, s[f]!, s[f]! + l[f]!);
           break;
         case STAMP:
           if (this.stamp(out, buf, s[f]!) && c === this.toColumn) this.current++;
@@ -467,7 +446,7 @@ class VersionEncoder {
           out.put(s[f] === -1 ? NULL_BYTES : buf[s[f]!] === 1 ? TRUE_BYTES : FALSE_BYTES);
           break;
         default:
-          out.put(KIND_BYTES[this.kind(buf, s, e)]);
+          out.put(KIND_BYTES[this.kind(buf, s, l)]);
       }
     }
     out.byte(0x5d); // ]
