@@ -52,7 +52,7 @@ async function* dumpChunks(db: Db, since: string | undefined, signal: AbortSigna
 export function createAdminService(deps: AdminServiceDeps): ServiceImpl<typeof AdminService> {
   const { db } = deps;
   return {
-    // Answers at once on every backend (issue 40): no view, no refresh.
+    // Answers at once on every backend (docs/lineage.md): no view, no refresh.
     refreshMaterializedViews() {
       return Promise.resolve(create(RefreshMaterializedViewsResponseSchema, { message: NOTHING_TO_REFRESH }));
     },

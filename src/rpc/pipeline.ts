@@ -19,7 +19,7 @@
 //   5. audit (slot)            docs/contract/19-audit-history.md: outside
 //                              auth, so a call auth refuses is audited too;
 //                              it reads the caller auth made once the call
-//                              is answered (issue 41)
+//                              is answered (docs/contract/19-audit-history.md)
 //   6. auth                    the caller's credentials and the method's
 //                              scope; makes the caller (actor and grants,
 //                              src/access/) that handlers read with callerOf

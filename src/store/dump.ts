@@ -1,4 +1,4 @@
-// Dump and restore of a whole store (issue 34): every version of every
+// Dump and restore of a whole store (docs/dump-format.md): every version of every
 // resource with its period, and the registry's rows and key fingerprints, as
 // one gzip stream of NDJSON lines (format version 2: each section's columns
 // named once, each record an array of values) closed by a trailer with
@@ -634,7 +634,7 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
  * A `since` the dump can take: an RFC 3339 stamp with `Z` or an offset (the
  * `until` of an earlier dump). A stamp without a zone would be read in the
  * database session's time zone, and a word ("yesterday") was written into
- * the header as it was, dumping everything (issue 42): both are refused.
+ * the header as it was, dumping everything: both are refused.
  */
 export function checkSince(since: string): void {
   try {
@@ -897,7 +897,7 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
   // Big pieces: fewer chunks to split into lines.
   const gunzip = createGunzip({ chunkSize: 256 * 1024 });
   // The file's first bytes: a data error in a file that does not start as gzip is not a dump at all, one in a
-  // file that does is something after the dump's gzip stream (issue 42: both were reported as "may be cut short").
+  // file that does is something after the dump's gzip stream (both were once reported as "may be cut short").
   let head = Buffer.alloc(0);
   input.on("data", (chunk: Buffer) => {
     if (head.length < 2) head = Buffer.concat([head, chunk.subarray(0, 2 - head.length)]);
