@@ -1,7 +1,7 @@
 // PostgreSQL's binary COPY format, read in one place: the header, each
 // row's field count and its fields' lengths, the trailer (PostgreSQL's
 // documentation of COPY, "Binary Format"). What the values mean is
-// the caller's: the dump writes them as JSON (store/dump-versions.ts), the
+// the caller's: the dump writes them as JSON (store/dump-encoder.ts), the
 // parquet export cuts the stream into row groups (parquet/copy-rows.ts) and
 // its workers build Arrow columns of them (parquet/copy-batch.ts).
 //

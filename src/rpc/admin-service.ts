@@ -21,7 +21,7 @@ export const NOTHING_TO_REFRESH = "nothing to refresh: the tree counts are kept 
 export const DUMP_SERVICE_VERSION = "0.1.0";
 
 /**
- * The bytes of a dump file (src/store/dump.ts writeDump, as the offline
+ * The bytes of a dump file (src/store/dump-writer.ts writeDump, as the offline
  * command writes it) as a stream of chunks, pulled: the dump reads its next
  * rows only when the client has taken what came before (the PassThrough's
  * backpressure holds the cursor). A client that leaves ends the dump's
