@@ -1,4 +1,4 @@
-// Issue 17, item 6: `resource-store import` of a million-line NDJSON file
+// `resource-store import` of a million-line NDJSON file
 // (the create benchmark's resources: series and their files, flat), as a
 // ratio to the gRPC create benchmark's rows/s measured in the same run, on
 // PostgreSQL, writing the same number of rows (the create benchmark's

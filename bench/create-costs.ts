@@ -1,4 +1,4 @@
-// Where a batch create's database time goes (issue 13: "make every index pay
+// Where a batch create's database time goes (BENCHMARKS.md, "storage change and lean reference": "make every index pay
 // for itself"), on the store's own statements replayed through pg, as the
 // create benchmark's context line sends them:
 //   1. each statement of a batch, its mean time over the run;

@@ -17,7 +17,7 @@ import type { BenchOptions } from "./options.js";
 import { LOCAL_CALLER } from "../src/access/index.js";
 
 export const CREATE_GRPC_TARGET = 0.7;
-/** Issue 32 (chosen there): the reference with the actor column within 5% of the reference without it. */
+/** The reference with the actor column within 5% of the reference without it. */
 export const CREATE_ACTOR_TARGET = 0.95;
 export const CREATE_REST_TARGET = 0.6;
 
@@ -154,7 +154,7 @@ export async function createBenchmarks(opts: BenchOptions): Promise<Result[]> {
         withDatabase((grpcDb) =>
           withDatabase(async (restDb) => {
             const lean = await leanWriter(leanDb.url, "ln", written, batchSize, concurrency);
-            // The same reference with the actor column of issue 32: what the column costs the engine.
+            // The same reference with the actor column: what the column costs the engine.
             const leanActor = await leanWriter(actorDb.url, "la", written, batchSize, concurrency, { actor: true });
             const baseline = await baselineWriter(blDb.url, "bl", written, batchSize, concurrency);
             const grpcServer = await startServer({ databaseUrl: grpcDb.url });

@@ -1,4 +1,4 @@
-// Issue 34, item 5: `resource-store dump` and `restore` against PostgreSQL's
+// `resource-store dump` and `restore` against PostgreSQL's
 // own tools on the same tables: versions a second of writeDump (the dump
 // command's code) against pg_dump (custom format, gzip as ours, data only)
 // of every table the dump carries, and of restoreDump into a migrated, empty

@@ -29,7 +29,7 @@
 // receives every byte of its messages on its own stream while each
 // distinct message is inflated and read once for all of them (h2Call).
 // With @grpc/grpc-js clients (BENCH_EVENTS_CLIENT=grpc-js, the line's
-// client until issue 33's feed lane) every stream inflated every 76 KB
+// client until the feed lane, src/rpc/feed-lane.ts) every stream inflated every 76 KB
 // message itself, a hundred or a thousand times what one real client does:
 // the bench process was busy 76% of a core at 100 streams and was what
 // limited the line at 1,000 (BENCHMARKS.md, "Feed at 100 streams: the feed

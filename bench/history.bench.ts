@@ -1,4 +1,4 @@
-// Issue 32: a page of 100 versions of one resource through History (the
+// A page of 100 versions of one resource through History (the
 // service, gRPC) against the leanest statement PostgreSQL can answer the same
 // page with, through pg (target >= 0.5, as the batch read's: a page is
 // dominated by the database, not by encoding).

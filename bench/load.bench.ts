@@ -1,8 +1,8 @@
-// Issue 21: throughput under concurrent load. autocannon drives one service
+// Throughput under concurrent load (BENCHMARKS.md, "Throughput under load"). autocannon drives one service
 // process (PostgreSQL) at 50 connections for a bounded time per route; the
 // reference, measured in the same run, is pgbench with as many clients
 // running the statements the route sends (captured from the store's own
-// code), each prepared (issue 35), or /healthz for the documents that never
+// code), each prepared (BENCHMARKS.md, "Load against prepared floors"), or /healthz for the documents that never
 // change. Each statement route also gets a `-vs-floor` line: the service
 // against the leanest Node service sending the same statements, prepared,
 // driven in turns with it.
@@ -27,7 +27,7 @@ import { ALL_GRANTS } from "../src/access/index.js";
 export const CONNECTIONS = 50;
 /** Contract silent beyond the issue: a route within half of its statements under pgbench. */
 export const STATEMENT_TARGET = 0.5;
-/** Issue 35: a route within 0.8 of the floor (the leanest Node service sending its statements prepared), in the same run. */
+/** A route within 0.8 of the floor (the leanest Node service sending its statements prepared), in the same run. */
 export const FLOOR_TARGET = 0.8;
 /**
  * The service and its floor are driven in turns, ROUNDS times each (seconds
@@ -58,7 +58,7 @@ export interface LoadRequest {
  * over http without being asked (browsers add br and zstd). /healthz gets it
  * too, so the documents and their reference are asked alike. The POSTs of the
  * API lines send none, as our clients do: a Connect server compresses answers
- * over 1 KB for a client that asks (BENCHMARKS.md, issue 21).
+ * over 1 KB for a client that asks (BENCHMARKS.md, "Throughput under load").
  */
 export const ACCEPT_ENCODING = "gzip, deflate";
 
@@ -138,7 +138,7 @@ export function pgbenchSafe(sql: string): string {
  * One pgbench transaction: the statements of one call, parameters inlined,
  * in a form `-M prepared` runs as they read (pgbenchSafe). Prepared with its
  * values written in, each statement is parsed and planned once per client
- * and then only executed: the most PostgreSQL can do for the call (issue 35).
+ * and then only executed: the most PostgreSQL can do for the call.
  */
 export function pgbenchScript(statements: readonly Statement[]): string {
   return statements.map((st) => `${pgbenchSafe(st.sql.replace(/\$(\d+)\b/g, (_, n: string) => literal(st.params?.[Number(n) - 1])).trim())};\n`).join("");
@@ -304,7 +304,7 @@ export function startFloor(dbUrl: string, statements: readonly Statement[]) {
  * driven in turns (ROUNDS each, `seconds` split between the rounds, both
  * warmed up first); each figure is the mean over its rounds. The floor shows
  * what is Node, pg and HTTP on this machine, and so what the service's own
- * layers cost (BENCHMARKS.md, round eight and issue 35).
+ * layers cost (BENCHMARKS.md, "Round eight" and "Load against prepared floors").
  */
 async function againstFloor(dbUrl: string, serviceUrl: string, statements: readonly Statement[], seconds: number, req: LoadRequest): Promise<{ service: Load; floor: Load }> {
   const floor = await startFloor(dbUrl, statements);

@@ -1,4 +1,4 @@
-// Issue 9, item 4 (targets of issue 35): /query/parquet end to end against
+// /query/parquet (BENCHMARKS.md, "Parquet off the main thread"): end to end against
 // the same rows streamed straight out of PostgreSQL with pg (target 0.8); the
 // encoding stage, fed by the binary COPY stream the service reads, against
 // DuckDB writing the same rows to SNAPPY parquet (target 0.45); and the
@@ -23,7 +23,7 @@ import { ALL_GRANTS } from "../src/access/index.js";
 
 const MiB = 1024 * 1024;
 export const END_TO_END_TARGET = 0.8;
-/** Issue 35: against DuckDB with both cores encoding (it was 1.0, which parquet-wasm cannot reach here: BENCHMARKS.md). */
+/** Against DuckDB with both cores encoding (it was 1.0, which parquet-wasm cannot reach here: BENCHMARKS.md). */
 export const ENCODE_TARGET = 0.45;
 export const RSS_LIMIT = 512 * MiB;
 /** "Flat": the peak may grow by at most this factor when the rows grow 5x. */

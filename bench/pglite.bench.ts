@@ -1,4 +1,4 @@
-// Issue 9, item 5: the embedded default (PGlite) on the same create and query
+// The embedded default (PGlite) on the same create and query
 // workloads, against PostgreSQL through the same service. Informational: the
 // targets say what PGlite is expected to carry (a single-user or test
 // deployment), not a bar the release must pass.

@@ -1,4 +1,4 @@
-// Issue 9, item 3: a query page (limit 100, a payload-field filter, sorted by
+// A query page (limit 100, a payload-field filter, sorted by
 // created_at) on 1,000,000 resources, and the same page at a deep cursor
 // (row 500,000). Target: the deep page within 1.5 times the first.
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";

@@ -1,4 +1,4 @@
-// Issue 9, item 2: batch reads of 100 identifiers through the service against
+// Batch reads of 100 identifiers through the service against
 // the same statement through pg, and `as_of` reads against current reads
 // (target: an as_of read costs at most 1.5 times a current one).
 import { readResources } from "../src/store/index.js";

@@ -1,4 +1,4 @@
-// Issue 18, item 3: reads routed to a hot standby. `replica-read-overhead` is
+// Reads routed to a hot standby. `replica-read-overhead` is
 // the median latency of an as_of read of 100 resources through a service
 // with DATABASE_READ_URLS (served by the standby) over the same read through
 // a service on the primary alone (target <= 1.1). As context: the replay lag

@@ -1,4 +1,4 @@
-// Issue 40, item 8: every answer costs what it holds, not what the store
+// Every answer costs what it holds, not what the store
 // holds. Stores grown through the service (batched gRPC creates, the
 // issue's hospital shape: each patient 5 studies x 4 series x 100 files =
 // 2,026 resources, patients under two datasource nodes, a tenth of the files

@@ -1,4 +1,4 @@
-// Issue 35, item 4: the writers' ceiling. Batch creates from 1, 2 and 4
+// The writers' ceiling (BENCHMARKS.md, "The writers' ceiling"). Batch creates from 1, 2 and 4
 // concurrent clients into the lean reference (bench/support/lean.ts) taking
 // their commit stamp three ways: the clock row the store holds until commit
 // ("clock"), no shared stamp at all ("free": the most the engine can do,

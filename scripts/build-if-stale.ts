@@ -1,5 +1,5 @@
 // `npm start`'s prestart: builds dist/ only when it is older than what it
-// is built from (issue 42: every start compiled the whole service and the
+// is built from (before it, every start compiled the whole service and the
 // explorer again, 16-21 s, where the service itself starts in about 2 s).
 // dist/ is current when every .ts under src/ and gen/ has its .js in dist/
 // written after it and after the build settings, and dist/ui/index.html is

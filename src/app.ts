@@ -119,7 +119,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       onKeyFetchFailure: (message) => log.warn({ error: message }, "the identity provider's keys could not be fetched; the last good keys serve until OIDC_JWKS_MAX_STALE_MS"),
     });
   assertCorsSafe(config.corsOrigins, auth.enabled);
-  // An AUDIT_LOG that cannot be written fails start-up, saying why, rather than every read (issue 41).
+  // An AUDIT_LOG that cannot be written fails start-up, saying why, rather than every read (docs/operations.md).
   const auditTarget = opts.auditSink === undefined ? config.auditLog : undefined;
   const auditProblem = auditTarget === undefined ? undefined : await auditTargetProblem(auditTarget);
   if (auditProblem !== undefined) {

@@ -60,7 +60,7 @@ export interface Config {
   /** PostgreSQL connection string; unset = embedded PGlite in DATA_DIR. */
   readonly databaseUrl: string | undefined;
   readonly databasePoolSize: number;
-  /** Hot standbys for reads (DATABASE_READ_URLS and its two bounds; issue 18). */
+  /** Hot standbys for reads (DATABASE_READ_URLS and its two bounds; docs/scaling.md). */
   readonly readReplicas: ReadReplicasConfig;
   readonly logLevel: LogLevel;
   /**
@@ -96,7 +96,7 @@ export interface Config {
    */
   readonly allowedHosts: readonly string[] | undefined;
   /**
-   * Tracing (issue 34): on when the OpenTelemetry SDK's own variables name an
+   * Tracing (docs/tracing.md): on when the OpenTelemetry SDK's own variables name an
    * OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
    * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and do not turn it off
    * (OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none). Every other
@@ -394,14 +394,14 @@ export function loadConfig(env: Env = process.env): Config {
   };
 }
 
-// --- tracing (issue 34) -------------------------------------------------------
+// --- tracing (docs/tracing.md) ------------------------------------------------
 function tracingConfigured(env: Env): boolean {
   if ((str(env, "OTEL_SDK_DISABLED") ?? "").toLowerCase() === "true") return false;
   if ((str(env, "OTEL_TRACES_EXPORTER") ?? "").toLowerCase() === "none") return false;
   return str(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") !== undefined || str(env, "OTEL_EXPORTER_OTLP_ENDPOINT") !== undefined;
 }
 
-// --- registry keys (issue 20, issue 31) ----------------------------------
+// --- registry keys (docs/contract/06-registry.md) --------------------------
 // Two variables, each with a _FILE twin that holds exactly what the variable
 // would (the usual convention for mounted secrets), so a value never changes
 // meaning with where it is kept:
@@ -483,7 +483,7 @@ function registryKeys(env: Env): RegistryKeyConfig[] | undefined {
   }
 }
 
-// --- read standbys (issue 18) ---------------------------------------------
+// --- read standbys (docs/scaling.md) ---------------------------------------
 interface ReadReplicasConfig {
   /** PostgreSQL hot standbys of DATABASE_URL, in order of preference; empty = every read on the primary. */
   readonly urls: readonly string[];

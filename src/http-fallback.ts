@@ -47,7 +47,7 @@ export function createHttpFallback(deps: HttpFallbackDeps): (req: Req, res: Res)
       const url = req.url ?? "/";
       const query = url.indexOf("?");
       const path = (query === -1 ? url : url.slice(0, query)).slice(0, 200);
-      // Written out in full, not spread: this runs for every request (BENCHMARKS.md, issue 21).
+      // Written out in full, not spread: this runs for every request (BENCHMARKS.md, "Throughput under load").
       if (rpc !== undefined && record.traceId === undefined) log.info({ request_id: requestId, rpc, code: record.code, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "call");
       else if (rpc !== undefined) log.info({ request_id: requestId, trace_id: record.traceId, rpc, code: record.code, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "call");
       else log.info({ request_id: requestId, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "http");

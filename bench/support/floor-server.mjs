@@ -1,10 +1,10 @@
-// The floor of the load benchmark (issue 21): the leanest Node service that
+// The floor of the load benchmark (BENCHMARKS.md, "Load against prepared floors"): the leanest Node service that
 // does a route's database work. node:http and a pg pool of the service's
 // size and session options; per request it reads (and parses) a JSON body,
 // runs the route's captured statements on one pooled connection, every one
 // of them a named prepared statement (pg's `name`: parsed once per
 // connection, then only bound and executed, as pgbench -M prepared runs
-// them; issue 35), and answers every row as JSON. No validation, messages,
+// them), and answers every row as JSON. No validation, messages,
 // logging, metrics or cursors: what is left of the service's cost per call,
 // against this, is the cost of its own layers.
 // Input: FLOOR_STATEMENTS (JSON: [{sql, params, name?}]; a statement without

@@ -1,4 +1,4 @@
-// The fixed lean reference of the create benchmark (issue 13): what PostgreSQL
+// The fixed lean reference of the create benchmark (BENCHMARKS.md, "storage change and lean reference"): what PostgreSQL
 // itself can do for a bitemporal batch create, with nothing of the service.
 // A minimal schema (resources and resource_versions with their primary keys,
 // an index on parent_identifier, one on (payload_type, created_at,
@@ -8,7 +8,7 @@
 // the issue's reference does. It does not depend on the store's code, so a
 // change to the store's SQL leaves the reference where it is.
 //
-// How a batch takes its commit stamp (issue 35, item 4: the writers'
+// How a batch takes its commit stamp (BENCHMARKS.md, "The writers'
 // ceiling), `StampMode`:
 // - "clock": the row `clock` (last stamp), updated first and held until
 //   commit, as the store does: writers commit one at a time, in stamp order;
@@ -19,7 +19,7 @@
 //   transaction's xid assigned, then a stamp from a sequence, in one call of
 //   `take_stamp()`; no row is written, no writer waits for another.
 //
-// With `actor` (issue 32), both tables carry an `actor text NOT NULL` column,
+// With `actor`, both tables carry an `actor text NOT NULL` column,
 // written from one parameter per batch as the store writes its caller's: the
 // same reference with the one column the history added, so the create
 // benchmark can say what the column costs in the same run.

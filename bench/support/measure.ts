@@ -9,7 +9,7 @@ export interface Result {
   readonly target: number;
   /** Printed after the line for a human; not part of the contract. */
   readonly note?: string;
-  /** A measured value (ms), printed bare: `bench <name>: <value> target <= <t>` (issue 40's ceilings). */
+  /** A measured value (ms), printed bare: `bench <name>: <value> target <= <t>` (the scale bench's ceilings). */
   readonly bare?: boolean;
 }
 

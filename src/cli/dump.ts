@@ -1,9 +1,9 @@
-// `resource-store dump -o FILE` and `resource-store restore FILE` (issue 34):
+// `resource-store dump -o FILE` and `resource-store restore FILE` (docs/dump-format.md):
 // the whole history of a store into one file and back. Like the `registry`
 // tools they open the database themselves — DATABASE_URL, else the embedded
 // store under DATA_DIR (stopped: PGlite is one process's) — because the API
 // cannot write history with given stamps (docs/dump-format.md says why).
-// `--url URL dump` is the online backup (issue 42): the service's
+// `--url URL dump` is the online backup (docs/operations.md): the service's
 // AdminService.Dump writes the same file while it runs; restore is offline
 // only.
 import { createReadStream, type WriteStream } from "node:fs";
@@ -36,7 +36,7 @@ async function holdsStore(dataDir: string): Promise<boolean> {
 
 /**
  * Opens the store an offline command works on. `existing`: the command reads
- * a store, so a DATA_DIR without one is refused, never created (issue 42: a
+ * a store, so a DATA_DIR without one is refused, never created (a
  * dump from the wrong directory made an empty store and "dumped 0
  * versions"). An embedded store another process holds is refused by
  * openDatabase (src/store/pglite.ts).

@@ -1,5 +1,5 @@
 // `resource-store registry ...`: operator tools for the registry's keys
-// (issue 20, issue 31). They open the database from DATABASE_URL and take the
+// (docs/contract/06-registry.md). They open the database from DATABASE_URL and take the
 // keys from REGISTRY_SECRET(S) or REGISTRY_SECRET(S)_FILE, as the service
 // does, and run the same start-up check of the keys first. Output is counts
 // and key ids only; the one exception is move-key-out, whose whole purpose is

@@ -9,7 +9,7 @@ import type { Http2ServerResponse } from "node:http2";
  * stream the peer reset (a client killed, its socket closed by the kernel)
  * reports writableFinished true on close, so a gRPC Watch of a dead client
  * was never aborted and held its stream and its MAX_WATCH_STREAMS slot
- * (issue 42).
+ * (docs/events.md, "A client that goes away").
  */
 export function abortOnClose(res: ServerResponse | Http2ServerResponse, reason?: () => unknown): AbortSignal {
   const controller = new AbortController();

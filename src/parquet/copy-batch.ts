@@ -6,6 +6,7 @@
 // without escapes are copied as bytes, and timestamps and int8 arrive as
 // binary integers.
 import type * as Arrow from "apache-arrow";
+import { COPY_PARTIAL, COPY_TRAILER, readCopyRow } from "../copy-binary.js";
 
 export type ColumnKind = "utf8" | "int32" | "int64" | "float64" | "bool" | "timestamp" | "utf8_list";
 
@@ -53,17 +54,9 @@ export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: num
   const len = new Int32Array(rows * n);
   let p = 0;
   for (let r = 0; r < rows; r++) {
-    if (p + 2 > data.length) throw new Error(`COPY data ends before row ${r} of ${rows}`);
-    const fields = view.getInt16(p);
-    p += 2;
-    if (fields !== n) throw new Error(`COPY row ${r} has ${fields} fields, expected ${n}`);
-    for (let c = 0; c < n; c++) {
-      const l = view.getInt32(p);
-      p += 4;
-      at[r * n + c] = p;
-      len[r * n + c] = l;
-      if (l > 0) p += l;
-    }
+    const q = readCopyRow(data, p, data.length, n, at, len, r * n);
+    if (q === COPY_PARTIAL || q === COPY_TRAILER) throw new Error(`COPY data ends before row ${r} of ${rows}`);
+    p = q;
   }
   if (p !== data.length) throw new Error(`COPY data holds ${data.length - p} bytes after its ${rows} rows`);
 

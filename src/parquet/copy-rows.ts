@@ -4,9 +4,9 @@
 // (copy-batch.ts). Each group is gathered in one buffer of its own, which
 // the caller may transfer to a worker whole and give back for a later group.
 
-/** "PGCOPY\n\377\r\n\0", flags, header extension length. */
-const SIGNATURE = [0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff, 0x0d, 0x0a, 0x00];
-const HEADER_BYTES = SIGNATURE.length + 8;
+import { COPY_PARTIAL, COPY_TRAILER, CopyFormatError, copyHeaderEnd, skipCopyRow } from "../copy-binary.js";
+
+export { CopyFormatError };
 
 export interface CopyGroup {
   /**
@@ -17,8 +17,6 @@ export interface CopyGroup {
   readonly data: Uint8Array;
   readonly rows: number;
 }
-
-export class CopyFormatError extends Error {}
 
 /**
  * Where the splitter gets the buffer it gathers a group in, and gives back
@@ -106,15 +104,12 @@ export class CopyRowSplitter {
     this.reserve(chunk.length);
     this.buf.set(chunk, this.used);
     this.used += chunk.length;
-    let view = new DataView(this.buf.buffer, this.buf.byteOffset, this.used);
     let end = this.used;
     let p = this.scan;
     if (!this.header) {
-      if (end < HEADER_BYTES) return [];
-      for (let i = 0; i < SIGNATURE.length; i++) if (this.buf[i] !== SIGNATURE[i]) throw new CopyFormatError("not a binary COPY stream");
-      const ext = view.getInt32(SIGNATURE.length + 4);
-      if (end < HEADER_BYTES + ext) return [];
-      p = HEADER_BYTES + ext;
+      const rowsStart = copyHeaderEnd(this.buf, end);
+      if (rowsStart === COPY_PARTIAL) return [];
+      p = rowsStart;
       this.start = p;
       this.scan = p;
       this.header = true;
@@ -122,35 +117,18 @@ export class CopyRowSplitter {
     const groups: CopyGroup[] = [];
     const n = this.fields;
     for (;;) {
-      if (p + 2 > end) break;
-      const count = view.getInt16(p);
-      if (count === -1) {
+      const q = skipCopyRow(this.buf, p, end, n);
+      if (q === COPY_PARTIAL) break;
+      if (q === COPY_TRAILER) {
         if (p + 2 !== end) throw new CopyFormatError("bytes after the COPY trailer");
         this.ended = true;
         break;
       }
-      if (count !== n) throw new CopyFormatError(`a COPY row has ${count} fields, expected ${n}`);
-      let q = p + 2;
-      let whole = true;
-      for (let f = 0; f < n; f++) {
-        if (q + 4 > end) {
-          whole = false;
-          break;
-        }
-        const l = view.getInt32(q);
-        q += 4 + (l > 0 ? l : 0);
-        if (q > end) {
-          whole = false;
-          break;
-        }
-      }
-      if (!whole) break;
       p = q;
       this.rows += 1;
       this.groupRows += 1;
       if (this.groupRows === this.rowsPerGroup) {
         groups.push(this.close(p));
-        view = new DataView(this.buf.buffer, this.buf.byteOffset, this.used);
         end = this.used;
         p = 0;
       }

@@ -21,7 +21,7 @@ const NOTHING_TO_REFRESH = "nothing to refresh: the tree counts are kept by ever
 const DUMP_SERVICE_VERSION = "0.1.0";
 
 /**
- * The bytes of a dump file (src/store/dump.ts writeDump, as the offline
+ * The bytes of a dump file (src/store/dump-writer.ts writeDump, as the offline
  * command writes it) as a stream of chunks, pulled: the dump reads its next
  * rows only when the client has taken what came before (the PassThrough's
  * backpressure holds the cursor). A client that leaves ends the dump's
@@ -52,7 +52,7 @@ async function* dumpChunks(db: Db, since: string | undefined, signal: AbortSigna
 export function createAdminService(deps: AdminServiceDeps): ServiceImpl<typeof AdminService> {
   const { db } = deps;
   return {
-    // Answers at once on every backend (issue 40): no view, no refresh.
+    // Answers at once on every backend (docs/lineage.md): no view, no refresh.
     refreshMaterializedViews() {
       return Promise.resolve(create(RefreshMaterializedViewsResponseSchema, { message: NOTHING_TO_REFRESH }));
     },

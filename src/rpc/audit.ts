@@ -8,7 +8,7 @@
 // the identifiers answered, at most MAX_AUDIT_IDENTIFIERS, `count` saying
 // how many in all; calls that answer for a request (query, count, export,
 // statistics, the change feed, object reads) carry a summary of the request
-// instead (its fields, but never a filter's value nor a cursor, issue 41;
+// instead (its fields, but never a filter's value nor a cursor, docs/contract/19-audit-history.md;
 // object reads only their direction or limits, never a path), and the row
 // count. A line never holds a payload value, an external uid (registry
 // lines never carry the request), an object path or a cursor.
@@ -176,7 +176,7 @@ const RULES: ReadonlyMap<string, Rule> = new Map<string, Rule>([
   ["RegistryService/ResolvePatient", { answer: (res) => ids([idOf(res)]) }],
   ["RegistryService/RegisterStudy", { answer: (res) => ids([idOf(res)]) }],
   ["RegistryService/ResolveStudy", { answer: (res) => ids([idOf(res)]) }],
-  // Object reads (issue 41): how many objects or rows, never the path (a payload value of the resource naming it).
+  // Object reads: how many objects or rows, never the path (a payload value of the resource naming it).
   ["StorageService/Presign", { answer: () => rows(1), request: only("direction"), audited: downloads }],
   ["StorageService/PresignBatch", { answer: (res) => rows(list(res, "urls").length), request: only("direction"), audited: downloads }],
   ["StorageService/ParquetPreview", { answer: (res) => rows(Number(res["returnedRows"] ?? 0)), request: only("limit", "offset") }],
@@ -297,7 +297,7 @@ export function createAuditInterceptor(sink: AuditSink): Interceptor {
     if (res.stream) {
       // A stream answers once its first message is ready (or it ends): its line is written then, before
       // that message is released, saying how the stream began; a stream refused before any message
-      // (a foreign cursor, an unknown field, a bad since) says so (issue 41), never ok.
+      // (a foreign cursor, an unknown field, a bad since) says so, never ok.
       const source = res.message;
       async function* audited(): AsyncGenerator<unknown, void, undefined> {
         const it = source[Symbol.asyncIterator]();

@@ -8,7 +8,7 @@
 // thousand streams with include_resources hold one copy of a commit, not a
 // thousand.
 //
-// Encoded once, too (issue 33): to a client that speaks protobuf binary
+// Encoded once, too (docs/events.md): to a client that speaks protobuf binary
 // (gRPC, gRPC-Web, Connect with +proto, and the REST layer's in-process
 // transport) each message goes out as bytes made once per message (the
 // feed hands the same message to every stream that sees the same events)

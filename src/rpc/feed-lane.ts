@@ -1,6 +1,6 @@
 // The feed lane: a gRPC Watch (EventService, both revisions) written to its
 // HTTP/2 stream as one envelope per message, made once for every stream that
-// sends the same message (issue 33, "events, 100 streams").
+// sends the same message (BENCHMARKS.md, "Feed at 100 streams").
 //
 // The feed hands the same message object to every stream at the tail
 // (store/events.ts) and the handler hands it on as bytes made once
@@ -68,7 +68,7 @@ export interface FeedLaneOptions {
 /**
  * Whether the call's HTTP/2 stream is closed: Http2ServerResponse has no
  * `destroyed` of its own (it was always undefined here), so a write after
- * the client went away waited for a drain that never comes (issue 42).
+ * the client went away waited for a drain that never comes (docs/events.md).
  */
 function streamGone(res: Http2ServerResponse): boolean {
   return res.stream.destroyed || res.stream.closed;

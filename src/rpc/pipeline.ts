@@ -20,7 +20,7 @@
 //                              auth, so a call auth refuses is audited too;
 //                              it reads the actor auth named once the call
 //                              is answered (also for a call refused for its
-//                              scope; issue 41)
+//                              scope; docs/contract/19-audit-history.md)
 //   6. auth                    the caller's credentials and the method's
 //                              scope; makes the caller (actor and grants,
 //                              src/access/) that handlers read with callerOf

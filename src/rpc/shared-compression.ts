@@ -1,5 +1,5 @@
 // A compression that compresses the same bytes once, however many calls send
-// them (issue 33). The change feed hands one message to every stream that
+// them (docs/events.md, "Memory and load"). The change feed hands one message to every stream that
 // sees the same events, and a protobuf-binary client gets it as the same
 // bytes (event-service.ts), but connect compresses each stream's message on
 // its own: with 100 streams accepting gzip (grpc-js, Go and Python grpcio do

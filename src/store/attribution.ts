@@ -135,7 +135,7 @@ export interface MaintainOptions {
  * descendants, which keep no datasource of their own, to the callers of
  * every datasource.
  *
- * Clearance guards a move too (issue 41): a caller whose clearance is below
+ * Clearance guards a move too (docs/contract/18-access.md): a caller whose clearance is below
  * `restricted` may not move a resource above its clearance (one below the
  * resource written, which it cannot see) to another datasource or to none,
  * whatever datasources it holds; else the restricted callers of the new
@@ -150,7 +150,7 @@ export async function maintainAttribution(tx: Queryable, ids: readonly string[],
   const refused = (rows[0]?.moved ?? []).filter(
     (m) =>
       !(m.self && options.created?.has(m.root) === true) &&
-      // Clearance (issue 41): a resource above it moved to other readers, by a writer that cannot see it.
+      // Clearance (docs/contract/18-access.md): a resource above it moved to other readers, by a writer that cannot see it.
       (m.rank > clearance || (granted !== "all" && (!granted.has(m.from) || m.to === null || !granted.has(m.to)))),
   );
   if (refused.length > 0) throw outsideGrants([...new Set(refused.map((m) => m.root))]);

@@ -1,7 +1,7 @@
 // DATA_DIR holds the embedded database (pglite/), the embedded object store
 // (s3/) and the generated registry key: patient metadata and the key that
 // protects its uids. Nothing under it is for other users of the machine
-// (issue 42: under umask 022 PGlite left 969 of 1,036 files 0666).
+// (docs/operations.md; under umask 022 PGlite left 969 of 1,036 files 0666).
 //
 // The process that opens it runs with umask 077 from then on, so every file
 // and directory it creates there (PGlite's relation and WAL files, s3rver's

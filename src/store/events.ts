@@ -16,7 +16,7 @@
 // [tx_from, tx_to)); point it elsewhere (a union of current and superseded
 // versions, say) and nothing else changes.
 //
-// Sharing (issue 33): a stream first catches up on its own, page by page,
+// Sharing (docs/events.md): a stream first catches up on its own, page by page,
 // with its filters in the SQL and a watermark at least every heartbeat.
 // Once it has reached the live point it joins a tail: one reader per grants
 // key (and per include_resources) that reads each new commit once, without

@@ -7,7 +7,7 @@
 // hub keeps trying with a growing wait and calls every subscriber of that
 // channel once it listens again, since notifications sent meanwhile are lost.
 // Subscribers ask listening() to know whether they must poll meanwhile; a
-// failed LISTEN never fails a subscribe (issue 33).
+// failed LISTEN never fails a subscribe (docs/events.md).
 import type { Db, Listener } from "./db.js";
 
 export interface Notifications {

@@ -21,7 +21,7 @@ function lockedMessage(dataDir: string, holder: string): string {
 }
 
 /**
- * Takes the embedded store in `dataDir` for this process (issue 42: a dump
+ * Takes the embedded store in `dataDir` for this process (docs/operations.md: a dump
  * of a store the service held ran, then the next one aborted inside PGlite).
  * The lock file holds the holder's pid; a lock whose process is gone (a
  * crash, a kill) is stale and taken over, and so is one naming this

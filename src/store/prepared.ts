@@ -68,7 +68,7 @@ export function createStatementNames(maxPages = MAX_PREPARED_PAGES): StatementNa
  * A generated statement text, named as the database names query shapes (the
  * first MAX_PREPARED_PAGES texts; StatementNames.page): parsed once per
  * connection, not on every call. For the texts of the tree listings and the
- * statistics, which differ by grants and read state (issue 35: those lines
+ * statistics, which differ by grants and read state (BENCHMARKS.md, "Load against prepared floors": those lines
  * against a floor that prepares every statement). Unnamed on a database
  * without names (PGlite).
  */

@@ -1,5 +1,5 @@
 // The registry's HMAC keys: where they come from, and the start-up check
-// that they are the keys the stored hashes need (issue 20, issue 31).
+// that they are the keys the stored hashes need (docs/contract/06-registry.md).
 //
 // Configured keys (config.ts) win. Without them:
 // - PostgreSQL: start-up fails. The key never lives in the database it
@@ -268,7 +268,7 @@ export async function moveRegistryKeyOut(db: Db, show: (key: string) => Promise<
  * An embedded store without its key file whose registry already knows keys
  * (restored from another store, say moved back from PostgreSQL) must be
  * given them: a generated key would be refused for its fingerprint anyway,
- * and its file would stay behind (issue 42). Nothing is written here.
+ * and its file would stay behind. Nothing is written here.
  */
 async function refuseToGenerateFor(db: Db, dataDir: string): Promise<void> {
   if ((await readSecret(join(dataDir, REGISTRY_SECRET_FILE))) !== undefined) return;

@@ -1,9 +1,9 @@
-// Issue 41, leaks 1-6: the edges of docs/contract/18-access.md a history
+// The edges of docs/contract/18-access.md a history
 // model of resources does not reach, through a real server on both
 // backends: the registry (resolve and register), moves by writers whose
 // clearance is below what they move, object keys named by resources of
 // others, resumed upload roots, and creates over hidden tombstones. Each
-// test failed on the code before issue 41 (the comment above each check says
+// test failed on the code before those edges were fixed (the comment above each check says
 // what it answered then).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../support/app.js";

@@ -28,7 +28,7 @@ export type State = ReadonlyMap<string, Readonly<Node>>;
 
 /** A write in REST terms, and how it changes the model. */
 export type Op =
-  | { kind: "create"; node: Omit<Node, "deleted" | "deletedBy" | "seq">; /** Over a tombstone of the same identifier (issue 41). */ over?: true }
+  | { kind: "create"; node: Omit<Node, "deleted" | "deletedBy" | "seq">; /** Over a tombstone of the same identifier. */ over?: true }
   | { kind: "level"; id: string; level: AccessLevel }
   | { kind: "move"; id: string; parent: string }
   | { kind: "patient-ds"; id: string; datasourceId: string }
@@ -134,7 +134,7 @@ export function valid(state: State, op: Op): boolean {
  *   from or to a datasource not granted), for a writer without every
  *   datasource; and, for a writer below `restricted`, one that takes a
  *   resource above its clearance (one it cannot see, below the one written)
- *   to another datasource or to none, whatever datasources it holds (issue 41);
+ *   to another datasource or to none, whatever datasources it holds (docs/contract/18-access.md);
  * - create over a tombstone: as a create, and as a move for what lies below
  *   the tombstone (the tombstone itself is replaced, not moved: a hidden one
  *   answers as a never-used identifier);
@@ -385,7 +385,7 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
         const type = (["file", "annotation", "artefact"] as const)[b % 3] as PayloadType;
         const artefact = type === "artefact" ? { path: `m${Math.floor(b / 3) % 2}`, status: Math.floor(b / 6) % 4 === 0 ? ("failed" as const) : ("succeeded" as const) } : undefined;
         // One file in four names the object of a resource already there (any, seen or not, tombstones too):
-        // the object is reached through it only where the others that name it are seen (issue 41).
+        // the object is reached through it only where the others that name it are seen (docs/contract/18-access.md).
         const claimed = type === "file" && Math.floor(b / 3) % 4 === 0 ? pick([...state.values()].filter((x) => x.object !== undefined).sort((x, y) => x.seq - y.seq), c) : undefined;
         op = { kind: "create", node: { id: fresh(type.slice(0, 3)), type, parent: s.id, level, ...(artefact ? { artefact } : {}), ...(claimed ? { object: claimed.object } : {}) } };
       }

@@ -1,4 +1,4 @@
-// The leak suite (issue 30, docs/contract/18-access.md): random histories of
+// The leak suite (docs/contract/18-access.md): random histories of
 // writes (patients moved between datasources, studies re-parented across
 // them, levels raised and lowered, cascading deletes and restores) are
 // replayed into the service and into a model; then, at read points drawn
@@ -6,11 +6,11 @@
 // what the unrestricted reader answers, filtered by the rules the model
 // computes. A path that leaks (or hides too much) fails here.
 //
-// Issue 41 widened the model: writers at `internal` of one, two and every
+// The model covers too: writers at `internal` of one, two and every
 // datasource; creates over tombstones; files naming another resource's
 // object; the registry's studies with resources of their own; register and
 // upload roots for every writer; and scripted scenarios of each finding
-// (`scenarios`). Notes: with each of the four checks of issue 41 removed from
+// (`scenarios`). Notes: with each of these four checks removed from
 // the service in turn (the move by clearance, a tombstone replaced rather
 // than moved, object claims, a study's own resource in resolve), this suite
 // failed (pglite, two runs, LEAK_RUNS default): at the scenario move (200,
@@ -46,7 +46,7 @@ const TOKENS = [
 ].join(";");
 
 /**
- * The narrow writers, one of each grant shape below everything (issue 41):
+ * The narrow writers, one of each grant shape below everything (docs/contract/18-access.md):
  * one datasource, two datasources and every datasource, each at `internal`.
  * Half of the writes of a history (every verb: create, create over a
  * tombstone, level, move, patient-ds, delete, restore) are sent with one of
@@ -138,7 +138,7 @@ async function replay(writer: ReturnType<typeof caller>, narrowWriters: readonly
 }
 
 /**
- * Issue 41's edges, in every history (random draws reach them only now and
+ * The access edges (test/access/edges.test.ts), in every history (random draws reach them only now and
  * then): each op's answer is the model's, and the reads afterwards check
  * what it left. With one check of the service removed the suite fails
  * (each tried on this suite, pglite, two runs; see the notes at the top):
@@ -483,11 +483,11 @@ async function register(writer: ReturnType<typeof caller>, model: Model, points:
     expect(st.status, JSON.stringify(st.json)).toBe(200);
     out.push({ datasourceId, uid, patient: p.json.identifier as string, accession, study: st.json.identifier as string });
     if (i % 2 === 1) {
-      // The second: a public patient with a restricted study, so that the study's own resource decides (issue 41).
+      // The second: a public patient with a restricted study, so that the study's own resource decides.
       const patientLevel = i === 1 ? "public" : (LEVELS[Math.floor(d / 4) % 3] ?? "public");
       const op = { kind: "create" as const, node: { id: p.json.identifier as string, type: "patient" as const, parent: null, level: patientLevel, datasourceId } };
       await writeUnrestricted(writer, model, points, op);
-      // Its study too, at another drawn level: a study whose own resource the caller may not see resolves as not registered (issue 41).
+      // Its study too, at another drawn level: a study whose own resource the caller may not see resolves as not registered.
       const study = { kind: "create" as const, node: { id: st.json.identifier as string, type: "study" as const, parent: op.node.id, level: i === 1 ? "restricted" : (LEVELS[Math.floor(d / 12) % 3] ?? "public") } };
       await writeUnrestricted(writer, model, points, study);
     }
@@ -536,7 +536,7 @@ async function checkRegister(who: ReturnType<typeof caller>, grants: Grants, now
   }
 }
 
-/** An upload-dir root is resumed only by the actor that started it (issue 41). */
+/** An upload-dir root is resumed only by the actor that started it (docs/contract/18-access.md). */
 async function checkUploadRoot(owner: ReturnType<typeof caller>, other: ReturnType<typeof caller>, ctx: string) {
   const started = await owner.post("/s3/presign/upload-dir", { group: "leak", relpaths: ["a.bin"] });
   expect(started.status, ctx).toBe(200);
@@ -602,7 +602,7 @@ async function checkStats(who: ReturnType<typeof caller>, full: ReturnType<typeo
  */
 async function checkStorage(who: ReturnType<typeof caller>, full: ReturnType<typeof caller>, grants: Grants, now: State, ctx: string) {
   // A path is reached through an active resource the caller may see that names it, unless a resource it may
-  // not see (a tombstone too) names it as well (issue 41): an answer for the path, whichever resource is asked about.
+  // not see (a tombstone too) names it as well: an answer for the path, whichever resource is asked about.
   const naming = (n: Node) => [...now.values()].filter((m) => m.object === n.object);
   const reachable = (n: Node) => naming(n).some((m) => visible(grants, now, now, m.id)) && naming(n).every((m) => versionVisible(grants, now, now, m.id));
   for (const n of [...now.values()].filter((x) => x.object !== undefined)) {

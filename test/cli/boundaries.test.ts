@@ -1,5 +1,5 @@
 // The command line reaches the rest of the project through its public
-// surfaces only (issue 29): the flat codec is the schema's, so the CLI needs
+// surfaces only (docs/architecture.md): the flat codec is the schema's, so the CLI needs
 // no eslint-disable line to reach it, and no copy of REST's is left behind.
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";

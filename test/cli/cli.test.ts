@@ -1,4 +1,4 @@
-// The `resource-store` command (docs/contract/17-command-line.md, issue 17) run as a child
+// The `resource-store` command (docs/contract/17-command-line.md) run as a child
 // process against a live service, on PGlite and on PostgreSQL.
 import { createHash } from "node:crypto";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";

@@ -1,4 +1,4 @@
-// Issue 34 item 1, "memory flat whatever the size": `resource-store dump`
+// "Memory flat whatever the size" (docs/dump-format.md): `resource-store dump`
 // and `restore` run as an operator runs them, each in a child process with a
 // small V8 heap (HEAP_MB) that samples its own memory (peak-memory.mjs), on
 // two PostgreSQL stores of the same shape, one ten times the other. The

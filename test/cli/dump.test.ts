@@ -1,4 +1,4 @@
-// `resource-store dump` and `restore` as an operator runs them (issue 34):
+// `resource-store dump` and `restore` as an operator runs them (docs/dump-format.md):
 // from an embedded store (DATA_DIR) to a file, from the file into PostgreSQL
 // (DATABASE_URL); the summary lines; an existing file is never overwritten;
 // a second restore into the now non-empty store is refused with its reason.

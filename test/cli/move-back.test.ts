@@ -1,4 +1,4 @@
-// Moving from PostgreSQL back to an embedded store (issue 42,
+// Moving from PostgreSQL back to an embedded store (
 // docs/operations.md "Move"): the dump restores into a new DATA_DIR, and the
 // embedded service must be given the registry key the source ran with.
 // Without it, start-up stops naming the key id and leaves no generated key

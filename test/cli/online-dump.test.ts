@@ -1,4 +1,4 @@
-// Backups as an operator takes them (issue 42): `resource-store --url URL
+// Backups as an operator takes them (docs/operations.md): `resource-store --url URL
 // dump` is an online backup over the API (AdminService.Dump, admin scope,
 // also GET /admin/dump), the same file as an offline dump, consistent at
 // one instant while writers run, with its read-audit line; restore refuses

@@ -1,4 +1,4 @@
-// The command line's round-three rules (docs/contract/17-command-line.md, issue 31): the
+// The command line's round-three rules (docs/contract/17-command-line.md): the
 // token kept out of `ps`, upload-dir that never leaves its directory and
 // completes an earlier root, import that says "may have been written" when it
 // cannot know and whose look-ups fit any MAX_QUERY_LIMIT.
@@ -318,7 +318,7 @@ describe("watch", () => {
     expect(run.code).toBe(0);
     expect(lines().map((l) => (JSON.parse(l) as { identifier: string }).identifier)).toEqual(["wr-1", "wr-2", "wr-3", "wr-4", "wr-5"]);
     expect(run.stderr).toMatch(/watch: connection lost .*; resuming after /);
-    // The summary on stderr: stdout holds only the events (issue 42).
+    // The summary on stderr: stdout holds only the events (docs/command-line.md).
     expect(run.stderr).toContain("watched 5 events");
     expect(run.stdout.trim().split("\n").every((l) => l.startsWith("{"))).toBe(true);
   });

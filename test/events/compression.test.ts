@@ -1,4 +1,4 @@
-// The feed's compression (issue 33, docs/events.md "Memory and load"): a
+// The feed's compression (docs/events.md, "Memory and load"): a
 // client that accepts gzip gets the feed's messages gzipped, on gRPC,
 // gRPC-Web and Connect alike, and each message is compressed once for every
 // stream that sends it, not once per stream (with 100 streams that was 100

@@ -1,7 +1,7 @@
 // A client that dies (SIGKILL: no cancel, no RST_STREAM from it, only the
 // kernel closing its socket) ends its change-feed streams on every surface
 // and both revisions: the open-stream count is back within 2 s, and a commit
-// afterwards reads no history for it (issue 42: a killed gRPC `watch` held
+// afterwards reads no history for it (docs/events.md; a killed gRPC `watch` held
 // its streams, and every slot of MAX_WATCH_STREAMS, until a restart).
 import { spawn } from "node:child_process";
 import { join } from "node:path";

@@ -1,5 +1,5 @@
 // The feed's messages to protobuf-binary clients are encoded once per
-// message, not once per stream (rpc/event-service.ts, issue 33): the bytes
+// message, not once per stream (rpc/event-service.ts, docs/events.md): the bytes
 // ride in the response's unknown fields. They must be exactly the bytes
 // toBinary makes of the message itself (events with and without resources,
 // partial or not, a heartbeat), decode back to it, and be one object for

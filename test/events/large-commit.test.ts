@@ -1,4 +1,4 @@
-// A commit too large for one message of a default gRPC client (issue 33): a
+// A commit too large for one message of a default gRPC client (docs/events.md): a
 // cascading delete of a 20,000-resource subtree (no batch limit applies to a
 // cascade), watched with include_resources by @grpc/grpc-js with the 4 MiB
 // receive limit that Go, Java and Python clients have by default. As one

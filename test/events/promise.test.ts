@@ -1,4 +1,4 @@
-// The feed keeps its promise (issue 33), each test named after a failure it
+// The feed keeps its promise (docs/events.md), each test named after a failure it
 // had: a write that changed nothing woke every watcher; a sparse catch-up
 // went silent while it scanned; a large commit was one message too big for
 // default gRPC clients; every stream read every commit on its own, without

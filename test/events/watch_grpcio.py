@@ -1,4 +1,4 @@
-"""Watches the change feed with Python grpcio at its default limits (issue 33).
+"""Watches the change feed with Python grpcio at its default limits (docs/events.md).
 
 Usage: watch_grpcio.py HOST:PORT SINCE UNTIL
 

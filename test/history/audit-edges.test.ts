@@ -1,4 +1,4 @@
-// Issue 41, items 7-10: the read audit's edges (docs/contract/19-audit-history.md).
+// The read audit's edges (docs/contract/19-audit-history.md).
 // A line never holds a filter's value, an external uid, an object path or a
 // cursor (a scan of every line for planted markers); `ok` only for a call
 // that answered (a stream refused before its first message says how it was
@@ -6,7 +6,7 @@
 // so are calls refused by authentication, by scope and by grants; every
 // line carries the caller's address and the `as_of` asked; an AUDIT_LOG
 // that cannot be written fails start-up and readiness with a log line.
-// Each check failed on the code before issue 41.
+// Each check failed on the code before those edges were fixed.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,4 +1,4 @@
-// Issue 40: a children listing costs what it holds. In a store of about
+// A children listing (docs/lineage.md) costs what it holds. In a store of about
 // 100,000 resources (built here with set-based SQL: a datasource, 50
 // patients, each with 5 studies of 4 series of 100 files) the statements a
 // listing of a small node sends, now, for a caller who sees everything and

@@ -34,7 +34,7 @@ function injectConflict(bodyStarted: Promise<void>): { restore: () => void; fire
   let fetches = 0;
   let fired = false;
   proto.query = function (this: pg.Client, ...args: unknown[]) {
-    // The COPY the export reads on PostgreSQL (issue 35): its end is replaced by the conflict, once the body started.
+    // The COPY the export reads on PostgreSQL: its end is replaced by the conflict, once the body started.
     const q = args[0] as { handleCopyData?: unknown; handleReadyForQuery?: () => void; handleError?: (e: unknown) => void } | undefined;
     if (typeof q === "object" && q !== null && typeof q.handleCopyData === "function" && !fired) {
       fired = true;

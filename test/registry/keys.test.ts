@@ -1,4 +1,4 @@
-// The registry's key rules (issue 31, docs/contract/06-registry.md): the order of listed
+// The registry's key rules (docs/contract/06-registry.md): the order of listed
 // keys only names the key that hashes new rows; the store keeps a
 // fingerprint per key id and the chain of keys each row depends on, and
 // start-up refuses a key it knows by another fingerprint or a list missing a

@@ -1,4 +1,4 @@
-// The registry key lives apart from the data and rotates (issue 20): keys
+// The registry key lives apart from the data and rotates (docs/contract/06-registry.md): keys
 // from the environment only on PostgreSQL, a key left in the database moved
 // out once, several keys with ids (newest hashes, any resolves), and an
 // online rehash that never fails a resolve nor duplicates a uid.
@@ -207,7 +207,7 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       expect(KEY_IN_DATABASE_MESSAGE).not.toContain(legacy);
 
       const stored = async () => (await db.query<{ secret: string }>("SELECT secret FROM registry_secret")).rows.map((r) => r.secret);
-      // A failure to print it (a closed pipe) leaves it in the database (issue 31).
+      // A failure to print it (a closed pipe) leaves it in the database.
       const broken = registryCommand({
         env: { DATABASE_URL: testDb.url },
         stdout: () => Promise.reject(Object.assign(new Error("write EPIPE"), { code: "EPIPE" })),

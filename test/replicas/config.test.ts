@@ -1,4 +1,4 @@
-// DATABASE_READ_URLS and its two bounds (issue 18): parsed in config.ts, errors name the variable.
+// DATABASE_READ_URLS and its two bounds (docs/scaling.md): parsed in config.ts, errors name the variable.
 import { describe, expect, it } from "vitest";
 import { ConfigError, DEFAULTS, loadConfig } from "../../src/config.js";
 

@@ -1,4 +1,4 @@
-// Reads on a real hot standby (issue 18): a primary and a streaming standby
+// Reads on a real hot standby (docs/scaling.md): a primary and a streaming standby
 // built from this machine's PostgreSQL binaries (test/support/pg-cluster.ts),
 // one service with DATABASE_READ_URLS and one on the primary alone to compare
 // with. Skipped only when there are no PostgreSQL binaries and

@@ -294,7 +294,7 @@ describe("requests and responses", () => {
       { identifier: "c1", payload_type: "study", parent_identifier: null, created_at: "t", child_count: 3, descendant_count: 7 },
     ]);
 
-    // Statistics at an instant (issue 40): as_of on both, beside datasource_id.
+    // Statistics at an instant (docs/lineage.md): as_of on both, beside datasource_id.
     const stats = await fetch(`${base}/datasources/stats?as_of=2026-01-01T00:00:00Z`);
     expect(echoed(stats)).toEqual({ as_of: "2026-01-01T00:00:00Z" });
     await stats.body?.cancel();

@@ -1,4 +1,4 @@
-// A bounded soak (issue 14 item 9): many concurrent clients mixing creates
+// A bounded soak (BENCHMARKS.md, "Soak"): many concurrent clients mixing creates
 // (unique identifiers, acknowledgements recorded), reads, queries, a few
 // parquet exports, slow clients (partial headers) and broken ones (sockets
 // destroyed mid-request) against one server on PostgreSQL with small
@@ -15,7 +15,7 @@
 // change-feed stream (gRPC, gRPC-Web, Connect, SSE, over HTTP/1.1 and
 // HTTP/2), started before the load, are killed mid-stream during it:
 // the run ends with no stream open and as many open files as it began with
-// (issue 42).
+// (docs/events.md, "A client that goes away").
 import { spawn } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";

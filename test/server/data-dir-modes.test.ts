@@ -1,4 +1,4 @@
-// DATA_DIR is owner-only (issue 42): the service started under umask 022
+// DATA_DIR is owner-only (docs/operations.md): the service started under umask 022
 // creates its embedded database, object store and registry key 0600/0700,
 // and a store whose modes were widened since is corrected at the next
 // start, with a log line saying so.

@@ -1,4 +1,4 @@
-// Statistics against a model (issue 40): the counts the writes keep answer
+// Statistics against a model (docs/lineage.md): the counts the writes keep answer
 // now, and the history answers at an as_of, through creates, payload edits,
 // moves (between datasources, to the root), level changes, a patient's
 // datasource change, deletes and restores; per caller (docs/access.md: the

@@ -1,4 +1,4 @@
-// Issue 34, item 2: a store built by a random history on PGlite, dumped and
+// Dump and restore (docs/dump-format.md): a store built by a random history on PGlite, dumped and
 // restored into PostgreSQL and into PGlite again, answers every read path as
 // the source does at 50 random instants of that history: reads (with
 // children), queries (filters, sorts, pages through cursors), counts,

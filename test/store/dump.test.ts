@@ -1,4 +1,4 @@
-// Dump and restore (issue 34, docs/dump-format.md): a store built by a random
+// Dump and restore (docs/dump-format.md): a store built by a random
 // history on PGlite is dumped and restored into PGlite and PostgreSQL; the
 // copy holds the same versions with the same periods, answers reads at every
 // stamp of the history as the source does, and holds the same registry rows.
@@ -252,7 +252,7 @@ describe("dump and restore", () => {
       message: /section versions declares/,
     },
     { name: "a file that is not a dump", bytes: () => gzipSync("hello\n"), message: /not a resource-store dump/ },
-    // Each with its own reason (issue 42: both were "may be cut short").
+    // Each with its own reason (both were once "may be cut short").
     { name: "a file that is not gzip", bytes: () => Buffer.from('{"record":"header"}\n'), message: /^the file is not gzip/ },
     { name: "bytes after the dump's end", bytes: () => Buffer.concat([full, Buffer.from("appended by mistake")]), message: /^the file has bytes after the dump's end/ },
   ];

@@ -1,4 +1,4 @@
-// Store internals on PostgreSQL (issue 40, item 5): equality and `in` on the
+// Store internals on PostgreSQL (docs/queries.md): equality and `in` on the
 // identifying payload fields go through an index in a store of 100,000, now
 // and at an as_of, never a sequential scan of `resources` (or of the
 // history) nor a walk of a whole sort-order index filtering every row.

@@ -52,7 +52,7 @@ describe.skipIf(!pgOk)("query pages as prepared statements [postgres]", () => {
          FROM pg_prepared_statements WHERE statement ~ 'AS fresh|parent_ok AS|WITH listed AS' ORDER BY 1`,
     );
     // The empty store's statistics list no datasource, so their second statement is not sent; the
-    // listing reads the stored tree counts in its own statement (no freshness check since issue 40: none is sent).
+    // listing reads the stored tree counts in its own statement (no freshness check since the counts are kept by the writes: none is sent).
     expect(rows).toEqual([
       { kind: "children", runs: "3" },
       { kind: "stats", runs: "3" },

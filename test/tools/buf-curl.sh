@@ -59,7 +59,7 @@ call() {
   local auth=()
   [ -z "$token" ] || auth=(-H "authorization: Bearer $token" --reflect-header "authorization: Bearer $token")
   # A server that waits for the end of the reflection stream would hang buf
-  # (the bug of issue 19): --timeout turns that into a failure.
+  # (a bug once seen): --timeout turns that into a failure.
   "$buf" curl --timeout 30s --http2-prior-knowledge --protocol "$protocol" "${auth[@]}" "$@" 2>&1
 }
 

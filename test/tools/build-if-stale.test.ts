@@ -1,5 +1,5 @@
 // `npm start` builds only when dist/ is older than its sources
-// (scripts/build-if-stale.ts, issue 42): a tree whose build is newer than
+// (scripts/build-if-stale.ts): a tree whose build is newer than
 // every source is current; a changed source, a missing output, a changed
 // build setting or a changed explorer file makes it stale.
 import { mkdir, mkdtemp, rm, utimes, writeFile } from "node:fs/promises";

@@ -1,6 +1,6 @@
 // Every dependency with an install script is reviewed in package.json's
 // allowScripts (npm 11.16+ reads it; npm 12 runs only what it allows), so
-// `npm install` warns of nothing unreviewed (issue 42), and a new
+// `npm install` warns of nothing unreviewed (docs/operations.md), and a new
 // dependency with a script fails here until someone decides (README,
 // "Install scripts").
 import { readFileSync } from "node:fs";

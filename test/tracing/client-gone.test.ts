@@ -1,4 +1,4 @@
-// A client that goes away mid-stream (issue 42, docs/tracing.md): its call
+// A client that goes away mid-stream (docs/tracing.md): its call
 // span ends `Canceled` on every surface, where a change-feed stream over
 // SSE, Connect and gRPC-Web ended `OK` (the feed ends quietly when its
 // call's signal aborts); and a reflection stream the client cuts (as `buf`

@@ -1,4 +1,4 @@
-// Tracing off (issue 34): without OTEL_EXPORTER_OTLP_ENDPOINT the service
+// Tracing off (docs/tracing.md): without OTEL_EXPORTER_OTLP_ENDPOINT the service
 // loads no OpenTelemetry SDK module, registers nothing, and its log lines
 // have no trace id. This file imports nothing of OpenTelemetry before it
 // checks; vitest runs each test file in a process of its own. The SDK's

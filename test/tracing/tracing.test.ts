@@ -1,4 +1,4 @@
-// Tracing on (issue 34): a call over gRPC, a stream, a REST call and an
+// Tracing on (docs/tracing.md): a call over gRPC, a stream, a REST call and an
 // object-storage call each continue the caller's W3C trace, with child spans
 // for their statements (their text, never their values) and S3 requests, and
 // the call's log line carries the trace id. Spans go to the SDK's in-memory

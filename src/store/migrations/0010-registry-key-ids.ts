@@ -1,4 +1,4 @@
-// Registry key rotation (issue 20): every row records the id of the key its
+// Registry key rotation (docs/contract/06-registry.md): every row records the id of the key its
 // uid_hash was made with. Rows from before hold the one key of that time,
 // whose id is "default" (REGISTRY_SECRET, the generated file, or the key
 // moved out of registry_secret). `resource-store registry rehash` moves rows

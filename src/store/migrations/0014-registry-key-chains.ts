@@ -1,4 +1,4 @@
-// Registry keys, round two (issue 31).
+// Registry keys, round two (docs/contract/06-registry.md).
 //
 // registry_keys: a fingerprint per key id (registry-hash.ts), so that start-up
 //   refuses a key configured under an id the store knew with another key.

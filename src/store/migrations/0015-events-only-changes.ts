@@ -1,5 +1,5 @@
 // A write that changed nothing (an empty create, a delete of nothing, an
-// update to the same values) wakes no watcher (issue 33). Every write still
+// update to the same values) wakes no watcher (docs/events.md). Every write still
 // takes the clock first (store/sql.ts: that row lock orders the commits), so
 // the tick alone cannot say whether anything was written; the notification
 // therefore moves to commit time, as a deferred constraint trigger on the

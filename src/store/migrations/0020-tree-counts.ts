@@ -1,4 +1,4 @@
-// The tree's counts, kept by the writes in their own transaction (issue 40),
+// The tree's counts, kept by the writes in their own transaction (docs/lineage.md),
 // in place of the lineage materialized view of 0004 and its refresher.
 //
 // tree_counts(node, datasource_id, access_level, payload_type, children, descendants):

@@ -1,4 +1,4 @@
-// Indexes for equality and `in` on the identifying payload fields (issue 40):
+// Indexes for equality and `in` on the identifying payload fields (docs/queries.md):
 // path (file, dataset, artefact), sha256 (file), accession_number and
 // study_date (study), datasource_id (patient). The query compiler
 // (store/query/compile.ts, INDEXED_PAYLOAD_KEYS) renders eq and in on these

@@ -1,4 +1,4 @@
-// Statistics from counts the writes keep (issue 40): Stats and DetailedStats
+// Statistics from counts the writes keep (docs/lineage.md): Stats and DetailedStats
 // now read O(datasources x payload types x access levels) rows, never the
 // resources.
 //

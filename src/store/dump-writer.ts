@@ -1,0 +1,185 @@
+// The dump's writer: a whole store, or what changed after a `since`, as one
+// gzip stream of lines (docs/dump-format.md). Memory stays flat: it reads
+// through a server-side cursor (or a binary COPY on PostgreSQL) in one
+// read-only snapshot and writes as it reads, the gzip stream's backpressure
+// holding the reads.
+import { Readable, type Writable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { createGzip } from "node:zlib";
+import type { Db, Queryable } from "./db.js";
+import { ts } from "./sql.js";
+import { inlineParams } from "./copy-out.js";
+import { parseAsOf } from "../time.js";
+import { Digest, DumpError, DUMP_FORMAT, DUMP_FORMAT_VERSION, REGISTRY_SECTIONS, SECTIONS, sectionLine, shapeOf, versionColumns, versionCopySql, versionLineSql } from "./dump-format.js";
+import { VersionEncoder } from "./dump-encoder.js";
+
+export interface DumpOptions {
+  /** The `until` of an earlier dump: write only what changed after it (docs/dump-format.md, incremental dumps). */
+  readonly since?: string;
+  /** Rows a cursor fetch (default 10,000). */
+  readonly batchSize?: number;
+  /** `source.service_version` of the header. */
+  readonly serviceVersion?: string;
+  /** Called after each batch of versions with the number written so far. */
+  readonly onVersions?: (written: number) => void;
+}
+
+export interface DumpSummary {
+  readonly versions: number;
+  readonly until: string;
+  readonly counts: Readonly<Record<string, number>>;
+}
+
+/**
+ * Rows of `sql` through a cursor of this transaction, `batch` at a time. The
+ * next batch is fetched while the caller writes out this one: the database
+ * reads and formats while this process builds lines and compresses.
+ */
+async function* cursorRows<R>(tx: Queryable, name: string, sql: string, params: readonly unknown[], batch: number): AsyncGenerator<R[]> {
+  await tx.query(`DECLARE ${name} NO SCROLL CURSOR FOR ${sql}`, params);
+  const fetch = (): Promise<R[]> => {
+    const p = tx.query<R>(`FETCH ${batch} FROM ${name}`).then((r) => r.rows);
+    // Awaited below, unless the reader stops first (then the transaction ends and this fails unseen).
+    p.catch(() => {});
+    return p;
+  };
+  let next = fetch();
+  for (;;) {
+    const rows = await next;
+    if (rows.length === 0) break;
+    const more = rows.length === batch;
+    if (more) next = fetch();
+    yield rows;
+    if (!more) break;
+  }
+  await tx.query(`CLOSE ${name}`);
+}
+
+/** The lines of a dump, header to trailer, read in `tx` (one read-only snapshot). */
+async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: DumpSummary) => void): AsyncGenerator<string | Buffer> {
+  const batch = opts.batchSize ?? 10_000;
+  const shape = await shapeOf(tx);
+  const { rows: clock } = await tx.query<{ until: string | null; server: string }>(
+    `SELECT CASE WHEN last = '-infinity' THEN NULL ELSE ${ts("last")} END AS until, version() AS server FROM clock`,
+  );
+  const until = clock[0]?.until ?? null;
+  if (opts.since !== undefined && until !== null) {
+    const { rows } = await tx.query<{ ok: boolean }>("SELECT $1::timestamptz <= $2::timestamptz AS ok", [opts.since, until]);
+    if (rows[0]?.ok !== true) throw new DumpError(`since ${opts.since} is after the store's last write (${until})`);
+  }
+  const digest = new Digest();
+  const counts: Record<string, number> = { version: 0, version_current: 0, registry_key: 0, registry_key_chain: 0, registry_patient: 0, registry_study: 0 };
+  const emit = <T extends string | Buffer>(line: T): T => {
+    digest.add(line);
+    return line;
+  };
+  yield emit(
+    `${JSON.stringify({
+      record: "header",
+      format: DUMP_FORMAT,
+      format_version: DUMP_FORMAT_VERSION,
+      written_at: new Date().toISOString(),
+      source: { backend: db.kind, server: clock[0]?.server ?? "", service_version: opts.serviceVersion ?? "", migrations: shape.migrations },
+      since: opts.since ?? null,
+      until,
+      sections: SECTIONS,
+    })}\n`,
+  );
+
+  // --- versions: (identifier, version) order, both tables' primary keys.
+  yield emit(sectionLine("versions"));
+  const incremental = opts.since !== undefined;
+  const actor = shape.actor ? "h.actor" : "NULL::text";
+  const params = incremental ? [opts.since] : [];
+  // The history, and for an incremental dump the version before each (its first version of an identifier may
+  // follow one the dump does not hold): the history's row before it.
+  const history = incremental
+    ? `SELECT h.*, p.is_deleted AS prev_is_deleted, p.created_at AS prev_created_at
+         FROM resource_history h LEFT JOIN resource_history p ON p.identifier = h.identifier AND p.version = h.version - 1
+        WHERE h.tx_from > $1::timestamptz OR (h.tx_to > $1::timestamptz AND h.tx_to < 'infinity')`
+    : "SELECT h.* FROM resource_history h";
+  // Current versions are those of `resources` in the dump (their period began after `since`): counted apart,
+  // and checked against the records written.
+  const { rows: currentRows } = await tx.query<{ n: string }>(
+    `SELECT count(*) AS n FROM resources${incremental ? " WHERE updated_at > $1::timestamptz" : ""}`,
+    params,
+  );
+  counts.version_current = Number(currentRows[0]!.n);
+  if (tx.copyTo !== undefined) {
+    // PostgreSQL: the stored values by binary COPY (the server formats nothing, nor derives the kind: a window
+    // over the whole history cost a quarter of its time), written out here chunk by chunk.
+    const encoder = new VersionEncoder(versionColumns(actor), incremental);
+    const copySql = `SELECT ${versionCopySql(actor, incremental)} FROM (${history}) h ORDER BY h.identifier, h.version`;
+    for await (const chunk of tx.copyTo(`COPY (${inlineParams(copySql, params)}) TO STDOUT (FORMAT binary)`) as AsyncIterable<Buffer>) {
+      const text = encoder.push(chunk);
+      if (text !== undefined) {
+        counts.version = encoder.versions;
+        yield emit(text);
+        opts.onVersions?.(counts.version);
+      }
+    }
+    if (!encoder.ended) throw new Error("the COPY of the versions ended before its trailer");
+    if (encoder.current !== counts.version_current) throw new Error(`the dump wrote ${encoder.current} current versions, the store holds ${counts.version_current}`);
+  } else {
+    // PGlite: the statement builds each record, its kind from a window over the history's key order.
+    const source = incremental
+      ? history
+      : `SELECT h.*, lag(h.is_deleted) OVER w AS prev_is_deleted, lag(h.created_at) OVER w AS prev_created_at
+           FROM resource_history h WINDOW w AS (PARTITION BY h.identifier ORDER BY h.version)`;
+    const sql = `SELECT ${versionLineSql(actor)} AS line FROM (${source}) h ORDER BY h.identifier, h.version`;
+    for await (const rows of cursorRows<{ line: string }>(tx, "dump_versions", sql, params, batch)) {
+      // One chunk a batch: the gzip stream and the digest take one write each, not one a line.
+      let chunk = "";
+      for (const r of rows) chunk += `${r.line}\n`;
+      counts.version! += rows.length;
+      yield emit(chunk);
+      opts.onVersions?.(counts.version!);
+    }
+  }
+
+  // --- the registry: one section a table.
+  for (const r of REGISTRY_SECTIONS) {
+    yield emit(sectionLine(r.section));
+    const sql = r.sql(shape);
+    if (sql === undefined) continue;
+    for await (const rows of cursorRows<Record<string, unknown>>(tx, `dump_${r.section}`, sql, [], batch)) {
+      let chunk = "";
+      for (const row of rows) chunk += `${JSON.stringify(r.columns.map((c) => row[c]))}\n`;
+      counts[r.records]! += rows.length;
+      yield emit(chunk);
+    }
+  }
+
+  yield `${JSON.stringify({ record: "trailer", counts, sha256: digest.hex() })}\n`;
+  done({ versions: counts.version!, until: until ?? "", counts });
+}
+
+/**
+ * A `since` the dump can take: an RFC 3339 stamp with `Z` or an offset (the
+ * `until` of an earlier dump). A stamp without a zone would be read in the
+ * database session's time zone, and a word ("yesterday") was written into
+ * the header as it was, dumping everything: both are refused.
+ */
+export function checkSince(since: string): void {
+  try {
+    parseAsOf(since);
+  } catch {
+    throw new DumpError(
+      `since ${JSON.stringify(since)} is not an RFC 3339 timestamp with Z or an offset: give the \`until\` of an earlier dump (e.g. 2026-11-26T15:06:20.000001Z)`,
+    );
+  }
+}
+
+/** Writes a dump of `db` to `out` (a file stream; ended here). */
+export async function writeDump(db: Db, out: Writable, opts: DumpOptions = {}): Promise<DumpSummary> {
+  if (opts.since !== undefined) checkSince(opts.since);
+  let summary: DumpSummary | undefined;
+  await db.transaction(
+    async (tx) => {
+      await pipeline(Readable.from(dumpLines(tx, db, opts, (s) => (summary = s))), createGzip(), out);
+    },
+    { readOnlySnapshot: true },
+  );
+  if (summary === undefined) throw new Error("the dump ended without its trailer");
+  return summary;
+}
