@@ -8,7 +8,9 @@ describe("grantsOfClaim", () => {
   it("reads datasource and clearance scopes from scope or scp", () => {
     expect(ds(grantsOfClaim({ scope: "read datasource:a datasource:b clearance:internal" }))).toEqual(["a", "b"]);
     expect(grantsOfClaim({ scp: ["read", "datasource:a", "clearance:public"] }).clearance).toBe("public");
-    expect(ds(grantsOfClaim({ scope: "read" }))).toBe("all");
+    // No grant in the claim: no datasource and public (docs/contract/18-access.md), never everything.
+    expect(ds(grantsOfClaim({ scope: "read" }))).toEqual([]);
+    expect(grantsOfClaim({ scope: "read" }).clearance).toBe("public");
   });
 
   it("a malformed datasource scope alone leaves no datasource, not every one", () => {

@@ -28,6 +28,9 @@ const NO_RESOURCE_READS: Record<string, string> = {
   rebuildTreeCounts: "recomputes the stored tree counts after a bulk load, returns no data",
   allocateIdentifier: "random identifier",
   createRegistry: "builds the registry; its methods are checked below",
+  correctModes: "file modes under DATA_DIR, no rows",
+  secureDataDir: "file modes and the lock of DATA_DIR, no rows",
+  checkSince: "checks a stamp's form",
   rehashRegistry: "operator command: rehashes keyed hashes, returns counts",
   rederiveRegistry: "operator command: re-derives keyed hashes from uids, returns counts",
   keyFingerprint: "registry key fingerprint",
@@ -172,6 +175,7 @@ const HANDLERS_WITHOUT_CALLER: Record<string, string> = {
   "storage-service.ts:config": "answers the endpoint and bucket names",
   "storage-service.ts:presignUploadDir": "signs uploads only (needs write, checked by the interceptor); reads nothing",
   "admin-service.ts:refreshMaterializedViews": "answers that there is nothing to refresh, reads nothing; admin grants nothing extra",
+  "admin-service.ts:dump": "the online backup: every resource by design, as the offline dump; the admin scope is checked by the interceptor and the read audit names the actor (docs/operations.md)",
 };
 
 /** Names whose use in a handler means it touches stored data. */
