@@ -283,9 +283,10 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
     if (hierarchy.length > 0) await client.resources.create({ resources: hierarchy });
     for (const id of firstOf.keys()) known.add(id);
 
-    // 3. Objects: one presign call per study root, then the PUTs, `concurrency` at once.
+    // 3. Objects: one presign call per study (a fresh upload root each: a root is resumed only by the
+    // caller that started it, docs/contract/18-access.md), then the PUTs, `concurrency` at once. A file
+    // already active is never uploaded again, so a rerun uploads only what no file resource names yet.
     const todo = [...uniqueFiles.entries()].filter(([id]) => !active.has(id)).map(([, i]) => ({ i, p: placed[i]! }));
-    const b = bucket;
     const byStudy = new Map<string, { i: number; p: Placed }[]>();
     for (const t of todo) {
       const list = byStudy.get(t.p.study) ?? [];
@@ -294,7 +295,7 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
     }
     const jobs: { i: number; p: Placed; url: string; path: string }[] = [];
     const signed = await Promise.all(
-      [...byStudy].map(async ([study, list]) => ({ list, res: await client.storage.presignUploadDir({ group, root: `s3://${b}/${group}/${study}/`, relpaths: list.map((t) => t.p.relpath) }) })),
+      [...byStudy].map(async ([, list]) => ({ list, res: await client.storage.presignUploadDir({ group, relpaths: list.map((t) => t.p.relpath) }) })),
     );
     for (const { list, res } of signed) list.forEach((t, k) => jobs.push({ ...t, url: res.items[k]!.url, path: res.items[k]!.path ?? "" }));
     const files: { i: number; p: Placed; path: string; size: number; sha256: string }[] = [];
