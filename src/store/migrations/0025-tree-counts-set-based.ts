@@ -29,9 +29,13 @@
 // restores, class changes): the end state is the one a row-by-row walk
 // reaches, and every count stays a function of the rows. Walks stop 128
 // levels up, as a create's (docs/lineage.md). The lookups of tree_counts
-// and of each walk's next parent are LATERAL key lookups, never a scan (the
-// planner knows the transition tables' sizes and joins them by hash or
-// merge). No JIT: the plans are small, and compiling them cost more than a
+// and of each walk's next parent are LATERAL key lookups, never a scan.
+// Every statement over the transition tables is a dynamic EXECUTE, planned
+// at each call with the tables' real sizes: PL/pgSQL keeps the plan of a
+// static statement from its first call, and a plan made for a 1-row
+// statement (a nested loop joining the two tables) cost seconds for 3,000
+// rows and a minute for 10,000, quadratic; planned per call they join by
+// hash (test/store/trigger-plans.test.ts reads the plans). No JIT: the plans are small, and compiling them cost more than a
 // second a statement where the whole trigger needs milliseconds.
 export const sql = `
 DROP TRIGGER IF EXISTS resources_tree_counts_row ON resources;
@@ -49,15 +53,17 @@ BEGIN
   IF NOT tree_counts_enabled() THEN
     RETURN NULL;
   END IF;
+  EXECUTE $q$
   SELECT count(*) FILTER (WHERE o.parent_identifier IS DISTINCT FROM n.parent_identifier OR o.is_deleted <> n.is_deleted),
          count(*) FILTER (WHERE NOT n.is_deleted AND NOT o.is_deleted AND n.parent_identifier IS NOT NULL
                             AND o.parent_identifier IS NOT DISTINCT FROM n.parent_identifier
                             AND (o.datasource_id IS DISTINCT FROM n.datasource_id OR o.access_level <> n.access_level OR o.payload_type <> n.payload_type))
-    INTO placed, relabelled
-    FROM superseded o JOIN replacing n ON n.identifier = o.identifier;
+    FROM superseded o JOIN replacing n ON n.identifier = o.identifier
+  $q$ INTO placed, relabelled;
 
   IF placed > 0 THEN
     -- 1. Off, from the old tree.
+    EXECUTE $q$
     WITH RECURSIVE changed AS (
       SELECT o.identifier, o.parent_identifier, o.is_deleted, o.datasource_id, o.access_level, o.payload_type
         FROM superseded o JOIN replacing n ON n.identifier = o.identifier
@@ -84,9 +90,11 @@ BEGIN
     INSERT INTO tree_counts AS t (node, datasource_id, access_level, payload_type, children, descendants)
     SELECT node, ds, lvl, typ, sum(c), sum(d) FROM up GROUP BY node, ds, lvl, typ HAVING sum(c) <> 0 OR sum(d) <> 0
     ON CONFLICT ON CONSTRAINT tree_counts_class DO UPDATE
-      SET children = t.children + excluded.children, descendants = t.descendants + excluded.descendants;
+      SET children = t.children + excluded.children, descendants = t.descendants + excluded.descendants
+    $q$;
 
     -- 2. On, in the tree as it is now (the counts below each row as step 1 left them).
+    EXECUTE $q$
     WITH RECURSIVE placed AS (
       SELECT n.identifier, n.parent_identifier, n.datasource_id, n.access_level, n.payload_type
         FROM superseded o JOIN replacing n ON n.identifier = o.identifier
@@ -112,12 +120,14 @@ BEGIN
     INSERT INTO tree_counts AS t (node, datasource_id, access_level, payload_type, children, descendants)
     SELECT node, ds, lvl, typ, sum(c), sum(d) FROM up GROUP BY node, ds, lvl, typ HAVING sum(c) <> 0 OR sum(d) <> 0
     ON CONFLICT ON CONSTRAINT tree_counts_class DO UPDATE
-      SET children = t.children + excluded.children, descendants = t.descendants + excluded.descendants;
+      SET children = t.children + excluded.children, descendants = t.descendants + excluded.descendants
+    $q$;
   END IF;
 
   IF relabelled > 0 THEN
     -- 3. A class alone changed.
-    SELECT jsonb_agg(jsonb_build_object('node', node, 'ds', ds, 'lvl', lvl, 'typ', typ, 'n', n)) INTO units
+    EXECUTE $q$
+    SELECT jsonb_agg(jsonb_build_object('node', node, 'ds', ds, 'lvl', lvl, 'typ', typ, 'n', n))
       FROM (SELECT n.parent_identifier AS node, o.datasource_id AS ds, o.access_level AS lvl, o.payload_type AS typ, -1 AS n
               FROM superseded o JOIN replacing n ON n.identifier = o.identifier
              WHERE NOT n.is_deleted AND NOT o.is_deleted AND n.parent_identifier IS NOT NULL
@@ -128,7 +138,8 @@ BEGIN
               FROM superseded o JOIN replacing n ON n.identifier = o.identifier
              WHERE NOT n.is_deleted AND NOT o.is_deleted AND n.parent_identifier IS NOT NULL
                AND o.parent_identifier IS NOT DISTINCT FROM n.parent_identifier
-               AND (o.datasource_id IS DISTINCT FROM n.datasource_id OR o.access_level <> n.access_level OR o.payload_type <> n.payload_type)) c;
+               AND (o.datasource_id IS DISTINCT FROM n.datasource_id OR o.access_level <> n.access_level OR o.payload_type <> n.payload_type)) c
+    $q$ INTO units;
     PERFORM tree_counts_carry(units);
   END IF;
   RETURN NULL;
