@@ -83,7 +83,8 @@ interface Tally {
   requests: number;
   statuses: Map<number, number>;
   fiveHundreds: string[];
-  transportErrors: number;
+  /** Each request that got no HTTP answer: its path, the error and its cause. */
+  transportErrors: string[];
   latencies: number[];
 }
 
@@ -102,8 +103,9 @@ async function call(t: Tally, path: string, body: unknown): Promise<Response | u
     t.statuses.set(res.status, (t.statuses.get(res.status) ?? 0) + 1);
     if (res.status >= 500) t.fiveHundreds.push(`${path} ${res.status} ${(await res.text()).slice(0, 200)}`);
     return res;
-  } catch {
-    t.transportErrors++;
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    t.transportErrors.push(`${path} after ${Math.round(performance.now() - start)} ms: ${String(err)}${cause ? ` (${cause.code ?? ""} ${cause.message ?? ""})` : ""}`);
     return undefined;
   }
 }
@@ -231,7 +233,7 @@ describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
     const samples: Memory[] = [memory("start")];
     // Open files once the load has warmed the server (its pool connections, the encoder workers' pipes).
     let filesWarm = Number.NaN;
-    const t: Tally = { requests: 0, statuses: new Map(), fiveHundreds: [], transportErrors: 0, latencies: [] };
+    const t: Tally = { requests: 0, statuses: new Map(), fiveHundreds: [], transportErrors: [], latencies: [] };
     const acked: string[] = [];
     let exports = 0;
     // Change-feed clients of every kind, killed mid-stream during the load (spawned before it: starting them costs CPU).
@@ -277,7 +279,7 @@ describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
     samples.push(memory("end"));
 
     expect(t.fiveHundreds).toEqual([]);
-    expect(t.transportErrors).toBe(0);
+    expect(t.transportErrors).toEqual([]);
     expect(acked.length).toBeGreaterThan(0);
 
     // Every acknowledged write is there.
@@ -301,7 +303,7 @@ describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
     console.log(
       `soak: ${elapsed.toFixed(1)} s, ${t.requests} requests (${(t.requests / elapsed).toFixed(0)}/s), p50 ${percentile(t.latencies, 50).toFixed(1)} ms, ` +
         `p99 ${percentile(t.latencies, 99).toFixed(1)} ms, statuses ${JSON.stringify(Object.fromEntries(t.statuses))}, 5xx ${t.fiveHundreds.length}, ` +
-        `transport errors ${t.transportErrors}, acknowledged writes ${acked.length}, exports ${exports}, slow connections ${slow.reduce((a, b) => a + b, 0)}, ` +
+        `transport errors ${t.transportErrors.length}, acknowledged writes ${acked.length}, exports ${exports}, slow connections ${slow.reduce((a, b) => a + b, 0)}, ` +
         `slowest close ${Math.max(0, ...slowCloseMs).toFixed(0)} ms (quickest ${Math.min(...slowCloseMs).toFixed(0)}), broken connections ${broken.reduce((a, b) => a + b, 0)}; after GC, heap used / RSS (MB): ` +
         samples.map((m) => `${m.label} ${mb(m.heapUsed)} / ${mb(m.rss)}`).join(", "),
     );
