@@ -13,8 +13,32 @@ import importGraph from "./eslint/import-graph.js";
  * with its slash; a file alone is named whole.
  */
 const FLOORS = [
-  { name: "leaves", members: ["src/config.ts", "src/copy-binary.ts", "src/errors.ts", "src/log.ts", "src/node-support.ts", "src/time.ts"] },
-  { name: "parts", members: ["src/schema/", "src/protobuf/", "src/access/", "src/auth/", "src/storage/", "src/store/", "src/parquet/", "src/client/", "src/tracing/", "src/dicom/"] },
+  {
+    name: "leaves",
+    members: [
+      "src/config.ts",
+      "src/copy-binary.ts",
+      "src/errors.ts",
+      "src/log.ts",
+      "src/node-support.ts",
+      "src/time.ts",
+    ],
+  },
+  {
+    name: "parts",
+    members: [
+      "src/schema/",
+      "src/protobuf/",
+      "src/access/",
+      "src/auth/",
+      "src/storage/",
+      "src/store/",
+      "src/parquet/",
+      "src/client/",
+      "src/tracing/",
+      "src/dicom/",
+    ],
+  },
   { name: "http", members: ["src/http/"] },
   { name: "rpc", members: ["src/rpc/"] },
   { name: "rest", members: ["src/rest/"] },
@@ -105,8 +129,10 @@ export default defineConfig(
           message: "Make errors with the catalogue's makers (src/errors.ts), so each carries its reason.",
         },
         {
-          selector: "ObjectExpression:has(> Property[key.name='code']):has(> Property[key.name='message']:not([value.type='ObjectExpression']))",
-          message: "Write error bodies with writeRestError (src/http/error-status.ts), which adds the catalogue's reason.",
+          selector:
+            "ObjectExpression:has(> Property[key.name='code']):has(> Property[key.name='message']:not([value.type='ObjectExpression']))",
+          message:
+            "Write error bodies with writeRestError (src/http/error-status.ts), which adds the catalogue's reason.",
         },
       ],
     },

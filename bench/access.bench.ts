@@ -22,7 +22,9 @@ export async function accessBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const batches = opts.quick ? 20 : 100;
   const total = batches * batchSize;
   const calls = opts.quick ? 100 : 400;
-  context(`access: ${fmt(total)} resources over ${DATASOURCES.length} datasources; unrestricted token vs one listing every datasource at clearance internal`);
+  context(
+    `access: ${fmt(total)} resources over ${DATASOURCES.length} datasources; unrestricted token vs one listing every datasource at clearance internal`,
+  );
   return withDatabase(async (db) => {
     await migrateDatabase(db.url);
     await loadThroughStoreSql(db.url, "a", batches, batchSize);
@@ -61,7 +63,10 @@ export async function accessBenchmarks(opts: BenchOptions): Promise<Result[]> {
       const ratioOf = (a: number, b: number) => a / b;
       const results: Result[] = [];
       // Read and query alternate the two tokens round by round (ten rounds), so drift in the machine's load hits both.
-      const interleaved = async (a: (i: number) => Promise<unknown>, b: (i: number) => Promise<unknown>): Promise<[number, number]> => {
+      const interleaved = async (
+        a: (i: number) => Promise<unknown>,
+        b: (i: number) => Promise<unknown>,
+      ): Promise<[number, number]> => {
         const rounds = 10;
         const per = Math.ceil(calls / rounds);
         const la: number[] = [];
@@ -75,9 +80,21 @@ export async function accessBenchmarks(opts: BenchOptions): Promise<Result[]> {
         return [median(la), median(lb)];
       };
       const [readFull, readLimited] = await interleaved(read(full), read(limited));
-      results.push({ name: "access-read", ratio: ratioOf(readFull, readLimited), op: ">=", target: ACCESS_TARGET, note: `median ${readFull.toFixed(2)} ms unrestricted, ${readLimited.toFixed(2)} ms restricted` });
+      results.push({
+        name: "access-read",
+        ratio: ratioOf(readFull, readLimited),
+        op: ">=",
+        target: ACCESS_TARGET,
+        note: `median ${readFull.toFixed(2)} ms unrestricted, ${readLimited.toFixed(2)} ms restricted`,
+      });
       const [queryFull, queryLimited] = await interleaved(query(full), query(limited));
-      results.push({ name: "access-query", ratio: ratioOf(queryFull, queryLimited), op: ">=", target: ACCESS_TARGET, note: `median ${queryFull.toFixed(2)} ms unrestricted, ${queryLimited.toFixed(2)} ms restricted` });
+      results.push({
+        name: "access-query",
+        ratio: ratioOf(queryFull, queryLimited),
+        op: ">=",
+        target: ACCESS_TARGET,
+        note: `median ${queryFull.toFixed(2)} ms unrestricted, ${queryLimited.toFixed(2)} ms restricted`,
+      });
       await exportAll(full);
       // Exports alternate the two tokens, so drift in the machine's load hits both.
       const runs = opts.quick ? 2 : 5;
@@ -87,7 +104,13 @@ export async function accessBenchmarks(opts: BenchOptions): Promise<Result[]> {
         ef.push((await timed(() => exportAll(full))).seconds);
         el.push((await timed(() => exportAll(limited))).seconds);
       }
-      results.push({ name: "access-export", ratio: ratioOf(median(ef), median(el)), op: ">=", target: ACCESS_TARGET, note: `median ${median(ef).toFixed(2)} s unrestricted, ${median(el).toFixed(2)} s restricted` });
+      results.push({
+        name: "access-export",
+        ratio: ratioOf(median(ef), median(el)),
+        op: ">=",
+        target: ACCESS_TARGET,
+        note: `median ${median(ef).toFixed(2)} s unrestricted, ${median(el).toFixed(2)} s restricted`,
+      });
       return results;
     } finally {
       await server.close();

@@ -36,7 +36,9 @@ export async function auditBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const total = batches * batchSize;
   const calls = opts.quick ? 100 : 400;
   const perCall = 100;
-  context(`audit: ${fmt(total)} resources; a read of ${perCall} random identifiers and a query page of ${perCall} (gRPC), ${calls} calls a variant, AUDIT_LOG unset against a file`);
+  context(
+    `audit: ${fmt(total)} resources; a read of ${perCall} random identifiers and a query page of ${perCall} (gRPC), ${calls} calls a variant, AUDIT_LOG unset against a file`,
+  );
   const dir = await mkdtemp(join(tmpdir(), "rs-bench-audit-"));
   try {
     return await withDatabase(async (db) => {
@@ -63,7 +65,11 @@ export async function auditBenchmarks(opts: BenchOptions): Promise<Result[]> {
         const query = fromJson(QueryRequestSchema, { ...PAGE_QUERY, limit: perCall } as unknown as JsonObject);
         const results: Result[] = [];
         for (const [line, run] of [
-          ["read", (c: (typeof clients)["on"], i: number) => c.resources.read({ identifiers: idSets[i]!, excludeChildren: true }).then((r) => r.resources.length)],
+          [
+            "read",
+            (c: (typeof clients)["on"], i: number) =>
+              c.resources.read({ identifiers: idSets[i]!, excludeChildren: true }).then((r) => r.resources.length),
+          ],
           ["query", (c: (typeof clients)["on"]) => c.query.query(query).then((r) => r.results.length)],
         ] as const) {
           const variants: Variant[] = [
@@ -71,7 +77,12 @@ export async function auditBenchmarks(opts: BenchOptions): Promise<Result[]> {
             { name: `${line}, audit to a file`, run: (i) => run(clients.on, i) },
           ];
           const med = summarise(await interleaved(variants, calls, perCall, "resources"));
-          results.push({ name: `audit-${line}`, ratio: med(`${line}, audit unset`) / med(`${line}, audit to a file`), op: ">=", target: AUDIT_TARGET });
+          results.push({
+            name: `audit-${line}`,
+            ratio: med(`${line}, audit unset`) / med(`${line}, audit to a file`),
+            op: ">=",
+            target: AUDIT_TARGET,
+          });
         }
         context(`audit log: ${fmt((await stat(join(dir, "audit.log"))).size / 1024)} KiB`);
         return results;

@@ -43,9 +43,24 @@ async function importWithCli(url: string, file: string): Promise<{ seconds: numb
   const { value, seconds } = await timed(
     () =>
       new Promise<string>((resolve, reject) => {
-        const child = spawn(process.execPath, [BIN, "--quiet", "--url", url, "import", file, "--batch-size", String(BATCH), "--concurrency", String(CONCURRENCY)], {
-          stdio: ["ignore", "pipe", "pipe"],
-        });
+        const child = spawn(
+          process.execPath,
+          [
+            BIN,
+            "--quiet",
+            "--url",
+            url,
+            "import",
+            file,
+            "--batch-size",
+            String(BATCH),
+            "--concurrency",
+            String(CONCURRENCY),
+          ],
+          {
+            stdio: ["ignore", "pipe", "pipe"],
+          },
+        );
         let stdout = "";
         let stderr = "";
         child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -118,8 +133,12 @@ export async function cliImportBenchmarks(opts: BenchOptions): Promise<Result[]>
           if (stored !== rows) throw new Error(`import stored ${stored} resources, expected ${rows}`);
           const grpc = (a.rows + b.rows) / (a.seconds + b.seconds);
           const imported = rows / cli.seconds;
-          context(`gRPC create: ${fmt(grpc)} rows/s (${fmt(a.rows / a.seconds)} before, ${fmt(b.rows / b.seconds)} after)`);
-          context(`resource-store import: ${fmt(imported)} rows/s (${fmt(cli.seconds, 1)} s), command peak RSS ${mb(cli.peak)}`);
+          context(
+            `gRPC create: ${fmt(grpc)} rows/s (${fmt(a.rows / a.seconds)} before, ${fmt(b.rows / b.seconds)} after)`,
+          );
+          context(
+            `resource-store import: ${fmt(imported)} rows/s (${fmt(cli.seconds, 1)} s), command peak RSS ${mb(cli.peak)}`,
+          );
           return [{ name: "cli-import", ratio: imported / grpc, op: ">=", target: CLI_IMPORT_TARGET }];
         } finally {
           await Promise.all([grpcServer.close(), cliServer.close()]);

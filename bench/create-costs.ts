@@ -21,7 +21,8 @@ const rounds = 4;
 const concurrency = 2;
 
 const statements: Statement[][] = [];
-for (let b = 0; b < batches; b++) statements.push(await captureStatements((db) => createResources(db, LOCAL_CALLER, batchAt("c", b, size))));
+for (let b = 0; b < batches; b++)
+  statements.push(await captureStatements((db) => createResources(db, LOCAL_CALLER, batchAt("c", b, size))));
 
 async function timeStatements(): Promise<void> {
   await withDatabase(async (db) => {
@@ -39,7 +40,8 @@ async function timeStatements(): Promise<void> {
         await client.query("COMMIT");
       }
       console.log(`each statement of a batch of ${size}, mean over ${batches} batches into an empty table:`);
-      for (const [i, s] of statements[0]!.entries()) console.log(`  ${(ms[i]! / batches).toFixed(2).padStart(7)} ms  ${s.sql.replace(/\s+/g, " ").slice(0, 90)}`);
+      for (const [i, s] of statements[0]!.entries())
+        console.log(`  ${(ms[i]! / batches).toFixed(2).padStart(7)} ms  ${s.sql.replace(/\s+/g, " ").slice(0, 90)}`);
     } finally {
       await client.end();
     }
@@ -98,8 +100,13 @@ async function writeRates(drops: Record<string, string[]>): Promise<void> {
   };
   const rates = await open(0);
   const base = rates["as migrated"]!;
-  console.log(`write rate of the store's statements (${batches} batches of ${size}, ${concurrency} in flight, ${rounds} interleaved rounds):`);
-  for (const name of names) console.log(`  ${name.padEnd(52)} ${rates[name]!.toFixed(0).padStart(7)} rows/s  x${(rates[name]! / base).toFixed(2)}`);
+  console.log(
+    `write rate of the store's statements (${batches} batches of ${size}, ${concurrency} in flight, ${rounds} interleaved rounds):`,
+  );
+  for (const name of names)
+    console.log(
+      `  ${name.padEnd(52)} ${rates[name]!.toFixed(0).padStart(7)} rows/s  x${(rates[name]! / base).toFixed(2)}`,
+    );
 }
 
 await timeStatements();

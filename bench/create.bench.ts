@@ -24,7 +24,8 @@ export const CREATE_REST_TARGET = 0.6;
 /** The statements the store sends for each batch, captured from its own code. */
 async function baselineStatements(prefix: string, batches: number, batchSize: number): Promise<Statement[][]> {
   const out: Statement[][] = [];
-  for (let b = 0; b < batches; b++) out.push(await captureStatements((db) => createResources(db, LOCAL_CALLER, batchAt(prefix, b, batchSize))));
+  for (let b = 0; b < batches; b++)
+    out.push(await captureStatements((db) => createResources(db, LOCAL_CALLER, batchAt(prefix, b, batchSize))));
   return out;
 }
 
@@ -43,14 +44,22 @@ async function countRows(url: string, sql: string): Promise<{ resources: number;
 
 function checkWritten(what: string, got: { resources: number; versions: number }, expected: number): void {
   if (got.resources !== expected || got.versions !== expected) {
-    throw new Error(`${what} wrote ${got.resources} resources and ${got.versions} versions, expected ${expected} of each`);
+    throw new Error(
+      `${what} wrote ${got.resources} resources and ${got.versions} versions, expected ${expected} of each`,
+    );
   }
 }
 
 /** A writer of batch `b`; several run at once, like a client with `concurrency` batches in flight. */
 export type Writer = (b: number) => Promise<void>;
 
-export async function baselineWriter(url: string, prefix: string, batches: number, batchSize: number, concurrency: number) {
+export async function baselineWriter(
+  url: string,
+  prefix: string,
+  batches: number,
+  batchSize: number,
+  concurrency: number,
+) {
   await migrateDatabase(url);
   const statements = await baselineStatements(prefix, batches, batchSize);
   const clients = await Promise.all(Array.from({ length: concurrency }, () => connect(url)));
@@ -66,7 +75,13 @@ export async function baselineWriter(url: string, prefix: string, batches: numbe
   return { write, close: () => Promise.all(clients.map((c) => c.end())).then(() => undefined) };
 }
 
-export function serviceWriter(surface: "grpc" | "rest", url: string, prefix: string, batches: number, batchSize: number): Writer {
+export function serviceWriter(
+  surface: "grpc" | "rest",
+  url: string,
+  prefix: string,
+  batches: number,
+  batchSize: number,
+): Writer {
   if (surface === "grpc") {
     const client = createResourceStoreClient({ baseUrl: url, transport: "grpc" });
     const messages = Array.from({ length: batches }, (_, b) => batchAt(prefix, b, batchSize).map(toMessage));
@@ -128,10 +143,12 @@ export async function interleaved(
   const per = Math.ceil(batches / rounds);
   for (let first = 0; first < batches; first += per) {
     const last = Math.min(batches, first + per);
-    for (const [name, w] of Object.entries(writers)) seconds[name]! += await writeRange(w.write, first, last, concurrency);
+    for (const [name, w] of Object.entries(writers))
+      seconds[name]! += await writeRange(w.write, first, last, concurrency);
   }
   for (const [name, w] of Object.entries(writers)) {
-    if (w.countUrl !== undefined) checkWritten(name, await countRows(w.countUrl, w.countSql ?? STORE_COUNT), (batches + warmUp) * batchSize);
+    if (w.countUrl !== undefined)
+      checkWritten(name, await countRows(w.countUrl, w.countSql ?? STORE_COUNT), (batches + warmUp) * batchSize);
   }
   return Object.fromEntries(Object.entries(seconds).map(([k, s]) => [k, (batches * batchSize) / s]));
 }
@@ -165,8 +182,14 @@ export async function createBenchmarks(opts: BenchOptions): Promise<Result[]> {
                   lean: { write: lean.write, countUrl: leanDb.url, countSql: LEAN_COUNT },
                   leanActor: { write: leanActor.write, countUrl: actorDb.url, countSql: LEAN_COUNT },
                   pg: { write: baseline.write, countUrl: blDb.url },
-                  grpc: { write: serviceWriter("grpc", grpcServer.url, "grpc", written, batchSize), countUrl: grpcDb.url },
-                  rest: { write: serviceWriter("rest", restServer.url, "rest", written, batchSize), countUrl: restDb.url },
+                  grpc: {
+                    write: serviceWriter("grpc", grpcServer.url, "grpc", written, batchSize),
+                    countUrl: grpcDb.url,
+                  },
+                  rest: {
+                    write: serviceWriter("rest", restServer.url, "rest", written, batchSize),
+                    countUrl: restDb.url,
+                  },
                 },
                 batches,
                 batchSize,
@@ -176,17 +199,29 @@ export async function createBenchmarks(opts: BenchOptions): Promise<Result[]> {
               );
               const limit = rates.lean!;
               context(`lean reference (minimal schema, unnest, through pg): ${fmt(limit)} rows/s`);
-              context(`lean reference with an actor column: ${fmt(rates.leanActor!)} rows/s (${fmt(rates.leanActor! / limit, 2)} of the reference)`);
-              context(`the store's statements through pg: ${fmt(rates.pg!)} rows/s (${fmt(rates.pg! / limit, 2)} of the reference)`);
+              context(
+                `lean reference with an actor column: ${fmt(rates.leanActor!)} rows/s (${fmt(rates.leanActor! / limit, 2)} of the reference)`,
+              );
+              context(
+                `the store's statements through pg: ${fmt(rates.pg!)} rows/s (${fmt(rates.pg! / limit, 2)} of the reference)`,
+              );
               context(`gRPC: ${fmt(rates.grpc!)} rows/s, REST: ${fmt(rates.rest!)} rows/s`);
-              context(`over the store's statements: gRPC ${fmt(rates.grpc! / rates.pg!, 2)}, REST ${fmt(rates.rest! / rates.pg!, 2)}`);
+              context(
+                `over the store's statements: gRPC ${fmt(rates.grpc! / rates.pg!, 2)}, REST ${fmt(rates.rest! / rates.pg!, 2)}`,
+              );
               return [
                 { name: "create-grpc-vs-limit", ratio: rates.grpc! / limit, op: ">=", target: CREATE_GRPC_TARGET },
                 { name: "create-rest-vs-limit", ratio: rates.rest! / limit, op: ">=", target: CREATE_REST_TARGET },
                 { name: "create-actor-column", ratio: rates.leanActor! / limit, op: ">=", target: CREATE_ACTOR_TARGET },
               ];
             } finally {
-              await Promise.all([grpcServer.close(), restServer.close(), baseline.close(), lean.close(), leanActor.close()]);
+              await Promise.all([
+                grpcServer.close(),
+                restServer.close(),
+                baseline.close(),
+                lean.close(),
+                leanActor.close(),
+              ]);
             }
           }),
         ),

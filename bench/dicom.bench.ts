@@ -100,7 +100,11 @@ async function bareUpload(url: string, dir: string): Promise<number> {
     for (let i = 0; i < rels.length; i += 500) {
       const chunk = rels.slice(i, i + 500);
       const bodies = await Promise.all(chunk.map((r) => readFile(join(dir, r))));
-      const res = await client.storage.presignUploadDir({ group: "bare", relpaths: chunk, ...(root !== undefined ? { root } : {}) });
+      const res = await client.storage.presignUploadDir({
+        group: "bare",
+        relpaths: chunk,
+        ...(root !== undefined ? { root } : {}),
+      });
       root = res.root;
       let next = 0;
       await Promise.all(
@@ -110,10 +114,20 @@ async function bareUpload(url: string, dir: string): Promise<number> {
             const body = bodies[k]!;
             createHash("sha256").update(body).digest("hex");
             await new Promise<void>((resolve, reject) => {
-              const req = http.request(res.items[k]!.url, { method: "PUT", agent, headers: { "content-length": String(body.length), "content-type": "application/dicom" } }, (r) => {
-                r.resume();
-                r.on("end", () => ((r.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`PUT answered ${r.statusCode}`))));
-              });
+              const req = http.request(
+                res.items[k]!.url,
+                {
+                  method: "PUT",
+                  agent,
+                  headers: { "content-length": String(body.length), "content-type": "application/dicom" },
+                },
+                (r) => {
+                  r.resume();
+                  r.on("end", () =>
+                    (r.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`PUT answered ${r.statusCode}`)),
+                  );
+                },
+              );
               req.on("error", reject);
               req.end(body);
             });
@@ -126,12 +140,31 @@ async function bareUpload(url: string, dir: string): Promise<number> {
   return seconds;
 }
 
-async function importDicom(url: string, dir: string, datasource: string): Promise<{ seconds: number; peak: number; stdout: string }> {
+async function importDicom(
+  url: string,
+  dir: string,
+  datasource: string,
+): Promise<{ seconds: number; peak: number; stdout: string }> {
   let peak = 0;
   const { value, seconds } = await timed(
     () =>
       new Promise<string>((resolve, reject) => {
-        const child = spawn(process.execPath, [BIN, "--quiet", "--url", url, "import-dicom", dir, "--datasource", datasource, "--concurrency", String(CONCURRENCY)], { stdio: ["ignore", "pipe", "pipe"] });
+        const child = spawn(
+          process.execPath,
+          [
+            BIN,
+            "--quiet",
+            "--url",
+            url,
+            "import-dicom",
+            dir,
+            "--datasource",
+            datasource,
+            "--concurrency",
+            String(CONCURRENCY),
+          ],
+          { stdio: ["ignore", "pipe", "pipe"] },
+        );
         let stdout = "";
         let stderr = "";
         child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -162,7 +195,15 @@ async function freePort(): Promise<number> {
 
 async function sendWithStorescu(port: number, dir: string): Promise<number> {
   const { seconds } = await timed(() =>
-    Promise.all(Array.from({ length: ASSOCIATIONS }, (_, k) => exec("storescu", ["-aet", "BENCHPACS", "-aec", "RESOURCESTORE", "+sd", "127.0.0.1", String(port), join(dir, `part-${k}`)], { maxBuffer: 64 * 1024 * 1024 }))),
+    Promise.all(
+      Array.from({ length: ASSOCIATIONS }, (_, k) =>
+        exec(
+          "storescu",
+          ["-aet", "BENCHPACS", "-aec", "RESOURCESTORE", "+sd", "127.0.0.1", String(port), join(dir, `part-${k}`)],
+          { maxBuffer: 64 * 1024 * 1024 },
+        ),
+      ),
+    ),
   );
   return seconds;
 }
@@ -173,21 +214,30 @@ export async function dicomBenchmarks(opts: BenchOptions): Promise<Result[]> {
   try {
     const bytes = await makeInstances(join(work, "all"), count);
     await makeInstances(join(work, "tenth"), count / 10);
-    context(`DICOM in: ${fmt(count)} instances of ${fmt(bytes / count)} bytes (${mb(bytes)}), 100 a study, 50 a series; ${CONCURRENCY} PUTs at once; the receiver fed by ${ASSOCIATIONS} storescu associations`);
+    context(
+      `DICOM in: ${fmt(count)} instances of ${fmt(bytes / count)} bytes (${mb(bytes)}), 100 a study, 50 a series; ${CONCURRENCY} PUTs at once; the receiver fed by ${ASSOCIATIONS} storescu associations`,
+    );
     return await withDatabase(async (db) => {
       const dicomPort = await freePort();
-      const server = await startServer({ databaseUrl: db.url, env: { DICOM_PORT: String(dicomPort), DICOM_DATASOURCE: "ds-received", LOG_LEVEL: "info" } });
+      const server = await startServer({
+        databaseUrl: db.url,
+        env: { DICOM_PORT: String(dicomPort), DICOM_DATASOURCE: "ds-received", LOG_LEVEL: "info" },
+      });
       try {
         const bare = await bareUpload(server.url, join(work, "all"));
         const tenth = await importDicom(server.url, join(work, "tenth"), "ds-tenth");
         const imported = await importDicom(server.url, join(work, "all"), "ds-import");
-        if (!imported.stdout.startsWith(`imported ${count} dicom instances, 0 already there`)) throw new Error(`import-dicom said ${JSON.stringify(imported.stdout)}`);
+        if (!imported.stdout.startsWith(`imported ${count} dicom instances, 0 already there`))
+          throw new Error(`import-dicom said ${JSON.stringify(imported.stdout)}`);
         const received = await sendWithStorescu(dicomPort, join(work, "all"));
         // The receiver filed everything: a rerun of the import into its datasource finds every instance there.
         const check = await importDicom(server.url, join(work, "all"), "ds-received");
-        if (!check.stdout.startsWith(`imported 0 dicom instances, ${count} already there`)) throw new Error(`after the receiver, import-dicom said ${JSON.stringify(check.stdout)}`);
+        if (!check.stdout.startsWith(`imported 0 dicom instances, ${count} already there`))
+          throw new Error(`after the receiver, import-dicom said ${JSON.stringify(check.stdout)}`);
         context(`bare presign + PUT: ${fmt(count / bare)} instances/s (${fmt(bare, 1)} s)`);
-        context(`import-dicom: ${fmt(count / imported.seconds)} instances/s (${fmt(imported.seconds, 1)} s); command peak RSS ${mb(tenth.peak)} at ${fmt(count / 10)} files, ${mb(imported.peak)} at ${fmt(count)}`);
+        context(
+          `import-dicom: ${fmt(count / imported.seconds)} instances/s (${fmt(imported.seconds, 1)} s); command peak RSS ${mb(tenth.peak)} at ${fmt(count / 10)} files, ${mb(imported.peak)} at ${fmt(count)}`,
+        );
         context(`receiver (storescu x${ASSOCIATIONS}): ${fmt(count / received)} instances/s (${fmt(received, 1)} s)`);
         return [
           { name: "dicom-import", ratio: bare / imported.seconds, op: ">=", target: DICOM_IMPORT_TARGET },

@@ -28,7 +28,15 @@ export const DUMP_TARGET = 0.5;
 export const RESTORE_TARGET = 0.5;
 
 /** What pg_dump copies: the tables a dump carries (the clock is one row, set by both). */
-const TABLES = ["resources", "resource_versions", "resource_attribution", "registry_keys", "registry_key_chains", "registry_patients", "registry_studies"];
+const TABLES = [
+  "resources",
+  "resource_versions",
+  "resource_attribution",
+  "registry_keys",
+  "registry_key_chains",
+  "registry_patients",
+  "registry_studies",
+];
 
 /** Every tenth resource a patient of one of 10 datasources, the nine after it its children; `versions` versions each. */
 export async function loadStore(url: string, resources: number, versions: number): Promise<number> {
@@ -66,15 +74,22 @@ export async function loadStore(url: string, resources: number, versions: number
        SELECT r.id, 'ds-' || (i / 10) % 10, ${at("1")}, 'infinity' ${common}`,
       [resources],
     );
-    await c.query("INSERT INTO registry_key_chains (chain, key_ids) VALUES ('default', ARRAY['default']) ON CONFLICT DO NOTHING");
+    await c.query(
+      "INSERT INTO registry_key_chains (chain, key_ids) VALUES ('default', ARRAY['default']) ON CONFLICT DO NOTHING",
+    );
     await c.query(
       `INSERT INTO registry_patients (identifier, datasource_id, uid_hash, key_chain, registered_at)
        SELECT r.id, 'ds-' || (i / 10) % 10, sha256(convert_to(r.id, 'UTF8')), 'default', ${at("0")} ${common} WHERE i % 10 = 0`,
       [resources],
     );
-    await c.query(`UPDATE clock SET last = timestamptz '2026-01-01T00:00:00Z' + (($2::bigint + 1) * $1::bigint) * interval '1 microsecond'`, [resources, versions]);
+    await c.query(
+      `UPDATE clock SET last = timestamptz '2026-01-01T00:00:00Z' + (($2::bigint + 1) * $1::bigint) * interval '1 microsecond'`,
+      [resources, versions],
+    );
     await c.query("ANALYZE");
-    const { rows } = await c.query<{ n: string }>("SELECT (SELECT count(*) FROM resources) + (SELECT count(*) FROM resource_versions) AS n");
+    const { rows } = await c.query<{ n: string }>(
+      "SELECT (SELECT count(*) FROM resources) + (SELECT count(*) FROM resource_versions) AS n",
+    );
     return Number(rows[0]!.n);
   } finally {
     await c.end();
@@ -105,8 +120,10 @@ async function oursRestore(url: string, file: string): Promise<number> {
   }
 }
 
-const pgDump = (url: string, file: string) => run("pg_dump", ["--format=custom", "--data-only", ...TABLES.flatMap((t) => ["-t", t]), "-f", file, "-d", url]);
-const pgRestore = (url: string, file: string) => run("pg_restore", ["--data-only", "--single-transaction", "-d", url, file]);
+const pgDump = (url: string, file: string) =>
+  run("pg_dump", ["--format=custom", "--data-only", ...TABLES.flatMap((t) => ["-t", t]), "-f", file, "-d", url]);
+const pgRestore = (url: string, file: string) =>
+  run("pg_restore", ["--data-only", "--single-transaction", "-d", url, file]);
 
 /** A migrated, empty store for one restore; dropped after it. */
 async function freshStore<T>(fn: (db: BenchDatabase) => Promise<T>): Promise<T> {
@@ -124,7 +141,9 @@ export async function dumpBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const perResource = 10;
   const rounds = opts.quick ? 3 : 5;
   const { stdout: version } = await run("pg_dump", ["--version"]);
-  context(`dump/restore: ${fmt(resources)} resources x ${perResource} versions, ${rounds} interleaved rounds; ${version.trim()}`);
+  context(
+    `dump/restore: ${fmt(resources)} resources x ${perResource} versions, ${rounds} interleaved rounds; ${version.trim()}`,
+  );
   const dir = await mkdtemp(join(tmpdir(), "rs-bench-dump-"));
   try {
     return await withDatabase(async (source) => {
@@ -132,25 +151,36 @@ export async function dumpBenchmarks(opts: BenchOptions): Promise<Result[]> {
       const versions = await loadStore(source.url, resources, perResource);
       const ours = join(dir, "store.rsdump.gz");
       const theirs = join(dir, "store.pgdump");
-      const times = { dump: [] as number[], pgDump: [] as number[], restore: [] as number[], pgRestore: [] as number[] };
+      const times = {
+        dump: [] as number[],
+        pgDump: [] as number[],
+        restore: [] as number[],
+        pgRestore: [] as number[],
+      };
       for (let round = 0; round < rounds; round++) {
         for (const f of [ours, theirs]) await rm(f, { force: true });
         // Dump: alternate which goes first.
         const dumps: [keyof typeof times, () => Promise<unknown>][] = [
-          ["dump", async () => {
-            const n = await oursDump(source.url, ours);
-            if (n !== versions) throw new Error(`the dump wrote ${n} versions, the store holds ${versions}`);
-          }],
+          [
+            "dump",
+            async () => {
+              const n = await oursDump(source.url, ours);
+              if (n !== versions) throw new Error(`the dump wrote ${n} versions, the store holds ${versions}`);
+            },
+          ],
           ["pgDump", () => pgDump(source.url, theirs)],
         ];
         if (round % 2 === 1) dumps.reverse();
         for (const [name, fn] of dumps) times[name].push(await seconds(fn));
         // Restore: each into a fresh migrated store.
         const restores: [keyof typeof times, (url: string) => Promise<unknown>][] = [
-          ["restore", async (url) => {
-            const n = await oursRestore(url, ours);
-            if (n !== versions) throw new Error(`the restore loaded ${n} versions, the dump holds ${versions}`);
-          }],
+          [
+            "restore",
+            async (url) => {
+              const n = await oursRestore(url, ours);
+              if (n !== versions) throw new Error(`the restore loaded ${n} versions, the dump holds ${versions}`);
+            },
+          ],
           ["pgRestore", (url) => pgRestore(url, theirs)],
         ];
         if (round % 2 === 1) restores.reverse();
@@ -159,7 +189,9 @@ export async function dumpBenchmarks(opts: BenchOptions): Promise<Result[]> {
       const rate = (xs: number[]) => versions / median(xs);
       context(`files: ours ${mb((await stat(ours)).size)}, pg_dump ${mb((await stat(theirs)).size)}`);
       for (const [name, xs] of Object.entries(times)) {
-        context(`${name}: median ${fmt(median(xs), 2)} s (${xs.map((x) => fmt(x, 2)).join(", ")}), ${fmt(rate(xs))} versions/s`);
+        context(
+          `${name}: median ${fmt(median(xs), 2)} s (${xs.map((x) => fmt(x, 2)).join(", ")}), ${fmt(rate(xs))} versions/s`,
+        );
       }
       return [
         { name: "dump", ratio: rate(times.dump) / rate(times.pgDump), op: ">=", target: DUMP_TARGET },

@@ -167,7 +167,8 @@ function h2Call(session: http2.ClientHttp2Session, request: Buffer, decoded: Map
 /** The feed's counters from the service's /metrics, as one line of context. */
 async function feedCounters(serverUrl: string): Promise<string> {
   const text = await (await fetch(`${serverUrl}/metrics`)).text();
-  const value = (name: string, label: string) => new RegExp(`^${name}\\{${label}\\} (\\S+)$`, "m").exec(text)?.[1] ?? "?";
+  const value = (name: string, label: string) =>
+    new RegExp(`^${name}\\{${label}\\} (\\S+)$`, "m").exec(text)?.[1] ?? "?";
   const reads = (by: string) => value("rs_events_history_reads_total", `by="${by}"`);
   const left = (reason: string) => value("rs_events_streams_left_tail_total", `reason="${reason}"`);
   return `history reads by tail ${reads("tail")}, by stream ${reads("stream")}; streams that left the tail: lagging ${left("lagging")}, untagged ${left("untagged")}, error ${left("error")}`;
@@ -183,10 +184,16 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
     const address = new URL(server.url).host;
     const h2 = process.env.BENCH_EVENTS_CLIENT !== "grpc-js";
     // One connection per hundred streams (for grpc-js, a distinct option keeps it from sharing one channel).
-    const sessions = h2 ? Array.from({ length: Math.ceil(streams / STREAMS_PER_CONNECTION) }, () => http2.connect(server.url)) : [];
+    const sessions = h2
+      ? Array.from({ length: Math.ceil(streams / STREAMS_PER_CONNECTION) }, () => http2.connect(server.url))
+      : [];
     const clients = Array.from(
       { length: h2 ? 0 : Math.ceil(streams / STREAMS_PER_CONNECTION) },
-      (_, i) => new grpc.Client(address, grpc.credentials.createInsecure(), { "bench.connection": i, "grpc.max_receive_message_length": 64 * 1024 * 1024 }),
+      (_, i) =>
+        new grpc.Client(address, grpc.credentials.createInsecure(), {
+          "bench.connection": i,
+          "grpc.max_receive_message_length": 64 * 1024 * 1024,
+        }),
     );
     const decoded = new Map<string, Seen>();
     const calls: BenchCall[] = [];
@@ -203,37 +210,53 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
         const c = Math.floor(s / STREAMS_PER_CONNECTION);
         const call: BenchCall = h2
           ? h2Call(sessions[c]!, request, decoded)
-          : clients[c]!.makeServerStreamRequest("/resourcestore.v2.EventService/Watch", (b: Buffer) => b, readSeen, request);
+          : clients[c]!.makeServerStreamRequest(
+              "/resourcestore.v2.EventService/Watch",
+              (b: Buffer) => b,
+              readSeen,
+              request,
+            );
         calls.push(call);
         let delivered = 0;
         let first = true;
-        opened.push(new Promise((resolve, reject) => {
-          call.once("data", () => resolve());
-          call.once("error", reject);
-        }));
-        readers.push(new Promise((resolve, reject) => {
-          call.on("data", (m: Seen) => {
-            if (first) {
-              first = false;
-              return;
-            }
-            const now = performance.now();
-            delivered += m.events;
-            if (m.events > 0) lastDelivery[s] = now;
-            const t = m.partial ? undefined : committedAt.get(m.at);
-            if (t !== undefined) delays.push(now - t);
-            if (delivered >= total) resolve(delivered);
-          });
-          call.on("error", (err: grpc.ServiceError) => (err.code === grpc.status.CANCELLED ? resolve(delivered) : reject(err)));
-          call.on("end", () => resolve(delivered));
-        }));
+        opened.push(
+          new Promise((resolve, reject) => {
+            call.once("data", () => resolve());
+            call.once("error", reject);
+          }),
+        );
+        readers.push(
+          new Promise((resolve, reject) => {
+            call.on("data", (m: Seen) => {
+              if (first) {
+                first = false;
+                return;
+              }
+              const now = performance.now();
+              delivered += m.events;
+              if (m.events > 0) lastDelivery[s] = now;
+              const t = m.partial ? undefined : committedAt.get(m.at);
+              if (t !== undefined) delays.push(now - t);
+              if (delivered >= total) resolve(delivered);
+            });
+            call.on("error", (err: grpc.ServiceError) =>
+              err.code === grpc.status.CANCELLED ? resolve(delivered) : reject(err),
+            );
+            call.on("end", () => resolve(delivered));
+          }),
+        );
       }
       await Promise.all(opened);
       const started = performance.now();
       let firstCommit = 0;
       for (let i = 0; i < total; i += batch) {
         const { at } = await store.create(
-          LOCAL_CALLER, Array.from({ length: batch }, (_, j) => ({ identifier: `ev-${i}-${j}`, payloadType: "annotation", payload: { label: "bench", value: j } })),
+          LOCAL_CALLER,
+          Array.from({ length: batch }, (_, j) => ({
+            identifier: `ev-${i}-${j}`,
+            payloadType: "annotation",
+            payload: { label: "bench", value: j },
+          })),
         );
         committedAt.set(at, performance.now());
         firstCommit ||= performance.now();
@@ -250,11 +273,24 @@ async function withStreams(opts: BenchOptions, streams: number): Promise<Result[
         `${streams} stream(s): writer ${fmt(writeRate)} rows/s in batches of ${batch}; slowest stream ${fmt(slowest)} events/s, all streams ${fmt(rates.reduce((a, b) => a + b, 0))} events/s; ` +
           `commit to delivery p50 ${fmt(percentile(delays, 50), 1)} ms, p99 ${fmt(p99, 1)} ms`,
       );
-      context(`${streams} stream(s), ${Math.ceil(total / batch)} commits, per the service's /metrics: ${await feedCounters(server.url)}`);
+      context(
+        `${streams} stream(s), ${Math.ceil(total / batch)} commits, per the service's /metrics: ${await feedCounters(server.url)}`,
+      );
       const out: Result[] = [
-        { name: `events delivered/s per stream vs writer rows/s, ${streams} stream${streams === 1 ? "" : "s"}`, ratio: slowest / writeRate, op: ">=", target: streams <= 100 ? 1 : 0.5 },
+        {
+          name: `events delivered/s per stream vs writer rows/s, ${streams} stream${streams === 1 ? "" : "s"}`,
+          ratio: slowest / writeRate,
+          op: ">=",
+          target: streams <= 100 ? 1 : 0.5,
+        },
       ];
-      if (streams === 100) out.push({ name: "commit-to-delivery p99 at 100 streams vs 1 s", ratio: p99 / DELAY_P99_BOUND_MS, op: "<=", target: 1 });
+      if (streams === 100)
+        out.push({
+          name: "commit-to-delivery p99 at 100 streams vs 1 s",
+          ratio: p99 / DELAY_P99_BOUND_MS,
+          op: "<=",
+          target: 1,
+        });
       return out;
     } finally {
       for (const c of calls) c.cancel();

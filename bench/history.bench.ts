@@ -49,11 +49,17 @@ WINDOW w AS (ORDER BY version) ORDER BY version LIMIT $2`;
 export async function historyBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const resources = opts.quick ? 20 : 100;
   const calls = opts.quick ? 100 : 400;
-  context(`history page: ${fmt(resources)} resources with ${PAGE} versions each (a create, then ${PAGE - 1} license changes); a page of ${PAGE}, ${calls} calls a variant`);
+  context(
+    `history page: ${fmt(resources)} resources with ${PAGE} versions each (a create, then ${PAGE - 1} license changes); a page of ${PAGE}, ${calls} calls a variant`,
+  );
   return withDatabase(async (db) => {
     await migrateDatabase(db.url);
     const server = await startServer({ databaseUrl: db.url });
-    const floor = await startServer({ databaseUrl: db.url, entry: "bench/support/history-floor-server.mjs", env: { HISTORY_SQL: LEAN_HISTORY_SQL, PG_OPTIONS: SESSION_OPTIONS } }).catch(async (err: unknown) => {
+    const floor = await startServer({
+      databaseUrl: db.url,
+      entry: "bench/support/history-floor-server.mjs",
+      env: { HISTORY_SQL: LEAN_HISTORY_SQL, PG_OPTIONS: SESSION_OPTIONS },
+    }).catch(async (err: unknown) => {
       await server.close();
       throw err;
     });
@@ -61,7 +67,12 @@ export async function historyBenchmarks(opts: BenchOptions): Promise<Result[]> {
     try {
       const client = createResourceStoreClient({ baseUrl: server.url, transport: "grpc" });
       const ids = Array.from({ length: resources }, (_, i) => `h-${String(i).padStart(5, "0")}`);
-      await client.resources.create({ resources: ids.map((identifier) => ({ identifier, payload: { case: "study", value: { modality: "CT", description: "a study" } } })) });
+      await client.resources.create({
+        resources: ids.map((identifier) => ({
+          identifier,
+          payload: { case: "study", value: { modality: "CT", description: "a study" } },
+        })),
+      });
       // The versions through the service, so the history (actors included) is the service's own.
       for (let v = 1; v < PAGE; v++) {
         await client.resources.update({ updates: Object.fromEntries(ids.map((id) => [id, { license: `L-${v}` }])) });
@@ -70,32 +81,57 @@ export async function historyBenchmarks(opts: BenchOptions): Promise<Result[]> {
       // The store's statement for a first page, captured from its own code (context only).
       const store = (
         await captureStatements(
-          (d) => readHistory(d, () => Promise.reject(new Error("no cursor on a first page")), ids[0]!, ALL_GRANTS, { limit: PAGE }),
+          (d) =>
+            readHistory(d, () => Promise.reject(new Error("no cursor on a first page")), ids[0]!, ALL_GRANTS, {
+              limit: PAGE,
+            }),
           (sql) => (/LEFT JOIN LATERAL/.test(sql) ? [{ at: null, kind: null, actor: null }] : undefined),
         )
       )[0]!;
       const id = (i: number) => ids[i % resources]!;
       // The floor is a floor of this call only if it answers what the service answers.
       const floorClient = createResourceStoreClient({ baseUrl: floor.url, transport: "grpc" });
-      const [fromService, fromFloor] = [await client.resources.history({ identifier: id(0), limit: PAGE }), await floorClient.resources.history({ identifier: id(0), limit: PAGE })];
+      const [fromService, fromFloor] = [
+        await client.resources.history({ identifier: id(0), limit: PAGE }),
+        await floorClient.resources.history({ identifier: id(0), limit: PAGE }),
+      ];
       if (fromService.versions.length !== PAGE || !equals(HistoryResponseSchema, fromService, fromFloor)) {
-        throw new Error(`the floor's History answer differs from the service's (${fromFloor.versions.length} and ${fromService.versions.length} versions): no figures`);
+        throw new Error(
+          `the floor's History answer differs from the service's (${fromFloor.versions.length} and ${fromService.versions.length} versions): no figures`,
+        );
       }
       const variants: Variant[] = [
-        { name: "pg lean", run: async (i) => (await pgClient.query({ name: "lean", text: LEAN_HISTORY_SQL, values: [id(i), PAGE] })).rows.length },
+        {
+          name: "pg lean",
+          run: async (i) =>
+            (await pgClient.query({ name: "lean", text: LEAN_HISTORY_SQL, values: [id(i), PAGE] })).rows.length,
+        },
         {
           name: "pg store's statement",
           // It asks for limit + 1 rows (to know whether a page follows); a resource has exactly PAGE versions.
-          run: async (i) => (await pgClient.query({ name: "store", text: store.sql, values: [id(i), ...store.params!.slice(1)] })).rows.length,
+          run: async (i) =>
+            (await pgClient.query({ name: "store", text: store.sql, values: [id(i), ...store.params!.slice(1)] })).rows
+              .length,
         },
-        { name: "service", run: async (i) => (await client.resources.history({ identifier: id(i), limit: PAGE })).versions.length },
-        { name: "floor", run: async (i) => (await floorClient.resources.history({ identifier: id(i), limit: PAGE })).versions.length },
+        {
+          name: "service",
+          run: async (i) => (await client.resources.history({ identifier: id(i), limit: PAGE })).versions.length,
+        },
+        {
+          name: "floor",
+          run: async (i) => (await floorClient.resources.history({ identifier: id(i), limit: PAGE })).versions.length,
+        },
       ];
       const cpu0 = [await processCpuMs(server.pid), await processCpuMs(floor.pid)];
       const med = summarise(await interleaved(variants, calls, PAGE, "versions"));
-      const perCall = async (pid: number, before: number) => fmt(((await processCpuMs(pid)) - before) / (calls + Math.ceil(calls / 10)), 2);
-      context(`CPU a call (/proc, warm-up included): service ${await perCall(server.pid, cpu0[0]!)} ms, floor ${await perCall(floor.pid, cpu0[1]!)} ms`);
-      context(`the store's statement over the lean one, both through pg: ${fmt(med("pg store's statement") / med("pg lean"), 2)}`);
+      const perCall = async (pid: number, before: number) =>
+        fmt(((await processCpuMs(pid)) - before) / (calls + Math.ceil(calls / 10)), 2);
+      context(
+        `CPU a call (/proc, warm-up included): service ${await perCall(server.pid, cpu0[0]!)} ms, floor ${await perCall(floor.pid, cpu0[1]!)} ms`,
+      );
+      context(
+        `the store's statement over the lean one, both through pg: ${fmt(med("pg store's statement") / med("pg lean"), 2)}`,
+      );
       return [
         { name: "history-page", ratio: med("pg lean") / med("service"), op: ">=", target: HISTORY_PAGE_TARGET },
         {
@@ -105,7 +141,13 @@ export async function historyBenchmarks(opts: BenchOptions): Promise<Result[]> {
           target: HISTORY_PAGE_TARGET,
           note: "the floor (node:http2 + the lean statement prepared + the planned encoder) against the statement: below the page's target, the target is beyond this stack's unary gRPC call",
         },
-        { name: "history-page-vs-floor", ratio: med("floor") / med("service"), op: ">=", target: FLOOR_TARGET, note: "the service against its floor, same client, same run" },
+        {
+          name: "history-page-vs-floor",
+          ratio: med("floor") / med("service"),
+          op: ">=",
+          target: FLOOR_TARGET,
+          note: "the service against its floor, same client, same run",
+        },
       ];
     } finally {
       await pgClient.end();

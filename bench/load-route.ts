@@ -29,13 +29,22 @@ await withDatabase(async (db) => {
   try {
     for (const spec of which) {
       const [kind = "", ...settings] = spec.split("+");
-      const env = Object.fromEntries(settings.map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
+      const env = Object.fromEntries(
+        settings.map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+      );
       if (kind === "floor") {
         const statements = (await routeStatements(data))[route];
         if (statements === undefined) throw new Error(`${route} has no statements, so no floor`);
         servers.push({ name: spec, server: await startFloor(db.url, statements) });
       } else if (kind === "service" || kind.endsWith(".js")) {
-        servers.push({ name: spec, server: await startServer({ databaseUrl: db.url, env: { ...key, ...env }, ...(kind === "service" ? {} : { entry: kind }) }) });
+        servers.push({
+          name: spec,
+          server: await startServer({
+            databaseUrl: db.url,
+            env: { ...key, ...env },
+            ...(kind === "service" ? {} : { entry: kind }),
+          }),
+        });
       } else throw new Error(`a server is service, floor or a main.js, not ${spec}`);
     }
     for (const { server } of servers) await autocannon({ ...loadOptions(server.url, req), duration: WARM_UP_SECONDS });
@@ -44,7 +53,9 @@ await withDatabase(async (db) => {
         const c0 = await processCpuMs(server.pid);
         const r = await autocannon({ ...loadOptions(server.url, req), duration: seconds });
         const c1 = await processCpuMs(server.pid);
-        console.log(`${route} ${name}: ${r.requests.average} req/s p99 ${r.latency.p99} non2xx ${r.non2xx} cpu/call ${((c1 - c0) / r.requests.total).toFixed(3)} ms`);
+        console.log(
+          `${route} ${name}: ${r.requests.average} req/s p99 ${r.latency.p99} non2xx ${r.non2xx} cpu/call ${((c1 - c0) / r.requests.total).toFixed(3)} ms`,
+        );
       }
     }
   } finally {

@@ -14,7 +14,15 @@ import { existsSync, readdirSync } from "node:fs";
 import autocannon from "autocannon";
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { QueryRequestSchema } from "../gen/resourcestore/type/v1/query_pb.js";
-import { datasourceStats, listChildren, listParents, pageStatement, planQuery, readResources, SESSION_OPTIONS } from "../src/store/index.js";
+import {
+  datasourceStats,
+  listChildren,
+  listParents,
+  pageStatement,
+  planQuery,
+  readResources,
+  SESSION_OPTIONS,
+} from "../src/store/index.js";
 import { captureStatements, type Statement } from "./support/capture.js";
 import { connect, withDatabase } from "./support/database.js";
 import { loadThroughStoreSql, migrateDatabase } from "./support/load.js";
@@ -78,7 +86,11 @@ async function drive(baseUrl: string, seconds: number, req: LoadRequest, warmUp 
   const options = loadOptions(baseUrl, req);
   if (warmUp) await autocannon({ ...options, duration: WARM_UP_SECONDS });
   const result = await autocannon({ ...options, duration: seconds });
-  return { rps: result.requests.average, p99: result.latency.p99, failures: result.non2xx + result.errors + result.timeouts };
+  return {
+    rps: result.requests.average,
+    p99: result.latency.p99,
+    failures: result.non2xx + result.errors + result.timeouts,
+  };
 }
 
 /** A parameter as an SQL literal, so pgbench runs the statement with the same values. */
@@ -87,7 +99,8 @@ function literal(v: unknown): string {
   if (typeof v === "number" || typeof v === "bigint") return String(v);
   if (typeof v === "boolean") return v ? "true" : "false";
   const quote = (s: string) => `'${s.replace(/'/g, "''")}'`;
-  if (Array.isArray(v)) return quote(`{${v.map((x) => `"${String(x).replace(/["\\]/g, (c) => `\\${c}`)}"`).join(",")}}`);
+  if (Array.isArray(v))
+    return quote(`{${v.map((x) => `"${String(x).replace(/["\\]/g, (c) => `\\${c}`)}"`).join(",")}}`);
   if (typeof v === "object") return quote(JSON.stringify(v));
   return quote(typeof v === "string" ? v : JSON.stringify(v));
 }
@@ -116,12 +129,15 @@ export function pgbenchSafe(sql: string): string {
         } else if (sql[j] === "'") break;
         else body += sql[j++]!;
       }
-      out += /:[A-Za-z0-9_]/.test(body) ? `E'${body.replace(/\\/g, "\\\\").replace(/'/g, "\\'").replace(/:/g, "\\x3a")}'` : sql.slice(i, j + 1);
+      out += /:[A-Za-z0-9_]/.test(body)
+        ? `E'${body.replace(/\\/g, "\\\\").replace(/'/g, "\\'").replace(/:/g, "\\x3a")}'`
+        : sql.slice(i, j + 1);
       i = j;
     } else if (c === '"') {
       const j = sql.indexOf('"', i + 1);
       if (j < 0) throw new Error(`unterminated identifier in: ${sql}`);
-      if (/:[A-Za-z0-9_]/.test(sql.slice(i, j))) throw new Error(`pgbench would bind a variable in identifier ${sql.slice(i, j + 1)}`);
+      if (/:[A-Za-z0-9_]/.test(sql.slice(i, j)))
+        throw new Error(`pgbench would bind a variable in identifier ${sql.slice(i, j + 1)}`);
       out += sql.slice(i, j + 1);
       i = j;
     } else if (c === ":" && sql[i + 1] === ":") {
@@ -141,14 +157,21 @@ export function pgbenchSafe(sql: string): string {
  * and then only executed: the most PostgreSQL can do for the call.
  */
 export function pgbenchScript(statements: readonly Statement[]): string {
-  return statements.map((st) => `${pgbenchSafe(st.sql.replace(/\$(\d+)\b/g, (_, n: string) => literal(st.params?.[Number(n) - 1])).trim())};\n`).join("");
+  return statements
+    .map(
+      (st) =>
+        `${pgbenchSafe(st.sql.replace(/\$(\d+)\b/g, (_, n: string) => literal(st.params?.[Number(n) - 1])).trim())};\n`,
+    )
+    .join("");
 }
 
 function pgbenchPath(): string {
-  for (const dir of (process.env.PATH ?? "").split(":")) if (existsSync(join(dir, "pgbench"))) return join(dir, "pgbench");
+  for (const dir of (process.env.PATH ?? "").split(":"))
+    if (existsSync(join(dir, "pgbench"))) return join(dir, "pgbench");
   const root = "/usr/lib/postgresql";
   if (existsSync(root)) {
-    for (const v of readdirSync(root).sort().reverse()) if (existsSync(join(root, v, "bin/pgbench"))) return join(root, v, "bin/pgbench");
+    for (const v of readdirSync(root).sort().reverse())
+      if (existsSync(join(root, v, "bin/pgbench"))) return join(root, v, "bin/pgbench");
   }
   throw new Error("pgbench not found (install the PostgreSQL client tools)");
 }
@@ -160,15 +183,21 @@ async function pgbench(dbUrl: string, script: string, seconds: number): Promise<
     const file = join(dir, "script.sql");
     await writeFile(file, script);
     const out = await new Promise<string>((resolve, reject) => {
-      const child = spawn(pgbenchPath(), ["-n", "-M", "prepared", "-c", String(CONNECTIONS), "-j", "2", "-T", String(seconds), "-f", file, dbUrl], {
-        stdio: ["ignore", "pipe", "pipe"],
-        env: { ...process.env, PGOPTIONS: SESSION_OPTIONS },
-      });
+      const child = spawn(
+        pgbenchPath(),
+        ["-n", "-M", "prepared", "-c", String(CONNECTIONS), "-j", "2", "-T", String(seconds), "-f", file, dbUrl],
+        {
+          stdio: ["ignore", "pipe", "pipe"],
+          env: { ...process.env, PGOPTIONS: SESSION_OPTIONS },
+        },
+      );
       let text = "";
       child.stdout.on("data", (d: Buffer) => (text += d.toString()));
       child.stderr.on("data", (d: Buffer) => (text += d.toString()));
       child.once("error", reject);
-      child.once("exit", (code) => (code === 0 ? resolve(text) : reject(new Error(`pgbench exited with ${String(code)}: ${text.slice(-2000)}`))));
+      child.once("exit", (code) =>
+        code === 0 ? resolve(text) : reject(new Error(`pgbench exited with ${String(code)}: ${text.slice(-2000)}`)),
+      );
     });
     const tps = /tps = ([\d.]+)/.exec(out)?.[1];
     if (tps === undefined) throw new Error(`no tps in pgbench output: ${out.slice(-2000)}`);
@@ -202,7 +231,13 @@ export async function loadTheData(url: string) {
     ids: Array.from({ length: 10 }, (_, k) => resourceAt("r", 100 + k * 997, batchSize).identifier),
     parentOf: "r-s0",
     leaf: resourceAt("r", SERIES_PER_BATCH + 10 * SERIES_PER_BATCH, batchSize).identifier,
-    query: { payload_type: "file", filters: [{ field: "content_type", op: "eq", value: "application/dicom" }], sort_by: "created_at", sort_order: "desc", limit: 20 },
+    query: {
+      payload_type: "file",
+      filters: [{ field: "content_type", op: "eq", value: "application/dicom" }],
+      sort_by: "created_at",
+      sort_order: "desc",
+      limit: 20,
+    },
   };
 }
 
@@ -223,16 +258,31 @@ export function loadRequests(data: Awaited<ReturnType<typeof loadTheData>>): Rec
 }
 
 /** The statements each statement route sends, captured from the store's own code (also bench/load-route.ts, for the floor). */
-export async function routeStatements(data: Awaited<ReturnType<typeof loadTheData>>): Promise<Record<string, Statement[]>> {
+export async function routeStatements(
+  data: Awaited<ReturnType<typeof loadTheData>>,
+): Promise<Record<string, Statement[]>> {
   const { ids, parentOf, leaf, query } = data;
   const read = await captureStatements((d) => readResources(d, ALL_GRANTS, ids));
   return {
     "read-rest": read,
     "read-connect": read,
     // The page statement the engine sends (the service names it: StatementNames.page).
-    query: [pageStatement(planQuery(fromJson(QueryRequestSchema, query as unknown as JsonObject)), { kind: "now" }, ALL_GRANTS, { limit: 21 })],
-    children: await captureStatements((d) => listChildren(d, ALL_GRANTS, { parentIdentifier: parentOf, withPayloads: false }), childrenAnswers),
-    parents: await captureStatements((d) => listParents(d, ALL_GRANTS, leaf), (q) => (/FROM chain/.test(q) ? [{ identifier: leaf, depth: 0 }] : undefined)),
+    query: [
+      pageStatement(
+        planQuery(fromJson(QueryRequestSchema, query as unknown as JsonObject)),
+        { kind: "now" },
+        ALL_GRANTS,
+        { limit: 21 },
+      ),
+    ],
+    children: await captureStatements(
+      (d) => listChildren(d, ALL_GRANTS, { parentIdentifier: parentOf, withPayloads: false }),
+      childrenAnswers,
+    ),
+    parents: await captureStatements(
+      (d) => listParents(d, ALL_GRANTS, leaf),
+      (q) => (/FROM chain/.test(q) ? [{ identifier: leaf, depth: 0 }] : undefined),
+    ),
     stats: await captureStatements((d) => datasourceStats(d, ALL_GRANTS)),
   };
 }
@@ -243,7 +293,9 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const workers = process.env.BENCH_LOAD_WORKERS === undefined ? undefined : Number(process.env.BENCH_LOAD_WORKERS);
   const pool = process.env.DATABASE_POOL_SIZE ?? "default";
   const { childrenEach, batchSize } = LOAD_DATA;
-  context(`load: ${fmt(batchSize)} resources (${SERIES_PER_BATCH} series of ${fmt(childrenEach)} files); autocannon ${CONNECTIONS} connections (after ${WARM_UP_SECONDS} s not counted), pgbench -M prepared ${CONNECTIONS} clients, ${seconds} s each (service and floor: ${ROUNDS} rounds of ${Math.max(1, Math.round(seconds / ROUNDS))} s each, in turns); service: ${workers === undefined ? "one process" : `${workers} cluster workers`}, DATABASE_POOL_SIZE ${pool}`);
+  context(
+    `load: ${fmt(batchSize)} resources (${SERIES_PER_BATCH} series of ${fmt(childrenEach)} files); autocannon ${CONNECTIONS} connections (after ${WARM_UP_SECONDS} s not counted), pgbench -M prepared ${CONNECTIONS} clients, ${seconds} s each (service and floor: ${ROUNDS} rounds of ${Math.max(1, Math.round(seconds / ROUNDS))} s each, in turns); service: ${workers === undefined ? "one process" : `${workers} cluster workers`}, DATABASE_POOL_SIZE ${pool}`,
+  );
   return withDatabase(async (db) => {
     const data = await loadTheData(db.url);
     const requests = loadRequests(data);
@@ -282,8 +334,19 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
         }
         const { service: l, floor } = await againstFloor(db.url, u, statements, seconds, req);
         const floorNote = `; floor ${fmt(floor.rps)} req/s (${(floor.rps / tps).toFixed(3)} of pgbench)`;
-        results.push(line(r.name, r.label, l, tps, `pgbench ${fmt(tps)} tps (-M prepared)${floorNote}`, STATEMENT_TARGET));
-        results.push(line(`${r.name}-vs-floor`, r.label, l, floor.rps, `floor ${fmt(floor.rps)} req/s, p99 ${fmt(floor.p99)} ms (${ROUNDS} rounds each, in turns)`, FLOOR_TARGET));
+        results.push(
+          line(r.name, r.label, l, tps, `pgbench ${fmt(tps)} tps (-M prepared)${floorNote}`, STATEMENT_TARGET),
+        );
+        results.push(
+          line(
+            `${r.name}-vs-floor`,
+            r.label,
+            l,
+            floor.rps,
+            `floor ${fmt(floor.rps)} req/s, p99 ${fmt(floor.p99)} ms (${ROUNDS} rounds each, in turns)`,
+            FLOOR_TARGET,
+          ),
+        );
       }
     } finally {
       await server.close();
@@ -294,7 +357,11 @@ export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
 
 /** Starts the floor server of a route's statements (bench/support/floor-server.mjs; also bench/load-route.ts). */
 export function startFloor(dbUrl: string, statements: readonly Statement[]) {
-  return startServer({ databaseUrl: dbUrl, entry: "bench/support/floor-server.mjs", env: { FLOOR_STATEMENTS: JSON.stringify(statements), PG_OPTIONS: SESSION_OPTIONS } });
+  return startServer({
+    databaseUrl: dbUrl,
+    entry: "bench/support/floor-server.mjs",
+    env: { FLOOR_STATEMENTS: JSON.stringify(statements), PG_OPTIONS: SESSION_OPTIONS },
+  });
 }
 
 /**
@@ -306,7 +373,13 @@ export function startFloor(dbUrl: string, statements: readonly Statement[]) {
  * what is Node, pg and HTTP on this machine, and so what the service's own
  * layers cost (BENCHMARKS.md, "Round eight" and "Load against prepared floors").
  */
-async function againstFloor(dbUrl: string, serviceUrl: string, statements: readonly Statement[], seconds: number, req: LoadRequest): Promise<{ service: Load; floor: Load }> {
+async function againstFloor(
+  dbUrl: string,
+  serviceUrl: string,
+  statements: readonly Statement[],
+  seconds: number,
+  req: LoadRequest,
+): Promise<{ service: Load; floor: Load }> {
   const floor = await startFloor(dbUrl, statements);
   try {
     const each = Math.max(1, Math.round(seconds / ROUNDS));
@@ -324,7 +397,11 @@ async function againstFloor(dbUrl: string, serviceUrl: string, statements: reado
 
 function mean(loads: readonly Load[]): Load {
   const avg = (k: keyof Load) => loads.reduce((a, l) => a + l[k], 0) / loads.length;
-  return { rps: avg("rps"), p99: Math.max(...loads.map((l) => l.p99)), failures: loads.reduce((a, l) => a + l.failures, 0) };
+  return {
+    rps: avg("rps"),
+    p99: Math.max(...loads.map((l) => l.p99)),
+    failures: loads.reduce((a, l) => a + l.failures, 0),
+  };
 }
 
 function line(name: string, label: string, l: Load, reference: number, referenceLabel: string, target: number): Result {

@@ -46,9 +46,11 @@ async function run(pool: EncoderPool, copy: readonly Uint8Array[], rg: number): 
     rowGroupRows: rg,
     produce: () => Promise.reject(new Error("unused")),
     // eslint-disable-next-line @typescript-eslint/require-await
-    copy: async () => (async function* () {
-      yield* copy;
-    })(),
+    copy: async () =>
+      // eslint-disable-next-line @typescript-eslint/require-await
+      (async function* () {
+        yield* copy;
+      })(),
   }))
     parts.push(c);
   return Buffer.concat(parts);
@@ -65,7 +67,9 @@ await withDatabase(async (db) => {
     t0 = performance.now();
     const stream = await createQueryEngine(store).copyRows(plan(), ALL_GRANTS, {}, exportSelect(cols) as string);
     for await (const c of stream ?? []) copy.push(c);
-    console.log(`COPY (FORMAT binary) of ${N} rows read: ${ms(t0)} ms, ${rate(N, t0)} rows/s, ${(copy.reduce((n, c) => n + c.length, 0) / 1e6).toFixed(1)} MB`);
+    console.log(
+      `COPY (FORMAT binary) of ${N} rows read: ${ms(t0)} ms, ${rate(N, t0)} rows/s, ${(copy.reduce((n, c) => n + c.length, 0) / 1e6).toFixed(1)} MB`,
+    );
   }
   await store.close();
   const st = pageStatement(plan(), { kind: "now" }, ALL_GRANTS, {});
@@ -107,7 +111,10 @@ await withDatabase(async (db) => {
     for (let k = 0; k < 2; k++) {
       const data = g.data.slice();
       t0 = performance.now();
-      await pool.encode({ options: { rowGroupRows: 50_000, dataPageBytes: 65536, dictionaryColumns }, copy: { data, rows: g.rows, columns: wire } });
+      await pool.encode({
+        options: { rowGroupRows: 50_000, dataPageBytes: 65536, dictionaryColumns },
+        copy: { data, rows: g.rows, columns: wire },
+      });
       console.log(`workers ${workers}: one ${g.rows}-row group in one worker (COPY in, parquet out) ${ms(t0)} ms`);
     }
     for (const rg of [50_000, 50_000, 25_000]) {

@@ -11,7 +11,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { QueryRequestSchema } from "../gen/resourcestore/type/v1/query_pb.js";
 import { defaultEncoderWorkers } from "../src/config.js";
-import { createEncoderPool, exportColumns, exportSelect, footerRows, parquetExport, type EncoderPool } from "../src/parquet/index.js";
+import {
+  createEncoderPool,
+  exportColumns,
+  exportSelect,
+  footerRows,
+  parquetExport,
+  type EncoderPool,
+} from "../src/parquet/index.js";
 import { createQueryEngine, openDatabase, pageStatement, planQuery, type QueryRow } from "../src/store/index.js";
 import { bulkLoadFiles } from "./support/bulk.js";
 import { connect, withDatabase } from "./support/database.js";
@@ -33,7 +40,10 @@ const EXPORT_QUERY = { payload_type: "file" } as const;
 const plan = () => planQuery(fromJson(QueryRequestSchema, EXPORT_QUERY as unknown as JsonObject));
 
 /** POST /query/parquet on `server`; the bytes, rows/s and the rows the footer holds. */
-async function exportOnce(server: BenchServer, body: object): Promise<{ seconds: number; bytes: number; rows: number }> {
+async function exportOnce(
+  server: BenchServer,
+  body: object,
+): Promise<{ seconds: number; bytes: number; rows: number }> {
   let bytes = 0;
   const tail: Uint8Array[] = [];
   let tailBytes = 0;
@@ -115,7 +125,12 @@ async function streamThroughPg(url: string): Promise<number> {
 async function copyOfExport(url: string, rows: number): Promise<Uint8Array[]> {
   const db = await openDatabase({ databaseUrl: url, poolSize: 1 });
   try {
-    const stream = await createQueryEngine(db).copyRows(plan(), ALL_GRANTS, { limit: rows }, exportSelect(exportColumns(plan())) as string);
+    const stream = await createQueryEngine(db).copyRows(
+      plan(),
+      ALL_GRANTS,
+      { limit: rows },
+      exportSelect(exportColumns(plan())) as string,
+    );
     if (!stream) throw new Error("no COPY on this database");
     const chunks: Uint8Array[] = [];
     for await (const c of stream) chunks.push(c);
@@ -133,9 +148,11 @@ async function encode(pool: EncoderPool, copy: readonly Uint8Array[]): Promise<U
     encoders: pool,
     produce: () => Promise.reject(new Error("the COPY stream was not used")),
     // eslint-disable-next-line @typescript-eslint/require-await
-    copy: async () => (async function* () {
-      yield* copy;
-    })(),
+    copy: async () =>
+      // eslint-disable-next-line @typescript-eslint/require-await
+      (async function* () {
+        yield* copy;
+      })(),
   });
   for await (const c of chunks) parts.push(c);
   return parts;
@@ -149,7 +166,11 @@ async function encode(pool: EncoderPool, copy: readonly Uint8Array[]): Promise<U
  * are started and warmed by untimed passes first, as in the service, where
  * the pool lives as long as the process.
  */
-async function encodingAgainstDuckDb(copy: Uint8Array[], rows: number, rounds: number): Promise<{ ours: number; duck: number; oursBytes: number; duckBytes: number; workers: number; all: string }> {
+async function encodingAgainstDuckDb(
+  copy: Uint8Array[],
+  rows: number,
+  rounds: number,
+): Promise<{ ours: number; duck: number; oursBytes: number; duckBytes: number; workers: number; all: string }> {
   const dir = await mkdtemp(join(tmpdir(), "rs-bench-parquet-"));
   const pool = createEncoderPool(defaultEncoderWorkers());
   try {
@@ -158,7 +179,8 @@ async function encodingAgainstDuckDb(copy: Uint8Array[], rows: number, rounds: n
     for (let w = 0; w < 2; w++) parts = await encode(pool, copy);
     const ours = join(dir, "ours.parquet");
     const oursFile = Buffer.concat(parts);
-    if (footerRows(oursFile) !== rows) throw new Error(`the encoded file holds ${footerRows(oursFile)} rows, expected ${rows}`);
+    if (footerRows(oursFile) !== rows)
+      throw new Error(`the encoded file holds ${footerRows(oursFile)} rows, expected ${rows}`);
     await writeFile(ours, oursFile);
     const instance = await DuckDBInstance.create(":memory:");
     const duck = await instance.connect();
@@ -173,14 +195,25 @@ async function encodingAgainstDuckDb(copy: Uint8Array[], rows: number, rounds: n
           parts = await encode(pool, copy);
         });
         o.push(rows / oursSeconds);
-        const { seconds: duckSeconds } = await timed(() => duck.run(`COPY t TO '${out}' (FORMAT parquet, COMPRESSION snappy)`));
+        const { seconds: duckSeconds } = await timed(() =>
+          duck.run(`COPY t TO '${out}' (FORMAT parquet, COMPRESSION snappy)`),
+        );
         d.push(rows / duckSeconds);
       }
       const n = (await duck.runAndReadAll(`SELECT count(*) FROM read_parquet('${out}')`)).getRows()[0]?.[0];
       if (Number(n) !== rows) throw new Error(`DuckDB wrote ${String(n)} rows, expected ${rows}`);
-      const size = (await duck.runAndReadAll(`SELECT sum(total_compressed_size) FROM parquet_metadata('${out}')`)).getRows()[0]?.[0];
+      const size = (
+        await duck.runAndReadAll(`SELECT sum(total_compressed_size) FROM parquet_metadata('${out}')`)
+      ).getRows()[0]?.[0];
       const all = o.map((x, i) => `${fmt(x)}/${fmt(d[i] as number)}`).join(", ");
-      return { ours: median(o), duck: median(d), oursBytes: oursFile.length, duckBytes: Number(size), workers: pool.size, all };
+      return {
+        ours: median(o),
+        duck: median(d),
+        oursBytes: oursFile.length,
+        duckBytes: Number(size),
+        workers: pool.size,
+        all,
+      };
     } finally {
       duck.closeSync();
     }
@@ -198,18 +231,26 @@ export async function parquetBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const rounds = opts.quick ? 3 : 2;
   // Both servers of this benchmark open one database: they share its registry key.
   const registrySecret = randomBytes(32).toString("base64url");
-  context(`parquet: all files (no filter), ${fmt(small)} then ${fmt(large)} rows; encoding stage on ${fmt(encodeRows)} rows; ${rounds} interleaved rounds, medians`);
+  context(
+    `parquet: all files (no filter), ${fmt(small)} then ${fmt(large)} rows; encoding stage on ${fmt(encodeRows)} rows; ${rounds} interleaved rounds, medians`,
+  );
   return withDatabase(async (db) => {
     await migrateDatabase(db.url);
     await bulkLoadFiles(db.url, 0, small);
     const e2e = await endToEnd(db.url, registrySecret, small, rounds);
-    context(`${fmt(small)} rows: service ${fmt(e2e.service)} rows/s (${mb(e2e.bytes)} file), pg cursor ${fmt(e2e.pg)} rows/s (rounds service/pg: ${e2e.all}); server RSS ${mb(e2e.idle)} idle, peak ${mb(e2e.peak)}`);
+    context(
+      `${fmt(small)} rows: service ${fmt(e2e.service)} rows/s (${mb(e2e.bytes)} file), pg cursor ${fmt(e2e.pg)} rows/s (rounds service/pg: ${e2e.all}); server RSS ${mb(e2e.idle)} idle, peak ${mb(e2e.peak)}`,
+    );
     const copy = await copyOfExport(db.url, encodeRows);
     const enc = await encodingAgainstDuckDb(copy, encodeRows, rounds);
-    context(`encoding ${fmt(encodeRows)} rows: service ${fmt(enc.ours)} rows/s on ${enc.workers} encoder workers (${mb(enc.oursBytes)}), DuckDB ${fmt(enc.duck)} rows/s (${mb(enc.duckBytes)} of column chunks) (rounds: ${enc.all})`);
+    context(
+      `encoding ${fmt(encodeRows)} rows: service ${fmt(enc.ours)} rows/s on ${enc.workers} encoder workers (${mb(enc.oursBytes)}), DuckDB ${fmt(enc.duck)} rows/s (${mb(enc.duckBytes)} of column chunks) (rounds: ${enc.all})`,
+    );
     await bulkLoadFiles(db.url, small, large);
     const big = await endToEnd(db.url, registrySecret, large, 1);
-    context(`${fmt(large)} rows: service ${fmt(big.service)} rows/s (${mb(big.bytes)} file), pg cursor ${fmt(big.pg)} rows/s; server RSS ${mb(big.idle)} idle, peak ${mb(big.peak)}`);
+    context(
+      `${fmt(large)} rows: service ${fmt(big.service)} rows/s (${mb(big.bytes)} file), pg cursor ${fmt(big.pg)} rows/s; server RSS ${mb(big.idle)} idle, peak ${mb(big.peak)}`,
+    );
     return [
       { name: "parquet-end-to-end", ratio: e2e.service / e2e.pg, op: ">=", target: END_TO_END_TARGET },
       { name: "parquet-encode-vs-duckdb", ratio: enc.ours / enc.duck, op: ">=", target: ENCODE_TARGET },

@@ -17,7 +17,9 @@ export const PGLITE_QUERY_TARGET = 4;
 export async function pgliteBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const batchSize = 1000;
   const batches = opts.quick ? 10 : 50;
-  context(`PGlite vs PostgreSQL through the service: gRPC create of ${fmt(batches)} batches of ${fmt(batchSize)}, then the query page on those rows`);
+  context(
+    `PGlite vs PostgreSQL through the service: gRPC create of ${fmt(batches)} batches of ${fmt(batchSize)}, then the query page on those rows`,
+  );
   return withDatabase(async (db) => {
     const pg = await startServer({ databaseUrl: db.url });
     const lite = await startServer({});
@@ -42,10 +44,17 @@ export async function pgliteBenchmarks(opts: BenchOptions): Promise<Result[]> {
         },
         opts.quick ? 30 : 60,
       );
-      context(`query page: PostgreSQL median ${fmt(median(times.postgres!), 2)} ms, PGlite ${fmt(median(times.pglite!), 2)} ms`);
+      context(
+        `query page: PostgreSQL median ${fmt(median(times.postgres!), 2)} ms, PGlite ${fmt(median(times.pglite!), 2)} ms`,
+      );
       return [
         { name: "pglite-create", ratio: rates.pglite! / rates.postgres!, op: ">=", target: PGLITE_CREATE_TARGET },
-        { name: "pglite-query-page", ratio: median(times.pglite!) / median(times.postgres!), op: "<=", target: PGLITE_QUERY_TARGET },
+        {
+          name: "pglite-query-page",
+          ratio: median(times.pglite!) / median(times.postgres!),
+          op: "<=",
+          target: PGLITE_QUERY_TARGET,
+        },
       ];
     } finally {
       await Promise.all([pg.close(), lite.close()]);

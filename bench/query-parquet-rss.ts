@@ -24,7 +24,10 @@ await db.query(
   [clock.rows[0]?.t, rows],
 );
 await db.query("UPDATE clock SET last = greatest(last, now() + interval '1 second')");
-const client = createClient(QueryService, createRouterTransport((r) => r.service(QueryService, createQueryService({ db }))));
+const client = createClient(
+  QueryService,
+  createRouterTransport((r) => r.service(QueryService, createQueryService({ db }))),
+);
 
 global.gc?.();
 const baseline = process.memoryUsage().rss;
@@ -35,7 +38,10 @@ const timer = setInterval(() => {
 let bytes = 0;
 let chunks = 0;
 const started = performance.now();
-for await (const body of client.queryParquet({ payloadType: "file", filters: [{ field: "identifier", op: "starts_with", value: { kind: { case: "stringValue", value: "bench-" } } }] })) {
+for await (const body of client.queryParquet({
+  payloadType: "file",
+  filters: [{ field: "identifier", op: "starts_with", value: { kind: { case: "stringValue", value: "bench-" } } }],
+})) {
   bytes += body.data.length;
   chunks += 1;
 }
@@ -43,7 +49,11 @@ const seconds = (performance.now() - started) / 1000;
 clearInterval(timer);
 peak = Math.max(peak, process.memoryUsage().rss);
 const mb = (n: number) => (n / 1024 / 1024).toFixed(0);
-console.log(`backend ${db.kind}, ${rows} rows, ${chunks} chunks, ${mb(bytes)} MiB of parquet, ${(rows / seconds).toFixed(0)} rows/s`);
-console.log(`RSS before export ${mb(baseline)} MiB, peak during export ${mb(peak)} MiB (x${(peak / baseline).toFixed(2)} of baseline)`);
+console.log(
+  `backend ${db.kind}, ${rows} rows, ${chunks} chunks, ${mb(bytes)} MiB of parquet, ${(rows / seconds).toFixed(0)} rows/s`,
+);
+console.log(
+  `RSS before export ${mb(baseline)} MiB, peak during export ${mb(peak)} MiB (x${(peak / baseline).toFixed(2)} of baseline)`,
+);
 await db.query("DELETE FROM resources WHERE identifier LIKE 'bench-%'");
 await db.close();

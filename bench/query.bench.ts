@@ -22,8 +22,15 @@ export const PAGE_QUERY = {
   sort_order: "desc",
 } as const;
 
-export async function postJson(url: string, body: unknown): Promise<{ results: unknown[]; next_cursor: string | null }> {
-  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+export async function postJson(
+  url: string,
+  body: unknown,
+): Promise<{ results: unknown[]; next_cursor: string | null }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   if (res.status !== 200) throw new Error(`${url} answered ${res.status}: ${text.slice(0, 300)}`);
   return JSON.parse(text) as { results: unknown[]; next_cursor: string | null };
@@ -32,9 +39,14 @@ export async function postJson(url: string, body: unknown): Promise<{ results: u
 /** The cursor after row `row` of the query, reached with pages of 10,000 identifiers. */
 export async function cursorAt(baseUrl: string, query: object, row: number): Promise<string> {
   let cursor: string | null = null;
-  for (let seen = 0; seen < row; ) {
+  for (let seen = 0; seen < row;) {
     const limit = Math.min(10_000, row - seen);
-    const page = await postJson(`${baseUrl}/query`, { ...query, select_columns: ["identifier"], limit, ...(cursor ? { cursor } : {}) });
+    const page = await postJson(`${baseUrl}/query`, {
+      ...query,
+      select_columns: ["identifier"],
+      limit,
+      ...(cursor ? { cursor } : {}),
+    });
     seen += page.results.length;
     cursor = page.next_cursor;
     if (cursor === null) throw new Error(`the query ended after ${seen} rows, before row ${row}`);
@@ -65,7 +77,9 @@ export async function queryBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const total = opts.quick ? 200_000 : 1_000_000;
   const deep = total / 2;
   const runs = opts.quick ? 30 : 60;
-  context(`query page: ${fmt(total)} files (bulk SQL in the store's shape), filter content_type eq (3 in 5 match), sort created_at desc, limit 100; deep cursor at row ${fmt(deep)}`);
+  context(
+    `query page: ${fmt(total)} files (bulk SQL in the store's shape), filter content_type eq (3 in 5 match), sort created_at desc, limit 100; deep cursor at row ${fmt(deep)}`,
+  );
   return withDatabase(async (db) => {
     await migrateDatabase(db.url);
     const t = Date.now();
@@ -77,7 +91,12 @@ export async function queryBenchmarks(opts: BenchOptions): Promise<Result[]> {
       const first = { ...PAGE_QUERY, limit: 100 };
       const cursor = await cursorAt(server.url, PAGE_QUERY, deep);
       // The first page's statement as the engine compiles it (limit + 1 tells whether more follow).
-      const st = pageStatement(planQuery(fromJson(QueryRequestSchema, first as unknown as JsonObject)), { kind: "now" }, ALL_GRANTS, { limit: 101 });
+      const st = pageStatement(
+        planQuery(fromJson(QueryRequestSchema, first as unknown as JsonObject)),
+        { kind: "now" },
+        ALL_GRANTS,
+        { limit: 101 },
+      );
       const times = await measurePages(
         server.url,
         {
@@ -87,8 +106,16 @@ export async function queryBenchmarks(opts: BenchOptions): Promise<Result[]> {
         },
         runs,
       );
-      for (const [name, xs] of Object.entries(times)) context(`${name}: median ${fmt(median(xs), 2)} ms, p95 ${fmt(percentile(xs, 95), 2)} ms`);
-      return [{ name: "query-deep-page", ratio: median(times["deep page"]!) / median(times["first page"]!), op: "<=", target: DEEP_TARGET }];
+      for (const [name, xs] of Object.entries(times))
+        context(`${name}: median ${fmt(median(xs), 2)} ms, p95 ${fmt(percentile(xs, 95), 2)} ms`);
+      return [
+        {
+          name: "query-deep-page",
+          ratio: median(times["deep page"]!) / median(times["first page"]!),
+          op: "<=",
+          target: DEEP_TARGET,
+        },
+      ];
     } finally {
       await pgClient.end();
       await server.close();

@@ -31,7 +31,9 @@ export async function readBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const total = batches * batchSize;
   const calls = opts.quick ? 100 : 400;
   const perRead = 100;
-  context(`batch read: ${fmt(total)} resources with 2 versions each (create, then a license change); ${fmt(perRead)} random identifiers a read, ${calls} reads a variant`);
+  context(
+    `batch read: ${fmt(total)} resources with 2 versions each (create, then a license change); ${fmt(perRead)} random identifiers a read, ${calls} reads a variant`,
+  );
   return withDatabase(async (db) => {
     await migrateDatabase(db.url);
     await loadThroughStoreSql(db.url, "r", batches, batchSize);
@@ -43,7 +45,8 @@ export async function readBenchmarks(opts: BenchOptions): Promise<Result[]> {
       // Second versions through the service, so the history is the service's own.
       for (let b = 0; b < batches; b++) {
         const updates: Record<string, { license: string }> = {};
-        for (let k = 0; k < batchSize; k++) updates[resourceAt("r", b * batchSize + k, batchSize).identifier] = { license: "CC0-1.0" };
+        for (let k = 0; k < batchSize; k++)
+          updates[resourceAt("r", b * batchSize + k, batchSize).identifier] = { license: "CC0-1.0" };
         await client.resources.update({ updates });
       }
       // Statistics as autovacuum would have them a minute later. Without them
@@ -77,10 +80,14 @@ export async function readBenchmarks(opts: BenchOptions): Promise<Result[]> {
       const variants: Variant[] = [
         { name: "pg current", run: (i) => runRead(currentSql[i]!) },
         { name: "pg as_of", run: (i) => runRead(asOfSql[i]!) },
-        { name: "service current", run: async (i) => (await client.resources.read({ identifiers: idSets[i]! })).resources.length },
+        {
+          name: "service current",
+          run: async (i) => (await client.resources.read({ identifiers: idSets[i]! })).resources.length,
+        },
         {
           name: "service as_of",
-          run: async (i) => (await client.resources.read({ identifiers: idSets[i]!, asOf: afterCreate })).resources.length,
+          run: async (i) =>
+            (await client.resources.read({ identifiers: idSets[i]!, asOf: afterCreate })).resources.length,
         },
       ];
       const med = summarise(await interleaved(variants, calls, perRead, "resources"));

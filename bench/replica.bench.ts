@@ -33,14 +33,17 @@ function random(seed: number): () => number {
 
 export async function replicaBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const bin = findPostgresBin();
-  if (bin === undefined) throw new Error("no PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) found; set PG_BIN");
+  if (bin === undefined)
+    throw new Error("no PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) found; set PG_BIN");
   const batchSize = 1000;
   const batches = opts.quick ? 20 : 100;
   const total = batches * batchSize;
   const calls = opts.quick ? 100 : 400;
   const perRead = 100;
   const createBatches = opts.quick ? 20 : 60;
-  context(`replica: ${fmt(total)} resources on a primary and a streaming hot standby on this machine; ${perRead} random identifiers an as_of read, ${calls} reads a variant`);
+  context(
+    `replica: ${fmt(total)} resources on a primary and a streaming hot standby on this machine; ${perRead} random identifiers an as_of read, ${calls} reads a variant`,
+  );
   const cluster = await startPgCluster(bin, "bench");
   try {
     await migrateDatabase(cluster.primaryUrl);
@@ -57,7 +60,10 @@ export async function replicaBenchmarks(opts: BenchOptions): Promise<Result[]> {
     try {
       const direct = await startServer({ databaseUrl: cluster.primaryUrl, env: { REGISTRY_SECRET } });
       closers.push(() => direct.close());
-      const routed = await startServer({ databaseUrl: cluster.primaryUrl, env: { REGISTRY_SECRET, DATABASE_READ_URLS: cluster.standbyUrl } });
+      const routed = await startServer({
+        databaseUrl: cluster.primaryUrl,
+        env: { REGISTRY_SECRET, DATABASE_READ_URLS: cluster.standbyUrl },
+      });
       closers.push(() => routed.close());
       const onStandby = await connect(cluster.standbyUrl);
       closers.push(() => onStandby.end());
@@ -70,15 +76,23 @@ export async function replicaBenchmarks(opts: BenchOptions): Promise<Result[]> {
         return [...ids];
       });
       // An as_of read is two statements (src/store/read.ts): the read point, then the read at it.
-      const asOfSql = await Promise.all(idSets.map((ids) => captureStatements((d) => readResources(d, ALL_GRANTS, ids, { asOf }))));
+      const asOfSql = await Promise.all(
+        idSets.map((ids) => captureStatements((d) => readResources(d, ALL_GRANTS, ids, { asOf }))),
+      );
       const runAsOf = async (q: typeof admin, i: number): Promise<number> => {
         const [point, read] = asOfSql[i]!;
         const { rows } = await q.query<{ t: string }>(point!.sql, point!.params);
         return (await q.query(read!.sql, [read!.params![0], rows[0]?.t])).rows.length;
       };
       const variants: { name: string; run: (i: number) => Promise<number> }[] = [
-        { name: "service on the primary", run: async (i) => (await directClient.resources.read({ identifiers: idSets[i]!, asOf })).resources.length },
-        { name: "service routed to the standby", run: async (i) => (await routedClient.resources.read({ identifiers: idSets[i]!, asOf })).resources.length },
+        {
+          name: "service on the primary",
+          run: async (i) => (await directClient.resources.read({ identifiers: idSets[i]!, asOf })).resources.length,
+        },
+        {
+          name: "service routed to the standby",
+          run: async (i) => (await routedClient.resources.read({ identifiers: idSets[i]!, asOf })).resources.length,
+        },
         { name: "pg on the primary", run: (i) => runAsOf(admin, i) },
         { name: "pg on the standby", run: (i) => runAsOf(onStandby, i) },
       ];
@@ -98,15 +112,20 @@ export async function replicaBenchmarks(opts: BenchOptions): Promise<Result[]> {
           if (i >= warm) times.get(v.name)!.push(ms);
         }
       }
-      const serviceCpu = (name: string, pid: number) => async () => ((await processCpuMs(pid)) - cpu.get(name)!) / calls;
+      const serviceCpu = (name: string, pid: number) => async () =>
+        ((await processCpuMs(pid)) - cpu.get(name)!) / calls;
       const directCpu = await serviceCpu("direct", direct.pid)();
       const routedCpu = await serviceCpu("routed", routed.pid)();
       const metrics = await (await fetch(`${routed.url}/metrics`)).text();
       const standbyReads = Number(/^rs_db_reads_total\{target="standby"\} (\d+)$/m.exec(metrics)?.[1] ?? NaN);
-      if (!(standbyReads >= calls)) throw new Error(`the routed service ran ${standbyReads} reads on the standby, expected at least ${calls}`);
+      if (!(standbyReads >= calls))
+        throw new Error(`the routed service ran ${standbyReads} reads on the standby, expected at least ${calls}`);
       const med = (name: string) => median(times.get(name)!);
-      for (const v of variants) context(`${v.name}: median ${fmt(med(v.name), 2)} ms, p95 ${fmt(percentile(times.get(v.name)!, 95), 2)} ms`);
-      context(`service CPU a read: ${fmt(directCpu, 2)} ms on the primary alone, ${fmt(routedCpu, 2)} ms routed (10 ms ticks over ${calls} reads)`);
+      for (const v of variants)
+        context(`${v.name}: median ${fmt(med(v.name), 2)} ms, p95 ${fmt(percentile(times.get(v.name)!, 95), 2)} ms`);
+      context(
+        `service CPU a read: ${fmt(directCpu, 2)} ms on the primary alone, ${fmt(routedCpu, 2)} ms routed (10 ms ticks over ${calls} reads)`,
+      );
       context(`reads on the standby per /metrics: ${standbyReads}`);
 
       // Replay lag under the create benchmark's load (batches of 1000 over gRPC), sampled from pg_stat_replication.
@@ -133,7 +152,12 @@ export async function replicaBenchmarks(opts: BenchOptions): Promise<Result[]> {
         `replay lag under create load (${fmt((createBatches * batchSize) / seconds)} rows/s for ${fmt(seconds, 1)} s): p50 ${fmt(lags.length > 0 ? median(lags) : NaN, 1)} ms, p99 ${fmt(lagP99, 1)} ms over ${lags.length} samples`,
       );
       return [
-        { name: "replica-read-overhead", ratio: med("service routed to the standby") / med("service on the primary"), op: "<=", target: REPLICA_READ_TARGET },
+        {
+          name: "replica-read-overhead",
+          ratio: med("service routed to the standby") / med("service on the primary"),
+          op: "<=",
+          target: REPLICA_READ_TARGET,
+        },
       ];
     } finally {
       for (const close of closers.reverse()) await close();

@@ -47,7 +47,8 @@ const groups: { name: string; run: (opts: BenchOptions) => Promise<Result[]> }[]
 async function main(): Promise<void> {
   const opts = parseOptions(process.argv.slice(2));
   const unknown = [...(opts.only ?? [])].filter((name) => !groups.some((g) => g.name === name));
-  if (unknown.length > 0) throw new Error(`unknown group ${unknown.join(", ")} (groups: ${groups.map((g) => g.name).join(", ")})`);
+  if (unknown.length > 0)
+    throw new Error(`unknown group ${unknown.join(", ")} (groups: ${groups.map((g) => g.name).join(", ")})`);
   const started = Date.now();
   process.stdout.write(
     `machine: ${cpus().length} cpus (${cpus()[0]?.model ?? "?"}), ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, PostgreSQL ${await serverVersion()}${opts.quick ? ", --quick" : ""}\n`,

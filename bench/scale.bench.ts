@@ -55,21 +55,36 @@ const fpath = (p: number, s: number, x: number, f: number) => `s3://bench/p${p}/
 const MODALITIES = ["CT", "MR", "US", "XA"];
 
 type Client = ReturnType<typeof createResourceStoreClient>;
-type ResourceInit = Parameters<Client["resources"]["create"]>[0] extends infer R ? (R extends { resources?: (infer I)[] } ? I : never) : never;
+type ResourceInit = Parameters<Client["resources"]["create"]>[0] extends infer R
+  ? R extends { resources?: (infer I)[] }
+    ? I
+    : never
+  : never;
 
 /** The resources of patient p, in creation order (parents first). */
 function patientResources(p: number): ResourceInit[] {
   const out: ResourceInit[] = [
-    { identifier: pid(p), parentIdentifier: `ds-${p % 2}`, payload: { case: "patient", value: { datasourceId: `hospital-${p % 2}` } } },
+    {
+      identifier: pid(p),
+      parentIdentifier: `ds-${p % 2}`,
+      payload: { case: "patient", value: { datasourceId: `hospital-${p % 2}` } },
+    },
   ];
   for (let s = 0; s < STUDIES; s++) {
     out.push({
       identifier: sid(p, s),
       parentIdentifier: pid(p),
-      payload: { case: "study", value: { accessionNumber: `ACC${p}-${s}`, studyDate: `2020-01-${String(1 + ((p + s) % 28)).padStart(2, "0")}` } },
+      payload: {
+        case: "study",
+        value: { accessionNumber: `ACC${p}-${s}`, studyDate: `2020-01-${String(1 + ((p + s) % 28)).padStart(2, "0")}` },
+      },
     });
     for (let x = 0; x < SERIES; x++) {
-      out.push({ identifier: xid(p, s, x), parentIdentifier: sid(p, s), payload: { case: "series", value: { modality: MODALITIES[x % 4]! } } });
+      out.push({
+        identifier: xid(p, s, x),
+        parentIdentifier: sid(p, s),
+        payload: { case: "series", value: { modality: MODALITIES[x % 4]! } },
+      });
       for (let f = 0; f < FILES; f++) {
         out.push({
           identifier: fid(p, s, x, f),
@@ -88,16 +103,21 @@ async function grow(client: Client, from: number, to: number): Promise<void> {
   let last = started;
   for (let p = from; p < to; p++) {
     const items = patientResources(p);
-    for (let i = 0; i < items.length; i += BATCH) await client.resources.create({ resources: items.slice(i, i + BATCH) });
+    for (let i = 0; i < items.length; i += BATCH)
+      await client.resources.create({ resources: items.slice(i, i + BATCH) });
     // A tenth of the files updated once.
     const updates: Record<string, { license: string }> = {};
-    for (let s = 0; s < STUDIES; s++) for (let x = 0; x < SERIES; x++) for (let f = 0; f < FILES; f += 10) updates[fid(p, s, x, f)] = { license: "CC-BY-4.0" };
+    for (let s = 0; s < STUDIES; s++)
+      for (let x = 0; x < SERIES; x++)
+        for (let f = 0; f < FILES; f += 10) updates[fid(p, s, x, f)] = { license: "CC-BY-4.0" };
     await client.resources.update({ updates });
     if (Date.now() - last > 10_000 || p === to - 1) {
       last = Date.now();
       const done = p + 1 - from;
       const rate = (done * PER_PATIENT) / ((last - started) / 1000);
-      context(`grown to ${fmt((p + 1) * PER_PATIENT + 2)} resources (${fmt(rate)} resources/s, ~${fmt(((to - p - 1) * PER_PATIENT) / rate)} s left)`);
+      context(
+        `grown to ${fmt((p + 1) * PER_PATIENT + 2)} resources (${fmt(rate)} resources/s, ~${fmt(((to - p - 1) * PER_PATIENT) / rate)} s left)`,
+      );
     }
   }
 }
@@ -119,22 +139,60 @@ function routes(url: string): Route[] {
     { name: "read-100", run: (asOf) => c.resources.read({ identifiers: ids100, ...at(asOf) }) },
     { name: "children-100", run: (asOf) => v1.lineage.children({ parentIdentifier: xid(0, 1, 1), ...at(asOf) }) },
     { name: "children-datasource", run: (asOf) => v1.lineage.children({ parentIdentifier: "ds-0", ...at(asOf) }) },
-    { name: "subtree-page-100", run: (asOf) => c.query.query({ parentIdentifier: pid(0), includeIndirectParents: true, limit: 100, ...at(asOf) }) },
-    { name: "subtree-count", run: (asOf) => c.query.count({ parentIdentifier: pid(0), includeIndirectParents: true, ...at(asOf) }) },
-    { name: "eq-path", run: (asOf) => c.query.query({ payloadType: "file", filters: [{ field: "path", op: "eq", value: str(fpath(0, 2, 3, 4)) }], ...at(asOf) }) },
+    {
+      name: "subtree-page-100",
+      run: (asOf) => c.query.query({ parentIdentifier: pid(0), includeIndirectParents: true, limit: 100, ...at(asOf) }),
+    },
+    {
+      name: "subtree-count",
+      run: (asOf) => c.query.count({ parentIdentifier: pid(0), includeIndirectParents: true, ...at(asOf) }),
+    },
+    {
+      name: "eq-path",
+      run: (asOf) =>
+        c.query.query({
+          payloadType: "file",
+          filters: [{ field: "path", op: "eq", value: str(fpath(0, 2, 3, 4)) }],
+          ...at(asOf),
+        }),
+    },
     {
       name: "in-path",
       run: (asOf) =>
-        c.query.query({ payloadType: "file", filters: [{ field: "path", op: "in", value: list([fpath(0, 0, 0, 1), fpath(0, 4, 3, 99), "s3://bench/none"]) }], ...at(asOf) }),
+        c.query.query({
+          payloadType: "file",
+          filters: [
+            { field: "path", op: "in", value: list([fpath(0, 0, 0, 1), fpath(0, 4, 3, 99), "s3://bench/none"]) },
+          ],
+          ...at(asOf),
+        }),
     },
-    { name: "filtered-page-ct", run: (asOf) => c.query.query({ payloadType: "series", filters: [{ field: "modality", op: "eq", value: str("CT") }], limit: 100, ...at(asOf) }) },
-    { name: "history", run: (asOf) => c.resources.history({ identifier: fid(0, 1, 1, 10), ...(asOf !== undefined ? { until: asOf } : {}) }) },
+    {
+      name: "filtered-page-ct",
+      run: (asOf) =>
+        c.query.query({
+          payloadType: "series",
+          filters: [{ field: "modality", op: "eq", value: str("CT") }],
+          limit: 100,
+          ...at(asOf),
+        }),
+    },
+    {
+      name: "history",
+      run: (asOf) =>
+        c.resources.history({ identifier: fid(0, 1, 1, 10), ...(asOf !== undefined ? { until: asOf } : {}) }),
+    },
     { name: "parents", run: (asOf) => c.lineage.parents({ identifier: fid(0, 3, 2, 50), ...at(asOf) }) },
     {
       name: "parquet-subtree",
       run: async (asOf) => {
         let bytes = 0;
-        for await (const chunk of c.query.queryParquet({ parentIdentifier: pid(0), includeIndirectParents: true, ...at(asOf) })) bytes += chunk.data.length;
+        for await (const chunk of c.query.queryParquet({
+          parentIdentifier: pid(0),
+          includeIndirectParents: true,
+          ...at(asOf),
+        }))
+          bytes += chunk.data.length;
         return bytes;
       },
     },
@@ -173,7 +231,10 @@ function parseSizes(raw: string | undefined): number[] {
 
 async function setUp(client: Client): Promise<void> {
   await client.resources.create({
-    resources: [0, 1].map((d) => ({ identifier: `ds-${d}`, payload: { case: "datasource" as const, value: { name: `hospital ${d}` } } })),
+    resources: [0, 1].map((d) => ({
+      identifier: `ds-${d}`,
+      payload: { case: "datasource" as const, value: { name: `hospital ${d}` } },
+    })),
   });
 }
 
@@ -191,7 +252,9 @@ export async function scaleBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const sizes = parseSizes(opts.sizes);
   const patientsAt = (n: number) => Math.max(3, Math.round(n / PER_PATIENT));
   const label = (n: number) => (n >= 1_000_000 ? `${n / 1_000_000}m` : `${n / 1000}k`);
-  context(`scale: stores of ${sizes.map(label).join(", ")} grown through the service (${PER_PATIENT} resources a patient), ${CALLS} warm calls a route`);
+  context(
+    `scale: stores of ${sizes.map(label).join(", ")} grown through the service (${PER_PATIENT} resources a patient), ${CALLS} warm calls a route`,
+  );
   const results: Result[] = [];
   const measured: Map<string, number>[] = [];
   await withDatabase(async (db) => {
@@ -206,9 +269,13 @@ export async function scaleBenchmarks(opts: BenchOptions): Promise<Result[]> {
         const { seconds } = await timed(() => grow(client, patients, target));
         patients = target;
         await pg.query("ANALYZE");
-        const { rows } = await pg.query<{ bytes: string }>("SELECT pg_database_size(current_database())::text AS bytes");
+        const { rows } = await pg.query<{ bytes: string }>(
+          "SELECT pg_database_size(current_database())::text AS bytes",
+        );
         const total = patients * PER_PATIENT + 2;
-        context(`${label(size)}: ${fmt(total)} resources in ${fmt(seconds)} s; ${fmt(Number(rows[0]?.bytes) / total)} bytes a resource on disk (whole database)`);
+        context(
+          `${label(size)}: ${fmt(total)} resources in ${fmt(seconds)} s; ${fmt(Number(rows[0]?.bytes) / total)} bytes a resource on disk (whole database)`,
+        );
         const times = await measureRoutes(server.url, past);
         for (const [name, ms] of times) context(`${label(size)} ${name}: ${fmt(ms, 2)} ms`);
         measured.push(times);
@@ -222,9 +289,16 @@ export async function scaleBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const last = measured[measured.length - 1]!;
   if (measured.length >= 2) {
     const first = measured[0]!;
-    for (const [name, ms] of last) results.push({ name: `scale-${name}`, ratio: ms / (first.get(name) ?? NaN), op: "<=", target: SCALE_RATIO_TARGET });
+    for (const [name, ms] of last)
+      results.push({
+        name: `scale-${name}`,
+        ratio: ms / (first.get(name) ?? NaN),
+        op: "<=",
+        target: SCALE_RATIO_TARGET,
+      });
   }
-  for (const [name, ms] of last) results.push({ name: `scale-${name}-${lastSize}-ms`, ratio: ms, op: "<=", target: ceilingOf(name), bare: true });
+  for (const [name, ms] of last)
+    results.push({ name: `scale-${name}-${lastSize}-ms`, ratio: ms, op: "<=", target: ceilingOf(name), bare: true });
 
   // The embedded store at the first size, against the ceilings x 3.
   const liteSize = sizes[0]!;
@@ -236,7 +310,13 @@ export async function scaleBenchmarks(opts: BenchOptions): Promise<Result[]> {
     context(`pglite ${label(liteSize)}: grown in ${fmt(seconds)} s`);
     const times = await measureRoutes(lite.url, past);
     for (const [name, ms] of times) {
-      results.push({ name: `scale-${name}-pglite-${label(liteSize)}-ms`, ratio: ms, op: "<=", target: ceilingOf(name) * PGLITE_CEILING_FACTOR, bare: true });
+      results.push({
+        name: `scale-${name}-pglite-${label(liteSize)}-ms`,
+        ratio: ms,
+        op: "<=",
+        target: ceilingOf(name) * PGLITE_CEILING_FACTOR,
+        bare: true,
+      });
     }
   } finally {
     await lite.close();

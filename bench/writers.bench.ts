@@ -26,18 +26,27 @@ export const HORIZON_TARGET = 0.9;
 
 const MODES: readonly StampMode[] = ["clock", "free", "horizon"];
 
-async function atConcurrency(n: number, batches: number, batchSize: number, rounds: number, warmUp: number): Promise<Result[]> {
+async function atConcurrency(
+  n: number,
+  batches: number,
+  batchSize: number,
+  rounds: number,
+  warmUp: number,
+): Promise<Result[]> {
   const written = batches + warmUp;
   return withDatabase((clockDb) =>
     withDatabase((freeDb) =>
       withDatabase((horizonDb) =>
         withDatabase(async (grpcDb) => {
           const urls: Record<StampMode, string> = { clock: clockDb.url, free: freeDb.url, horizon: horizonDb.url };
-          const lean = await Promise.all(MODES.map((m) => leanWriter(urls[m], `w${m}`, written, batchSize, n, { stamp: m })));
+          const lean = await Promise.all(
+            MODES.map((m) => leanWriter(urls[m], `w${m}`, written, batchSize, n, { stamp: m })),
+          );
           const server = await startServer({ databaseUrl: grpcDb.url });
           try {
             const writers: Parameters<typeof interleaved>[0] = {};
-            for (const [k, m] of MODES.entries()) writers[m] = { write: lean[k]!.write, countUrl: urls[m], countSql: LEAN_COUNT };
+            for (const [k, m] of MODES.entries())
+              writers[m] = { write: lean[k]!.write, countUrl: urls[m], countSql: LEAN_COUNT };
             writers.grpc = { write: serviceWriter("grpc", server.url, "wg", written, batchSize), countUrl: grpcDb.url };
             const rates = await interleaved(writers, batches, batchSize, n, rounds, warmUp);
             context(

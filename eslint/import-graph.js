@@ -19,7 +19,13 @@ const SKIP = new Set(["node_modules", "dist", "gen", ".git"]);
 export function resolveImport(fromFile, specifier) {
   if (!specifier.startsWith("./") && !specifier.startsWith("../")) return undefined;
   const raw = resolve(dirname(fromFile), specifier);
-  const candidates = [raw.replace(/\.js$/, ".ts"), raw.replace(/\.mjs$/, ".mts"), raw, `${raw}.ts`, join(raw, "index.ts")];
+  const candidates = [
+    raw.replace(/\.js$/, ".ts"),
+    raw.replace(/\.mjs$/, ".mts"),
+    raw,
+    `${raw}.ts`,
+    join(raw, "index.ts"),
+  ];
   return candidates.find((c) => existsSync(c) && statSync(c).isFile());
 }
 
@@ -104,14 +110,25 @@ function eachImport(check) {
     const source = node.source;
     if (source && source.type === "Literal" && typeof source.value === "string") check(source, source.value);
   };
-  return { ImportDeclaration: visit, ExportNamedDeclaration: visit, ExportAllDeclaration: visit, ImportExpression: visit };
+  return {
+    ImportDeclaration: visit,
+    ExportNamedDeclaration: visit,
+    ExportAllDeclaration: visit,
+    ImportExpression: visit,
+  };
 }
 
 export const noImportCycle = {
   meta: {
     type: "problem",
     docs: { description: "no circle of imports among the files of the given folders" },
-    schema: [{ type: "object", properties: { folders: { type: "array", items: { type: "string" } } }, additionalProperties: false }],
+    schema: [
+      {
+        type: "object",
+        properties: { folders: { type: "array", items: { type: "string" } } },
+        additionalProperties: false,
+      },
+    ],
     messages: { circle: "this import closes a circle: {{path}}" },
   },
   create(context) {
@@ -174,7 +191,11 @@ export const floorsRule = {
         if (target === undefined) return;
         const theirs = floorOf(root, target, floors);
         if (theirs === undefined || theirs <= own) return;
-        context.report({ node, messageId: "up", data: { target: rel(target), targetFloor: floors[theirs].name, ownFloor: floors[own].name } });
+        context.report({
+          node,
+          messageId: "up",
+          data: { target: rel(target), targetFloor: floors[theirs].name, ownFloor: floors[own].name },
+        });
       }),
     };
   },

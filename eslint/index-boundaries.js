@@ -54,7 +54,11 @@ export const indexBoundaries = {
       if (!source || source.type !== "Literal" || typeof source.value !== "string") return;
       const folder = boundaryCrossed(context.filename, source.value, root);
       if (folder !== undefined) {
-        context.report({ node: source, messageId: "inner", data: { specifier: source.value, folder: relative(root, folder) } });
+        context.report({
+          node: source,
+          messageId: "inner",
+          data: { specifier: source.value, folder: relative(root, folder) },
+        });
       }
     };
     return {

@@ -40,7 +40,8 @@ export function staleBecause(root: string): string | undefined {
       const rel = source.slice(root.length + 1);
       const built = mtime(join(root, "dist", rel.replace(/\.ts$/, ".js")));
       if (built === undefined) return `dist/ has no build of ${rel}`;
-      if (built <= Math.max(mtime(source) ?? 0, settled)) return `${rel} (or a build setting) changed since it was built`;
+      if (built <= Math.max(mtime(source) ?? 0, settled))
+        return `${rel} (or a build setting) changed since it was built`;
     }
   }
   const page = mtime(join(root, "dist", "ui", "index.html"));

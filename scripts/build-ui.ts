@@ -32,7 +32,10 @@ export async function buildUi(outDir = join(root, "dist", "ui")): Promise<{ outD
   if (script === undefined) throw new Error("esbuild wrote no script");
   let html = await readFile(join(root, "ui", "index.html"), "utf8");
   html = html.replace('src="/ui/main.js"', `src="/ui/${script}"`);
-  html = html.replace("<!-- build: styles -->", style === undefined ? "" : `<link rel="stylesheet" href="/ui/${style}">`);
+  html = html.replace(
+    "<!-- build: styles -->",
+    style === undefined ? "" : `<link rel="stylesheet" href="/ui/${style}">`,
+  );
   await writeFile(join(outDir, "index.html"), html);
   return { outDir, files: [...outputs, "index.html"] };
 }

@@ -8,7 +8,13 @@
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import type { ConnectRouter } from "@connectrpc/connect";
-import { Code, type ConnectError, createContextValues, createRouterTransport, type Transport } from "@connectrpc/connect";
+import {
+  Code,
+  type ConnectError,
+  createContextValues,
+  createRouterTransport,
+  type Transport,
+} from "@connectrpc/connect";
 import { checkScope, createAuthenticator, type Authenticator } from "./auth/index.js";
 import { ConfigError, type Config } from "./config.js";
 import type { Logger } from "./log.js";
@@ -48,7 +54,19 @@ import {
   type ServiceImpls,
 } from "./rpc/index.js";
 import type { RequestHandler } from "./server.js";
-import { createEventFeed, createNotifications, loadRegistryKeys, correctModes, migrate, openDatabase, secureDataDir, type Db, type EventFeed, type Notifications, type RegistryKey } from "./store/index.js";
+import {
+  createEventFeed,
+  createNotifications,
+  loadRegistryKeys,
+  correctModes,
+  migrate,
+  openDatabase,
+  secureDataDir,
+  type Db,
+  type EventFeed,
+  type Notifications,
+  type RegistryKey,
+} from "./store/index.js";
 import { createObjectStorage, type ObjectStorage } from "./storage/index.js";
 import { createEncoderPool, type EncoderPool } from "./parquet/index.js";
 import { assertCorsSafe, withCors } from "./cors.js";
@@ -79,7 +97,11 @@ type Req = IncomingMessage | Http2ServerRequest;
 const allServices = revisions.flatMap((r) => r.services);
 
 /** `pipeline`: the feed's streams compress with its feedCompression (the other options are the router's). */
-function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>, pipeline: Pick<Pipeline, "feedCompression">): (router: ConnectRouter) => void {
+function routesFor(
+  impls: ServiceImpls,
+  ready: () => Promise<boolean>,
+  pipeline: Pick<Pipeline, "feedCompression">,
+): (router: ConnectRouter) => void {
   const health = createHealthService({ ready, services: allServices.map((s) => s.typeName) });
   const reflection = createReflectionService([...allServices, Health, ServerReflection, ServerReflectionV1alpha]);
   return (router) => {
@@ -88,7 +110,8 @@ function routesFor(impls: ServiceImpls, ready: () => Promise<boolean>, pipeline:
       const impl = impls[serviceName(svc)] ?? {};
       // The same compressions as every call (requests compressed with them are
       // read as before), but a feed message is compressed once for all its streams.
-      if (serviceName(svc) === "EventService") router.service(svc, impl, { acceptCompression: [...pipeline.feedCompression] });
+      if (serviceName(svc) === "EventService")
+        router.service(svc, impl, { acceptCompression: [...pipeline.feedCompression] });
       else router.service(svc, impl);
     }
     router.service(Health, health);
@@ -116,7 +139,11 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const auth =
     opts.auth ??
     createAuthenticator(config.auth, {
-      onKeyFetchFailure: (message) => log.warn({ error: message }, "the identity provider's keys could not be fetched; the last good keys serve until OIDC_JWKS_MAX_STALE_MS"),
+      onKeyFetchFailure: (message) =>
+        log.warn(
+          { error: message },
+          "the identity provider's keys could not be fetched; the last good keys serve until OIDC_JWKS_MAX_STALE_MS",
+        ),
     });
   assertCorsSafe(config.corsOrigins, auth.enabled);
   // An AUDIT_LOG that cannot be written fails start-up, saying why, rather than every read (docs/operations.md).
@@ -132,7 +159,11 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   // DATA_DIR is owner-only (src/store/data-dir.ts): what this process creates there, and what an earlier one left wider.
   const usesDataDir = config.databaseUrl === undefined || config.s3.endpoint === undefined;
   const corrected = usesDataDir ? await secureDataDir(config.dataDir) : 0;
-  if (corrected > 0) log.warn({ dataDir: config.dataDir, corrected }, "DATA_DIR held files or directories other users could read or change; made them owner-only (0600/0700)");
+  if (corrected > 0)
+    log.warn(
+      { dataDir: config.dataDir, corrected },
+      "DATA_DIR held files or directories other users could read or change; made them owner-only (0600/0700)",
+    );
   const untracedDb = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
@@ -224,7 +255,13 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const callRecords = new WeakMap<Req, CallRecord>();
   // A call answered without the interceptors (refused at the front door, or a
   // cached constant document): the log line and metrics they would write.
-  const recordCall = (method: DescMethod, err: ConnectError | undefined, req: Req, started: bigint, record?: CallRecord): void =>
+  const recordCall = (
+    method: DescMethod,
+    err: ConnectError | undefined,
+    req: Req,
+    started: bigint,
+    record?: CallRecord,
+  ): void =>
     pipeline.recordSkipped(
       method,
       err,
@@ -235,10 +272,12 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       tracing?.recordCall(`${method.parent.typeName}/${method.name}`, err?.code, req.headers, started),
     );
   // The handler objects by service type name, for the lanes.
-  const implsByType = new Map(allServices.flatMap((s) => {
-    const impl = impls[serviceName(s)];
-    return impl === undefined ? [] : [[s.typeName, impl] as const];
-  }));
+  const implsByType = new Map(
+    allServices.flatMap((s) => {
+      const impl = impls[serviceName(s)];
+      return impl === undefined ? [] : [[s.typeName, impl] as const];
+    }),
+  );
   // Unary calls of our services, REST and plain Connect, run their interceptors and handlers in process.
   const lane = createUnaryLane({ services: allServices, impls: implsByType, pipeline });
   const rest = createRestHandler({
@@ -261,11 +300,16 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   const fallback = createHttpFallback({ log, rest, ops: createOpsRoutes({ metrics, ready }), callRecords });
 
   // A gRPC Watch (the plain case) writes each feed message's one envelope to all its streams.
-  const feedLane = createFeedLane({ services: allServices.filter((s) => serviceName(s) === "EventService"), impls: implsByType, pipeline });
+  const feedLane = createFeedLane({
+    services: allServices.filter((s) => serviceName(s) === "EventService"),
+    impls: implsByType,
+    pipeline,
+  });
   const rpc = guardedNodeAdapter({ routes, pipeline, lane, feedLane, fallback });
   // Paths as sent and credentials before any body is read (docs/contract/16-limits.md).
   const rpcPaths = new Map<string, DescMethod>();
-  for (const svc of [...allServices, Health, ServerReflection, ServerReflectionV1alpha]) for (const m of svc.methods) rpcPaths.set(`/${svc.typeName}/${m.name}`, m);
+  for (const svc of [...allServices, Health, ServerReflection, ServerReflectionV1alpha])
+    for (const m of svc.methods) rpcPaths.set(`/${svc.typeName}/${m.name}`, m);
   const restTable = buildRouteTable(revisions);
   const frontDoor = createFrontDoor(
     {
@@ -281,8 +325,11 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       onRefused: (method, err, req, started, status) => {
         if (method !== undefined && audit !== undefined) {
           const id = req.headers[REQUEST_ID];
-          auditRefused(audit, method, err, { requestId: typeof id === "string" && requestIdOf(id) === id ? id : undefined, address: peerOf(req) }).catch(
-            (e: unknown) => log.error({ err: e }, "the audit line of a call refused by authentication could not be written"),
+          auditRefused(audit, method, err, {
+            requestId: typeof id === "string" && requestIdOf(id) === id ? id : undefined,
+            address: peerOf(req),
+          }).catch((e: unknown) =>
+            log.error({ err: e }, "the audit line of a call refused by authentication could not be written"),
           );
         }
         const rawPath = (req.url ?? "/").split("?", 1)[0] ?? "/";
@@ -291,16 +338,34 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
         const record: CallRecord = { closed: false };
         if (method !== undefined) recordCall(method, err, req, started, record);
         const durationMs = Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
-        const head = { request_id: requestIdOf(req.headers[REQUEST_ID] as string | undefined), method: req.method, path: rawPath.slice(0, 200), status };
+        const head = {
+          request_id: requestIdOf(req.headers[REQUEST_ID] as string | undefined),
+          method: req.method,
+          path: rawPath.slice(0, 200),
+          status,
+        };
         if (record.rpc === undefined) log.info({ ...head, code: Code[err.code], duration_ms: durationMs }, "http");
-        else log.info({ ...head, ...(record.traceId !== undefined ? { trace_id: record.traceId } : {}), rpc: record.rpc, code: record.code, duration_ms: durationMs }, "call");
+        else
+          log.info(
+            {
+              ...head,
+              ...(record.traceId !== undefined ? { trace_id: record.traceId } : {}),
+              rpc: record.rpc,
+              code: record.code,
+              duration_ms: durationMs,
+            },
+            "call",
+          );
       },
     },
     rpc,
   );
   // Browsers (docs/contract/15-browsers.md): CORS in front of every route (so refusals carry it too), then the explorer.
   // Host first (docs/contract/16-limits.md): a rebinding page's request is refused before CORS or any route.
-  const handler = withAllowedHosts(allowedHostsFor(auth.enabled, config.allowedHosts), withCors(config.corsOrigins, withUi(opts.uiDir ?? defaultUiDir(), frontDoor)));
+  const handler = withAllowedHosts(
+    allowedHostsFor(auth.enabled, config.allowedHosts),
+    withCors(config.corsOrigins, withUi(opts.uiDir ?? defaultUiDir(), frontDoor)),
+  );
 
   return {
     handler,

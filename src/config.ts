@@ -277,8 +277,15 @@ function hostNames(env: Env, name: string): readonly string[] | undefined {
   const list: string[] = [];
   for (const entry of raw.split(",").map((e) => e.trim().toLowerCase())) {
     if (entry === "") continue;
-    if (!/^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::\d{1,5})?$/.test(entry)) {
-      throw new ConfigError(name, `must hold host names such as api.example.org or 10.0.0.5:8080, got ${JSON.stringify(entry)}`);
+    if (
+      !/^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::\d{1,5})?$/.test(
+        entry,
+      )
+    ) {
+      throw new ConfigError(
+        name,
+        `must hold host names such as api.example.org or 10.0.0.5:8080, got ${JSON.stringify(entry)}`,
+      );
     }
     list.push(entry);
   }
@@ -294,7 +301,7 @@ function origins(env: Env, name: string): readonly string[] | "*" | undefined {
   const list: string[] = [];
   for (const entry of raw.split(",").map((e) => e.trim())) {
     if (entry === "") continue;
-    if (entry === "*") throw new ConfigError(name, "must be \"*\" alone or a list of origins, not a list holding \"*\"");
+    if (entry === "*") throw new ConfigError(name, 'must be "*" alone or a list of origins, not a list holding "*"');
     let origin: string;
     try {
       const parsed = new URL(entry);
@@ -304,7 +311,10 @@ function origins(env: Env, name: string): readonly string[] | "*" | undefined {
       throw new ConfigError(name, `must hold origins such as https://example.org, got ${JSON.stringify(entry)}`);
     }
     if (origin !== entry.replace(/\/$/, "").toLowerCase() && origin !== entry.replace(/\/$/, "")) {
-      throw new ConfigError(name, `must hold origins only (scheme://host[:port], no path), got ${JSON.stringify(entry)}`);
+      throw new ConfigError(
+        name,
+        `must hold origins only (scheme://host[:port], no path), got ${JSON.stringify(entry)}`,
+      );
     }
     list.push(origin);
   }
@@ -383,7 +393,13 @@ export function loadConfig(env: Env = process.env): Config {
     events: {
       heartbeatMs: int(env, "EVENTS_HEARTBEAT_MS", DEFAULTS.EVENTS_HEARTBEAT_MS, 10, 3_600_000),
       pageSize: int(env, "EVENTS_PAGE_SIZE", DEFAULTS.EVENTS_PAGE_SIZE, 1, 100_000),
-      maxMessageBytes: int(env, "EVENTS_MAX_MESSAGE_BYTES", DEFAULTS.EVENTS_MAX_MESSAGE_BYTES, 1024, 1024 * 1024 * 1024),
+      maxMessageBytes: int(
+        env,
+        "EVENTS_MAX_MESSAGE_BYTES",
+        DEFAULTS.EVENTS_MAX_MESSAGE_BYTES,
+        1024,
+        1024 * 1024 * 1024,
+      ),
       maxStreams: int(env, "MAX_WATCH_STREAMS", DEFAULTS.MAX_WATCH_STREAMS, 1, 1_000_000),
     },
     // --- browsers (docs/contract/15-browsers.md) ---
@@ -398,7 +414,10 @@ export function loadConfig(env: Env = process.env): Config {
 function tracingConfigured(env: Env): boolean {
   if ((str(env, "OTEL_SDK_DISABLED") ?? "").toLowerCase() === "true") return false;
   if ((str(env, "OTEL_TRACES_EXPORTER") ?? "").toLowerCase() === "none") return false;
-  return str(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") !== undefined || str(env, "OTEL_EXPORTER_OTLP_ENDPOINT") !== undefined;
+  return (
+    str(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") !== undefined ||
+    str(env, "OTEL_EXPORTER_OTLP_ENDPOINT") !== undefined
+  );
 }
 
 // --- registry keys (docs/contract/06-registry.md) --------------------------
@@ -414,7 +433,12 @@ function tracingConfigured(env: Env): boolean {
 /** The id of a key given alone (REGISTRY_SECRET, its file, the generated key, the key moved out of the database). */
 export const DEFAULT_REGISTRY_KEY_ID = "default";
 const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
-const REGISTRY_KEY_VARIABLES = ["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS", "REGISTRY_SECRETS_FILE"] as const;
+const REGISTRY_KEY_VARIABLES = [
+  "REGISTRY_SECRET",
+  "REGISTRY_SECRET_FILE",
+  "REGISTRY_SECRETS",
+  "REGISTRY_SECRETS_FILE",
+] as const;
 
 /**
  * The REGISTRY_SECRETS format: `id:key,id:key,...`, the first hashing new
@@ -452,7 +476,10 @@ function singleRegistryKey(text: string, variable: string): RegistryKeyConfig[] 
   if (secret === "") throw new ConfigError(variable, "is empty");
   if (/[\r\n]/.test(secret)) {
     const list = variable.endsWith("_FILE") ? "REGISTRY_SECRETS_FILE" : "REGISTRY_SECRETS";
-    throw new ConfigError(variable, `holds more than one line: it takes one key, taken whole; a list of id:key goes in ${list}`);
+    throw new ConfigError(
+      variable,
+      `holds more than one line: it takes one key, taken whole; a list of id:key goes in ${list}`,
+    );
   }
   return [{ id: DEFAULT_REGISTRY_KEY_ID, secret }];
 }
@@ -467,7 +494,8 @@ function readKeyFile(variable: string, file: string): string {
 
 function registryKeys(env: Env): RegistryKeyConfig[] | undefined {
   const names = REGISTRY_KEY_VARIABLES.filter((n) => str(env, n) !== undefined);
-  if (names.length > 1) throw new ConfigError(names[1] as string, `cannot be set together with ${names[0] as string}; set one`);
+  if (names.length > 1)
+    throw new ConfigError(names[1] as string, `cannot be set together with ${names[0] as string}; set one`);
   const [name] = names;
   if (name === undefined) return undefined;
   const value = str(env, name) as string;

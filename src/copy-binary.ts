@@ -32,7 +32,8 @@ const int32 = (b: Uint8Array, p: number): number => (b[p]! << 24) | (b[p + 1]! <
  */
 export function copyHeaderEnd(bytes: Uint8Array, end: number): number {
   if (end < COPY_HEADER_BYTES) return COPY_PARTIAL;
-  for (let i = 0; i < SIGNATURE.length; i++) if (bytes[i] !== SIGNATURE[i]) throw new CopyFormatError("not a binary COPY stream");
+  for (let i = 0; i < SIGNATURE.length; i++)
+    if (bytes[i] !== SIGNATURE[i]) throw new CopyFormatError("not a binary COPY stream");
   const after = COPY_HEADER_BYTES + int32(bytes, SIGNATURE.length + 4);
   return end < after ? COPY_PARTIAL : after;
 }
@@ -68,7 +69,15 @@ export function skipCopyRow(bytes: Uint8Array, p: number, end: number, fields: n
  * and are `len[base + f]` long, both -1 for a null. The arrays are written
  * also when the row turns out partial (their values then mean nothing).
  */
-export function readCopyRow(bytes: Uint8Array, p: number, end: number, fields: number, at: Int32Array, len: Int32Array, base = 0): number {
+export function readCopyRow(
+  bytes: Uint8Array,
+  p: number,
+  end: number,
+  fields: number,
+  at: Int32Array,
+  len: Int32Array,
+  base = 0,
+): number {
   if (p + 2 > end) return COPY_PARTIAL;
   if (fieldCount(bytes, p, fields) === COPY_TRAILER) return COPY_TRAILER;
   let q = p + 2;

@@ -13,8 +13,12 @@ import { ConfigError } from "./config.js";
 const CORS_MAX_AGE_SECONDS = 7200;
 
 const CORS_ALLOWED_METHODS: readonly string[] = [...new Set([...cors.allowedMethods, "GET", "POST"])];
-const CORS_ALLOWED_HEADERS: readonly string[] = [...new Set([...cors.allowedHeaders, "authorization", REQUEST_ID].map((h) => h.toLowerCase()))];
-const CORS_EXPOSED_HEADERS: readonly string[] = [...new Set([...cors.exposedHeaders, REQUEST_ID].map((h) => h.toLowerCase()))];
+const CORS_ALLOWED_HEADERS: readonly string[] = [
+  ...new Set([...cors.allowedHeaders, "authorization", REQUEST_ID].map((h) => h.toLowerCase())),
+];
+const CORS_EXPOSED_HEADERS: readonly string[] = [
+  ...new Set([...cors.exposedHeaders, REQUEST_ID].map((h) => h.toLowerCase())),
+];
 
 /**
  * CORS_ORIGINS=* with authentication off would let a page on any site read
@@ -23,7 +27,10 @@ const CORS_EXPOSED_HEADERS: readonly string[] = [...new Set([...cors.exposedHead
  */
 export function assertCorsSafe(origins: readonly string[] | "*" | undefined, authEnabled: boolean): void {
   if (origins === "*" && !authEnabled) {
-    throw new ConfigError("CORS_ORIGINS", "is \"*\", but authentication is off: any web page could then call the service from a visitor's browser; list the origins, or turn authentication on");
+    throw new ConfigError(
+      "CORS_ORIGINS",
+      'is "*", but authentication is off: any web page could then call the service from a visitor\'s browser; list the origins, or turn authentication on',
+    );
   }
 }
 
@@ -35,7 +42,8 @@ export function withCors(origins: readonly string[] | "*" | undefined, next: Req
     const origin = typeof originHeader === "string" ? originHeader : undefined;
     // The answer depends on Origin whenever CORS is on, also for caches.
     res.setHeader("vary", addVary(res.getHeader("vary"), "Origin"));
-    const preflight = req.method === "OPTIONS" && origin !== undefined && req.headers["access-control-request-method"] !== undefined;
+    const preflight =
+      req.method === "OPTIONS" && origin !== undefined && req.headers["access-control-request-method"] !== undefined;
     if (origin !== undefined && allowed(origin)) {
       res.setHeader("access-control-allow-origin", origin);
       if (!preflight) res.setHeader("access-control-expose-headers", CORS_EXPOSED_HEADERS.join(", "));
@@ -50,7 +58,10 @@ export function withCors(origins: readonly string[] | "*" | undefined, next: Req
       res.setHeader("access-control-allow-methods", CORS_ALLOWED_METHODS.join(", "));
       res.setHeader("access-control-allow-headers", CORS_ALLOWED_HEADERS.join(", "));
       res.setHeader("access-control-max-age", String(CORS_MAX_AGE_SECONDS));
-      res.setHeader("vary", addVary(addVary(res.getHeader("vary"), "Access-Control-Request-Method"), "Access-Control-Request-Headers"));
+      res.setHeader(
+        "vary",
+        addVary(addVary(res.getHeader("vary"), "Access-Control-Request-Method"), "Access-Control-Request-Headers"),
+      );
     }
     res.writeHead(204);
     res.end();

@@ -48,9 +48,38 @@ export function createHttpFallback(deps: HttpFallbackDeps): (req: Req, res: Res)
       const query = url.indexOf("?");
       const path = (query === -1 ? url : url.slice(0, query)).slice(0, 200);
       // Written out in full, not spread: this runs for every request (BENCHMARKS.md, "Throughput under load").
-      if (rpc !== undefined && record.traceId === undefined) log.info({ request_id: requestId, rpc, code: record.code, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "call");
-      else if (rpc !== undefined) log.info({ request_id: requestId, trace_id: record.traceId, rpc, code: record.code, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "call");
-      else log.info({ request_id: requestId, method: req.method, path, status: res.statusCode, duration_ms: durationMs }, "http");
+      if (rpc !== undefined && record.traceId === undefined)
+        log.info(
+          {
+            request_id: requestId,
+            rpc,
+            code: record.code,
+            method: req.method,
+            path,
+            status: res.statusCode,
+            duration_ms: durationMs,
+          },
+          "call",
+        );
+      else if (rpc !== undefined)
+        log.info(
+          {
+            request_id: requestId,
+            trace_id: record.traceId,
+            rpc,
+            code: record.code,
+            method: req.method,
+            path,
+            status: res.statusCode,
+            duration_ms: durationMs,
+          },
+          "call",
+        );
+      else
+        log.info(
+          { request_id: requestId, method: req.method, path, status: res.statusCode, duration_ms: durationMs },
+          "http",
+        );
     });
     void (async () => {
       try {

@@ -36,7 +36,12 @@ function withProperty(v: object, key: string, value: unknown): Record<string, un
   const copy = Object.create(Object.getPrototypeOf(v) as object | null) as Record<PropertyKey, unknown>;
   for (const k of Reflect.ownKeys(v)) {
     const enumerable = Object.getOwnPropertyDescriptor(v, k)?.enumerable ?? true;
-    Object.defineProperty(copy, k, { value: (v as Record<PropertyKey, unknown>)[k], enumerable, writable: true, configurable: true });
+    Object.defineProperty(copy, k, {
+      value: (v as Record<PropertyKey, unknown>)[k],
+      enumerable,
+      writable: true,
+      configurable: true,
+    });
   }
   Object.defineProperty(copy, key, { value, enumerable: true, writable: true, configurable: true });
   return copy;

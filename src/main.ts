@@ -28,12 +28,24 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel);
-  warn = (message) => log.warn({ error: message }, "the identity provider's keys could not be fetched; the last good keys serve until OIDC_JWKS_MAX_STALE_MS");
+  warn = (message) =>
+    log.warn(
+      { error: message },
+      "the identity provider's keys could not be fetched; the last good keys serve until OIDC_JWKS_MAX_STALE_MS",
+    );
   const app = await createApp(config, log, { auth });
-  const server = await startServer({ port: config.port, host: config.host, handler: app.handler, limits: config.defence });
+  const server = await startServer({
+    port: config.port,
+    host: config.host,
+    handler: app.handler,
+    limits: config.defence,
+  });
   log.info({ host: server.host, port: server.port, database: app.db.kind, auth: auth.enabled }, "listening");
   // DICOM_PORT: a C-STORE/C-ECHO receiver beside the API (docs/dicom.md).
-  const receiver = dicom === undefined ? undefined : await (await import("./dicom/receiver.js")).startDicomReceiver(dicom, app.localTransport, log);
+  const receiver =
+    dicom === undefined
+      ? undefined
+      : await (await import("./dicom/receiver.js")).startDicomReceiver(dicom, app.localTransport, log);
 
   let stopping = false;
   const stop = (signal: string): void => {

@@ -82,7 +82,9 @@ export function checkIntervalMs(limits: Pick<ListenerLimits, "headersTimeoutMs" 
 export const KEEP_ALIVE_MARGIN_MS = 1000;
 
 /** What Node itself answers to a request past its deadline before any response began, with the catalogue's body. */
-const REQUEST_TIMEOUT_BODY = JSON.stringify(restErrorOf(serviceError("REQUEST_TIMEOUT", "the request's headers or body did not arrive in time")).body);
+const REQUEST_TIMEOUT_BODY = JSON.stringify(
+  restErrorOf(serviceError("REQUEST_TIMEOUT", "the request's headers or body did not arrive in time")).body,
+);
 const REQUEST_TIMEOUT_RESPONSE = `HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(REQUEST_TIMEOUT_BODY)}\r\n\r\n${REQUEST_TIMEOUT_BODY}`;
 
 /** The deadlines of one HTTP/1.1 connection. */
@@ -143,7 +145,12 @@ function sessionsClosed(sessions: ReadonlySet<http2.Http2Session>, ms: number): 
   });
 }
 
-export async function startServer(opts: { port: number; host: string; handler: RequestHandler; limits?: ListenerLimits }): Promise<RunningServer> {
+export async function startServer(opts: {
+  port: number;
+  host: string;
+  handler: RequestHandler;
+  limits?: ListenerLimits;
+}): Promise<RunningServer> {
   const limits = opts.limits ?? DEFAULT_LISTENER_LIMITS;
   let inFlight = 0;
   let idle: (() => void) | undefined;
@@ -172,11 +179,14 @@ export async function startServer(opts: { port: number; host: string; handler: R
   /** Arms the headers deadline of the request whose clock started at d.startedAt. */
   const armHeaders = (socket: net.Socket, d: H1Deadlines): void => {
     clearTimeout(d.headers);
-    d.headers = setTimeout(() => {
-      // A kept-alive connection with no byte of a next request is idle, not late: IDLE_TIMEOUT_MS governs it.
-      if (d.open > 0 || (d.bytesAtStart >= 0 && socket.bytesRead === d.bytesAtStart)) return;
-      timeOut(socket, false);
-    }, Math.max(0, d.startedAt + headersTimeout - Date.now()));
+    d.headers = setTimeout(
+      () => {
+        // A kept-alive connection with no byte of a next request is idle, not late: IDLE_TIMEOUT_MS governs it.
+        if (d.open > 0 || (d.bytesAtStart >= 0 && socket.bytesRead === d.bytesAtStart)) return;
+        timeOut(socket, false);
+      },
+      Math.max(0, d.startedAt + headersTimeout - Date.now()),
+    );
     d.headers.unref();
   };
   const handOverH1 = (socket: net.Socket, firstByteAt: number): void => {
@@ -196,9 +206,12 @@ export async function startServer(opts: { port: number; host: string; handler: R
     const length = req.headers["content-length"];
     const mayHaveBody = req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
     if (mayHaveBody && !req.complete) {
-      body = setTimeout(() => {
-        if (!req.complete) timeOut(socket, res.headersSent);
-      }, Math.max(0, d.startedAt + limits.requestTimeoutMs - Date.now()));
+      body = setTimeout(
+        () => {
+          if (!req.complete) timeOut(socket, res.headersSent);
+        },
+        Math.max(0, d.startedAt + limits.requestTimeoutMs - Date.now()),
+      );
       body.unref();
       req.once("end", () => clearTimeout(body));
     }

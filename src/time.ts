@@ -21,7 +21,8 @@ const RFC3339 = /^(\d{4}-\d{2}-\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?
 /** Returns the read point in a form PostgreSQL parses exactly: YYYY-MM-DDTHH:MM:SS.ffffff+HH:MM. */
 export function parseAsOf(value: string): string {
   const m = RFC3339.exec(value);
-  const bad = () => invalidArgument(`as_of ${JSON.stringify(value)} is not an RFC 3339 timestamp with Z or an offset`, "INVALID_AS_OF");
+  const bad = () =>
+    invalidArgument(`as_of ${JSON.stringify(value)} is not an RFC 3339 timestamp with Z or an offset`, "INVALID_AS_OF");
   if (!m) throw bad();
   const [, date = "", hh = "", mi = "", ss = "", frac = "", z, sign, oh = "", om = ""] = m;
   // Year 0000 does not exist in PostgreSQL's calendar; a leap second (60) is allowed by RFC 3339.
@@ -76,7 +77,17 @@ export function stampMicrosNumber(s: string): number {
   const second = digits(s, 17, 19);
   const micros = digits(s, 20, 26);
   // NaN fails every comparison, so a non-digit lands here too.
-  if (!(month >= 1 && month <= 12 && day >= 1 && day <= 31 && hour <= 23 && minute <= 59 && second <= 59 && micros >= 0)) return NaN;
+  if (!(
+    month >= 1 &&
+    month <= 12 &&
+    day >= 1 &&
+    day <= 31 &&
+    hour <= 23 &&
+    minute <= 59 &&
+    second <= 59 &&
+    micros >= 0
+  ))
+    return NaN;
   const seconds = ((daysFromCivil(year, month, day) * 24 + hour) * 60 + minute) * 60 + second;
   const value = seconds * 1_000_000 + micros;
   return Number.isSafeInteger(value) ? value : NaN;

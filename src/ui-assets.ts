@@ -91,7 +91,10 @@ export function withUi(dir: string, next: RequestHandler): RequestHandler {
       "cache-control": asset.immutable ? "public, max-age=31536000, immutable" : "no-cache",
       "x-content-type-options": "nosniff",
       ...(name === "index.html"
-        ? { "content-security-policy": "default-src 'self'; connect-src 'self' http: https:; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'" }
+        ? {
+            "content-security-policy":
+              "default-src 'self'; connect-src 'self' http: https:; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'",
+          }
         : {}),
     });
   };

@@ -3,7 +3,14 @@
 // its encoder workers all read through: the header with its extension,
 // rows cut anywhere, nulls, the trailer, and a row of other fields refused.
 import { describe, expect, it } from "vitest";
-import { COPY_PARTIAL, COPY_TRAILER, CopyFormatError, copyHeaderEnd, readCopyRow, skipCopyRow } from "../src/copy-binary.js";
+import {
+  COPY_PARTIAL,
+  COPY_TRAILER,
+  CopyFormatError,
+  copyHeaderEnd,
+  readCopyRow,
+  skipCopyRow,
+} from "../src/copy-binary.js";
 
 const SIGNATURE = Buffer.from("PGCOPY\n\xff\r\n\0", "latin1");
 

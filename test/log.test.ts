@@ -27,7 +27,8 @@ describe("log lines", () => {
     log.info({ err }, "err");
     log.info({ upstream: { authorization: "Basic tok-any" } }, "any key");
     const text = JSON.stringify(lines);
-    for (const secret of ["tok-top", "tok-headers", "tok-req", "tok-err", "tok-any"]) expect(text).not.toContain(secret);
+    for (const secret of ["tok-top", "tok-headers", "tok-req", "tok-err", "tok-any"])
+      expect(text).not.toContain(secret);
     expect(lines[0]).toMatchObject({ authorization: "[redacted]", request_id: "r1", msg: "top" });
     expect(lines[1]).toMatchObject({ headers: { authorization: "[redacted]", accept: "application/json" } });
     expect(lines[2]).toMatchObject({ req: { method: "GET", headers: { authorization: "[redacted]", host: "x" } } });
@@ -44,7 +45,14 @@ describe("log lines", () => {
   it("leave lines without credentials as they are", () => {
     const { log, lines } = capture();
     log.info({ request_id: "r2", rpc: "a/B", code: "ok", duration_ms: 1.5 }, "call");
-    expect(lines[0]).toMatchObject({ request_id: "r2", rpc: "a/B", code: "ok", duration_ms: 1.5, msg: "call", service: "resource-store" });
+    expect(lines[0]).toMatchObject({
+      request_id: "r2",
+      rpc: "a/B",
+      code: "ok",
+      duration_ms: 1.5,
+      msg: "call",
+      service: "resource-store",
+    });
     expect(Object.keys(lines[0]!)).not.toContain("authorization");
   });
 });

@@ -42,13 +42,10 @@ export async function bulkLoadFiles(url: string, from: number, to: number): Prom
       );
     }
     for (const ix of indexes) await c.query(ix.def);
-    await c.query(
-      "UPDATE clock SET last = greatest(last, (SELECT max(updated_at) FROM resources))",
-    );
+    await c.query("UPDATE clock SET last = greatest(last, (SELECT max(updated_at) FROM resources))");
     await c.query("VACUUM ANALYZE resources");
     await c.query("VACUUM ANALYZE resource_versions");
   } finally {
     await c.end();
   }
 }
-

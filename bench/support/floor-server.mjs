@@ -57,7 +57,9 @@ const server = http.createServer((req, res) => {
     );
   });
 });
-server.listen(0, "127.0.0.1", () => process.stdout.write(`${JSON.stringify({ msg: "listening", port: server.address().port })}\n`));
+server.listen(0, "127.0.0.1", () =>
+  process.stdout.write(`${JSON.stringify({ msg: "listening", port: server.address().port })}\n`),
+);
 const stop = () => server.close(() => void pool.end().then(() => process.exit(0)));
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);

@@ -74,7 +74,10 @@ async function history(body) {
   const client = await pool.connect();
   try {
     const { rows } = await client.query({ ...statement, values: [req.identifier, req.limit ?? DEFAULT_LIMIT] });
-    const bytes = plannedToBinary(HistoryResponseSchema, { $typeName: "resourcestore.type.v1.HistoryResponse", versions: rows.map(version) });
+    const bytes = plannedToBinary(HistoryResponseSchema, {
+      $typeName: "resourcestore.type.v1.HistoryResponse",
+      versions: rows.map(version),
+    });
     const frame = Buffer.allocUnsafe(5 + bytes.length);
     frame[0] = 0;
     frame.writeUInt32BE(bytes.length, 1);
@@ -102,12 +105,22 @@ server.on("stream", (stream, headers) => {
         stream.end(frame);
       },
       (err) => {
-        stream.respond({ ":status": 200, "content-type": "application/grpc", "grpc-status": "13", "grpc-message": encodeURIComponent(String(err)) }, { endStream: true });
+        stream.respond(
+          {
+            ":status": 200,
+            "content-type": "application/grpc",
+            "grpc-status": "13",
+            "grpc-message": encodeURIComponent(String(err)),
+          },
+          { endStream: true },
+        );
       },
     );
   });
 });
-server.listen(0, "127.0.0.1", () => process.stdout.write(`${JSON.stringify({ msg: "listening", port: server.address().port })}\n`));
+server.listen(0, "127.0.0.1", () =>
+  process.stdout.write(`${JSON.stringify({ msg: "listening", port: server.address().port })}\n`),
+);
 // The client keeps its http2 session open: stop without waiting for it.
 const stop = () => void pool.end().then(() => process.exit(0));
 process.on("SIGTERM", stop);

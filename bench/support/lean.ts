@@ -79,14 +79,20 @@ END $$;
 export type StampMode = "clock" | "free" | "horizon";
 
 const TAKE_STAMP: Record<StampMode, string> = {
-  clock: "UPDATE clock SET last = greatest(clock_timestamp(), last + interval '1 microsecond') RETURNING last::text AS at",
+  clock:
+    "UPDATE clock SET last = greatest(clock_timestamp(), last + interval '1 microsecond') RETURNING last::text AS at",
   free: "SELECT clock_timestamp()::text AS at",
   horizon: "SELECT take_stamp() AS at",
 };
 
 /** The schema, with the actor column when asked. */
 function schema(actor: boolean): string {
-  return actor ? SCHEMA.replace(/\n {2}is_deleted boolean NOT NULL DEFAULT false/g, "\n  is_deleted boolean NOT NULL DEFAULT false,\n  actor text NOT NULL") : SCHEMA;
+  return actor
+    ? SCHEMA.replace(
+        /\n {2}is_deleted boolean NOT NULL DEFAULT false/g,
+        "\n  is_deleted boolean NOT NULL DEFAULT false,\n  actor text NOT NULL",
+      )
+    : SCHEMA;
 }
 
 /** An insert, with the actor column written from $9 when asked. */

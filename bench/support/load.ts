@@ -17,11 +17,19 @@ export async function migrateDatabase(url: string): Promise<void> {
 }
 
 /** Creates `batches` batches of the workload (see workload.ts) with the store's statements. */
-export async function loadThroughStoreSql(url: string, prefix: string, batches: number, batchSize: number): Promise<void> {
+export async function loadThroughStoreSql(
+  url: string,
+  prefix: string,
+  batches: number,
+  batchSize: number,
+): Promise<void> {
   const client = await connect(url);
   try {
     for (let b = 0; b < batches; b++) {
-      await replay(client, await captureStatements((db) => createResources(db, LOCAL_CALLER, batchAt(prefix, b, batchSize))));
+      await replay(
+        client,
+        await captureStatements((db) => createResources(db, LOCAL_CALLER, batchAt(prefix, b, batchSize))),
+      );
     }
   } finally {
     await client.end();

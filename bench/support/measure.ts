@@ -33,7 +33,11 @@ export async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; second
 }
 
 /** Latencies of `runs` sequential calls after `warmup` untimed ones, in ms. */
-export async function latencies(fn: (i: number) => Promise<unknown>, runs: number, warmup = Math.ceil(runs / 10)): Promise<number[]> {
+export async function latencies(
+  fn: (i: number) => Promise<unknown>,
+  runs: number,
+  warmup = Math.ceil(runs / 10),
+): Promise<number[]> {
   for (let i = 0; i < warmup; i++) await fn(i);
   const out: number[] = [];
   for (let i = 0; i < runs; i++) {
@@ -78,7 +82,12 @@ export interface Variant {
  * not always fall on the same variant. Every call must answer `expected`
  * items (`what` names them in the error).
  */
-export async function interleaved(variants: readonly Variant[], calls: number, expected: number, what: string): Promise<Map<string, number[]>> {
+export async function interleaved(
+  variants: readonly Variant[],
+  calls: number,
+  expected: number,
+  what: string,
+): Promise<Map<string, number[]>> {
   const warmup = Math.ceil(calls / 10);
   const times = new Map(variants.map((v) => [v.name, [] as number[]]));
   for (let i = 0; i < warmup + calls; i++) {
@@ -96,6 +105,7 @@ export async function interleaved(variants: readonly Variant[], calls: number, e
 
 /** Prints each variant's median and p95; answers the median of a variant by name. */
 export function summarise(times: ReadonlyMap<string, readonly number[]>): (name: string) => number {
-  for (const [name, xs] of times) context(`${name}: median ${fmt(median(xs), 2)} ms, p95 ${fmt(percentile(xs, 95), 2)} ms`);
+  for (const [name, xs] of times)
+    context(`${name}: median ${fmt(median(xs), 2)} ms, p95 ${fmt(percentile(xs, 95), 2)} ms`);
   return (name) => median(times.get(name) ?? []);
 }

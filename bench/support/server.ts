@@ -46,12 +46,19 @@ export async function startServer(opts: ServerOptions = {}): Promise<BenchServer
   };
   if (opts.databaseUrl === undefined) delete env.DATABASE_URL;
   // On PostgreSQL the registry key must be given (it never lives in the database): one per benchmark server.
-  else if (!["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS", "REGISTRY_SECRETS_FILE"].some((k) => env[k] !== undefined)) {
+  else if (
+    !["REGISTRY_SECRET", "REGISTRY_SECRET_FILE", "REGISTRY_SECRETS", "REGISTRY_SECRETS_FILE"].some(
+      (k) => env[k] !== undefined,
+    )
+  ) {
     env.REGISTRY_SECRET = randomBytes(32).toString("base64url");
   }
   // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server.
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== "");
-  const entry = join(ROOT, opts.entry ?? (opts.workers === undefined ? "dist/src/main.js" : "bench/support/cluster.mjs"));
+  const entry = join(
+    ROOT,
+    opts.entry ?? (opts.workers === undefined ? "dist/src/main.js" : "bench/support/cluster.mjs"),
+  );
   if (opts.workers !== undefined) env.BENCH_WORKERS = String(opts.workers);
   const child = spawn(process.execPath, [...nodeArgs, entry], {
     cwd: ROOT,

@@ -9,7 +9,13 @@ import { payloadTypeOf } from "../../src/schema/payload-registry.js";
 import type { NewResource } from "../../src/store/index.js";
 
 export const SERIES_PER_BATCH = 10;
-export const CONTENT_TYPES = ["application/dicom", "application/dicom", "application/dicom", "image/png", "application/json"] as const;
+export const CONTENT_TYPES = [
+  "application/dicom",
+  "application/dicom",
+  "application/dicom",
+  "image/png",
+  "application/json",
+] as const;
 
 /** Resource `i` of the whole run (0-based); batch size fixes which are series. */
 export function resourceAt(prefix: string, i: number, batchSize: number): NewResource {
@@ -22,7 +28,12 @@ export function resourceAt(prefix: string, i: number, batchSize: number): NewRes
       payloadType: "series",
       license: "CC-BY-4.0",
       accessLevel: "internal",
-      payload: { modality: "CT", series_number: k + 1, description: `series ${k} of batch ${batch}`, instance_count: batchSize },
+      payload: {
+        modality: "CT",
+        series_number: k + 1,
+        description: `series ${k} of batch ${batch}`,
+        instance_count: batchSize,
+      },
     };
   }
   const seriesIndex = batch * batchSize + (k % seriesCount);

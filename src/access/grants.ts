@@ -71,13 +71,19 @@ export function parseGrantScope(text: string): GrantScope | { readonly error: st
   switch (kind) {
     case "datasource":
       if (value === "*") return { kind, id: "*" };
-      return DATASOURCE_ID.test(value) ? { kind, id: value } : { error: `datasource scope ${JSON.stringify(text)} names no valid datasource id` };
+      return DATASOURCE_ID.test(value)
+        ? { kind, id: value }
+        : { error: `datasource scope ${JSON.stringify(text)} names no valid datasource id` };
     case "clearance": {
       const level = value.toLowerCase();
-      return isAccessLevel(level) ? { kind, level } : { error: `clearance scope ${JSON.stringify(text)}: public, internal or restricted` };
+      return isAccessLevel(level)
+        ? { kind, level }
+        : { error: `clearance scope ${JSON.stringify(text)}: public, internal or restricted` };
     }
     case "actor":
-      return ACTOR_NAME.test(value) ? { kind, name: value } : { error: `actor scope ${JSON.stringify(text)}: 1 to 200 printable characters, no spaces` };
+      return ACTOR_NAME.test(value)
+        ? { kind, name: value }
+        : { error: `actor scope ${JSON.stringify(text)}: 1 to 200 printable characters, no spaces` };
     default:
       return undefined;
   }
@@ -104,7 +110,9 @@ export function grantsOf(scopes: Iterable<GrantScope>): Grants {
   }
   const datasources = !any || all ? "all" : ids;
   const level = clearance ?? "restricted";
-  return datasources === "all" && level === "restricted" ? ALL_GRANTS : Object.freeze({ datasources, clearance: level });
+  return datasources === "all" && level === "restricted"
+    ? ALL_GRANTS
+    : Object.freeze({ datasources, clearance: level });
 }
 
 /** A stable text for grants: equal grants, equal keys (to share work between callers with the same grants). */

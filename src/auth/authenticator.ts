@@ -51,13 +51,20 @@ export interface AuthenticatorDeps {
 export function createAuthenticator(config: AuthConfig, deps: AuthenticatorDeps = {}): Authenticator {
   const entries: TokenEntry[] = [];
   if (config.tokens !== undefined) entries.push(...parseTokenEntries(config.tokens, "API_TOKENS"));
-  if (config.tokensFile !== undefined) entries.push(...parseTokenEntries(readTokensFile(config.tokensFile), "API_TOKENS_FILE"));
+  if (config.tokensFile !== undefined)
+    entries.push(...parseTokenEntries(readTokensFile(config.tokensFile), "API_TOKENS_FILE"));
   // A variable that is set but holds no token (only comments or separators) must not turn authentication off.
   if (config.tokens !== undefined && !entries.some((e) => e.name.startsWith("API_TOKENS#"))) {
-    throw new ConfigError("API_TOKENS", "holds no token (only comments or separators); unset it to run without static tokens");
+    throw new ConfigError(
+      "API_TOKENS",
+      "holds no token (only comments or separators); unset it to run without static tokens",
+    );
   }
   if (config.tokensFile !== undefined && !entries.some((e) => e.name.startsWith("API_TOKENS_FILE#"))) {
-    throw new ConfigError("API_TOKENS_FILE", "holds no token (only comments or blank lines); unset it to run without static tokens");
+    throw new ConfigError(
+      "API_TOKENS_FILE",
+      "holds no token (only comments or blank lines); unset it to run without static tokens",
+    );
   }
   const tokens = createTokenSet(entries);
   const actors = new Map(entries.map((e, i) => [e, e.actor ?? `token#${i + 1}`] as const));
@@ -69,7 +76,8 @@ export function createAuthenticator(config: AuthConfig, deps: AuthenticatorDeps 
           audience: config.oidcAudience,
           jwksUrl: config.oidcJwksUrl,
           grantsClaim: config.oidcGrantsClaim,
-          defaultGrants: config.oidcDefaultGrants === undefined ? undefined : parseDefaultGrants(config.oidcDefaultGrants),
+          defaultGrants:
+            config.oidcDefaultGrants === undefined ? undefined : parseDefaultGrants(config.oidcDefaultGrants),
           allowNoExp: config.oidcAllowNoExp,
           maxStaleMs: config.oidcJwksMaxStaleMs,
           ...(deps.onKeyFetchFailure !== undefined ? { onFetchFailure: deps.onKeyFetchFailure } : {}),
@@ -80,17 +88,25 @@ export function createAuthenticator(config: AuthConfig, deps: AuthenticatorDeps 
   return {
     enabled,
     async authenticate(authorization) {
-      if (authorization === null) throw unauthenticated("this operation needs a bearer token (Authorization: Bearer <token>)");
+      if (authorization === null)
+        throw unauthenticated("this operation needs a bearer token (Authorization: Bearer <token>)");
       const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
       if (m === null) throw unauthenticated("the Authorization header must be Bearer <token>");
       const presented = m[1] as string;
       const entry = tokens.find(presented);
-      if (entry !== undefined) return { id: entry.name, scopes: entry.scopes, grants: entry.grants, actor: actors.get(entry) ?? entry.name };
+      if (entry !== undefined)
+        return { id: entry.name, scopes: entry.scopes, grants: entry.grants, actor: actors.get(entry) ?? entry.name };
       if (oidc !== undefined && JWT_SHAPE.test(presented)) {
         const who = await oidc.verify(presented);
         // One issuer is configured, so `oidc:` and the subject name the actor; static names never start so (tokens.ts).
         const actor = `${OIDC_ACTOR_PREFIX}${who.subject}`;
-        return { id: actor, scopes: who.scopes, grants: who.grants, actor, ...(who.expiresAt !== undefined ? { expiresAt: who.expiresAt } : {}) };
+        return {
+          id: actor,
+          scopes: who.scopes,
+          grants: who.grants,
+          actor,
+          ...(who.expiresAt !== undefined ? { expiresAt: who.expiresAt } : {}),
+        };
       }
       throw unauthenticated("the bearer token is not valid");
     },

@@ -17,7 +17,11 @@ export interface StreamExpiry {
   dispose(): void;
 }
 
-export function streamExpiry(signal: AbortSignal, expiresAt: number | undefined, now: () => number = Date.now): StreamExpiry {
+export function streamExpiry(
+  signal: AbortSignal,
+  expiresAt: number | undefined,
+  now: () => number = Date.now,
+): StreamExpiry {
   if (expiresAt === undefined) return { signal, check: () => undefined, dispose: () => undefined };
   const expiry = new AbortController();
   let expired = false;

@@ -17,12 +17,15 @@ import { grants } from "./scopes.js";
  * No default: a handler that asks for the caller of a call the interceptor
  * did not see fails (callerOf), rather than reading with someone's grants.
  */
-export const callerKey = createContextKey<Caller | undefined>(undefined, { description: "the caller: actor and grants" });
+export const callerKey = createContextKey<Caller | undefined>(undefined, {
+  description: "the caller: actor and grants",
+});
 
 /** The caller of this call; throws internal when the pipeline set none (a handler reached around the interceptors). */
 export function callerOf(ctx: Pick<HandlerContext, "values">): Caller {
   const caller = ctx.values.get(callerKey);
-  if (caller === undefined) throw internal(new Error("no caller: the handler was reached without the auth interceptor"));
+  if (caller === undefined)
+    throw internal(new Error("no caller: the handler was reached without the auth interceptor"));
   return caller;
 }
 
@@ -33,14 +36,18 @@ export function callerOf(ctx: Pick<HandlerContext, "values">): Caller {
  * docs/contract/19-audit-history.md). Unset when authentication itself
  * failed. Not the caller: nothing may read with it (that is callerOf).
  */
-export const actorKey = createContextKey<string | undefined>(undefined, { description: "the actor the credentials named, allowed or not" });
+export const actorKey = createContextKey<string | undefined>(undefined, {
+  description: "the actor the credentials named, allowed or not",
+});
 
 /**
  * A caller the process itself names for a call it makes in process (the
  * DICOM receiver files as `dicom:<calling AE>`, src/dicom/receiver.ts).
  * Context values never come from the wire, so no request can set it.
  */
-export const trustedCallerKey = createContextKey<Caller | undefined>(undefined, { description: "a caller set by the process for its own in-process calls" });
+export const trustedCallerKey = createContextKey<Caller | undefined>(undefined, {
+  description: "a caller set by the process for its own in-process calls",
+});
 
 function callerFrom(principal: Principal): Caller {
   return principal.expiresAt === undefined
@@ -55,8 +62,12 @@ export function createAuthInterceptor(auth: Authenticator): Interceptor {
       req.contextValues.set(actorKey, trusted.actor).set(callerKey, trusted);
       return next(req);
     }
-    const check = authorize(auth, req.method, req.stream ? undefined : req.message, req.header.get("authorization"), (principal) =>
-      req.contextValues.set(actorKey, principal.actor),
+    const check = authorize(
+      auth,
+      req.method,
+      req.stream ? undefined : req.message,
+      req.header.get("authorization"),
+      (principal) => req.contextValues.set(actorKey, principal.actor),
     );
     const caller = check === undefined ? LOCAL_CALLER : callerFrom(await check);
     req.contextValues.set(actorKey, caller.actor).set(callerKey, caller);
@@ -97,7 +108,12 @@ function authorize(
  * credentials need checking: an open operation, or authentication off.
  * Otherwise the promise of the check.
  */
-export function checkScope(auth: Authenticator, method: DescMethod, message: Parameters<typeof requiredScope>[1], authorization: string | null): Promise<void> | undefined {
+export function checkScope(
+  auth: Authenticator,
+  method: DescMethod,
+  message: Parameters<typeof requiredScope>[1],
+  authorization: string | null,
+): Promise<void> | undefined {
   const check = authorize(auth, method, message, authorization);
   return check === undefined ? undefined : check.then(() => undefined);
 }

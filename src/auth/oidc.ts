@@ -23,7 +23,14 @@ import { createLocalJWKSet, decodeProtectedHeader, errors, jwtVerify, type JSONW
 import { ConnectError } from "@connectrpc/connect";
 import { ConfigError } from "../config.js";
 import { unauthenticated, unavailable } from "../errors.js";
-import { ACCESS_LEVELS, ALL_GRANTS, accessRank, parseGrantScope, type AccessLevel, type Grants } from "../access/index.js";
+import {
+  ACCESS_LEVELS,
+  ALL_GRANTS,
+  accessRank,
+  parseGrantScope,
+  type AccessLevel,
+  type Grants,
+} from "../access/index.js";
 import { isScope, type Scope } from "./scopes.js";
 
 export interface OidcOptions {
@@ -69,7 +76,19 @@ export interface OidcVerifier {
 const CLOCK_TOLERANCE_S = 5;
 
 /** Signature algorithms accepted: asymmetric ones only (a JWKS holds public keys). */
-const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"];
+const ALGORITHMS = [
+  "RS256",
+  "RS384",
+  "RS512",
+  "PS256",
+  "PS384",
+  "PS512",
+  "ES256",
+  "ES384",
+  "ES512",
+  "EdDSA",
+  "Ed25519",
+];
 
 /** What a claim holds as strings: a space separated string, or an array (a non-string element is kept as null). */
 function claimStrings(payload: JWTPayload, name: string): (string | null)[] {
@@ -110,7 +129,10 @@ export function parseDefaultGrants(text: string): DefaultGrants {
   for (const s of text.split(/[\s,]+/).filter((x) => x !== "")) {
     const g = parseGrantScope(s);
     if (g === undefined || "error" in g || g.kind === "actor") {
-      throw new ConfigError("OIDC_DEFAULT_GRANTS", `${JSON.stringify(s)} is not a grant (datasource:<id>, datasource:*, clearance:<level>)`);
+      throw new ConfigError(
+        "OIDC_DEFAULT_GRANTS",
+        `${JSON.stringify(s)} is not a grant (datasource:<id>, datasource:*, clearance:<level>)`,
+      );
     }
     if (g.kind === "datasource") {
       if (g.id === "*") all = true;
@@ -138,7 +160,10 @@ function looksLikeGrant(s: string): boolean {
  * every axis: what it meant cannot be known, so the token keeps only what
  * it spelled correctly.
  */
-export function grantsOfClaim(payload: JWTPayload, opts: { readonly grantsClaim?: string | undefined; readonly defaults?: DefaultGrants | undefined } = {}): Grants {
+export function grantsOfClaim(
+  payload: JWTPayload,
+  opts: { readonly grantsClaim?: string | undefined; readonly defaults?: DefaultGrants | undefined } = {},
+): Grants {
   let all = false;
   const ids = new Set<string>();
   let clearance: AccessLevel | undefined;
@@ -168,9 +193,15 @@ export function grantsOfClaim(payload: JWTPayload, opts: { readonly grantsClaim?
     }
   }
   const defaults = malformed ? {} : (opts.defaults ?? {});
-  const datasources: "all" | ReadonlySet<string> = all ? "all" : ids.size > 0 ? ids : (defaults.datasources ?? new Set<string>());
+  const datasources: "all" | ReadonlySet<string> = all
+    ? "all"
+    : ids.size > 0
+      ? ids
+      : (defaults.datasources ?? new Set<string>());
   const level: AccessLevel = clearance ?? defaults.clearance ?? (ACCESS_LEVELS[0] as AccessLevel);
-  return datasources === "all" && level === "restricted" ? ALL_GRANTS : Object.freeze({ datasources, clearance: level });
+  return datasources === "all" && level === "restricted"
+    ? ALL_GRANTS
+    : Object.freeze({ datasources, clearance: level });
 }
 
 async function discoverJwksUri(issuer: string, timeoutMs: number): Promise<URL> {
@@ -233,7 +264,8 @@ function createKeyCache(opts: OidcOptions) {
   let inflight: { readonly id: number; readonly promise: Promise<void> } | undefined;
   let scheduled: Promise<void> | undefined;
 
-  const nextSlot = () => lastStart + (failures === 0 ? minIntervalMs : Math.min(minIntervalMs * 2 ** failures, maxBackoffMs));
+  const nextSlot = () =>
+    lastStart + (failures === 0 ? minIntervalMs : Math.min(minIntervalMs * 2 ** failures, maxBackoffMs));
 
   function fetchNow(): Promise<void> {
     const id = ++started;
@@ -306,7 +338,8 @@ function createKeyCache(opts: OidcOptions) {
 export function createOidcVerifier(opts: OidcOptions): OidcVerifier {
   const cache = createKeyCache(opts);
   const now = opts.now ?? Date.now;
-  const providerDown = () => unavailable("the identity provider's keys could not be fetched", "IDENTITY_PROVIDER_UNAVAILABLE");
+  const providerDown = () =>
+    unavailable("the identity provider's keys could not be fetched", "IDENTITY_PROVIDER_UNAVAILABLE");
   const invalid = () => unauthenticated("the bearer token is not valid");
 
   async function check(jwt: string, keys: Keys): Promise<JWTPayload> {

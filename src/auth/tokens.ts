@@ -60,7 +60,8 @@ export function parseTokenEntries(text: string, source: string): TokenEntry[] {
       const entry = rawEntry.trim();
       if (entry === "") return;
       const where = lines.length > 1 ? `line ${lineNo + 1}, entry ${entryNo + 1}` : `entry ${entryNo + 1}`;
-      if (!comments && entry.startsWith("#")) throw new ConfigError(source, `${where}: starts with "#" (API_TOKENS has no comments; API_TOKENS_FILE has)`);
+      if (!comments && entry.startsWith("#"))
+        throw new ConfigError(source, `${where}: starts with "#" (API_TOKENS has no comments; API_TOKENS_FILE has)`);
       // Scopes never hold "=", tokens may (base64 padding): split at the last one.
       const eq = entry.lastIndexOf("=");
       if (eq <= 0) throw new ConfigError(source, `${where}: expected token=scope[,scope]`);
@@ -83,7 +84,10 @@ export function parseTokenEntries(text: string, source: string): TokenEntry[] {
           if (grant.kind === "actor") {
             if (actor !== undefined) throw new ConfigError(source, `${where}: a token has at most one actor scope`);
             if (isReservedActor(grant.name)) {
-              throw new ConfigError(source, `${where}: actor name ${JSON.stringify(grant.name)} is reserved (local, unknown, token#N and oidc:... name the service's own actors)`);
+              throw new ConfigError(
+                source,
+                `${where}: actor name ${JSON.stringify(grant.name)} is reserved (local, unknown, token#N and oidc:... name the service's own actors)`,
+              );
             }
             actor = grant.name;
           } else grantScopes.push(grant);
@@ -91,7 +95,10 @@ export function parseTokenEntries(text: string, source: string): TokenEntry[] {
         }
         const lower = n.toLowerCase();
         if (!isScope(lower)) {
-          throw new ConfigError(source, `${where}: unknown scope ${JSON.stringify(n)} (read, write, admin, datasource:<id>, clearance:<level>, actor:<name>)`);
+          throw new ConfigError(
+            source,
+            `${where}: unknown scope ${JSON.stringify(n)} (read, write, admin, datasource:<id>, clearance:<level>, actor:<name>)`,
+          );
         }
         scopes.add(lower);
       }

@@ -33,7 +33,8 @@ const TOKEN_ON_COMMAND_LINE_WARNING =
  * warns: every local user can read a process's arguments.
  */
 function resolveToken(raw: RawGlobals, env: NodeJS.ProcessEnv, onWarning: (line: string) => void): string | undefined {
-  if (raw.tokenFile !== undefined && raw.token !== undefined) throw new CliError("give the token once: --token-file or --token, not both", 2);
+  if (raw.tokenFile !== undefined && raw.token !== undefined)
+    throw new CliError("give the token once: --token-file or --token, not both", 2);
   if (raw.tokenFile !== undefined) {
     let text: string;
     try {
@@ -54,7 +55,11 @@ function resolveToken(raw: RawGlobals, env: NodeJS.ProcessEnv, onWarning: (line:
 }
 
 /** The global options after the environment defaults (docs/contract/17-command-line.md). */
-export function resolveGlobals(raw: RawGlobals, env = process.env, onWarning: (line: string) => void = warn): GlobalOptions {
+export function resolveGlobals(
+  raw: RawGlobals,
+  env = process.env,
+  onWarning: (line: string) => void = warn,
+): GlobalOptions {
   const url = raw.url ?? env.RESOURCE_STORE_URL ?? DEFAULT_URL;
   let parsed: URL;
   try {
@@ -62,7 +67,8 @@ export function resolveGlobals(raw: RawGlobals, env = process.env, onWarning: (l
   } catch {
     throw new CliError(`--url ${JSON.stringify(url)} is not a URL (e.g. ${DEFAULT_URL})`);
   }
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new CliError(`--url must be http:// or https://, got ${url}`);
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:")
+    throw new CliError(`--url must be http:// or https://, got ${url}`);
   const token = resolveToken(raw, env, onWarning);
   if (raw.asOf !== undefined && Number.isNaN(Date.parse(raw.asOf))) {
     throw new CliError(`--as-of ${JSON.stringify(raw.asOf)} is not an RFC 3339 timestamp (e.g. 2026-01-31T12:00:00Z)`);
@@ -75,7 +81,10 @@ export function resolveGlobals(raw: RawGlobals, env = process.env, onWarning: (l
  * fastest surface for big batches); `withAsOf` adds the global --as-of to
  * every read.
  */
-export function clientFor(g: GlobalOptions, opts: { withAsOf?: boolean; transport?: TransportKind } = {}): ResourceStoreClient {
+export function clientFor(
+  g: GlobalOptions,
+  opts: { withAsOf?: boolean; transport?: TransportKind } = {},
+): ResourceStoreClient {
   return createResourceStoreClient({
     baseUrl: g.url,
     transport: opts.transport ?? "grpc",
@@ -135,7 +144,10 @@ export function describeError(err: unknown, url?: string): string {
     if (err.code === Code.Unauthenticated) {
       return `${code}: ${err.rawMessage} (give a token with --token-file FILE or $RESOURCE_STORE_TOKEN)`;
     }
-    if (err.code === Code.Unavailable && NETWORK.test(`${err.rawMessage} ${err.cause instanceof Error ? err.cause.message : ""}`)) {
+    if (
+      err.code === Code.Unavailable &&
+      NETWORK.test(`${err.rawMessage} ${err.cause instanceof Error ? err.cause.message : ""}`)
+    ) {
       return `cannot reach the service${url !== undefined ? ` at ${url}` : ""}: ${err.rawMessage}`;
     }
     return `${code}: ${err.rawMessage}`;
@@ -157,4 +169,3 @@ export function summary(line: string): void {
 export function warn(line: string): void {
   process.stderr.write(`${line}\n`);
 }
-

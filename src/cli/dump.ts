@@ -12,7 +12,16 @@ import { join } from "node:path";
 import { Command, Option } from "commander";
 import { createResourceStoreClientV1 } from "../client/index.js";
 import { loadConfig } from "../config.js";
-import { checkSince, DumpError, migrate, openDatabase, restoreDump, secureDataDir, writeDump, type Db } from "../store/index.js";
+import {
+  checkSince,
+  DumpError,
+  migrate,
+  openDatabase,
+  restoreDump,
+  secureDataDir,
+  writeDump,
+  type Db,
+} from "../store/index.js";
 import { describeError, resolveGlobals, type RawGlobals } from "./common.js";
 import { createProgress } from "./progress.js";
 
@@ -53,7 +62,9 @@ async function withStore<T>(env: Env, existing: boolean, fn: (db: Db) => Promise
     // What this command writes there is owner-only too (src/store/data-dir.ts).
     await secureDataDir(config.dataDir);
   }
-  const db = await openDatabase(config.databaseUrl !== undefined ? { databaseUrl: config.databaseUrl, poolSize: 2 } : { dataDir: config.dataDir });
+  const db = await openDatabase(
+    config.databaseUrl !== undefined ? { databaseUrl: config.databaseUrl, poolSize: 2 } : { dataDir: config.dataDir },
+  );
   try {
     await migrate(db);
     return await fn(db);
@@ -71,7 +82,8 @@ async function createOutput(file: string): Promise<WriteStream> {
     return (await open(file, "wx", 0o600)).createWriteStream();
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === "EEXIST") throw new DumpError(`${file} exists: a dump never overwrites a file; give a new name, or remove it first`);
+    if (code === "EEXIST")
+      throw new DumpError(`${file} exists: a dump never overwrites a file; give a new name, or remove it first`);
     if (code === "ENOENT") throw new DumpError(`${file}: its directory does not exist`);
     throw err;
   }
@@ -102,7 +114,11 @@ type OnlineGlobals = Pick<RawGlobals, "url" | "token" | "tokenFile"> & { quiet?:
 async function runOnlineDump(raw: OnlineGlobals, env: Env, file: string, opts: { since?: string }): Promise<string> {
   const g = resolveGlobals(raw, env);
   if (opts.since !== undefined) checkSince(opts.since);
-  const client = createResourceStoreClientV1({ baseUrl: g.url, transport: "grpc", ...(g.token !== undefined ? { token: g.token } : {}) });
+  const client = createResourceStoreClientV1({
+    baseUrl: g.url,
+    transport: "grpc",
+    ...(g.token !== undefined ? { token: g.token } : {}),
+  });
   const out = await createOutput(file);
   try {
     for await (const chunk of client.admin.dump(opts.since !== undefined ? { since: opts.since } : {})) {
@@ -125,7 +141,10 @@ async function summaryOf(file: string): Promise<{ versions: number; until: strin
   let until = "";
   let versions = 0;
   let first = true;
-  for await (const line of createInterface({ input: createReadStream(file).pipe(createGunzip()), crlfDelay: Infinity })) {
+  for await (const line of createInterface({
+    input: createReadStream(file).pipe(createGunzip()),
+    crlfDelay: Infinity,
+  })) {
     if (first) {
       until = (JSON.parse(line) as { until?: string | null }).until ?? "";
       first = false;
@@ -162,9 +181,11 @@ async function runDump(env: Env, file: string, opts: { since?: string; quiet: bo
 }
 
 async function runRestore(env: Env, file: string, opts: { quiet: boolean }): Promise<string> {
-  const size = (await stat(file).catch((err: NodeJS.ErrnoException) => {
-    throw err.code === "ENOENT" ? new DumpError(`${file} does not exist`) : err;
-  })).size;
+  const size = (
+    await stat(file).catch((err: NodeJS.ErrnoException) => {
+      throw err.code === "ENOENT" ? new DumpError(`${file} does not exist`) : err;
+    })
+  ).size;
   return withStore(env, false, async (db) => {
     const progress = createProgress("restore", { quiet: opts.quiet });
     try {
@@ -193,7 +214,12 @@ export function dumpCommands(io: DumpCommandIo = {}): Command[] {
       "write the whole store (every version, tombstones, registry hashes and key fingerprints) to one file: offline from DATABASE_URL, else DATA_DIR (the embedded store stopped); online from a running service with --url (admin token)",
     )
     .requiredOption("-o, --output <file>", "the dump file to create (.rsdump.gz, mode 0600); never overwritten")
-    .addOption(new Option("--since <stamp>", "only what changed after this stamp: the `until` of an earlier dump (RFC 3339 with Z or an offset)"))
+    .addOption(
+      new Option(
+        "--since <stamp>",
+        "only what changed after this stamp: the `until` of an earlier dump (RFC 3339 with Z or an offset)",
+      ),
+    )
     .action(async (opts: { output: string; since?: string }, cmd: Command) => {
       try {
         const globals = cmd.optsWithGlobals<OnlineGlobals>();
@@ -203,7 +229,9 @@ export function dumpCommands(io: DumpCommandIo = {}): Command[] {
           return;
         }
         if (globals.token !== undefined || globals.tokenFile !== undefined) {
-          throw new DumpError("--token and --token-file are for an online dump: give --url too (an offline dump opens DATABASE_URL or DATA_DIR and needs no token)");
+          throw new DumpError(
+            "--token and --token-file are for an online dump: give --url too (an offline dump opens DATABASE_URL or DATA_DIR and needs no token)",
+          );
         }
         out(`${await runDump(env, opts.output, { ...since, quiet: quiet(cmd) })}\n`);
       } catch (e) {
@@ -216,7 +244,9 @@ export function dumpCommands(io: DumpCommandIo = {}): Command[] {
   );
 
   const restore = new Command("restore")
-    .description("load a dump into an empty store (or an incremental dump into the store it follows), keeping every stamp, version and actor")
+    .description(
+      "load a dump into an empty store (or an incremental dump into the store it follows), keeping every stamp, version and actor",
+    )
     .argument("<file>", "the dump file")
     .action(async (file: string, _opts: unknown, cmd: Command) => {
       try {
@@ -230,7 +260,10 @@ export function dumpCommands(io: DumpCommandIo = {}): Command[] {
         fail(e);
       }
     });
-  restore.addHelpText("after", "\nExample:\n  $ DATABASE_URL=postgres://db/rs resource-store restore store.rsdump.gz\n");
+  restore.addHelpText(
+    "after",
+    "\nExample:\n  $ DATABASE_URL=postgres://db/rs resource-store restore store.rsdump.gz\n",
+  );
   return [dump, restore];
 }
 

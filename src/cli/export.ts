@@ -36,12 +36,15 @@ function parseFilter(spec: string): { field: string; op: string; value?: JsonVal
   const field = first === -1 ? spec : spec.slice(0, first);
   const op = first === -1 ? "" : second === -1 ? spec.slice(first + 1) : spec.slice(first + 1, second);
   const raw = second === -1 ? undefined : spec.slice(second + 1);
-  if (field === "" || op === "") throw new CliError(`--filter ${JSON.stringify(spec)}: expected field:op:value (e.g. modality:eq:CT)`, 2);
+  if (field === "" || op === "")
+    throw new CliError(`--filter ${JSON.stringify(spec)}: expected field:op:value (e.g. modality:eq:CT)`, 2);
   if (NO_VALUE_OPS.has(op)) {
-    if (raw !== undefined && raw !== "") throw new CliError(`--filter ${JSON.stringify(spec)}: ${op} takes no value`, 2);
+    if (raw !== undefined && raw !== "")
+      throw new CliError(`--filter ${JSON.stringify(spec)}: ${op} takes no value`, 2);
     return { field, op };
   }
-  if (raw === undefined) throw new CliError(`--filter ${JSON.stringify(spec)}: ${op} needs a value (field:op:value)`, 2);
+  if (raw === undefined)
+    throw new CliError(`--filter ${JSON.stringify(spec)}: ${op} needs a value (field:op:value)`, 2);
   if (raw.startsWith("json:")) {
     try {
       return { field, op, value: JSON.parse(raw.slice(5)) as JsonValue };
@@ -93,7 +96,12 @@ async function closeStream(out: WriteStream): Promise<void> {
   });
 }
 
-export async function runExport(client: ResourceStoreClient, opts: ExportOptions, progress: Progress, wantTotal: boolean): Promise<number> {
+export async function runExport(
+  client: ResourceStoreClient,
+  opts: ExportOptions,
+  progress: Progress,
+  wantTotal: boolean,
+): Promise<number> {
   const format = outputFormat(opts.output);
   const query = queryOf(opts);
   // the total only feeds the bar and its ETA, so it is asked only when a bar is drawn

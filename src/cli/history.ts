@@ -21,7 +21,12 @@ function versionLine(v: ResourceVersion): string {
 }
 
 /** Prints every version of `identifier`; returns how many. */
-async function runHistory(client: Pick<ResourceStoreClient, "history">, identifier: string, params: HistoryParams, write: (line: string) => void): Promise<number> {
+async function runHistory(
+  client: Pick<ResourceStoreClient, "history">,
+  identifier: string,
+  params: HistoryParams,
+  write: (line: string) => void,
+): Promise<number> {
   let n = 0;
   for await (const page of client.history(identifier, params)) {
     for (const v of page.versions) {
@@ -48,7 +53,9 @@ export function historyCommand(): Command {
     .action(async (identifier: string, opts: { since?: string; until?: string; pageSize?: number }, cmd: Command) => {
       let url: string | undefined;
       try {
-        const g = resolveGlobals(cmd.optsWithGlobals<{ url?: string; token?: string; asOf?: string; quiet?: boolean }>());
+        const g = resolveGlobals(
+          cmd.optsWithGlobals<{ url?: string; token?: string; asOf?: string; quiet?: boolean }>(),
+        );
         url = g.url;
         const n = await runHistory(
           clientFor(g),

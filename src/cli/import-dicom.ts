@@ -57,7 +57,8 @@ async function* walkFiles(base: string, onSkipped: (relpath: string, why: string
       else if (st.isSymbolicLink()) {
         const target = await realpath(childAbs).catch(() => undefined);
         const tst = target === undefined ? undefined : await stat(target).catch(() => undefined);
-        if (target === undefined || tst === undefined || !inside(target) || !tst.isFile()) onSkipped(childRel, "a symbolic link that does not lead to a file inside the folder");
+        if (target === undefined || tst === undefined || !inside(target) || !tst.isFile())
+          onSkipped(childRel, "a symbolic link that does not lead to a file inside the folder");
         else yield { relpath: childRel, absolute: target, size: tst.size };
       }
     }
@@ -76,12 +77,21 @@ function deidentifyKey(file: string | undefined, env: NodeJS.ProcessEnv = proces
     }
   } else text = env.DICOM_DEIDENTIFY_KEY?.trim();
   if (text === undefined || text.length < 16) {
-    throw new CliError("--deidentify needs a key of at least 16 characters (--deidentify-key-file FILE or $DICOM_DEIDENTIFY_KEY): the same key maps the same UIDs to the same replacements", 2);
+    throw new CliError(
+      "--deidentify needs a key of at least 16 characters (--deidentify-key-file FILE or $DICOM_DEIDENTIFY_KEY): the same key maps the same UIDs to the same replacements",
+      2,
+    );
   }
   return Buffer.from(text, "utf8");
 }
 
-export async function runImportDicom(client: FilerClient, dir: string, opts: ImportDicomOptions, progress: Progress, url: string): Promise<ImportDicomResult> {
+export async function runImportDicom(
+  client: FilerClient,
+  dir: string,
+  opts: ImportDicomOptions,
+  progress: Progress,
+  url: string,
+): Promise<ImportDicomResult> {
   const st = await stat(dir).catch(() => undefined);
   if (!st?.isDirectory()) throw new CliError(`${dir} is not a directory`);
   const key = opts.deidentify ? deidentifyKey(opts.deidentifyKeyFile) : undefined;
@@ -137,7 +147,8 @@ export async function runImportDicom(client: FilerClient, dir: string, opts: Imp
       header,
       async bytes() {
         const b = kept ?? (await readFile(f.absolute));
-        if (b.length !== f.size) throw new Error(`changed while it was imported (${f.size} bytes listed, ${b.length} read)`);
+        if (b.length !== f.size)
+          throw new Error(`changed while it was imported (${f.size} bytes listed, ${b.length} read)`);
         return b;
       },
     };

@@ -51,7 +51,8 @@ export interface ImportResult {
 
 /** Turns one input record into the message sent, or says why it cannot be. */
 function toItem(file: string, line: number, value: unknown): Item {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error("a resource must be a JSON object");
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new Error("a resource must be a JSON object");
   const flat = value as Record<string, unknown>;
   const identifier = flat.identifier;
   if (typeof identifier !== "string" || identifier === "") throw new Error("identifier is required (a string)");
@@ -82,9 +83,7 @@ function namedLines(items: readonly Item[], text: string): string[] {
 function lineRanges(items: readonly Item[]): string {
   const byFile = new Map<string, number[]>();
   for (const it of items) byFile.set(it.file, [...(byFile.get(it.file) ?? []), it.line]);
-  return [...byFile]
-    .map(([f, lines]) => `${f} lines ${Math.min(...lines)}-${Math.max(...lines)}`)
-    .join(", ");
+  return [...byFile].map(([f, lines]) => `${f} lines ${Math.min(...lines)}-${Math.max(...lines)}`).join(", ");
 }
 
 /**
@@ -177,7 +176,10 @@ export async function runImport(
     try {
       if (failed) return; // an earlier batch failed: send nothing more
       if (opts.resume) {
-        const active = await activeAmong(client, items.map((i) => i.identifier));
+        const active = await activeAmong(
+          client,
+          items.map((i) => i.identifier),
+        );
         if (active.size > 0) {
           items = items.filter((i) => !active.has(i.identifier));
           skipped += batch.items.length - items.length;
@@ -193,9 +195,10 @@ export async function runImport(
     } catch (err) {
       const text = describeError(err, url);
       const named = namedLines(items, text);
-      const outcome = !sent || refusedBeforeWriting(err)
-        ? "nothing of this batch was written"
-        : "it may have been written: run again with --resume to complete it";
+      const outcome =
+        !sent || refusedBeforeWriting(err)
+          ? "nothing of this batch was written"
+          : "it may have been written: run again with --resume to complete it";
       fail(
         `${lineRanges(items)} (batch ${batch.no + 1}, ${items.length} resources; ${outcome}): ${text}` +
           (named.length > 0 ? `\n${named.join("\n")}` : ""),
@@ -304,4 +307,3 @@ export async function runImport(
   tick();
   return { imported, skipped, failed };
 }
-

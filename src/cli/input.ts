@@ -27,7 +27,10 @@ export async function detectFormat(file: string): Promise<InputFormat> {
     const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
     const head = buf.subarray(0, bytesRead);
     if (head.subarray(0, 4).toString("latin1") === "PAR1") return "parquet";
-    const text = head.toString("utf8").replace(/^\uFEFF/, "").trimStart();
+    const text = head
+      .toString("utf8")
+      .replace(/^\uFEFF/, "")
+      .trimStart();
     return text.startsWith("[") ? "json" : "ndjson";
   } finally {
     await fh.close();
@@ -88,7 +91,10 @@ async function* readJsonArray(file: string): AsyncGenerator<InputRecord> {
   let elementLine = 1;
   let parts: string[] = [];
   let ended = false;
-  for await (const chunk of createReadStream(file, { encoding: "utf8", highWaterMark: 1 << 20 }) as AsyncIterable<string>) {
+  for await (const chunk of createReadStream(file, {
+    encoding: "utf8",
+    highWaterMark: 1 << 20,
+  }) as AsyncIterable<string>) {
     position += Buffer.byteLength(chunk, "utf8");
     let from = 0;
     const take = (upto: number): string => {
@@ -204,7 +210,12 @@ async function* readParquet(file: string): AsyncGenerator<InputRecord> {
       } catch (err) {
         error = `row ${row}: ${err instanceof Error ? err.message : String(err)}`;
       }
-      yield { line: row, position: Math.min(position, buffer.byteLength), value, ...(error !== undefined ? { error } : {}) };
+      yield {
+        line: row,
+        position: Math.min(position, buffer.byteLength),
+        value,
+        ...(error !== undefined ? { error } : {}),
+      };
     }
   }
 }

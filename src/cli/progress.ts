@@ -52,7 +52,9 @@ export function createProgress(label: string, opts: { quiet: boolean; stream?: N
         const known = payload.known && params.total > 0;
         const ratio = known ? Math.min(1, params.value / params.total) : 0;
         const filled = Math.round(ratio * (options.barsize ?? 24));
-        const barText = known ? `[${"#".repeat(filled)}${"-".repeat((options.barsize ?? 24) - filled)}] ${Math.floor(ratio * 100)}% ` : "";
+        const barText = known
+          ? `[${"#".repeat(filled)}${"-".repeat((options.barsize ?? 24) - filled)}] ${Math.floor(ratio * 100)}% `
+          : "";
         const eta = known && ratio > 0 ? formatEta((secs * (1 - ratio)) / ratio) : "--";
         return `${label} ${barText}| ${payload.rows} rows | ${rate} rows/s | ${formatBytes(payload.bytes)} | ETA ${eta}`;
       },

@@ -32,9 +32,13 @@ export interface RegistryCommandIo {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-async function withDatabase<T>(env: Env, fn: (db: Db, config: ReturnType<typeof loadConfig>) => Promise<T>): Promise<T> {
+async function withDatabase<T>(
+  env: Env,
+  fn: (db: Db, config: ReturnType<typeof loadConfig>) => Promise<T>,
+): Promise<T> {
   const config = loadConfig(env);
-  if (config.databaseUrl === undefined) throw new Error("DATABASE_URL is not set: these tools work on the service's PostgreSQL database");
+  if (config.databaseUrl === undefined)
+    throw new Error("DATABASE_URL is not set: these tools work on the service's PostgreSQL database");
   const db = await openDatabase({ databaseUrl: config.databaseUrl, poolSize: 2 });
   try {
     await migrate(db);
@@ -45,7 +49,10 @@ async function withDatabase<T>(env: Env, fn: (db: Db, config: ReturnType<typeof 
 }
 
 /** Wraps every registry row in the first listed key; answers the summary line. */
-export async function runRehash(env: Env, options: { batchSize: number; progress?: (line: string) => void }): Promise<string> {
+export async function runRehash(
+  env: Env,
+  options: { batchSize: number; progress?: (line: string) => void },
+): Promise<string> {
   return withDatabase(env, async (db, config) => {
     const keys = await loadRegistryKeys({ configured: config.registryKeys, db, dataDir: undefined });
     const first = keys[0]?.id ?? "";
@@ -73,14 +80,21 @@ async function* uidsFrom(file: string): AsyncGenerator<RegisteredUid> {
     // Never quote the line: it holds a uid.
     const o = (typeof v === "object" && v !== null ? v : {}) as Record<string, unknown>;
     const uid = o.external_uid;
-    if (typeof uid === "string" && typeof o.datasource_id === "string") yield { datasourceId: o.datasource_id, externalUid: uid };
-    else if (typeof uid === "string" && typeof o.patient_identifier === "string") yield { patientIdentifier: o.patient_identifier, externalUid: uid };
-    else throw new Error(`line ${n} is not {"datasource_id", "external_uid"} nor {"patient_identifier", "external_uid"}`);
+    if (typeof uid === "string" && typeof o.datasource_id === "string")
+      yield { datasourceId: o.datasource_id, externalUid: uid };
+    else if (typeof uid === "string" && typeof o.patient_identifier === "string")
+      yield { patientIdentifier: o.patient_identifier, externalUid: uid };
+    else
+      throw new Error(`line ${n} is not {"datasource_id", "external_uid"} nor {"patient_identifier", "external_uid"}`);
   }
 }
 
 /** Re-hashes the rows of the uids in FILE from the uids, under the first listed key alone; answers the summary line. */
-export async function runRederive(env: Env, file: string, options: { batchSize: number; progress?: (line: string) => void }): Promise<string> {
+export async function runRederive(
+  env: Env,
+  file: string,
+  options: { batchSize: number; progress?: (line: string) => void },
+): Promise<string> {
   return withDatabase(env, async (db, config) => {
     const keys = await loadRegistryKeys({ configured: config.registryKeys, db, dataDir: undefined });
     const first = keys[0]?.id ?? "";
@@ -146,7 +160,10 @@ export function registryCommand(io: RegistryCommandIo = {}): Command {
         "with --uids FILE, re-hash the rows of those uids from the uids under the first key alone (which frees older keys)",
     )
     .option("--batch-size <n>", "rows per transaction", positiveInt, 1000)
-    .option("--uids <file>", 'NDJSON, one {"datasource_id","external_uid"} or {"patient_identifier","external_uid"} a line')
+    .option(
+      "--uids <file>",
+      'NDJSON, one {"datasource_id","external_uid"} or {"patient_identifier","external_uid"} a line',
+    )
     .action(async (opts: { batchSize: number; uids?: string }) => {
       const progress = (line: string) => err(`${line}\n`);
       const summary =

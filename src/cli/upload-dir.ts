@@ -118,7 +118,8 @@ async function walk(dir: string): Promise<Walked> {
       else if (entry.isSymbolicLink()) {
         const target = await realpath(childAbs).catch(() => undefined);
         const st = target === undefined ? undefined : await stat(target).catch(() => undefined);
-        if (target === undefined || st === undefined) skipped.push({ relpath: childRel, why: "its target does not exist" });
+        if (target === undefined || st === undefined)
+          skipped.push({ relpath: childRel, why: "its target does not exist" });
         else if (!inside(target)) skipped.push({ relpath: childRel, why: "it points outside the directory" });
         else if (!st.isFile()) skipped.push({ relpath: childRel, why: "it does not point to a regular file" });
         else files.push({ relpath: childRel, absolute: target, size: st.size });
@@ -153,8 +154,10 @@ function hashFile(path: string): Promise<string> {
 /** `s3://bucket/{group}/{id}/` as given to --root: checked here for a clear message, and again by the service. */
 function checkRoot(root: string, group: string): void {
   const m = /^s3:\/\/[^/]+\/(.+)$/.exec(root);
-  if (m === null || !root.endsWith("/")) throw new CliError(`--root ${root}: expected s3://bucket/{group}/{id}/ as printed by an earlier upload-dir`, 2);
-  if (!m[1]!.startsWith(`${group}/`) || m[1] === `${group}/`) throw new CliError(`--root ${root} does not lie under --group ${group}`, 2);
+  if (m === null || !root.endsWith("/"))
+    throw new CliError(`--root ${root}: expected s3://bucket/{group}/{id}/ as printed by an earlier upload-dir`, 2);
+  if (!m[1]!.startsWith(`${group}/`) || m[1] === `${group}/`)
+    throw new CliError(`--root ${root} does not lie under --group ${group}`, 2);
 }
 
 class HttpStatusError extends Error {
@@ -172,7 +175,13 @@ function retriable(err: unknown): boolean {
 }
 
 /** One PUT of the file, hashing and counting the bytes as they are sent. */
-function put(url: string, file: LocalFile, contentType: string, agents: { http: http.Agent; https: https.Agent }, onBytes: (n: number) => void): Promise<{ sha256: string; size: number }> {
+function put(
+  url: string,
+  file: LocalFile,
+  contentType: string,
+  agents: { http: http.Agent; https: https.Agent },
+  onBytes: (n: number) => void,
+): Promise<{ sha256: string; size: number }> {
   return new Promise((resolve, reject) => {
     let fd: number;
     try {
@@ -209,7 +218,10 @@ function put(url: string, file: LocalFile, contentType: string, agents: { http: 
       res.on("end", () => {
         const status = res.statusCode ?? 0;
         if (status < 200 || status >= 300) return done(new HttpStatusError(status, body));
-        if (sent !== file.size) return done(new CliError(`${file.relpath} changed while it was uploaded (${file.size} bytes listed, ${sent} read)`));
+        if (sent !== file.size)
+          return done(
+            new CliError(`${file.relpath} changed while it was uploaded (${file.size} bytes listed, ${sent} read)`),
+          );
         done(undefined, { sha256: hash.digest("hex"), size: sent });
       });
     });
@@ -273,16 +285,23 @@ export async function runUploadDir(
   const jobs: { file: LocalFile; url: string; path: string }[] = [];
   for (let i = 0; i < files.length; i += PRESIGN_LIMIT) {
     const chunk = files.slice(i, i + PRESIGN_LIMIT);
-    const res = await client.storage.presignUploadDir({ group: opts.group, relpaths: chunk.map((f) => f.relpath), ...(root !== undefined ? { root } : {}) });
+    const res = await client.storage.presignUploadDir({
+      group: opts.group,
+      relpaths: chunk.map((f) => f.relpath),
+      ...(root !== undefined ? { root } : {}),
+    });
     if (root === undefined) {
       root = res.root;
       onRoot(root);
     } else if (res.root !== root) {
-      throw new CliError(`the service answered root ${res.root} instead of ${root}: it does not know --root (a service older than this command)`);
+      throw new CliError(
+        `the service answered root ${res.root} instead of ${root}: it does not know --root (a service older than this command)`,
+      );
     }
     chunk.forEach((file, k) => {
       const item = res.items[k];
-      if (!item?.path) throw new CliError(`the service presigned ${res.items.length} of ${chunk.length} files, or without paths`);
+      if (!item?.path)
+        throw new CliError(`the service presigned ${res.items.length} of ${chunk.length} files, or without paths`);
       jobs.push({ file, url: item.url, path: item.path });
     });
   }
@@ -321,7 +340,9 @@ export async function runUploadDir(
             continue;
           }
           failed = true;
-          warn(`error: ${job.file.relpath}: ${describeError(err)}${attempt > 0 ? ` (after ${attempt + 1} attempts)` : ""}`);
+          warn(
+            `error: ${job.file.relpath}: ${describeError(err)}${attempt > 0 ? ` (after ${attempt + 1} attempts)` : ""}`,
+          );
           break;
         }
       }
@@ -340,7 +361,12 @@ export async function runUploadDir(
     let done = results.filter((r): r is Uploaded => r !== undefined);
     for (const f of already) {
       try {
-        done.push({ path: `${root}${f.relpath}`, size: f.size, sha256: await hashFile(f.absolute), contentType: contentTypeOf(f.relpath) });
+        done.push({
+          path: `${root}${f.relpath}`,
+          size: f.size,
+          sha256: await hashFile(f.absolute),
+          contentType: contentTypeOf(f.relpath),
+        });
       } catch (err) {
         failed = true;
         warn(`error: ${f.relpath}: ${describeError(err)}`);
@@ -349,7 +375,10 @@ export async function runUploadDir(
     // On a rerun some file resources exist already: create only the others.
     if (opts.root !== undefined && done.length > 0) {
       try {
-        const active = await activeAmong(client, done.map((u) => fileIdentifier(u.path)));
+        const active = await activeAmong(
+          client,
+          done.map((u) => fileIdentifier(u.path)),
+        );
         done = done.filter((u) => !active.has(fileIdentifier(u.path)));
       } catch (err) {
         failed = true;
@@ -365,16 +394,28 @@ export async function runUploadDir(
           resources: chunk.map((u) => ({
             identifier: fileIdentifier(u.path),
             parentIdentifier: parent,
-            payload: { case: "file" as const, value: { path: u.path, sizeBytes: BigInt(u.size), contentType: u.contentType, sha256: u.sha256 } },
+            payload: {
+              case: "file" as const,
+              value: { path: u.path, sizeBytes: BigInt(u.size), contentType: u.contentType, sha256: u.sha256 },
+            },
           })),
         });
         created += Number(res.created);
       } catch (err) {
         failed = true;
-        warn(`error: creating the file resources ${i + 1}-${i + chunk.length} under ${parent}: ${describeError(err, url)}`);
+        warn(
+          `error: creating the file resources ${i + 1}-${i + chunk.length} under ${parent}: ${describeError(err, url)}`,
+        );
         break;
       }
     }
   }
-  return { roots: root !== undefined ? [root] : [], uploaded, present: already.length, skippedLinks: walked.skipped.map((s) => s.relpath), created, failed };
+  return {
+    roots: root !== undefined ? [root] : [],
+    uploaded,
+    present: already.length,
+    skippedLinks: walked.skipped.map((s) => s.relpath),
+    created,
+    failed,
+  };
 }

@@ -54,7 +54,10 @@ export async function runWatch(
     includeResources: opts.includeResources,
     ...(opts.maxRetries !== undefined ? { maxRetries: opts.maxRetries } : {}),
     signal,
-    onRetry: (err, since) => warn(`watch: connection lost (${describeError(err, url)}); resuming${since !== undefined ? ` after ${since}` : ""}`),
+    onRetry: (err, since) =>
+      warn(
+        `watch: connection lost (${describeError(err, url)}); resuming${since !== undefined ? ` after ${since}` : ""}`,
+      ),
   });
   for await (const msg of feed) {
     for (const e of msg.events) {

@@ -15,7 +15,11 @@ export interface HistoryParams {
 }
 
 /** The pages of one resource's history, oldest versions first; a page may be empty only when the range holds none. */
-export async function* historyPages(transport: Transport, identifier: string, params: HistoryParams = {}): AsyncGenerator<HistoryResponse, void, undefined> {
+export async function* historyPages(
+  transport: Transport,
+  identifier: string,
+  params: HistoryParams = {},
+): AsyncGenerator<HistoryResponse, void, undefined> {
   const client = createClient(ResourceService, transport);
   let cursor: string | undefined;
   for (;;) {

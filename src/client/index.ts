@@ -100,13 +100,18 @@ export function createTransport(opts: ClientOptions): Transport {
     case "grpc":
       return answers(createGrpcTransport({ baseUrl: opts.baseUrl, interceptors: binary, ...compression }));
     case "grpc-web":
-      return answers(createGrpcWebTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors: binary, ...compression }));
+      return answers(
+        createGrpcWebTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors: binary, ...compression }),
+      );
     case "connect":
       return createConnectTransport({ baseUrl: opts.baseUrl, httpVersion: "1.1", interceptors, ...compression });
   }
 }
 
-function clientsOf<S extends Record<string, DescService>>(services: S, transport: Transport): { [K in keyof S]: Client<S[K]> } {
+function clientsOf<S extends Record<string, DescService>>(
+  services: S,
+  transport: Transport,
+): { [K in keyof S]: Client<S[K]> } {
   const out: Record<string, unknown> = {};
   for (const [k, svc] of Object.entries(services)) out[k] = createClient(svc, transport);
   return out as { [K in keyof S]: Client<S[K]> };

@@ -22,7 +22,13 @@
 // fieldless message, so the client wraps its transport only when every
 // interceptor is its own (they look at requests, never at answers): with
 // interceptors of the caller's, answers are decoded by connect as before.
-import { toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import {
+  toBinary,
+  type DescMessage,
+  type DescMethodUnary,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import { EmptySchema, type Empty } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ContextValues, type Transport, type UnaryResponse } from "@connectrpc/connect";
 import { decodesByPlan, plannedFromBinary } from "../protobuf/index.js";

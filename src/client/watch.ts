@@ -88,7 +88,10 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 const eventKey = (e: Event): string => `${e.identifier}\u0000${String(e.version)}`;
 
 /** The feed through `open`, resumed after every failure that is not final. */
-export async function* followFeed(open: WatchOpener, params: WatchParams = {}): AsyncGenerator<WatchResponse, void, undefined> {
+export async function* followFeed(
+  open: WatchOpener,
+  params: WatchParams = {},
+): AsyncGenerator<WatchResponse, void, undefined> {
   const signal = params.signal;
   const base = params.retryMs ?? 250;
   const cap = Math.max(base, params.maxRetryMs ?? 10_000);
@@ -117,7 +120,8 @@ export async function* followFeed(open: WatchOpener, params: WatchParams = {}): 
         const partial = message.partial;
         let events = message.events;
         // A split commit sent again after a resume: leave out what was yielded the first time.
-        if (splitAt !== undefined && yielded.size > 0) events = events.filter((e) => e.at !== splitAt || !yielded.has(eventKey(e)));
+        if (splitAt !== undefined && yielded.size > 0)
+          events = events.filter((e) => e.at !== splitAt || !yielded.has(eventKey(e)));
         if (partial) {
           // The split commit is the message's last: its stamp is its events' `at` (the message's own `at`
           // is the point just before that commit, so that resuming from it sends the commit again).
@@ -151,7 +155,10 @@ export async function* followFeed(open: WatchOpener, params: WatchParams = {}): 
 }
 
 /** The feed of the service behind `transport` (EventService of the second revision). */
-export function watchEvents(transport: Transport, params: WatchParams = {}): AsyncGenerator<WatchResponse, void, undefined> {
+export function watchEvents(
+  transport: Transport,
+  params: WatchParams = {},
+): AsyncGenerator<WatchResponse, void, undefined> {
   const client = createClient(EventService, transport);
   return followFeed((req, signal) => client.watch(req, signal !== undefined ? { signal } : {}), params);
 }

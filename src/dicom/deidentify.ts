@@ -25,7 +25,9 @@ function actionOf(code: string): Action {
   throw new Error(`basic-profile.json: unknown action ${code}`);
 }
 
-const ACTIONS = new Map<string, Action>((profile.attributes as [string, string, string][]).map(([tag, , code]) => [tag.toUpperCase(), actionOf(code)]));
+const ACTIONS = new Map<string, Action>(
+  (profile.attributes as [string, string, string][]).map(([tag, , code]) => [tag.toUpperCase(), actionOf(code)]),
+);
 
 /** How many attributes the table names (docs/dicom.md quotes it). */
 export const PROFILE_ATTRIBUTES = ACTIONS.size;

@@ -59,7 +59,9 @@ function hex(...parts: string[]): string {
 
 /** A datasource id as an object key segment: as it is when it is one, else a hash of it. */
 function keySegment(datasource: string): string {
-  return /^[A-Za-z0-9._-]+$/.test(datasource) && datasource !== "." && datasource !== ".." ? datasource : `ds-${hex(datasource).slice(0, 24)}`;
+  return /^[A-Za-z0-9._-]+$/.test(datasource) && datasource !== "." && datasource !== ".."
+    ? datasource
+    : `ds-${hex(datasource).slice(0, 24)}`;
 }
 
 function seriesIdentifier(study: string, seriesUid: string): string {
@@ -72,7 +74,9 @@ function fileIdentifier(study: string, sopUid: string): string {
 
 /** The registry key of a patient: PatientID with its issuer; without a PatientID, one patient per study. */
 function patientUid(h: InstanceHeader): string {
-  return h.patientId !== undefined ? `dicom-patient:${JSON.stringify([h.issuerOfPatientId ?? "", h.patientId])}` : `dicom-study-without-patient:${h.studyInstanceUid}`;
+  return h.patientId !== undefined
+    ? `dicom-patient:${JSON.stringify([h.issuerOfPatientId ?? "", h.patientId])}`
+    : `dicom-study-without-patient:${h.studyInstanceUid}`;
 }
 
 function isFailedPrecondition(err: unknown): boolean {
@@ -108,7 +112,13 @@ function put(url: string, body: Buffer, agents: { http: http.Agent; https: https
       res.on("end", () => {
         const status = res.statusCode ?? 0;
         if (status >= 200 && status < 300) resolve();
-        else reject(new PutError(`storage answered ${status}${text !== "" ? `: ${text.slice(0, 200)}` : ""}`, status >= 500 || status === 429 || status === 408));
+        else
+          reject(
+            new PutError(
+              `storage answered ${status}${text !== "" ? `: ${text.slice(0, 200)}` : ""}`,
+              status >= 500 || status === 429 || status === 408,
+            ),
+          );
       });
     });
     req.end(body);
@@ -145,7 +155,10 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
   };
 
   /** Resolve, else register, else (another importer registered it meanwhile) resolve again. */
-  async function allocate(resolve: () => Promise<{ identifier: string }>, register: () => Promise<{ identifier: string }>): Promise<string> {
+  async function allocate(
+    resolve: () => Promise<{ identifier: string }>,
+    register: () => Promise<{ identifier: string }>,
+  ): Promise<string> {
     try {
       return (await resolve()).identifier;
     } catch (err) {
@@ -164,7 +177,10 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
     let p = patients.get(uid);
     if (p === undefined) {
       const req = { datasourceId: opts.datasource, externalUid: uid };
-      p = allocate(() => client.registry.resolvePatient(req), () => client.registry.registerPatient(req));
+      p = allocate(
+        () => client.registry.resolvePatient(req),
+        () => client.registry.registerPatient(req),
+      );
       patients.set(uid, p);
       p.catch(() => patients.delete(uid));
     }
@@ -176,7 +192,10 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
     let p = studies.get(key);
     if (p === undefined) {
       const req = { patientIdentifier: patient, externalUid: h.studyInstanceUid };
-      p = allocate(() => client.registry.resolveStudy(req), () => client.registry.registerStudy(req));
+      p = allocate(
+        () => client.registry.resolveStudy(req),
+        () => client.registry.registerStudy(req),
+      );
       studies.set(key, p);
       p.catch(() => studies.delete(key));
     }
@@ -188,7 +207,11 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
     if (datasourceParent === undefined) {
       const p = client.resources
         .read({ identifiers: [opts.datasource], excludeChildren: true })
-        .then((r) => (r.resources.some((x) => x.identifier === opts.datasource && x.payload.case === "datasource") ? opts.datasource : undefined));
+        .then((r) =>
+          r.resources.some((x) => x.identifier === opts.datasource && x.payload.case === "datasource")
+            ? opts.datasource
+            : undefined,
+        );
       datasourceParent = p;
       p.catch(() => (datasourceParent = undefined));
     }
@@ -262,7 +285,10 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
             identifier: id,
             ...(parent !== undefined ? { parentIdentifier: parent } : {}),
             accessLevel: level,
-            payload: { case: "patient" as const, value: { datasourceId: opts.datasource, sex: h.sex, birthYear: h.birthYear } },
+            payload: {
+              case: "patient" as const,
+              value: { datasourceId: opts.datasource, sex: h.sex, birthYear: h.birthYear },
+            },
           };
         }
         if (id === p.study) {
@@ -270,14 +296,30 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
             identifier: id,
             parentIdentifier: p.patient,
             accessLevel: level,
-            payload: { case: "study" as const, value: { studyDate: h.studyDate, modality: h.modality, description: h.studyDescription, bodyPart: h.bodyPart } },
+            payload: {
+              case: "study" as const,
+              value: {
+                studyDate: h.studyDate,
+                modality: h.modality,
+                description: h.studyDescription,
+                bodyPart: h.bodyPart,
+              },
+            },
           };
         }
         return {
           identifier: id,
           parentIdentifier: p.study,
           accessLevel: level,
-          payload: { case: "series" as const, value: { modality: h.modality, seriesNumber: h.seriesNumber, description: h.seriesDescription, instanceCount: 0 } },
+          payload: {
+            case: "series" as const,
+            value: {
+              modality: h.modality,
+              seriesNumber: h.seriesNumber,
+              description: h.seriesDescription,
+              instanceCount: 0,
+            },
+          },
         };
       });
     if (hierarchy.length > 0) await client.resources.create({ resources: hierarchy });
@@ -295,9 +337,13 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
     }
     const jobs: { i: number; p: Placed; url: string; path: string }[] = [];
     const signed = await Promise.all(
-      [...byStudy].map(async ([, list]) => ({ list, res: await client.storage.presignUploadDir({ group, relpaths: list.map((t) => t.p.relpath) }) })),
+      [...byStudy].map(async ([, list]) => ({
+        list,
+        res: await client.storage.presignUploadDir({ group, relpaths: list.map((t) => t.p.relpath) }),
+      })),
     );
-    for (const { list, res } of signed) list.forEach((t, k) => jobs.push({ ...t, url: res.items[k]!.url, path: res.items[k]!.path ?? "" }));
+    for (const { list, res } of signed)
+      list.forEach((t, k) => jobs.push({ ...t, url: res.items[k]!.url, path: res.items[k]!.path ?? "" }));
     const files: { i: number; p: Placed; path: string; size: number; sha256: string }[] = [];
     let next = 0;
     const worker = async (): Promise<void> => {
@@ -306,10 +352,17 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
         try {
           let body = await job.p.instance.bytes();
           // Loaded only here: dcmjs is needed by --deidentify alone.
-          if (opts.deidentifyKey !== undefined) body = (await import("./deidentify.js")).deidentify(body, opts.deidentifyKey);
+          if (opts.deidentifyKey !== undefined)
+            body = (await import("./deidentify.js")).deidentify(body, opts.deidentifyKey);
           await send(job.url, body);
           onBytes?.(body.length);
-          files.push({ i: job.i, p: job.p, path: job.path, size: body.length, sha256: createHash("sha256").update(body).digest("hex") });
+          files.push({
+            i: job.i,
+            p: job.p,
+            path: job.path,
+            size: body.length,
+            sha256: createHash("sha256").update(body).digest("hex"),
+          });
         } catch (err) {
           outcomes[job.i] = { kind: "failed", error: message(err) };
         }
@@ -325,7 +378,10 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
           identifier: f.p.file,
           parentIdentifier: f.p.series,
           accessLevel: level,
-          payload: { case: "file" as const, value: { path: f.path, sizeBytes: BigInt(f.size), contentType: CONTENT_TYPE, sha256: f.sha256 } },
+          payload: {
+            case: "file" as const,
+            value: { path: f.path, sizeBytes: BigInt(f.size), contentType: CONTENT_TYPE, sha256: f.sha256 },
+          },
         })),
       });
       for (const f of files) {
@@ -342,7 +398,13 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
     const studyIds = [...touchedStudies];
     touchedSeries.clear();
     touchedStudies.clear();
-    const updates: Record<string, { payload: { case: "series"; value: { instanceCount: number } } | { case: "study"; value: { modality: string } }; updateMask: { paths: string[] } }> = {};
+    const updates: Record<
+      string,
+      {
+        payload: { case: "series"; value: { instanceCount: number } } | { case: "study"; value: { modality: string } };
+        updateMask: { paths: string[] };
+      }
+    > = {};
     for (const id of series) {
       const [count, current] = await Promise.all([
         client.query.count({ parentIdentifier: id, payloadType: "file" }),
@@ -351,7 +413,10 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
       const r = current.resources[0];
       const n = Number(count.count);
       if (r?.payload.case === "series" && r.payload.value.instanceCount !== n) {
-        updates[id] = { payload: { case: "series", value: { instanceCount: n } }, updateMask: { paths: ["instance_count"] } };
+        updates[id] = {
+          payload: { case: "series", value: { instanceCount: n } },
+          updateMask: { paths: ["instance_count"] },
+        };
       }
     }
     for (const id of studyIds) {
@@ -361,7 +426,8 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
         client.resources.read({ identifiers: [id], excludeChildren: true }),
       ]);
       const distinct = new Set<string>();
-      for (const s of page.results) if (s.payload.case === "series" && s.payload.value.modality) distinct.add(s.payload.value.modality);
+      for (const s of page.results)
+        if (s.payload.case === "series" && s.payload.value.modality) distinct.add(s.payload.value.modality);
       const modalities = [...distinct].sort();
       const r = current.resources[0];
       const joined = modalities.join("\\");

@@ -63,7 +63,9 @@ function intOf(is: string | undefined): number | undefined {
 
 /** True when the bytes start as a Part 10 file does: a 128-byte preamble, then "DICM". */
 function looksLikePart10(bytes: Uint8Array): boolean {
-  return bytes.length >= 132 && bytes[128] === 0x44 && bytes[129] === 0x49 && bytes[130] === 0x43 && bytes[131] === 0x4d;
+  return (
+    bytes.length >= 132 && bytes[128] === 0x44 && bytes[129] === 0x49 && bytes[130] === 0x43 && bytes[131] === 0x4d
+  );
 }
 
 /**
@@ -77,11 +79,17 @@ export function readHeader(bytes: Uint8Array): InstanceHeader {
   try {
     ds = dicomParser.parseDicom(bytes);
   } catch (err) {
-    const why = typeof err === "string" ? err : err instanceof Error ? err.message : (err as { exception?: string }).exception ?? String(err);
+    const why =
+      typeof err === "string"
+        ? err
+        : err instanceof Error
+          ? err.message
+          : ((err as { exception?: string }).exception ?? String(err));
     throw new DicomReadError(`unreadable DICOM (${why.replace(/^dicomParser\.\w+: /, "")})`, "unreadable");
   }
   const sopClassUid = text(ds, "x00020002") ?? text(ds, "x00080016") ?? "";
-  if (sopClassUid === MEDIA_DIRECTORY_SOP_CLASS) throw new DicomReadError("a DICOMDIR (a directory of a medium), not an instance", "dicomdir");
+  if (sopClassUid === MEDIA_DIRECTORY_SOP_CLASS)
+    throw new DicomReadError("a DICOMDIR (a directory of a medium), not an instance", "dicomdir");
   const sopInstanceUid = text(ds, "x00080018") ?? text(ds, "x00020003");
   const studyInstanceUid = text(ds, "x0020000d");
   const seriesInstanceUid = text(ds, "x0020000e");

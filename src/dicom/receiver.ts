@@ -21,15 +21,18 @@ import { createFiler, type Filer, type FilerClient, type Instance, type Outcome 
 import { DicomReadError, readHeader } from "./header.js";
 
 const { Dataset, Scp } = dimse;
-const { Status, PresentationContextResult, RejectResult, RejectSource, RejectReason, TransferSyntax, SopClass } = dimse.constants;
+const { Status, PresentationContextResult, RejectResult, RejectSource, RejectReason, TransferSyntax, SopClass } =
+  dimse.constants;
 dimse.log.setLevel("silent");
 
 /** A transport whose calls carry `caller` (the auth interceptor takes it instead of a token). */
 function asCaller(transport: Transport, caller: Caller): Transport {
   const values = (given: ContextValues | undefined) => (given ?? createContextValues()).set(trustedCallerKey, caller);
   return {
-    unary: (method, signal, timeoutMs, header, input, contextValues) => transport.unary(method, signal, timeoutMs, header, input, values(contextValues)),
-    stream: (method, signal, timeoutMs, header, input, contextValues) => transport.stream(method, signal, timeoutMs, header, input, values(contextValues)),
+    unary: (method, signal, timeoutMs, header, input, contextValues) =>
+      transport.unary(method, signal, timeoutMs, header, input, values(contextValues)),
+    stream: (method, signal, timeoutMs, header, input, contextValues) =>
+      transport.stream(method, signal, timeoutMs, header, input, values(contextValues)),
   };
 }
 
@@ -60,7 +63,13 @@ function metaElement(element: number, vr: string, value: Buffer): Buffer {
 }
 
 /** A Part 10 file around a dataset as it arrived: preamble, "DICM", the file meta information, the dataset bytes untouched. */
-export function part10(dataset: Buffer, sopClass: string, sopInstance: string, transferSyntax: string, sourceAe: string): Buffer {
+export function part10(
+  dataset: Buffer,
+  sopClass: string,
+  sopInstance: string,
+  transferSyntax: string,
+  sourceAe: string,
+): Buffer {
   const group = Buffer.concat([
     metaElement(0x0001, "OB", Buffer.from([0, 1])),
     metaElement(0x0002, "UI", padded(sopClass, 0)),
@@ -72,11 +81,27 @@ export function part10(dataset: Buffer, sopClass: string, sopInstance: string, t
   ]);
   const length = Buffer.alloc(4);
   length.writeUInt32LE(group.length, 0);
-  return Buffer.concat([Buffer.alloc(128), Buffer.from("DICM", "latin1"), metaElement(0x0000, "UL", length), group, dataset]);
+  return Buffer.concat([
+    Buffer.alloc(128),
+    Buffer.from("DICM", "latin1"),
+    metaElement(0x0000, "UL", length),
+    group,
+    dataset,
+  ]);
 }
 
 /** Transfer syntaxes taken as offered, best first: the object is stored as it was sent. */
-const ACCEPTED_SYNTAXES = [TransferSyntax.ExplicitVRLittleEndian, TransferSyntax.ImplicitVRLittleEndian, TransferSyntax.JpegLossless, TransferSyntax.JpegBaseline, TransferSyntax.Jpeg2000Lossless, TransferSyntax.Jpeg2000Lossy, TransferSyntax.JpegLsLossless, TransferSyntax.JpegLsLossy, TransferSyntax.RleLossless];
+const ACCEPTED_SYNTAXES = [
+  TransferSyntax.ExplicitVRLittleEndian,
+  TransferSyntax.ImplicitVRLittleEndian,
+  TransferSyntax.JpegLossless,
+  TransferSyntax.JpegBaseline,
+  TransferSyntax.Jpeg2000Lossless,
+  TransferSyntax.Jpeg2000Lossy,
+  TransferSyntax.JpegLsLossless,
+  TransferSyntax.JpegLsLossy,
+  TransferSyntax.RleLossless,
+];
 
 /** Batches of one sender filed at once. */
 const LANE_BATCHES = 4;
@@ -92,12 +117,19 @@ export interface DicomReceiver {
   close(): Promise<void>;
 }
 
-export async function startDicomReceiver(config: ReceiverConfig, transport: Transport, log: Logger): Promise<DicomReceiver> {
+export async function startDicomReceiver(
+  config: ReceiverConfig,
+  transport: Transport,
+  log: Logger,
+): Promise<DicomReceiver> {
   const filers = new Map<string, Filer>();
   const filerFor = (ae: string): Filer => {
     let f = filers.get(ae);
     if (f === undefined) {
-      const caller: Caller = { actor: `dicom:${ae}`, grants: { datasources: new Set([config.datasource]), clearance: "restricted" } };
+      const caller: Caller = {
+        actor: `dicom:${ae}`,
+        grants: { datasources: new Set([config.datasource]), clearance: "restricted" },
+      };
       f = createFiler(clientAs(transport, caller), {
         datasource: config.datasource,
         accessLevel: config.accessLevel,
@@ -160,10 +192,12 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
   // Settles one sender's filer once what it sent is filed, one settle at a time.
   const settling = (ae: string): Promise<void> => {
     const lane = laneOf(ae);
-    lane.settled = lane.settled.catch(() => {}).then(async () => {
-      while (lane.running > 0 || lane.queue.length > 0) await new Promise((r) => setTimeout(r, 5));
-      await filerFor(ae).settle();
-    });
+    lane.settled = lane.settled
+      .catch(() => {})
+      .then(async () => {
+        while (lane.running > 0 || lane.queue.length > 0) await new Promise((r) => setTimeout(r, 5));
+        await filerFor(ae).settle();
+      });
     return lane.settled;
   };
   const enqueue = (ae: string, instance: Instance): Promise<string | undefined> =>
@@ -181,12 +215,20 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
       const called = association.getCalledAeTitle().trim();
       if (called !== config.aeTitle) {
         log.warn({ calling, called }, "DICOM receiver: association refused, called AE title unknown");
-        this.sendAssociationReject(RejectResult.Permanent, RejectSource.ServiceUser, RejectReason.CalledAeNotRecognized);
+        this.sendAssociationReject(
+          RejectResult.Permanent,
+          RejectSource.ServiceUser,
+          RejectReason.CalledAeNotRecognized,
+        );
         return;
       }
       if (config.allowedAes !== undefined && !config.allowedAes.has(calling)) {
         log.warn({ calling }, "DICOM receiver: association refused, calling AE title not in DICOM_ALLOWED_AES");
-        this.sendAssociationReject(RejectResult.Permanent, RejectSource.ServiceUser, RejectReason.CallingAeNotRecognized);
+        this.sendAssociationReject(
+          RejectResult.Permanent,
+          RejectSource.ServiceUser,
+          RejectReason.CallingAeNotRecognized,
+        );
         return;
       }
       this.callingAe = calling;
@@ -194,7 +236,8 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
         const context = association.getPresentationContext(c.id);
         const offered = context.getTransferSyntaxUids();
         const chosen = ACCEPTED_SYNTAXES.find((ts) => offered.includes(ts));
-        if (context.getAbstractSyntaxUid() === SopClass.Verification) context.setResult(PresentationContextResult.Accept, TransferSyntax.ImplicitVRLittleEndian);
+        if (context.getAbstractSyntaxUid() === SopClass.Verification)
+          context.setResult(PresentationContextResult.Accept, TransferSyntax.ImplicitVRLittleEndian);
         else if (chosen !== undefined) context.setResult(PresentationContextResult.Accept, chosen);
         else context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);
       }
@@ -206,24 +249,36 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
     // answered (not after every batch, which would cost a count per series).
     override associationReleaseRequested(): void {
       const ae = this.callingAe;
-      const settle = (this.received > 0 ? settling(ae) : Promise.resolve()).catch((err: unknown) => log.warn({ err, ae }, "DICOM receiver: updating instance counts failed"));
+      const settle = (this.received > 0 ? settling(ae) : Promise.resolve()).catch((err: unknown) =>
+        log.warn({ err, ae }, "DICOM receiver: updating instance counts failed"),
+      );
       void settle.then(() => this.sendAssociationReleaseResponse());
     }
 
-    override cEchoRequest(request: InstanceType<typeof dimse.requests.CEchoRequest>, callback: (response: InstanceType<typeof dimse.responses.CEchoResponse>) => void): void {
+    override cEchoRequest(
+      request: InstanceType<typeof dimse.requests.CEchoRequest>,
+      callback: (response: InstanceType<typeof dimse.responses.CEchoResponse>) => void,
+    ): void {
       const response = dimse.responses.CEchoResponse.fromRequest(request);
       response.setStatus(Status.Success);
       callback(response);
     }
 
     // The dataset's bytes are kept as they came (never parsed into dcmjs objects and written back).
-    override createDatasetFromStoreWritableStream(writable: Writable, context: InstanceType<typeof dimse.association.PresentationContext>, callback: (dataset: InstanceType<typeof Dataset>) => void): void {
+    override createDatasetFromStoreWritableStream(
+      writable: Writable,
+      context: InstanceType<typeof dimse.association.PresentationContext>,
+      callback: (dataset: InstanceType<typeof Dataset>) => void,
+    ): void {
       const dataset = new Dataset({}, context.getAcceptedTransferSyntaxUid());
       (dataset as unknown as { raw: Buffer }).raw = (writable as unknown as { toBuffer(): Buffer }).toBuffer();
       callback(dataset);
     }
 
-    override cStoreRequest(request: InstanceType<typeof dimse.requests.CStoreRequest>, callback: (response: InstanceType<typeof dimse.responses.CStoreResponse>) => void): void {
+    override cStoreRequest(
+      request: InstanceType<typeof dimse.requests.CStoreRequest>,
+      callback: (response: InstanceType<typeof dimse.responses.CStoreResponse>) => void,
+    ): void {
       const response = dimse.responses.CStoreResponse.fromRequest(request);
       const dataset = request.getDataset() as unknown as { raw?: Buffer; getTransferSyntaxUid(): string } | undefined;
       const ae = this.callingAe;
@@ -234,7 +289,13 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
         callback(response);
       };
       if (dataset?.raw === undefined) return reply(Status.ProcessingFailure, "no dataset");
-      const bytes = part10(dataset.raw, request.getAffectedSopClassUid(), request.getAffectedSopInstanceUid(), dataset.getTransferSyntaxUid(), ae);
+      const bytes = part10(
+        dataset.raw,
+        request.getAffectedSopClassUid(),
+        request.getAffectedSopInstanceUid(),
+        dataset.getTransferSyntaxUid(),
+        ae,
+      );
       let header;
       try {
         header = readHeader(bytes);
@@ -259,7 +320,10 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
     // A C-STORE answer is a small write after a small read: without this, Nagle's algorithm holds it for the sender's delayed ACK.
     socket.setNoDelay(true);
     socket.on("close", () => sockets.delete(socket));
-    const scp = new ReceiverScp(socket, { associationTimeout: 60_000, pduTimeout: 60_000 }) as unknown as { connected: boolean; on(event: "networkError", listener: () => void): void };
+    const scp = new ReceiverScp(socket, { associationTimeout: 60_000, pduTimeout: 60_000 }) as unknown as {
+      connected: boolean;
+      on(event: "networkError", listener: () => void): void;
+    };
     scp.connected = true;
     scp.on("networkError", () => socket.destroy());
   });
@@ -269,7 +333,10 @@ export async function startDicomReceiver(config: ReceiverConfig, transport: Tran
   });
   const address = server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.port;
-  log.info({ port, host: config.host, aeTitle: config.aeTitle, datasource: config.datasource }, "DICOM receiver listening");
+  log.info(
+    { port, host: config.host, aeTitle: config.aeTitle, datasource: config.datasource },
+    "DICOM receiver listening",
+  );
   return {
     port,
     async close() {

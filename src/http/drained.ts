@@ -4,7 +4,11 @@ import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 
 /** Resolves when the response can take more, false if it closed first (or took nothing for `stallMs`). */
-export function drained(res: ServerResponse | Http2ServerResponse, isClosed: () => boolean, stallMs?: number): Promise<boolean> {
+export function drained(
+  res: ServerResponse | Http2ServerResponse,
+  isClosed: () => boolean,
+  stallMs?: number,
+): Promise<boolean> {
   return new Promise((resolve) => {
     if (isClosed()) {
       resolve(false);

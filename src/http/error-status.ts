@@ -68,7 +68,12 @@ export function writeRestError(res: AnyResponse, err: unknown, extraHeaders?: Re
 }
 
 /** Writes a complete JSON answer. */
-export function writeJson(res: AnyResponse, status: number, body: unknown, extraHeaders?: Record<string, string>): void {
+export function writeJson(
+  res: AnyResponse,
+  status: number,
+  body: unknown,
+  extraHeaders?: Record<string, string>,
+): void {
   const text = JSON.stringify(body);
   const headers: Record<string, string | number> = {
     "content-type": "application/json",

@@ -37,7 +37,13 @@ export interface FrontDoorOptions {
    * (and a call counted) like one the interceptors refused: `method` is
    * undefined for a path no operation has, `status` the HTTP status written.
    */
-  readonly onRefused?: (method: DescMethod | undefined, err: ConnectError, req: Req, started: bigint, status: number) => void;
+  readonly onRefused?: (
+    method: DescMethod | undefined,
+    err: ConnectError,
+    req: Req,
+    started: bigint,
+    status: number,
+  ) => void;
 }
 
 const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
@@ -78,7 +84,7 @@ export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStat
       res.stream.close(http2.constants.NGHTTP2_NO_ERROR);
       return 200;
     }
-    (res).writeHead(200, { ...headers, connection: "close" });
+    res.writeHead(200, { ...headers, connection: "close" });
     res.end();
     return 200;
   }
@@ -102,7 +108,7 @@ export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStat
   }
   const socket = (req as IncomingMessage).socket;
   lingerInsteadOfReset(socket);
-  (res).writeHead(status, { "content-type": contentType, "content-length": body.length, connection: "close" });
+  res.writeHead(status, { "content-type": contentType, "content-length": body.length, connection: "close" });
   res.end(body);
   return status;
 }
@@ -143,7 +149,12 @@ export function createFrontDoor(opts: FrontDoorOptions, next: NodeHandler): Node
   return (req, res) => {
     const rawPath = (req.url ?? "/").split("?", 1)[0] ?? "/";
     if (isUnsafePath(rawPath)) {
-      refuseBeforeBody(req, res, notFound(`no route for ${req.method ?? "?"} ${rawPath.slice(0, 200)} (paths are matched as sent)`), 404);
+      refuseBeforeBody(
+        req,
+        res,
+        notFound(`no route for ${req.method ?? "?"} ${rawPath.slice(0, 200)} (paths are matched as sent)`),
+        404,
+      );
       return;
     }
     if (!opts.auth.enabled) return next(req, res);

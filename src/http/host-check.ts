@@ -22,7 +22,10 @@ const LOOPBACK_HOSTS: readonly string[] = ["localhost", "127.0.0.1", "[::1]"];
  * authentication off checks always (loopback names plus ALLOWED_HOSTS),
  * authentication on only when ALLOWED_HOSTS is set (then only those).
  */
-export function allowedHostsFor(authEnabled: boolean, configured: readonly string[] | undefined): readonly string[] | undefined {
+export function allowedHostsFor(
+  authEnabled: boolean,
+  configured: readonly string[] | undefined,
+): readonly string[] | undefined {
   if (!authEnabled) return [...LOOPBACK_HOSTS, ...(configured ?? [])];
   return configured;
 }

@@ -58,7 +58,8 @@ export function readBody(req: AnyRequest, maxBytes: number): Promise<Buffer> {
   });
 }
 
-export type Decompressed = { readonly bytes: Uint8Array } | { readonly malformed: string } | { readonly tooLarge: true };
+export type Decompressed =
+  { readonly bytes: Uint8Array } | { readonly malformed: string } | { readonly tooLarge: true };
 
 /**
  * Compressed bytes of a request (`what`: "the request body", "a request
@@ -68,7 +69,13 @@ export type Decompressed = { readonly bytes: Uint8Array } | { readonly malformed
  * gzip stream with internal; a result over the limit is tooLarge, for the
  * caller to refuse (or leave to connect, which answers resource_exhausted).
  */
-export async function decompress(compression: Compression, bytes: Uint8Array, maxBytes: number, what: string, header: string): Promise<Decompressed> {
+export async function decompress(
+  compression: Compression,
+  bytes: Uint8Array,
+  maxBytes: number,
+  what: string,
+  header: string,
+): Promise<Decompressed> {
   try {
     return { bytes: await compression.decompress(bytes, maxBytes) };
   } catch (e) {
@@ -84,16 +91,30 @@ export async function decompress(compression: Compression, bytes: Uint8Array, ma
  * before the body is read (UNSUPPORTED_MEDIA_TYPE); bytes that are not valid
  * data of the named encoding are MALFORMED_BODY.
  */
-export async function readDecodedBody(req: AnyRequest, maxBytes: number, offered: readonly Compression[]): Promise<Buffer> {
+export async function readDecodedBody(
+  req: AnyRequest,
+  maxBytes: number,
+  offered: readonly Compression[],
+): Promise<Buffer> {
   const declared = req.headers["content-encoding"]?.trim().toLowerCase();
   if (declared === undefined || declared === "" || declared === "identity") return readBody(req, maxBytes);
   const compression = offered.find((c) => c.name === declared);
   if (compression === undefined) {
     req.resume();
-    throw unsupportedContentEncoding(declared, offered.map((c) => c.name));
+    throw unsupportedContentEncoding(
+      declared,
+      offered.map((c) => c.name),
+    );
   }
-  const plain = await decompress(compression, await readBody(req, maxBytes), maxBytes, "the request body", "content-encoding");
-  if ("tooLarge" in plain) throw resourceExhausted(`the request body is larger than ${maxBytes} bytes once decompressed`, "BODY_TOO_LARGE");
+  const plain = await decompress(
+    compression,
+    await readBody(req, maxBytes),
+    maxBytes,
+    "the request body",
+    "content-encoding",
+  );
+  if ("tooLarge" in plain)
+    throw resourceExhausted(`the request body is larger than ${maxBytes} bytes once decompressed`, "BODY_TOO_LARGE");
   if ("malformed" in plain) throw invalidArgument(plain.malformed, "MALFORMED_BODY");
   return Buffer.from(plain.bytes.buffer, plain.bytes.byteOffset, plain.bytes.byteLength);
 }

@@ -1,7 +1,23 @@
 // Rows -> one Arrow record batch, built straight from typed arrays with
 // makeData (Arrow's builders are several times slower), serialised as an
 // IPC stream for the encoder worker.
-import { Bool, Field, Float64, Int32, Int64, List, makeData, RecordBatch, Schema, Struct, Table, tableToIPC, TimeUnit, Timestamp, Utf8 } from "apache-arrow";
+import {
+  Bool,
+  Field,
+  Float64,
+  Int32,
+  Int64,
+  List,
+  makeData,
+  RecordBatch,
+  Schema,
+  Struct,
+  Table,
+  tableToIPC,
+  TimeUnit,
+  Timestamp,
+  Utf8,
+} from "apache-arrow";
 import type { Data, DataType } from "apache-arrow";
 import type { QueryRow } from "../store/index.js";
 import { int64Buffer, timestampBuffer, utf8Buffers } from "./column-buffers.js";
@@ -32,7 +48,14 @@ export function arrowSchema(columns: readonly ColumnSpec[]): Schema {
 
 function utf8Data(values: readonly (string | null)[], validity: Uint8Array | undefined, nullCount: number): Data<Utf8> {
   const { offsets, data } = utf8Buffers(values);
-  return makeData({ type: new Utf8(), length: values.length, nullCount, ...(validity ? { nullBitmap: validity } : {}), valueOffsets: offsets, data });
+  return makeData({
+    type: new Utf8(),
+    length: values.length,
+    nullCount,
+    ...(validity ? { nullBitmap: validity } : {}),
+    valueOffsets: offsets,
+    data,
+  });
 }
 
 function columnData(col: ColumnSpec, type: DataType, rows: readonly QueryRow[]): Data {
@@ -50,11 +73,23 @@ function columnData(col: ColumnSpec, type: DataType, rows: readonly QueryRow[]):
     case "utf8":
       return utf8Data(values as (string | null)[], bitmap, nullCount);
     case "int32":
-      return makeData({ type: type as Int32, ...common, data: Int32Array.from(values, (v) => (v as number | null) ?? 0) });
+      return makeData({
+        type: type as Int32,
+        ...common,
+        data: Int32Array.from(values, (v) => (v as number | null) ?? 0),
+      });
     case "float64":
-      return makeData({ type: type as Float64, ...common, data: Float64Array.from(values, (v) => (v as number | null) ?? 0) });
+      return makeData({
+        type: type as Float64,
+        ...common,
+        data: Float64Array.from(values, (v) => (v as number | null) ?? 0),
+      });
     case "int64":
-      return makeData({ type: type as Int64, ...common, data: int64Buffer(values as (string | number | bigint | null)[]) });
+      return makeData({
+        type: type as Int64,
+        ...common,
+        data: int64Buffer(values as (string | number | bigint | null)[]),
+      });
     case "timestamp":
       return makeData({ type: type as Timestamp, ...common, data: timestampBuffer(values as (string | null)[]) });
     case "bool": {

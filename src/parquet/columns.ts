@@ -33,7 +33,14 @@ const LOW_CARDINALITY_METADATA = new Set(["payload_type", "access_level", "licen
 
 function metadataColumn(f: QueryField): ColumnSpec {
   const low = LOW_CARDINALITY_METADATA.has(f.name);
-  const col = (kind: ColumnKind, get: ColumnSpec["get"], sql: string, wire: Wire): ColumnSpec => ({ name: f.name, kind, lowCardinality: low, get, sql, wire });
+  const col = (kind: ColumnKind, get: ColumnSpec["get"], sql: string, wire: Wire): ColumnSpec => ({
+    name: f.name,
+    kind,
+    lowCardinality: low,
+    get,
+    sql,
+    wire,
+  });
   switch (f.name) {
     case "derived_from":
       return col("utf8_list", (r) => r.derived_from, "r.derived_from::text[]", "text_array");
@@ -55,7 +62,14 @@ export function payloadColumn(f: QueryField, lowCardinality: boolean): ColumnSpe
   const key = f.key ?? f.name;
   const value = (r: QueryRow): JsonValue | undefined => r.payload[key];
   const sql = `r.payload -> ${literal(key)}`;
-  const col = (kind: ColumnKind, get: ColumnSpec["get"], wire: Wire): ColumnSpec => ({ name: f.name, kind, lowCardinality, get, sql, wire });
+  const col = (kind: ColumnKind, get: ColumnSpec["get"], wire: Wire): ColumnSpec => ({
+    name: f.name,
+    kind,
+    lowCardinality,
+    get,
+    sql,
+    wire,
+  });
   switch (f.type) {
     case "int":
       return col("int32", (r) => (typeof value(r) === "number" ? (value(r) as number) : null), "json_int");
@@ -123,14 +137,25 @@ function columnOf(f: QueryField, plan: QueryPlan): ColumnSpec {
 export function exportColumns(plan: QueryPlan): ColumnSpec[] {
   const pt = plan.payloadType;
   if (plan.select) {
-    const names = ["identifier", "payload_type", ...plan.select.map((f) => f.name).filter((n) => n !== "identifier" && n !== "payload_type")];
+    const names = [
+      "identifier",
+      "payload_type",
+      ...plan.select.map((f) => f.name).filter((n) => n !== "identifier" && n !== "payload_type"),
+    ];
     return names.map((n) => columnOf(resolveField(n, pt), plan));
   }
   const cols = queryMetadataNames.map((n) => columnOf(resolveField(n, pt), plan));
   if (pt) {
     for (const info of pt.fields) cols.push(columnOf(resolveField(info.name, pt), plan));
   } else {
-    cols.push({ name: "payload", kind: "utf8", lowCardinality: false, get: (r) => JSON.stringify(r.payload), sql: "r.payload", wire: "json_text" });
+    cols.push({
+      name: "payload",
+      kind: "utf8",
+      lowCardinality: false,
+      get: (r) => JSON.stringify(r.payload),
+      sql: "r.payload",
+      wire: "json_text",
+    });
   }
   return cols;
 }

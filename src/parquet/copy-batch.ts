@@ -46,7 +46,12 @@ export interface WireColumn {
  * `data`, as an Arrow IPC stream; the encoder workers run it
  * (encoder-worker.ts), with `arrow` the apache-arrow module.
  */
-export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: number, columns: readonly WireColumn[]): Uint8Array {
+export function copyTuplesToIpc(
+  arrow: typeof Arrow,
+  data: Uint8Array,
+  rows: number,
+  columns: readonly WireColumn[],
+): Uint8Array {
   const n = columns.length;
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   // Where each value's bytes start, and how many (-1 = null), row-major.
@@ -148,7 +153,13 @@ export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: num
       }
       offsets[i + 1] = o;
     }
-    return arrow.makeData({ type: new arrow.Utf8(), length: rows, ...validity(bits, nulls), valueOffsets: offsets, data: out });
+    return arrow.makeData({
+      type: new arrow.Utf8(),
+      length: rows,
+      ...validity(bits, nulls),
+      valueOffsets: offsets,
+      data: out,
+    });
   }
 
   function jsonStringColumn(c: number): Arrow.Data {
@@ -185,7 +196,13 @@ export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: num
       }
       offsets[i + 1] = o;
     }
-    return arrow.makeData({ type: new arrow.Utf8(), length: rows, ...validity(bits, nulls), valueOffsets: offsets, data: box.out.subarray(0, o) });
+    return arrow.makeData({
+      type: new arrow.Utf8(),
+      length: rows,
+      ...validity(bits, nulls),
+      valueOffsets: offsets,
+      data: box.out.subarray(0, o),
+    });
   }
 
   function jsonTextColumn(c: number): Arrow.Data {
@@ -204,7 +221,13 @@ export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: num
       }
       offsets[i + 1] = o;
     }
-    return arrow.makeData({ type: new arrow.Utf8(), length: rows, ...validity(bits, nulls), valueOffsets: offsets, data: box.out.subarray(0, o) });
+    return arrow.makeData({
+      type: new arrow.Utf8(),
+      length: rows,
+      ...validity(bits, nulls),
+      valueOffsets: offsets,
+      data: box.out.subarray(0, o),
+    });
   }
 
   function listColumn(c: number, fromJson: boolean): Arrow.Data {
@@ -259,7 +282,13 @@ export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: num
       }
       offsets[i + 1] = items;
     }
-    const child = arrow.makeData({ type: new arrow.Utf8(), length: items, nullCount: 0, data: box.out.subarray(0, o), valueOffsets: Int32Array.from(childOffsets) });
+    const child = arrow.makeData({
+      type: new arrow.Utf8(),
+      length: items,
+      nullCount: 0,
+      data: box.out.subarray(0, o),
+      valueOffsets: Int32Array.from(childOffsets),
+    });
     const type = new arrow.List(new arrow.Field("element", new arrow.Utf8(), true));
     return arrow.makeData({ type, length: rows, ...validity(bits, nulls), valueOffsets: offsets, child });
   }
@@ -289,8 +318,14 @@ export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: num
       words[2 * i] = lo - carry * TWO_32;
       words[2 * i + 1] = view.getInt32(q) + epochHi + carry;
     }
-    if (!timestamp) return arrow.makeData({ type: new arrow.Int64(), length: rows, ...validity(bits, nulls), data: out });
-    return arrow.makeData({ type: new arrow.Timestamp(arrow.TimeUnit.MICROSECOND, "UTC"), length: rows, ...validity(bits, nulls), data: out });
+    if (!timestamp)
+      return arrow.makeData({ type: new arrow.Int64(), length: rows, ...validity(bits, nulls), data: out });
+    return arrow.makeData({
+      type: new arrow.Timestamp(arrow.TimeUnit.MICROSECOND, "UTC"),
+      length: rows,
+      ...validity(bits, nulls),
+      data: out,
+    });
   }
 
   function jsonBigintColumn(c: number): Arrow.Data {
@@ -347,7 +382,8 @@ export function copyTuplesToIpc(arrow: typeof Arrow, data: Uint8Array, rows: num
       // An Int32Array stores ToInt32 of the number, as the row path's Int32Array.from does.
       out[i] = v;
     }
-    if (out instanceof Int32Array) return arrow.makeData({ type: new arrow.Int32(), length: rows, ...validity(bits, nulls), data: out });
+    if (out instanceof Int32Array)
+      return arrow.makeData({ type: new arrow.Int32(), length: rows, ...validity(bits, nulls), data: out });
     return arrow.makeData({ type: new arrow.Float64(), length: rows, ...validity(bits, nulls), data: out });
   }
 

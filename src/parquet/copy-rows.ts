@@ -68,8 +68,14 @@ export class CopyRowSplitter {
     if (this.used + more <= this.buf.length) return;
     // Sized for the whole group as the rows read so far (or the group before) say, so it is
     // seldom outgrown: each buffer outgrown is a copy, and new memory the system has to map.
-    const expected = this.groupRows > 0 ? ((this.scan - this.start) / this.groupRows) * this.rowsPerGroup + more : this.lastGroupBytes;
-    const least = Math.max(need, Math.ceil(expected * (1 + MARGIN)), this.buf.length + (this.buf.length >> 2), FIRST_BYTES);
+    const expected =
+      this.groupRows > 0 ? ((this.scan - this.start) / this.groupRows) * this.rowsPerGroup + more : this.lastGroupBytes;
+    const least = Math.max(
+      need,
+      Math.ceil(expected * (1 + MARGIN)),
+      this.buf.length + (this.buf.length >> 2),
+      FIRST_BYTES,
+    );
     const next = this.buffers.alloc(least, Math.max(least, Math.ceil(expected * (1 + ROOM))));
     next.set(this.buf.subarray(this.start, this.used));
     if (this.buf.length > 0) this.buffers.free(this.buf);

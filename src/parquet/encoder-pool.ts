@@ -67,7 +67,10 @@ export interface EncoderPool {
 // The worker module: compiled next to this one in dist/; when the service
 // runs from its TypeScript sources (tests, `npm run dev`), the worker loads
 // its .ts through tsx (a development dependency), as the main thread does.
-const workerUrl = new URL(import.meta.url.endsWith(".ts") ? "./encoder-worker.ts" : "./encoder-worker.js", import.meta.url);
+const workerUrl = new URL(
+  import.meta.url.endsWith(".ts") ? "./encoder-worker.ts" : "./encoder-worker.js",
+  import.meta.url,
+);
 
 function startWorker(): Worker {
   if (!workerUrl.pathname.endsWith(".ts")) return new Worker(workerUrl);
@@ -98,7 +101,8 @@ interface Slot {
 }
 
 export function createEncoderPool(size: number): EncoderPool {
-  if (!Number.isInteger(size) || size < 1) throw new RangeError(`encoder pool size must be a whole number >= 1, got ${size}`);
+  if (!Number.isInteger(size) || size < 1)
+    throw new RangeError(`encoder pool size must be a whole number >= 1, got ${size}`);
   const slots: Slot[] = [];
   const queue: Job[] = [];
   let nextId = 1;
@@ -174,7 +178,8 @@ export function createEncoderPool(size: number): EncoderPool {
     size,
     encode(job, signal) {
       if (closed) return Promise.reject(new Error("parquet encoder pool is closed"));
-      if (signal?.aborted) return Promise.reject(signal.reason instanceof Error ? signal.reason : new Error("encoding abandoned"));
+      if (signal?.aborted)
+        return Promise.reject(signal.reason instanceof Error ? signal.reason : new Error("encoding abandoned"));
       return new Promise<Uint8Array>((resolve, reject) => {
         const entry: Job = {
           id: nextId++,

@@ -48,7 +48,8 @@ export function createExportGate(max: number, queueMs: number): ExportGate {
           done();
           reject(err);
         };
-        const onAbort = () => leave(signal?.reason instanceof Error ? signal.reason : new Error("export abandoned while queued"));
+        const onAbort = () =>
+          leave(signal?.reason instanceof Error ? signal.reason : new Error("export abandoned while queued"));
         const timer = setTimeout(() => leave(tooManyExports(max, queueMs)), queueMs);
         signal?.addEventListener("abort", onAbort, { once: true });
         waiting.push(grant);

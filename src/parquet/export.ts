@@ -152,7 +152,7 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
     await haveRoom();
     rows += batch.length;
     // Row groups of exactly rowGroupRows rows: a batch may end one and start the next.
-    for (let at = 0; at < batch.length; ) {
+    for (let at = 0; at < batch.length;) {
       const take = Math.min(rowGroupRows - groupRows, batch.length - at);
       group.push(rowsToIpc(schema, columns, at === 0 && take === batch.length ? batch : batch.slice(at, at + take)));
       groupRows += take;
@@ -188,7 +188,8 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
   };
   const fromCopy = async (stream: AsyncIterable<Uint8Array>) => {
     const splitter = new CopyRowSplitter(columns.length, rowGroupRows, buffers);
-    const send = (g: CopyGroup) => dispatch({ copy: { data: g.data, rows: g.rows, columns: wire }, giveBack: (b) => buffers.free(b) }, g.rows);
+    const send = (g: CopyGroup) =>
+      dispatch({ copy: { data: g.data, rows: g.rows, columns: wire }, giveBack: (b) => buffers.free(b) }, g.rows);
     for await (const chunk of stream) {
       await haveRoom();
       for (const g of splitter.push(chunk)) {
@@ -206,7 +207,8 @@ export async function* parquetExport(options: ParquetExportOptions): AsyncGenera
       if (stream) await fromCopy(stream);
       else await options.produce(write);
       // An empty result still needs the schema to make a file.
-      if (groupRows > 0 || rows === 0) await dispatch({ batches: groupRows > 0 ? group : [rowsToIpc(schema, columns, [])] }, groupRows);
+      if (groupRows > 0 || rows === 0)
+        await dispatch({ batches: groupRows > 0 ? group : [rowsToIpc(schema, columns, [])] }, groupRows);
       while (inFlight.length > 0 && failure === undefined) {
         await stitching;
         await Promise.resolve();

@@ -28,8 +28,24 @@ const MAGIC = new Uint8Array([0x50, 0x41, 0x52, 0x31]); // "PAR1"
 // Field ids of parquet.thrift.
 const FMD = { schema: 2, numRows: 3, rowGroups: 4 } as const;
 const RG = { columns: 1, numRows: 3, fileOffset: 5, ordinal: 7 } as const;
-const CC = { filePath: 1, fileOffset: 2, metaData: 3, offsetIndexOffset: 4, offsetIndexLength: 5, columnIndexOffset: 6, columnIndexLength: 7, crypto: 8, encryptedMeta: 9 } as const;
-const CMD = { totalCompressedSize: 7, dataPageOffset: 9, indexPageOffset: 10, dictionaryPageOffset: 11, bloomFilterOffset: 14 } as const;
+const CC = {
+  filePath: 1,
+  fileOffset: 2,
+  metaData: 3,
+  offsetIndexOffset: 4,
+  offsetIndexLength: 5,
+  columnIndexOffset: 6,
+  columnIndexLength: 7,
+  crypto: 8,
+  encryptedMeta: 9,
+} as const;
+const CMD = {
+  totalCompressedSize: 7,
+  dataPageOffset: 9,
+  indexPageOffset: 10,
+  dictionaryPageOffset: 11,
+  bloomFilterOffset: 14,
+} as const;
 const PAGE_LOCATIONS = 1;
 const PAGE_OFFSET = 1;
 
@@ -70,7 +86,8 @@ export class ParquetStitcher {
    * returns the bytes to write next: its column chunks (a view into `file`).
    */
   add(file: Uint8Array, expectedRows: number): Uint8Array {
-    if (file.length < 12 || !isMagic(file, 0) || !isMagic(file, file.length - 4)) throw new StitchError("encoded part is not a parquet file");
+    if (file.length < 12 || !isMagic(file, 0) || !isMagic(file, file.length - 4))
+      throw new StitchError("encoded part is not a parquet file");
     const footerLength = new DataView(file.buffer, file.byteOffset + file.length - 8, 4).getUint32(0, true);
     const footerStart = file.length - 8 - footerLength;
     if (footerStart < 4) throw new StitchError("encoded part's footer length is out of range");
@@ -81,7 +98,8 @@ export class ParquetStitcher {
     if (end !== footerLength) throw new StitchError("encoded part's footer does not end where its length says");
 
     const partRows = intField(meta, FMD.numRows);
-    if (partRows !== BigInt(expectedRows)) throw new StitchError(`encoded part holds ${String(partRows)} rows, ${expectedRows} were sent`);
+    if (partRows !== BigInt(expectedRows))
+      throw new StitchError(`encoded part holds ${String(partRows)} rows, ${expectedRows} were sent`);
     const schema = field(meta, FMD.schema);
     if (!schema) throw new StitchError("encoded part has no schema");
     const schemaBytes = writeStruct({ kind: "struct", fields: [schema] });
@@ -95,7 +113,8 @@ export class ParquetStitcher {
     for (const g of groups) {
       groupRows += intField(g, RG.numRows) ?? 0n;
       for (const c of (listField(g, RG.columns)?.items ?? []) as ThriftStruct[]) {
-        if (field(c, CC.filePath) || field(c, CC.crypto) || field(c, CC.encryptedMeta)) throw new StitchError("encoded part uses external or encrypted column chunks");
+        if (field(c, CC.filePath) || field(c, CC.crypto) || field(c, CC.encryptedMeta))
+          throw new StitchError("encoded part uses external or encrypted column chunks");
         const md = structField(c, CC.metaData);
         if (!md) throw new StitchError("encoded part has a column chunk without metadata");
         if (field(md, CMD.bloomFilterOffset)) throw new StitchError("encoded part has bloom filters");
@@ -183,7 +202,14 @@ function shiftField(s: ThriftStruct, id: number, shift: bigint): void {
 }
 
 /** The bytes of a page index a column chunk points to, which must lie between the chunks and the footer. */
-function indexBytes(file: Uint8Array, chunk: ThriftStruct, offsetId: number, lengthId: number, from: number, to: number): Uint8Array | undefined {
+function indexBytes(
+  file: Uint8Array,
+  chunk: ThriftStruct,
+  offsetId: number,
+  lengthId: number,
+  from: number,
+  to: number,
+): Uint8Array | undefined {
   const offset = intField(chunk, offsetId);
   const length = intField(chunk, lengthId);
   if (offset === undefined || length === undefined) {
@@ -191,7 +217,8 @@ function indexBytes(file: Uint8Array, chunk: ThriftStruct, offsetId: number, len
     removeField(chunk, lengthId);
     return undefined;
   }
-  if (offset < BigInt(from) || length < 0n || offset + length > BigInt(to)) throw new StitchError("encoded part's page index is out of range");
+  if (offset < BigInt(from) || length < 0n || offset + length > BigInt(to))
+    throw new StitchError("encoded part's page index is out of range");
   return file.subarray(Number(offset), Number(offset + length));
 }
 
@@ -199,6 +226,7 @@ function indexBytes(file: Uint8Array, chunk: ThriftStruct, offsetId: number, len
 function shiftOffsetIndex(bytes: Uint8Array, shift: bigint): Uint8Array {
   const { value, end } = readStruct(bytes);
   if (end !== bytes.length) throw new StitchError("encoded part's offset index has trailing bytes");
-  for (const loc of (listField(value, PAGE_LOCATIONS)?.items ?? []) as ThriftStruct[]) shiftField(loc, PAGE_OFFSET, shift);
+  for (const loc of (listField(value, PAGE_LOCATIONS)?.items ?? []) as ThriftStruct[])
+    shiftField(loc, PAGE_OFFSET, shift);
   return writeStruct(value);
 }

@@ -266,7 +266,12 @@ function writeValue(w: Writer, type: number, value: ThriftValue, inCollection: b
 function writeStructTo(w: Writer, s: ThriftStruct): void {
   let last = 0;
   for (const f of s.fields) {
-    const type = f.type === TType.BOOL_TRUE || f.type === TType.BOOL_FALSE ? (f.value === true ? TType.BOOL_TRUE : TType.BOOL_FALSE) : f.type;
+    const type =
+      f.type === TType.BOOL_TRUE || f.type === TType.BOOL_FALSE
+        ? f.value === true
+          ? TType.BOOL_TRUE
+          : TType.BOOL_FALSE
+        : f.type;
     const delta = f.id - last;
     if (delta > 0 && delta <= 15) w.byte((delta << 4) | type);
     else {
@@ -316,7 +321,12 @@ export function structField(s: ThriftStruct, id: number): ThriftStruct | undefin
 
 export function listField(s: ThriftStruct, id: number): ThriftList | undefined {
   const v = field(s, id)?.value;
-  return v !== undefined && typeof v === "object" && !(v instanceof Uint8Array) && (v.kind === "list" || v.kind === "set") ? v : undefined;
+  return v !== undefined &&
+    typeof v === "object" &&
+    !(v instanceof Uint8Array) &&
+    (v.kind === "list" || v.kind === "set")
+    ? v
+    : undefined;
 }
 
 /** An i64 (or i32) field as a bigint; undefined when absent. */

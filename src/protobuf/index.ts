@@ -4,5 +4,10 @@
 // it depends on nothing of either. Decoding by the same kind of plan
 // (planned-from-binary.ts): the same message as fromBinary, for the
 // server's binary requests.
-export { createPlannedBinaryInterceptor, createPlannedRequestInterceptor, encodedMessage, plannedToBinary } from "./planned-binary.js";
+export {
+  createPlannedBinaryInterceptor,
+  createPlannedRequestInterceptor,
+  encodedMessage,
+  plannedToBinary,
+} from "./planned-binary.js";
 export { decodesByPlan, plannedFromBinary } from "./planned-from-binary.js";

@@ -357,7 +357,8 @@ function fieldPlan(f: DescField): FieldPlan {
       const tag = tagBytes(f.number, Wire.LengthDelimited);
       const keyTag = tagBytes(1, key.wire);
       const valuePlan = f.mapKind === "message" ? build(f.message) : undefined;
-      const s = f.mapKind === "enum" ? SCALARS[ScalarType.INT32]! : f.mapKind === "scalar" ? SCALARS[f.scalar]! : undefined;
+      const s =
+        f.mapKind === "enum" ? SCALARS[ScalarType.INT32]! : f.mapKind === "scalar" ? SCALARS[f.scalar]! : undefined;
       const valueTag = tagBytes(2, s?.wire ?? Wire.LengthDelimited);
       return {
         size(msg, lens) {
@@ -367,7 +368,10 @@ function fieldPlan(f: DescField): FieldPlan {
             const at = lens.length;
             lens.push(0);
             let inner = keyTag.length + key.size(k, lens);
-            inner += valuePlan !== undefined ? messageSize(valuePlan, valueTag.length, map[k], lens) : valueTag.length + s!.size(map[k], lens);
+            inner +=
+              valuePlan !== undefined
+                ? messageSize(valuePlan, valueTag.length, map[k], lens)
+                : valueTag.length + s!.size(map[k], lens);
             lens[at] = inner;
             n += tag.length + varintSize(inner) + inner;
           }
@@ -471,7 +475,12 @@ export function createPlannedBinaryInterceptor(outputs: readonly DescMessage[]):
   const planned = new Set(outputs.map((d) => d.typeName));
   return (next) => async (req) => {
     const res = await next(req);
-    if (res.stream || !planned.has(res.method.output.typeName) || !BINARY_CONTENT_TYPE.test(req.header.get("content-type") ?? "")) return res;
+    if (
+      res.stream ||
+      !planned.has(res.method.output.typeName) ||
+      !BINARY_CONTENT_TYPE.test(req.header.get("content-type") ?? "")
+    )
+      return res;
     return { ...res, message: encodedMessage(res.method.output, plannedToBinary(res.method.output, res.message)) };
   };
 }

@@ -224,7 +224,8 @@ function fieldReader(f: DescField): FieldReader {
   const name = f.localName;
   // Where a value goes: the field itself, or its oneof as {case, value}.
   const group = f.oneof?.localName;
-  const put: (msg: Rec, v: unknown) => void = group === undefined ? (msg, v) => void (msg[name] = v) : (msg, v) => void (msg[group] = { case: name, value: v });
+  const put: (msg: Rec, v: unknown) => void =
+    group === undefined ? (msg, v) => void (msg[name] = v) : (msg, v) => void (msg[group] = { case: name, value: v });
   switch (f.fieldKind) {
     case "scalar":
     case "enum": {
@@ -275,7 +276,8 @@ function fieldReader(f: DescField): FieldReader {
     case "map": {
       const key = SCALARS[ScalarType.STRING]!;
       const valuePlan = f.mapKind === "message" ? build(f.message) : undefined;
-      const s = f.mapKind === "enum" ? SCALARS[ScalarType.INT32]! : f.mapKind === "scalar" ? SCALARS[f.scalar]! : undefined;
+      const s =
+        f.mapKind === "enum" ? SCALARS[ScalarType.INT32]! : f.mapKind === "scalar" ? SCALARS[f.scalar]! : undefined;
       const zero = f.mapKind === "enum" ? f.enum.values[0]!.number : s?.zero;
       const valueWire = s?.wire ?? Wire.LengthDelimited;
       return (msg, r, wire) => {
@@ -287,7 +289,8 @@ function fieldReader(f: DescField): FieldReader {
           const tag = r.uint32();
           const no = tag >>> 3;
           if (no === 1 && (tag & 7) === key.wire) k = key.read(r) as string;
-          else if (no === 2 && (tag & 7) === valueWire) v = valuePlan !== undefined ? readMessage(valuePlan, r) : s!.read(r);
+          else if (no === 2 && (tag & 7) === valueWire)
+            v = valuePlan !== undefined ? readMessage(valuePlan, r) : s!.read(r);
           else throw FALLBACK;
         }
         if (r.pos !== end) throw FALLBACK;

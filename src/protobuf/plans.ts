@@ -60,7 +60,11 @@ export interface Plans<P> {
  * Plans by message type. `make` gives a type's plan with nothing in it yet;
  * it is kept before `fill` runs, so a recursive type finds its own plan.
  */
-export function planCache<P>(covers: Coverage, make: (desc: DescMessage) => P, fill: (desc: DescMessage, plan: P) => void): Plans<P> {
+export function planCache<P>(
+  covers: Coverage,
+  make: (desc: DescMessage) => P,
+  fill: (desc: DescMessage, plan: P) => void,
+): Plans<P> {
   const plans = new Map<DescMessage, P | null>();
   const build = (desc: DescMessage): P => {
     const existing = plans.get(desc);

@@ -17,7 +17,8 @@ function jsonNesting(text: string, limit: number): number {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
       else if (c === 0x22) inString = false;
       continue;
     }
@@ -45,7 +46,9 @@ export function parseJsonBody(raw: Buffer): unknown {
     throw invalidArgument(`the request body is not valid JSON${detail}`, "MALFORMED_BODY");
   }
   if (jsonNesting(text, MAX_JSON_NESTING) > MAX_JSON_NESTING) {
-    throw invalidArgument(`the request body nests arrays and objects deeper than ${MAX_JSON_NESTING} levels (filter groups nest at most MAX_FILTER_DEPTH)`);
+    throw invalidArgument(
+      `the request body nests arrays and objects deeper than ${MAX_JSON_NESTING} levels (filter groups nest at most MAX_FILTER_DEPTH)`,
+    );
   }
   return parsed;
 }

@@ -3,7 +3,14 @@
 import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { create } from "@bufbuild/protobuf";
-import type { DescMessage, DescMethod, DescMethodServerStreaming, DescMethodUnary, Message, MessageShape } from "@bufbuild/protobuf";
+import type {
+  DescMessage,
+  DescMethod,
+  DescMethodServerStreaming,
+  DescMethodUnary,
+  Message,
+  MessageShape,
+} from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import type { ContextValues, Transport } from "@connectrpc/connect";
 import { createAsyncIterable, type Compression } from "@connectrpc/connect/protocol";
@@ -52,7 +59,11 @@ export interface RestOptions {
    * still runs the call through the transport. Undefined (or a throw) when
    * the answer is known at once, a promise when credentials must be checked.
    */
-  readonly authorize?: (method: DescMethod, message: Message, authorization: string | null) => Promise<void> | undefined;
+  readonly authorize?: (
+    method: DescMethod,
+    message: Message,
+    authorization: string | null,
+  ) => Promise<void> | undefined;
   /**
    * Told of every cached constant answer (err undefined) and of every refusal
    * of one by `authorize`: such a call never reaches the interceptors, so this
@@ -113,7 +124,14 @@ function methodNotAllowed(res: AnyResponse, verb: string, path: string, allowed:
 type ConstantCache = Map<Route, ConstantDocument>;
 
 /** A constant operation's cached answer, after the auth interceptor's own check; logged and counted as a call. */
-function sendCachedConstant(opts: RestOptions, method: DescMethod, request: Message, doc: ConstantDocument, req: AnyRequest, res: AnyResponse): Promise<void> | undefined {
+function sendCachedConstant(
+  opts: RestOptions,
+  method: DescMethod,
+  request: Message,
+  doc: ConstantDocument,
+  req: AnyRequest,
+  res: AnyResponse,
+): Promise<void> | undefined {
   const started = process.hrtime.bigint();
   const refused = (err: unknown): never => {
     opts.onConstant?.(method, ConnectError.from(err), req, started);
@@ -137,16 +155,26 @@ function sendCachedConstant(opts: RestOptions, method: DescMethod, request: Mess
   return check.then(send, refused);
 }
 
-async function serve(opts: RestOptions, constants: ConstantCache, route: Route, req: AnyRequest, res: AnyResponse, url: RequestTarget, bindings: Parameters<typeof decodeRestRequest>[1]["bindings"]): Promise<void> {
+async function serve(
+  opts: RestOptions,
+  constants: ConstantCache,
+  route: Route,
+  req: AnyRequest,
+  res: AnyResponse,
+  url: RequestTarget,
+  bindings: Parameters<typeof decodeRestRequest>[1]["bindings"],
+): Promise<void> {
   // docs/contract/15-browsers.md: a body must be JSON (a page on another site cannot send that without a preflight).
-  if (hasBody(req) && !isJsonContentType(req.headers["content-type"])) throw unsupportedMediaType(req.headers["content-type"] ?? "");
+  if (hasBody(req) && !isJsonContentType(req.headers["content-type"]))
+    throw unsupportedMediaType(req.headers["content-type"] ?? "");
   let body: unknown;
   if (route.body !== "") body = parseJsonBody(await readDecodedBody(req, opts.maxBodyBytes, opts.acceptCompression));
   const { method } = route;
   const query = isEventStream(method) ? eventStreamQuery(req, url.searchParams) : url.searchParams;
   const request = decodeRestRequest(method.input, { bindings, query, body, bodyField: route.body });
   const cached = constants.get(route);
-  if (cached !== undefined && opts.authorize !== undefined) return sendCachedConstant(opts, method, request, cached, req, res);
+  if (cached !== undefined && opts.authorize !== undefined)
+    return sendCachedConstant(opts, method, request, cached, req, res);
   const signal = abortOnClose(res);
   const header = webHeaders(req, isForwarded);
   const writeOpts = writeOptionsFor(method.input, request);
@@ -157,11 +185,21 @@ async function serve(opts: RestOptions, constants: ConstantCache, route: Route, 
     header.set(PEER_HEADER, peerOf(req));
     const response = await opts.transport.stream(streaming, signal, undefined, header, createAsyncIterable([request]));
     if (method.output.typeName === HTTP_BODY) {
-      await writeHttpBodyStream(res, response.message as AsyncIterable<HttpBody>, echoedHeaders(response.header), opts.stallMs);
+      await writeHttpBodyStream(
+        res,
+        response.message as AsyncIterable<HttpBody>,
+        echoedHeaders(response.header),
+        opts.stallMs,
+      );
       return;
     }
     if (isEventStream(method)) {
-      await writeEventStream(res, method.output, response.message as AsyncIterable<WatchResponse>, echoedHeaders(response.header));
+      await writeEventStream(
+        res,
+        method.output,
+        response.message as AsyncIterable<WatchResponse>,
+        echoedHeaders(response.header),
+      );
       return;
     }
     // Other streams have no REST shape of their own: one JSON array.
@@ -209,7 +247,9 @@ async function writeUnary(
     return;
   }
   const field = route.responseBody === "" ? undefined : method.output.fields.find((f) => f.name === route.responseBody);
-  const json = field ? (fieldToRest(field, response.message, writeOpts) ?? null) : messageToRest(method.output, response.message, writeOpts);
+  const json = field
+    ? (fieldToRest(field, response.message, writeOpts) ?? null)
+    : messageToRest(method.output, response.message, writeOpts);
   if (route.verb === "GET" && isConstantOperation(method)) {
     const doc = constantDocument(JSON.stringify(json));
     constants.set(route, doc);
@@ -232,7 +272,8 @@ const PLAIN_TARGET = /^\/[A-Za-z0-9_/-]*$/;
 /** The request target parsed, or undefined when it is not a URL path. */
 export function requestTarget(raw: string | undefined): RequestTarget | undefined {
   // Most requests (every POST of the API) need no parse: nothing to normalise, no query.
-  if (raw !== undefined && PLAIN_TARGET.test(raw)) return { pathname: raw, searchParams: new URLSearchParams(), href: `http://rest.invalid${raw}` };
+  if (raw !== undefined && PLAIN_TARGET.test(raw))
+    return { pathname: raw, searchParams: new URLSearchParams(), href: `http://rest.invalid${raw}` };
   try {
     // Prefixing (not resolving) keeps "//x" a path instead of a host.
     return new URL(`http://rest.invalid${raw?.startsWith("/") ? raw : "/"}`);
@@ -254,7 +295,14 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
     if (known !== undefined) {
       try {
         // Awaited only when the credentials are checked asynchronously.
-        const pending = sendCachedConstant(opts, known.route.method, known.request, constants.get(known.route)!, req, res);
+        const pending = sendCachedConstant(
+          opts,
+          known.route.method,
+          known.request,
+          constants.get(known.route)!,
+          req,
+          res,
+        );
         if (pending !== undefined) await pending;
       } catch (err) {
         if (!isGone(res)) writeRestError(res, err);
@@ -279,7 +327,13 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
     try {
       await serve(opts, constants, match.route, req, res, url, match.bindings);
       // Bounded: a client cannot grow it by spelling one path many ways.
-      if (verb === "GET" && constants.has(match.route) && req.url !== undefined && !req.url.includes("?") && constantTargets.size < 64) {
+      if (
+        verb === "GET" &&
+        constants.has(match.route) &&
+        req.url !== undefined &&
+        !req.url.includes("?") &&
+        constantTargets.size < 64
+      ) {
         constantTargets.set(req.url, { route: match.route, request: create<DescMessage>(match.route.method.input) });
       }
     } catch (err) {

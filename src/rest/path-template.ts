@@ -4,7 +4,8 @@
 // `{var}` is `{var=*}`; `**` may only come last.
 import { invalidArgument } from "../errors.js";
 
-type Segment = { readonly kind: "literal"; readonly value: string } | { readonly kind: "star" } | { readonly kind: "deep" };
+type Segment =
+  { readonly kind: "literal"; readonly value: string } | { readonly kind: "star" } | { readonly kind: "deep" };
 
 interface Variable {
   /** The dotted field path, split. */
@@ -119,7 +120,8 @@ export function matchPathTemplate(template: PathTemplate, rawPath: string): Path
     if (!seg || seg.kind === "deep") break;
     if (part === undefined || part === "") return undefined;
     // Only a segment with an escape can decode to the literal (most routes of the table differ plainly).
-    if (seg.kind === "literal" && part !== seg.value && (!part.includes("%") || safeDecode(part) !== seg.value)) return undefined;
+    if (seg.kind === "literal" && part !== seg.value && (!part.includes("%") || safeDecode(part) !== seg.value))
+      return undefined;
   }
   return template.variables.map((v) => {
     const end = hasDeep && v.end === segments.length ? parts.length : v.end;

@@ -46,7 +46,8 @@ function restToProtoJson(desc: DescMessage, json: unknown, where = ""): JsonValu
   if (desc.typeName === resourceTypeName) return flatResourceToProtoJson(json, where);
   if (desc.typeName === resourceUpdateTypeName) return flatUpdateToProtoJson(json, where);
   if (isWellKnown(desc)) return json as JsonValue; // Struct, Value, FieldMask...: proto3 JSON as is
-  if (!isPlainObject(json)) throw invalidArgument(`${where === "" ? "the body" : where} must be a JSON object`, "MALFORMED_BODY");
+  if (!isPlainObject(json))
+    throw invalidArgument(`${where === "" ? "the body" : where} must be a JSON object`, "MALFORMED_BODY");
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(json)) {
     const field = fieldByName(desc, key);
@@ -81,7 +82,8 @@ function restToProtoJson(desc: DescMessage, json: unknown, where = ""): JsonValu
         {
           const msg = field.message;
           const map: JsonObject = {};
-          for (const [k, v] of Object.entries(value)) setOwn(map, k, restToProtoJson(msg, v, `${name}[${JSON.stringify(k)}]`));
+          for (const [k, v] of Object.entries(value))
+            setOwn(map, k, restToProtoJson(msg, v, `${name}[${JSON.stringify(k)}]`));
           out[key] = map;
         }
         break;
@@ -120,7 +122,8 @@ function textToJson(field: DescField, scalar: ScalarType | undefined, text: stri
     case ScalarType.UINT32:
     case ScalarType.FIXED32: {
       const n = Number(text);
-      if (!UINT_RE.test(text) || n > 2 ** 32 - 1) throw invalidArgument(`${name} must be an unsigned 32-bit integer, got "${text}"`);
+      if (!UINT_RE.test(text) || n > 2 ** 32 - 1)
+        throw invalidArgument(`${name} must be an unsigned 32-bit integer, got "${text}"`);
       return n;
     }
     case ScalarType.INT64:
@@ -168,7 +171,13 @@ function resolveParam(desc: DescMessage, root: JsonObject, fieldPath: readonly s
   return undefined;
 }
 
-function assignParam(desc: DescMessage, root: JsonObject, fieldPath: readonly string[], values: readonly string[], kind: string): boolean {
+function assignParam(
+  desc: DescMessage,
+  root: JsonObject,
+  fieldPath: readonly string[],
+  values: readonly string[],
+  kind: string,
+): boolean {
   const name = `${kind} "${fieldPath.join(".")}"`;
   const target = resolveParam(desc, root, fieldPath, name);
   if (!target) return false;
@@ -177,7 +186,8 @@ function assignParam(desc: DescMessage, root: JsonObject, fieldPath: readonly st
     obj[key] = values.map((v) => textToJson(field, field.listKind === "scalar" ? field.scalar : undefined, v, name));
     return true;
   }
-  if (field.fieldKind !== "scalar" && field.fieldKind !== "enum") throw invalidArgument(`${name} cannot be set from the URL`);
+  if (field.fieldKind !== "scalar" && field.fieldKind !== "enum")
+    throw invalidArgument(`${name} cannot be set from the URL`);
   if (values.length !== 1) throw invalidArgument(`${name} is not repeated but was given ${values.length} times`);
   obj[key] = textToJson(field, field.fieldKind === "scalar" ? field.scalar : undefined, values[0] ?? "", name);
   return true;
@@ -197,7 +207,14 @@ export function decodeRestRequest<Desc extends DescMessage>(desc: Desc, parts: R
   // A body naming one field is that field's REST JSON; wrapping it lets the
   // same walker unfold it (a flat Resource, say).
   // An absent body is the defaults; a JSON null is a body, and not an object.
-  const bodyJson = parts.bodyField === "*" ? (parts.body === undefined ? {} : parts.body) : parts.bodyField !== "" && parts.body !== undefined ? { [parts.bodyField]: parts.body } : {};
+  const bodyJson =
+    parts.bodyField === "*"
+      ? parts.body === undefined
+        ? {}
+        : parts.body
+      : parts.bodyField !== "" && parts.body !== undefined
+        ? { [parts.bodyField]: parts.body }
+        : {};
   const json = restToProtoJson(desc, bodyJson) as JsonObject;
   const bound = new Set(parts.bindings.map((b) => b.fieldPath[0]));
   const names = [...new Set(parts.query.keys())];

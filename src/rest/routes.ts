@@ -82,7 +82,9 @@ export function findRoute(table: RouteTable, verb: string, rawPath: string): Rou
   }
   if (hits.length === 0) return { kind: "none" };
   // The most literal template wins: "/a/b" before "/a/{x}".
-  const same = hits.filter((h) => h.route.verb === verb).sort((a, b) => literalCount(b.route.template) - literalCount(a.route.template));
+  const same = hits
+    .filter((h) => h.route.verb === verb)
+    .sort((a, b) => literalCount(b.route.template) - literalCount(a.route.template));
   const best = same[0];
   if (best) return { kind: "found", route: best.route, bindings: best.bindings };
   return { kind: "wrong-method", allowed: [...new Set(hits.map((h) => h.route.verb))].sort() };

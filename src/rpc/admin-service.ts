@@ -29,7 +29,10 @@ const DUMP_SERVICE_VERSION = "0.1.0";
  */
 async function* dumpChunks(db: Db, since: string | undefined, signal: AbortSignal): AsyncGenerator<Uint8Array> {
   const out = new PassThrough();
-  const written = writeDump(db, out, { ...(since !== undefined ? { since } : {}), serviceVersion: DUMP_SERVICE_VERSION });
+  const written = writeDump(db, out, {
+    ...(since !== undefined ? { since } : {}),
+    serviceVersion: DUMP_SERVICE_VERSION,
+  });
   // Seen below through the stream's end or error; never unhandled.
   written.catch(() => undefined);
   const leave = () => out.destroy(new Error("the client went away"));
@@ -39,7 +42,10 @@ async function* dumpChunks(db: Db, since: string | undefined, signal: AbortSigna
     await written;
   } catch (err) {
     // The dump's own reason (a since past the last write), else what ended the stream.
-    const reason = await written.then(() => err, (e: unknown) => e);
+    const reason = await written.then(
+      () => err,
+      (e: unknown) => e,
+    );
     if (reason instanceof DumpError) throw failedPrecondition(reason.message);
     throw reason;
   } finally {
@@ -64,7 +70,8 @@ export function createAdminService(deps: AdminServiceDeps): ServiceImpl<typeof A
           throw invalidArgument((err as Error).message);
         }
       }
-      for await (const data of dumpChunks(db, req.since, ctx.signal)) yield create(HttpBodySchema, { contentType: "application/gzip", data });
+      for await (const data of dumpChunks(db, req.since, ctx.signal))
+        yield create(HttpBodySchema, { contentType: "application/gzip", data });
     },
   };
 }

@@ -117,7 +117,8 @@ const idOf = (r: unknown): string => (r as { identifier: string }).identifier;
 const list = (res: Record<string, unknown>, field: string): unknown[] => (res[field] as unknown[] | undefined) ?? [];
 
 type JsonObject = { [k: string]: JsonValue };
-const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+const isObject = (v: JsonValue | undefined): v is JsonObject =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** A filter without its value: the field and operator asked, never the value compared (it is a payload value). */
 function condition(c: JsonValue): JsonValue {
@@ -154,12 +155,21 @@ const only =
     return out;
   };
 
-const downloads = (m: Record<string, unknown>): boolean => typeof m["direction"] !== "string" || m["direction"].toLowerCase() !== "upload";
+const downloads = (m: Record<string, unknown>): boolean =>
+  typeof m["direction"] !== "string" || m["direction"].toLowerCase() !== "upload";
 
 /** Methods by service short name and method name (both revisions alike). */
 const RULES: ReadonlyMap<string, Rule> = new Map<string, Rule>([
   ["ResourceService/Read", { answer: (res) => ids(list(res, "resources").map(idOf)) }],
-  ["ResourceService/History", { answer: (res) => ids(list(res, "versions").length > 0 ? [idOf((list(res, "versions")[0] as { resource: unknown }).resource)] : []) }],
+  [
+    "ResourceService/History",
+    {
+      answer: (res) =>
+        ids(
+          list(res, "versions").length > 0 ? [idOf((list(res, "versions")[0] as { resource: unknown }).resource)] : [],
+        ),
+    },
+  ],
   ["QueryService/Query", { answer: (res) => rows(list(res, "results").length), request: querySummary }],
   ["QueryService/Count", { answer: (res) => rows(Number(res["count"])), request: querySummary }],
   ["QueryService/QueryParquet", { answer: () => rows(null), request: querySummary }],
@@ -178,8 +188,14 @@ const RULES: ReadonlyMap<string, Rule> = new Map<string, Rule>([
   ["RegistryService/ResolveStudy", { answer: (res) => ids([idOf(res)]) }],
   // Object reads: how many objects or rows, never the path (a payload value of the resource naming it).
   ["StorageService/Presign", { answer: () => rows(1), request: only("direction"), audited: downloads }],
-  ["StorageService/PresignBatch", { answer: (res) => rows(list(res, "urls").length), request: only("direction"), audited: downloads }],
-  ["StorageService/ParquetPreview", { answer: (res) => rows(Number(res["returnedRows"] ?? 0)), request: only("limit", "offset") }],
+  [
+    "StorageService/PresignBatch",
+    { answer: (res) => rows(list(res, "urls").length), request: only("direction"), audited: downloads },
+  ],
+  [
+    "StorageService/ParquetPreview",
+    { answer: (res) => rows(Number(res["returnedRows"] ?? 0)), request: only("limit", "offset") },
+  ],
   ["StorageService/List", { answer: (res) => rows(list(res, "keys").length) }],
 ]);
 
@@ -220,7 +236,8 @@ function unique(list: readonly string[]): string[] {
   return [...new Set(list)];
 }
 
-const outcomeOf = (err: unknown): string => codeToString(err instanceof ConnectError ? err.code : toServiceError(err).code);
+const outcomeOf = (err: unknown): string =>
+  codeToString(err instanceof ConnectError ? err.code : toServiceError(err).code);
 
 /** Writes a line through the sink; AUDIT_UNAVAILABLE when it cannot be written. */
 function writer(sink: AuditSink): (line: AuditLine) => Promise<void> {
@@ -228,7 +245,9 @@ function writer(sink: AuditSink): (line: AuditLine) => Promise<void> {
     try {
       await sink(`${JSON.stringify(line)}\n`);
     } catch (cause) {
-      throw serviceError("AUDIT_UNAVAILABLE", "the audit log cannot be written; nothing is answered until it can", { cause });
+      throw serviceError("AUDIT_UNAVAILABLE", "the audit log cannot be written; nothing is answered until it can", {
+        cause,
+      });
     }
   };
 }
@@ -270,7 +289,8 @@ export function createAuditInterceptor(sink: AuditSink): Interceptor {
       message = first.done === true ? undefined : first.value;
       req = { ...req, message: once(first) };
     }
-    if (message !== undefined && rule.audited !== undefined && !rule.audited(message as Record<string, unknown>)) return next(req);
+    if (message !== undefined && rule.audited !== undefined && !rule.audited(message as Record<string, unknown>))
+      return next(req);
     const at = new Date().toISOString();
     // After the call: the auth interceptor (inside this one) names the actor once the credentials
     // authenticate, also when it then refuses the call for its scope; null only when they did not.
@@ -291,7 +311,9 @@ export function createAuditInterceptor(sink: AuditSink): Interceptor {
       res = await next(req);
     } catch (err) {
       // A refused call answers nothing; its line says who asked, what, and how it ended.
-      await write(line(outcomeOf(err), { ...withRequest, ...("request" in withRequest ? {} : { identifiers: [] }), count: 0 }));
+      await write(
+        line(outcomeOf(err), { ...withRequest, ...("request" in withRequest ? {} : { identifiers: [] }), count: 0 }),
+      );
       throw err;
     }
     if (res.stream) {

@@ -34,7 +34,14 @@
 // A body over the limit once decompressed, and a compression the server
 // does not offer, are left to connect (resource_exhausted, unimplemented).
 import type { DescMethod, JsonReadOptions, Message } from "@bufbuild/protobuf";
-import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type ContextValues } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createConnectRouter,
+  createContextValues,
+  type ConnectRouter,
+  type ContextValues,
+} from "@connectrpc/connect";
 import { createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
 import { invalidArgument, resourceExhausted } from "../errors.js";
 import { plannedFromBinary } from "../protobuf/index.js";
@@ -66,7 +73,11 @@ function encodingHeader(type: string, connectUnary: boolean): string {
 }
 
 /** The compression a request names: null for none (or identity), undefined for one the server does not offer (connect answers it). */
-function requestCompression(header: Headers, name: string, offered: readonly Compression[]): Compression | null | undefined {
+function requestCompression(
+  header: Headers,
+  name: string,
+  offered: readonly Compression[],
+): Compression | null | undefined {
   const v = header.get(name)?.trim().toLowerCase();
   if (v === undefined || v === "" || v === "identity") return null;
   return offered.find((c) => c.name === v);
@@ -186,7 +197,11 @@ async function* checkedEnvelopes(
       if (compressed) {
         const plain = await decompress(compression.use, message, maxBytes, "a request message", compression.header);
         if ("malformed" in plain) throw invalidArgument(plain.malformed, "MALFORMED_BODY");
-        if ("tooLarge" in plain) throw resourceExhausted(`a request message is larger than ${maxBytes} bytes after decompression`, "BODY_TOO_LARGE");
+        if ("tooLarge" in plain)
+          throw resourceExhausted(
+            `a request message is larger than ${maxBytes} bytes after decompression`,
+            "BODY_TOO_LARGE",
+          );
         message = plain.bytes;
       }
       if ((flags === 0 || compressed) && !parses(method, message)) {
@@ -215,23 +230,41 @@ export function guardBinaryBodies(
   const method = handler.method;
   const requestStream = method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
   // connect's own JSON decoding of the request, with the router's options.
-  const jsonInput = requestStream ? undefined : createMethodSerializationLookup(method, undefined, jsonOptions, { readMaxBytes: maxBytes, writeMaxBytes: maxBytes }).getI(false);
+  const jsonInput = requestStream
+    ? undefined
+    : createMethodSerializationLookup(method, undefined, jsonOptions, {
+        readMaxBytes: maxBytes,
+        writeMaxBytes: maxBytes,
+      }).getI(false);
   const guarded = async (req: UniversalServerRequest) => {
     const type = req.header.get("content-type") ?? "";
     const unary = UNARY_BINARY.test(type);
     // Connect unary JSON; and one JSON message in an envelope (Connect streaming, gRPC, gRPC-Web: a server-streaming call, or a unary one over gRPC).
     const json = jsonInput !== undefined && method.methodKind === "unary" && UNARY_JSON.test(type);
     const envelopedJson = jsonInput !== undefined && ENVELOPED_JSON.test(type);
-    if ((!unary && !json && !envelopedJson && !ENVELOPED_BINARY.test(type)) || !(typeof req.body === "object" && req.body !== null && Symbol.asyncIterator in req.body)) {
+    if (
+      (!unary && !json && !envelopedJson && !ENVELOPED_BINARY.test(type)) ||
+      !(typeof req.body === "object" && req.body !== null && Symbol.asyncIterator in req.body)
+    ) {
       return handler(req);
     }
     // An empty message in the request's own format, for the router when the guard has decoded (or refused) the real one.
-    const empty = json ? EMPTY_JSON : envelopedJson ? EMPTY_JSON_ENVELOPE : unary ? new Uint8Array(0) : new Uint8Array(5);
+    const empty = json
+      ? EMPTY_JSON
+      : envelopedJson
+        ? EMPTY_JSON_ENVELOPE
+        : unary
+          ? new Uint8Array(0)
+          : new Uint8Array(5);
     const header = encodingHeader(type, unary || json);
     const compression = requestCompression(req.header, header, offered);
     // A compression the server does not offer: connect answers unimplemented.
     if (compression === undefined) return handler(req);
-    if (requestStream) return handler({ ...req, body: checkedEnvelopes(method, req.body, maxBytes, compression === null ? null : { use: compression, header }) });
+    if (requestStream)
+      return handler({
+        ...req,
+        body: checkedEnvelopes(method, req.body, maxBytes, compression === null ? null : { use: compression, header }),
+      });
     const it = req.body[Symbol.asyncIterator]();
     const chunks: Uint8Array[] = [];
     let size = 0;
@@ -249,9 +282,16 @@ export function guardBinaryBodies(
       const whole = unary || json;
       const one = whole ? null : onlyEnvelope(body, 1);
       if (whole || one !== null) {
-        const plain = await decompress(compression, one ?? body, maxBytes, whole ? "the request body" : "the request message", header);
+        const plain = await decompress(
+          compression,
+          one ?? body,
+          maxBytes,
+          whole ? "the request body" : "the request message",
+          header,
+        );
         if ("tooLarge" in plain) return handler({ ...req, body: replay([body]) });
-        if ("malformed" in plain) return handler(refusedInstead(req, empty, { message: plain.malformed, reason: "MALFORMED_BODY" }));
+        if ("malformed" in plain)
+          return handler(refusedInstead(req, empty, { message: plain.malformed, reason: "MALFORMED_BODY" }));
         body = whole ? plain.bytes : await grpcEnvelope(plain.bytes, null);
         req = withBody(req, body);
       }
@@ -276,7 +316,12 @@ export function guardBinaryBodies(
     }
     if (method.methodKind === "unary") {
       const one = unary ? parse(method, body) : singleEnvelope(method, body);
-      if (one !== null) return handler(one === undefined ? refusedInstead(req, empty, notAMessage(method.input.typeName)) : parsedInstead(req, empty, one));
+      if (one !== null)
+        return handler(
+          one === undefined
+            ? refusedInstead(req, empty, notAMessage(method.input.typeName))
+            : parsedInstead(req, empty, one),
+        );
     }
     const ok = unary ? parses(method, body) : envelopesParse(method, body);
     if (ok) return handler({ ...req, body: replay([body]) });
@@ -316,7 +361,16 @@ export function guardedNodeAdapter(options: GuardedAdapterOptions): NodeHandler 
   const router = createConnectRouter(options.pipeline.routerOptions);
   options.routes(router);
   const paths = new Map<string, UniversalHandler>();
-  for (const h of router.handlers) paths.set(h.requestPath, guardBinaryBodies(h, options.pipeline.readMaxBytes, options.pipeline.jsonOptions, options.pipeline.acceptCompression));
+  for (const h of router.handlers)
+    paths.set(
+      h.requestPath,
+      guardBinaryBodies(
+        h,
+        options.pipeline.readMaxBytes,
+        options.pipeline.jsonOptions,
+        options.pipeline.acceptCompression,
+      ),
+    );
   return (req, res) => {
     const handler = paths.get(req.url?.split("?", 2)[0] ?? "");
     if (handler === undefined) {

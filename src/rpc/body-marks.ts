@@ -15,7 +15,9 @@ import type { ReasonFor } from "../errors.js";
  * interceptor, would answer without either (and a cut gzip stream with
  * internal).
  */
-export const malformedBodyReason = createContextKey<BodyRefusal | undefined>(undefined, { description: "why the body did not decode" });
+export const malformedBodyReason = createContextKey<BodyRefusal | undefined>(undefined, {
+  description: "why the body did not decode",
+});
 
 /** Why a body did not decode: the message, and MALFORMED_BODY, or UNKNOWN_FIELD for a JSON key the message does not have. */
 export interface BodyRefusal {

@@ -20,7 +20,12 @@
 import { create } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { EventSchema, WatchResponseSchema, type Event, type WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
+import {
+  EventSchema,
+  WatchResponseSchema,
+  type Event,
+  type WatchResponse,
+} from "../../gen/resourcestore/type/v1/event_pb.js";
 import type { EventService } from "../../gen/resourcestore/v2/event_service_pb.js";
 import { callerOf, streamExpiry } from "../auth/index.js";
 import { plannedToBinary } from "../protobuf/index.js";
@@ -128,7 +133,11 @@ export function createEventService(deps: EventServiceDeps): ServiceImpl<typeof E
           for await (const message of stream) yield preEncoded(message);
         } else {
           for await (const message of stream) {
-            yield create(WatchResponseSchema, { at: message.at, events: message.events.map(toEventMessage), partial: message.partial === true });
+            yield create(WatchResponseSchema, {
+              at: message.at,
+              events: message.events.map(toEventMessage),
+              partial: message.partial === true,
+            });
           }
         }
       } finally {

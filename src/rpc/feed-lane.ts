@@ -37,7 +37,16 @@ import { abortOnClose } from "../http/abort-on-close.js";
 import { drained } from "../http/drained.js";
 import { webHeaders } from "../http/headers.js";
 import { plannedToBinary } from "../protobuf/index.js";
-import { asConnectError, GRPC_PROTO_TYPE, grpcEnvelope, implementedMethods, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
+import {
+  asConnectError,
+  GRPC_PROTO_TYPE,
+  grpcEnvelope,
+  implementedMethods,
+  nodeHeaders,
+  parseBinaryMessage,
+  plainGrpcCompression,
+  readGrpcMessage,
+} from "./grpc-wire.js";
 import type { Pipeline } from "./pipeline.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -110,7 +119,13 @@ export function createFeedLane(opts: FeedLaneOptions): FeedLane {
     return envelope;
   }
 
-  async function answer(spec: MethodImplSpec & { kind: "server_streaming" }, req: Req, res: Http2ServerResponse, contextValues: ContextValues, compression: Compression | null): Promise<void> {
+  async function answer(
+    spec: MethodImplSpec & { kind: "server_streaming" },
+    req: Req,
+    res: Http2ServerResponse,
+    contextValues: ContextValues,
+    compression: Compression | null,
+  ): Promise<void> {
     const method = spec.method as DescMethodServerStreaming;
     const authority = String(req.headers[":authority"] ?? req.headers.host ?? "localhost");
     const responseHeader = new Headers({ "content-type": "application/grpc+proto" });
@@ -131,8 +146,17 @@ export function createFeedLane(opts: FeedLaneOptions): FeedLane {
     let failure: ConnectError | undefined;
     let it: AsyncIterator<Message> | undefined;
     try {
-      const message = parseBinaryMessage(method.input, await readGrpcMessage(req, readMaxBytes), readMaxBytes, contextValues);
-      it = transformInvokeImplementation(spec, context, interceptors)(createAsyncIterable([message]))[Symbol.asyncIterator]() as AsyncIterator<Message>;
+      const message = parseBinaryMessage(
+        method.input,
+        await readGrpcMessage(req, readMaxBytes),
+        readMaxBytes,
+        contextValues,
+      );
+      it = transformInvokeImplementation(
+        spec,
+        context,
+        interceptors,
+      )(createAsyncIterable([message]))[Symbol.asyncIterator]() as AsyncIterator<Message>;
       for (let r = await it.next(); r.done !== true; r = await it.next()) {
         const envelope = await envelopeOf(method.output, r.value, compression);
         if (!res.headersSent) res.writeHead(200, nodeHeaders(responseHeader));

@@ -6,7 +6,13 @@
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import { create, type DescMessage, type DescService, type Message, type MessageShape } from "@bufbuild/protobuf";
-import { Code, ConnectError, createServiceImplSpec, type ContextValues, type MethodImplSpec } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createServiceImplSpec,
+  type ContextValues,
+  type MethodImplSpec,
+} from "@connectrpc/connect";
 import { compressionNegotiate, type Compression, type Serialization } from "@connectrpc/connect/protocol";
 import { internal } from "../errors.js";
 import { readBody } from "../http/read-body.js";
@@ -29,7 +35,8 @@ export function implementedMethods<K extends MethodImplSpec["kind"]>(
     if (impl === undefined) continue;
     const spec = createServiceImplSpec(service, impl);
     for (const method of service.methods) {
-      if (method.methodKind !== kind || typeof (impl as Record<string, unknown>)[method.localName] !== "function") continue;
+      if (method.methodKind !== kind || typeof (impl as Record<string, unknown>)[method.localName] !== "function")
+        continue;
       out.set(`/${service.typeName}/${method.name}`, spec.methods[method.localName] as MethodImplSpec & { kind: K });
     }
   }
@@ -63,7 +70,11 @@ export function isIdentity(encoding: string | string[] | undefined): boolean {
 }
 
 /** The compression for the answer the client accepts, or null; undefined when connect must answer (it would refuse). */
-export function answerCompression(accept: readonly Compression[], accepted: string | string[] | undefined, headerName: string): Compression | null | undefined {
+export function answerCompression(
+  accept: readonly Compression[],
+  accepted: string | string[] | undefined,
+  headerName: string,
+): Compression | null | undefined {
   const value = Array.isArray(accepted) ? accepted.join(",") : (accepted ?? null);
   const negotiated = compressionNegotiate([...accept], null, value, headerName);
   return negotiated.error !== undefined ? undefined : negotiated.response;
@@ -75,14 +86,21 @@ export function answerCompression(accept: readonly Compression[], accepted: stri
  * uncompressed request, no deadline header, a compression connect would
  * accept); undefined when connect must answer it.
  */
-export function plainGrpcCompression(req: IncomingMessage | Http2ServerRequest, accept: readonly Compression[]): Compression | null | undefined {
+export function plainGrpcCompression(
+  req: IncomingMessage | Http2ServerRequest,
+  accept: readonly Compression[],
+): Compression | null | undefined {
   const h = req.headers;
-  if (req.httpVersionMajor !== 2 || h["grpc-timeout"] !== undefined || !isIdentity(h["grpc-encoding"])) return undefined;
+  if (req.httpVersionMajor !== 2 || h["grpc-timeout"] !== undefined || !isIdentity(h["grpc-encoding"]))
+    return undefined;
   return answerCompression(accept, h["grpc-accept-encoding"], "grpc-accept-encoding");
 }
 
 /** The bytes of the one uncompressed message of a gRPC request body (at most readMaxBytes), or undefined when the body is not exactly that. */
-export async function readGrpcMessage(req: IncomingMessage | Http2ServerRequest, readMaxBytes: number): Promise<Uint8Array | undefined> {
+export async function readGrpcMessage(
+  req: IncomingMessage | Http2ServerRequest,
+  readMaxBytes: number,
+): Promise<Uint8Array | undefined> {
   // One message and its 5-byte envelope prefix.
   const bytes = await readBody(req, readMaxBytes + 5);
   const one = bytes.length >= 5 && bytes[0] === 0 && bytes.readUInt32BE(1) === bytes.length - 5;
@@ -107,7 +125,12 @@ export async function grpcEnvelope(body: Uint8Array, compression: Compression | 
  * (malformedBodyReason), whose interceptor answers invalid_argument with a
  * request id and a log line as on every other wire, and give an empty one.
  */
-export function parseBinaryMessage<Desc extends DescMessage>(desc: Desc, bytes: Uint8Array | undefined, readMaxBytes: number, contextValues: ContextValues): MessageShape<Desc> {
+export function parseBinaryMessage<Desc extends DescMessage>(
+  desc: Desc,
+  bytes: Uint8Array | undefined,
+  readMaxBytes: number,
+  contextValues: ContextValues,
+): MessageShape<Desc> {
   if (bytes !== undefined && bytes.byteLength <= readMaxBytes) {
     try {
       return plannedFromBinary(desc, bytes);
@@ -129,14 +152,21 @@ const UNKNOWN_KEY = /: key "(?:[^"\\]|\\.)*" is unknown$/;
  * and its interceptor answers invalid_argument with a request id and a log
  * line. Any other failure is thrown.
  */
-export function decodeJsonMessage(input: Serialization<Message>, bytes: Uint8Array, contextValues: ContextValues): Message | undefined {
+export function decodeJsonMessage(
+  input: Serialization<Message>,
+  bytes: Uint8Array,
+  contextValues: ContextValues,
+): Message | undefined {
   try {
     return input.parse(bytes);
   } catch (e) {
     const error = ConnectError.from(e);
     if (error.code !== Code.InvalidArgument) throw error;
     // protobuf-es names a key the message does not have: the same refusal as REST's (UNKNOWN_FIELD).
-    contextValues.set(malformedBodyReason, { message: error.rawMessage, reason: UNKNOWN_KEY.test(error.rawMessage) ? "UNKNOWN_FIELD" : "MALFORMED_BODY" });
+    contextValues.set(malformedBodyReason, {
+      message: error.rawMessage,
+      reason: UNKNOWN_KEY.test(error.rawMessage) ? "UNKNOWN_FIELD" : "MALFORMED_BODY",
+    });
     return undefined;
   }
 }

@@ -1,10 +1,7 @@
 // grpc.health.v1.Health: SERVING while the database answers. The overall
 // health ("") and every service this server exposes can be asked for.
 import type { ServiceImpl } from "@connectrpc/connect";
-import {
-  type Health,
-  HealthCheckResponse_ServingStatus as Status,
-} from "../../gen/grpc/health/v1/health_pb.js";
+import { type Health, HealthCheckResponse_ServingStatus as Status } from "../../gen/grpc/health/v1/health_pb.js";
 import { notFound } from "../errors.js";
 
 export interface HealthDeps {
@@ -54,10 +51,14 @@ export function createHealthService(deps: HealthDeps): ServiceImpl<typeof Health
         }
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, interval);
-          ctx.signal.addEventListener("abort", () => {
-            clearTimeout(t);
-            resolve();
-          }, { once: true });
+          ctx.signal.addEventListener(
+            "abort",
+            () => {
+              clearTimeout(t);
+              resolve();
+            },
+            { once: true },
+          );
         });
       }
     },

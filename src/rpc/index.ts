@@ -37,7 +37,8 @@ export interface ServiceDeps {
 export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpls> {
   const { config, db, log } = deps;
   const limits = config.limits;
-  const keys = deps.registryKeys ?? (await loadRegistryKeys({ configured: config.registryKeys, db, dataDir: db.dataDir }));
+  const keys =
+    deps.registryKeys ?? (await loadRegistryKeys({ configured: config.registryKeys, db, dataDir: db.dataDir }));
   return {
     ResourceService: createResourceService({
       store: createResourceStore(db, { maxTreeDepth: config.defence.maxTreeDepth, cursorSecret: config.cursorSecret }),
@@ -48,7 +49,11 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
       cursorSecret: config.cursorSecret,
       maxLimit: limits.maxQueryLimit,
       maxFilterDepth: config.defence.maxFilterDepth,
-      exports: { max: config.defence.maxConcurrentExports, queueMs: config.defence.exportQueueMs, stallMs: config.defence.exportStallMs },
+      exports: {
+        max: config.defence.maxConcurrentExports,
+        queueMs: config.defence.exportQueueMs,
+        stallMs: config.defence.exportStallMs,
+      },
       onError: (err) => log.error({ err }, "parquet export failed"),
       ...(deps.encoders ? { encoders: deps.encoders } : {}),
     }),
@@ -65,7 +70,9 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
       maxPreviewBytes: config.defence.maxPreviewBytes,
     }),
     AdminService: createAdminService({ db }),
-    ...(deps.feed ? { EventService: createEventService({ feed: deps.feed, heartbeatMs: config.events.heartbeatMs }) } : {}),
+    ...(deps.feed
+      ? { EventService: createEventService({ feed: deps.feed, heartbeatMs: config.events.heartbeatMs }) }
+      : {}),
   };
 }
 
@@ -77,10 +84,21 @@ export { ACCEPT_COMPRESSION, createPipeline, type Pipeline } from "./pipeline.js
 export { sharedCompression } from "./shared-compression.js";
 export { createUnaryLane, type UnaryLane } from "./unary-lane.js";
 export { createHealthService } from "./health-service.js";
-export { auditRefused, auditSink, auditTargetProblem, createAuditInterceptor, isAudited, type AuditSink } from "./audit.js";
+export {
+  auditRefused,
+  auditSink,
+  auditTargetProblem,
+  createAuditInterceptor,
+  isAudited,
+  type AuditSink,
+} from "./audit.js";
 export { callRecordKey, logCall, REQUEST_ID, requestIdOf, type CallRecord } from "./interceptors.js";
 export { createLaneTransport } from "./lane-transport.js";
-export { createReflectionService, createReflectionServiceV1alpha, ServerReflectionV1alpha } from "./reflection-service.js";
+export {
+  createReflectionService,
+  createReflectionServiceV1alpha,
+  ServerReflectionV1alpha,
+} from "./reflection-service.js";
 export { onResponseEnd } from "./response-end.js";
 export { revisions, serviceName } from "./revisions.js";
 export { createAdminService } from "./admin-service.js";
@@ -89,10 +107,7 @@ export { createArtefactService } from "./artefact-service.js";
 export { createLineageService, treeNode } from "./lineage-service.js";
 export { createQueryService, type QueryServiceDeps } from "./query-service.js";
 export { createRegistryService } from "./registry-service.js";
-export {
-  createResourceService,
-  toResourceMessage,
-} from "./resource-service.js";
+export { createResourceService, toResourceMessage } from "./resource-service.js";
 export { createSchemaService } from "./schema-service.js";
 export { createStatsService } from "./stats-service.js";
 export { createStorageService, type StorageServiceDeps } from "./storage-service.js";

@@ -34,10 +34,17 @@ export interface CallRecord {
   closed: boolean;
 }
 
-export const callRecordKey = createContextKey<CallRecord | undefined>(undefined, { description: "the REST request's log record" });
+export const callRecordKey = createContextKey<CallRecord | undefined>(undefined, {
+  description: "the REST request's log record",
+});
 
 /** Puts a call's outcome on its request's record; false when there is none (or it is closed) and the call logs its own line. */
-function recordOnRequest(record: CallRecord | undefined, rpc: string, code: string, traceId: string | undefined): boolean {
+function recordOnRequest(
+  record: CallRecord | undefined,
+  rpc: string,
+  code: string,
+  traceId: string | undefined,
+): boolean {
   if (record === undefined || record.closed) return false;
   record.rpc = rpc;
   record.code = code;
@@ -50,7 +57,15 @@ function recordOnRequest(record: CallRecord | undefined, rpc: string, code: stri
  * request's line carries it), else a `call` line of its own. Every call
  * logs through here, whether the interceptors ran or not (app.ts).
  */
-export function logCall(log: Logger, record: CallRecord | undefined, requestId: string, rpc: string, code: string, ms: number, traceId?: string): void {
+export function logCall(
+  log: Logger,
+  record: CallRecord | undefined,
+  requestId: string,
+  rpc: string,
+  code: string,
+  ms: number,
+  traceId?: string,
+): void {
   if (recordOnRequest(record, rpc, code, traceId)) return;
   const durationMs = Math.round(ms * 1000) / 1000;
   // Two literals rather than a spread: this runs for every call.

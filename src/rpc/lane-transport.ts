@@ -22,7 +22,14 @@ export function createLaneTransport(lane: UnaryLane): Transport {
         url: `in-process:///${method.parent.typeName}/${method.name}`,
         ...(contextValues !== undefined ? { contextValues } : {}),
       });
-      return { stream: false, service: method.parent, method, header: out.header, trailer: out.trailer, message: out.message as never };
+      return {
+        stream: false,
+        service: method.parent,
+        method,
+        header: out.header,
+        trailer: out.trailer,
+        message: out.message as never,
+      };
     },
     stream() {
       return Promise.reject(unimplemented("streaming calls are not served in process"));

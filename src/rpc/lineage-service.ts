@@ -54,7 +54,12 @@ export function createLineageService(deps: LineageServiceDeps): ServiceImpl<type
     async parents(req, ctx) {
       const { grants } = callerOf(ctx);
       const asOf = optionalAsOf(req.asOf);
-      const identifiers = await listParents(await readerFor(db, asOf), grants, req.identifier, asOf !== undefined ? { asOf } : {});
+      const identifiers = await listParents(
+        await readerFor(db, asOf),
+        grants,
+        req.identifier,
+        asOf !== undefined ? { asOf } : {},
+      );
       return create(ParentsResponseSchema, { identifiers });
     },
   };

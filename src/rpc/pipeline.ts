@@ -88,7 +88,14 @@ export interface Pipeline {
    * they would have written. `record` is its REST request's log record, if
    * any; `started` is process.hrtime.bigint() when it began.
    */
-  recordSkipped(method: DescMethod, err: ConnectError | undefined, requestId: string | undefined, record: CallRecord | undefined, started: bigint, traceId?: string): void;
+  recordSkipped(
+    method: DescMethod,
+    err: ConnectError | undefined,
+    requestId: string | undefined,
+    record: CallRecord | undefined,
+    started: bigint,
+    traceId?: string,
+  ): void;
 }
 
 /** The compressions the server offers, in connect's order of preference (the router's, and the unary lane's). */
@@ -115,7 +122,12 @@ export function createPipeline(parts: PipelineParts): Pipeline {
     acceptCompression: ACCEPT_COMPRESSION,
     feedCompression: ACCEPT_COMPRESSION.map((c) => sharedCompression(c)),
     jsonOptions,
-    routerOptions: { interceptors, readMaxBytes: parts.maxBodyBytes, acceptCompression: [...ACCEPT_COMPRESSION], jsonOptions },
+    routerOptions: {
+      interceptors,
+      readMaxBytes: parts.maxBodyBytes,
+      acceptCompression: [...ACCEPT_COMPRESSION],
+      jsonOptions,
+    },
     recordSkipped(method, err, requestId, record, started, traceId) {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const rpc = `${method.parent.typeName}/${method.name}`;

@@ -5,11 +5,21 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { HttpBodySchema } from "../../gen/google/api/httpbody_pb.js";
 import type { Resource } from "../../gen/resourcestore/type/v1/resource_pb.js";
-import { CountResponseSchema, QueryResponseSchema, type QueryRequest } from "../../gen/resourcestore/type/v1/query_pb.js";
+import {
+  CountResponseSchema,
+  QueryResponseSchema,
+  type QueryRequest,
+} from "../../gen/resourcestore/type/v1/query_pb.js";
 import type { QueryService } from "../../gen/resourcestore/v2/query_service_pb.js";
 import { callerOf } from "../auth/index.js";
 import { invalidArgument } from "../errors.js";
-import { createEncoderPool, createExportGate, exportColumns, parquetExport, type EncoderPool } from "../parquet/index.js";
+import {
+  createEncoderPool,
+  createExportGate,
+  exportColumns,
+  parquetExport,
+  type EncoderPool,
+} from "../parquet/index.js";
 import { defaultEncoderWorkers } from "../config.js";
 import type { Db, StoredResource } from "../store/index.js";
 import { createQueryEngine, MAX_LIMIT, planQuery, type QueryPlan } from "../store/index.js";
@@ -69,11 +79,16 @@ function selectedMessage(row: StoredResource, plan: QueryPlan): Resource {
 export function createQueryService(deps: QueryServiceDeps): ServiceImpl<typeof QueryService> {
   const engine = createQueryEngine(deps.db, { cursorSecret: deps.cursorSecret });
   const maxLimit = deps.maxLimit ?? MAX_LIMIT;
-  const plan = (req: Parameters<typeof planQuery>[0]) => planQuery(req, { ...(deps.maxFilterDepth !== undefined ? { maxFilterDepth: deps.maxFilterDepth } : {}) });
+  const plan = (req: Parameters<typeof planQuery>[0]) =>
+    planQuery(req, { ...(deps.maxFilterDepth !== undefined ? { maxFilterDepth: deps.maxFilterDepth } : {}) });
   const gate = deps.exports ? createExportGate(deps.exports.max, deps.exports.queueMs) : undefined;
   let ownPool: EncoderPool | undefined;
   const encoders = (): EncoderPool => deps.encoders ?? (ownPool ??= createEncoderPool(defaultEncoderWorkers()));
-  const request = (req: QueryRequest) => ({ plan: plan(req), asOf: optionalAsOf(req.asOf), limit: checkLimit(req.limit, maxLimit) });
+  const request = (req: QueryRequest) => ({
+    plan: plan(req),
+    asOf: optionalAsOf(req.asOf),
+    limit: checkLimit(req.limit, maxLimit),
+  });
 
   return {
     async query(req, ctx) {

@@ -2,7 +2,16 @@
 // protoc-gen-es embeds in the generated code: no hand-written descriptors.
 // grpc.reflection.v1alpha (which many tools still speak) is the same service
 // under its older package name, served by the same code.
-import { clone, create, createFileRegistry, fromBinary, toBinary, type DescFile, type DescMessage, type DescService } from "@bufbuild/protobuf";
+import {
+  clone,
+  create,
+  createFileRegistry,
+  fromBinary,
+  toBinary,
+  type DescFile,
+  type DescMessage,
+  type DescService,
+} from "@bufbuild/protobuf";
 import type { GenService } from "@bufbuild/protobuf/codegenv2";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
@@ -74,14 +83,19 @@ export function createReflectionService(services: readonly DescService[]): Servi
       ? notFoundResponse(`${what} not found`)
       : {
           case: "fileDescriptorResponse",
-          value: { $typeName: "grpc.reflection.v1.FileDescriptorResponse", fileDescriptorProto: withDependencies(file) },
+          value: {
+            $typeName: "grpc.reflection.v1.FileDescriptorResponse",
+            fileDescriptorProto: withDependencies(file),
+          },
         };
   /**
    * The requests, where the stream breaking under them (a tool that cuts
    * the connection when done, as `buf` does, never half-closing) is the
    * client going away: `canceled`, not an internal error with a stack.
    */
-  async function* clientMayLeave(requests: AsyncIterable<ServerReflectionRequest>): AsyncIterable<ServerReflectionRequest> {
+  async function* clientMayLeave(
+    requests: AsyncIterable<ServerReflectionRequest>,
+  ): AsyncIterable<ServerReflectionRequest> {
     try {
       yield* requests;
     } catch (err) {
@@ -145,7 +159,8 @@ function v1alphaService(): ServerReflectionV1alpha {
   const proto = clone(FileDescriptorProtoSchema, v1);
   const from = `.${v1.package}.`;
   const to = ".grpc.reflection.v1alpha.";
-  const rename = (typeName: string): string => (typeName.startsWith(from) ? to + typeName.slice(from.length) : typeName);
+  const rename = (typeName: string): string =>
+    typeName.startsWith(from) ? to + typeName.slice(from.length) : typeName;
   proto.name = "grpc/reflection/v1alpha/reflection.proto";
   proto.package = "grpc.reflection.v1alpha";
   // v1's language options name v1's packages; v1alpha is deprecated in favour of v1.
@@ -166,7 +181,9 @@ function v1alphaService(): ServerReflectionV1alpha {
 export const ServerReflectionV1alpha: ServerReflectionV1alpha = v1alphaService();
 
 /** v1alpha's handler: each message crosses to v1 and back through its bytes, which the two share. */
-export function createReflectionServiceV1alpha(v1: ServiceImpl<typeof ServerReflection>): ServiceImpl<ServerReflectionV1alpha> {
+export function createReflectionServiceV1alpha(
+  v1: ServiceImpl<typeof ServerReflection>,
+): ServiceImpl<ServerReflectionV1alpha> {
   const method = ServerReflectionV1alpha.method.serverReflectionInfo;
   return {
     async *serverReflectionInfo(requests, context: HandlerContext) {
@@ -174,7 +191,10 @@ export function createReflectionServiceV1alpha(v1: ServiceImpl<typeof ServerRefl
         for await (const req of requests) yield fromBinary(ServerReflectionRequestSchema, toBinary(method.input, req));
       }
       for await (const res of v1.serverReflectionInfo(asV1(), context)) {
-        yield fromBinary(method.output, toBinary(ServerReflectionResponseSchema, create(ServerReflectionResponseSchema, res)));
+        yield fromBinary(
+          method.output,
+          toBinary(ServerReflectionResponseSchema, create(ServerReflectionResponseSchema, res)),
+        );
       }
     },
   };

@@ -21,19 +21,27 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
   return {
     registerPatient: async (req, ctx) => {
       const { grants } = callerOf(ctx);
-      return create(RegisterPatientResponseSchema, { identifier: await registry.registerPatient(grants, req.datasourceId, req.externalUid) });
+      return create(RegisterPatientResponseSchema, {
+        identifier: await registry.registerPatient(grants, req.datasourceId, req.externalUid),
+      });
     },
     resolvePatient: async (req, ctx) => {
       const { grants } = callerOf(ctx);
-      return create(ResolvePatientResponseSchema, { identifier: await registry.resolvePatient(grants, req.datasourceId, req.externalUid) });
+      return create(ResolvePatientResponseSchema, {
+        identifier: await registry.resolvePatient(grants, req.datasourceId, req.externalUid),
+      });
     },
     registerStudy: async (req, ctx) => {
       const { grants } = callerOf(ctx);
-      return create(RegisterStudyResponseSchema, { identifier: await registry.registerStudy(grants, req.patientIdentifier, req.externalUid) });
+      return create(RegisterStudyResponseSchema, {
+        identifier: await registry.registerStudy(grants, req.patientIdentifier, req.externalUid),
+      });
     },
     resolveStudy: async (req, ctx) => {
       const { grants } = callerOf(ctx);
-      return create(ResolveStudyResponseSchema, { identifier: await registry.resolveStudy(grants, req.patientIdentifier, req.externalUid) });
+      return create(ResolveStudyResponseSchema, {
+        identifier: await registry.resolveStudy(grants, req.patientIdentifier, req.externalUid),
+      });
     },
   };
 }

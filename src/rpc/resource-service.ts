@@ -34,7 +34,8 @@ export interface ResourceServiceDeps {
 export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<typeof ResourceService> {
   const { store, limits } = deps;
   const checkSize = (n: number, what: string) => {
-    if (n > limits.maxBatchItems) throw invalidArgument(`too many ${what}: ${n} (at most ${limits.maxBatchItems})`, "BATCH_TOO_LARGE");
+    if (n > limits.maxBatchItems)
+      throw invalidArgument(`too many ${what}: ${n} (at most ${limits.maxBatchItems})`, "BATCH_TOO_LARGE");
   };
 
   return {
@@ -60,27 +61,39 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
       const caller = callerOf(ctx);
       const entries = Object.entries(req.updates);
       checkSize(entries.length, "updates");
-      const { count } = await store.update(caller, entries.map(([id, u]) => [id, toResourcePatch(id, u)] as const));
+      const { count } = await store.update(
+        caller,
+        entries.map(([id, u]) => [id, toResourcePatch(id, u)] as const),
+      );
       return create(UpdateResponseSchema, { updated: BigInt(count) });
     },
     delete: async (req, ctx) => {
       const caller = callerOf(ctx);
       checkSize(req.identifiers.length, "identifiers");
       checkSize(Object.keys(req.expectedVersions).length, "expected_versions");
-      const { count } = await store.delete(caller, req.identifiers, { cascade: req.cascade ?? true, expectedVersions: expectedVersions(req.expectedVersions) });
+      const { count } = await store.delete(caller, req.identifiers, {
+        cascade: req.cascade ?? true,
+        expectedVersions: expectedVersions(req.expectedVersions),
+      });
       return create(DeleteResponseSchema, { deleted: BigInt(count) });
     },
     restore: async (req, ctx) => {
       const caller = callerOf(ctx);
       checkSize(req.identifiers.length, "identifiers");
       checkSize(Object.keys(req.expectedVersions).length, "expected_versions");
-      const { count } = await store.restore(caller, req.identifiers, { cascade: req.cascade ?? true, expectedVersions: expectedVersions(req.expectedVersions) });
+      const { count } = await store.restore(caller, req.identifiers, {
+        cascade: req.cascade ?? true,
+        expectedVersions: expectedVersions(req.expectedVersions),
+      });
       return create(RestoreResponseSchema, { restored: BigInt(count) });
     },
     history: async (req, ctx) => {
       const { grants } = callerOf(ctx);
       if (req.limit !== undefined && (req.limit < 1 || req.limit > limits.maxQueryLimit)) {
-        throw invalidArgument(`limit must be between 1 and ${limits.maxQueryLimit}, got ${req.limit}`, "LIMIT_OUT_OF_RANGE");
+        throw invalidArgument(
+          `limit must be between 1 and ${limits.maxQueryLimit}, got ${req.limit}`,
+          "LIMIT_OUT_OF_RANGE",
+        );
       }
       const page = await store.history(req.identifier, grants, {
         since: optionalStamp(req.since, "since"),
@@ -90,16 +103,14 @@ export function createResourceService(deps: ResourceServiceDeps): ServiceImpl<ty
       });
       return create(HistoryResponseSchema, {
         // Written out as create() would build them, without its reflective walk (100 a page).
-        versions: page.versions.map(
-          (v): ResourceVersion => ({
-            $typeName: "resourcestore.type.v1.ResourceVersion",
-            version: BigInt(v.version),
-            at: v.at,
-            actor: v.actor,
-            kind: v.kind,
-            resource: toResourceMessage(v.resource),
-          }),
-        ),
+        versions: page.versions.map((v): ResourceVersion => ({
+          $typeName: "resourcestore.type.v1.ResourceVersion",
+          version: BigInt(v.version),
+          at: v.at,
+          actor: v.actor,
+          kind: v.kind,
+          resource: toResourceMessage(v.resource),
+        })),
         ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}),
       });
     },
@@ -112,13 +123,17 @@ function optionalStamp(value: string | undefined, name: string): string | undefi
   try {
     return parseAsOf(value);
   } catch {
-    throw invalidArgument(`${name} ${JSON.stringify(value.slice(0, 100))} is not an RFC 3339 timestamp with Z or an offset`);
+    throw invalidArgument(
+      `${name} ${JSON.stringify(value.slice(0, 100))} is not an RFC 3339 timestamp with Z or an offset`,
+    );
   }
 }
 
 /** expected_versions as the store takes them (int64 -> number; the store refuses what is not a version). */
 function expectedVersions(map: { [id: string]: bigint }): Map<string, number> {
-  return new Map(Object.entries(map).map(([id, v]) => [id, v > BigInt(Number.MAX_SAFE_INTEGER) || v < 0n ? -1 : Number(v)]));
+  return new Map(
+    Object.entries(map).map(([id, v]) => [id, v > BigInt(Number.MAX_SAFE_INTEGER) || v < 0n ? -1 : Number(v)]),
+  );
 }
 
 type PayloadOneof = Resource["payload"] | ResourceUpdate["payload"];
@@ -232,4 +247,3 @@ function toResourcePatch(id: string, msg: ResourceUpdate): ResourcePatch {
   }
   return patch;
 }
-

@@ -8,7 +8,11 @@ import type { StreamResponse, UnaryResponse } from "@connectrpc/connect";
  * after the last message of a stream. A stream that fails mid-way goes
  * through `failed(err)`, and what it returns is thrown to the client.
  */
-export function onResponseEnd<R extends UnaryResponse | StreamResponse>(res: R, ended: () => void, failed: (err: unknown) => unknown): R {
+export function onResponseEnd<R extends UnaryResponse | StreamResponse>(
+  res: R,
+  ended: () => void,
+  failed: (err: unknown) => unknown,
+): R {
   if (!res.stream) {
     ended();
     return res;

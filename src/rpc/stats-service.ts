@@ -45,7 +45,10 @@ export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof S
       const only = req.datasourceId;
       if (only === "") throw invalidArgument("datasource_id is empty");
       const asOf = optionalAsOf(req.asOf);
-      const rows = await datasourceStats(await readerFor(db, asOf), grants, { ...(only !== undefined ? { datasourceId: only } : {}), asOf });
+      const rows = await datasourceStats(await readerFor(db, asOf), grants, {
+        ...(only !== undefined ? { datasourceId: only } : {}),
+        asOf,
+      });
       return create(DetailedStatsResponseSchema, {
         datasources: rows.map((r) =>
           create(DatasourceDetailedStatsSchema, {

@@ -99,11 +99,16 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
     if (seesEverything(grants)) return;
     const path = toS3Path(storage.bucket, key);
     const db = deps.db;
-    if (db === undefined || !(await objectPathVisible(await readerFor(db, undefined), grants, path))) throw notFound(`no object at ${path}`);
+    if (db === undefined || !(await objectPathVisible(await readerFor(db, undefined), grants, path)))
+      throw notFound(`no object at ${path}`);
   }
 
   /** Checks one item and returns a signer, so a batch signs nothing until every item passed. */
-  function planItem(grants: Grants, direction: Direction, item: Omit<PresignItem, "$typeName">): () => Promise<SignedItem> {
+  function planItem(
+    grants: Grants,
+    direction: Direction,
+    item: Omit<PresignItem, "$typeName">,
+  ): () => Promise<SignedItem> {
     if (direction === "upload") {
       if (item.path !== undefined) throw invalidArgument("path is for downloads; an upload takes filename and group");
       const key = uploadKey(item.group, item.filename);
@@ -157,12 +162,16 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
       // anyone else would get PUT URLs over objects it did not upload. Checked
       // after the keys, so a malformed request is still 400 first.
       if (reuse !== undefined) {
-        if (!(await roots.startedBy(reuse, actor))) throw notFound(`no upload root ${req.root ?? ""} started by this caller`);
+        if (!(await roots.startedBy(reuse, actor)))
+          throw notFound(`no upload root ${req.root ?? ""} started by this caller`);
       } else {
         await roots.record(prefix, actor);
       }
       const items = await Promise.all(
-        keys.map(async (key) => ({ url: await storage.presignUpload(key, expires), path: toS3Path(storage.bucket, key) })),
+        keys.map(async (key) => ({
+          url: await storage.presignUpload(key, expires),
+          path: toS3Path(storage.bucket, key),
+        })),
       );
       return { root: toS3Path(storage.bucket, prefix), items };
     },
@@ -174,7 +183,10 @@ export function createStorageService(deps: StorageServiceDeps): ServiceImpl<type
       if (!seesEverything(grants)) throw notFound(`nothing to list under ${req.prefix}`);
       const objects = await storage.listObjects(prefix, maxListKeys);
       if (objects.length > maxListKeys) {
-        throw invalidArgument(`more than ${maxListKeys} keys under this prefix; list a narrower prefix`, "TOO_MANY_KEYS");
+        throw invalidArgument(
+          `more than ${maxListKeys} keys under this prefix; list a narrower prefix`,
+          "TOO_MANY_KEYS",
+        );
       }
       return { keys: objects.map((o) => o.key), sizes: objects.map((o) => BigInt(o.size)) };
     },

@@ -10,7 +10,9 @@ import type { ServerResponse } from "node:http";
 import { constants, type Http2ServerResponse } from "node:http2";
 
 /** Set by the Node adapter on every call it serves; unset for calls made in process (the REST gateway ends those itself). */
-export const resetTransport = createContextKey<(() => void) | undefined>(undefined, { description: "reset the call's HTTP/2 stream or HTTP/1.1 connection" });
+export const resetTransport = createContextKey<(() => void) | undefined>(undefined, {
+  description: "reset the call's HTTP/2 stream or HTTP/1.1 connection",
+});
 
 export function transportReset(res: ServerResponse | Http2ServerResponse): () => void {
   return () => {

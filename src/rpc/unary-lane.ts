@@ -26,14 +26,32 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { create, type DescMessage, type DescMethodUnary, type DescService, type Message } from "@bufbuild/protobuf";
 import { createContextValues } from "@connectrpc/connect";
 import type { ContextValues, HandlerContext, MethodImplSpec } from "@connectrpc/connect";
-import { createMethodSerializationLookup, invokeUnaryImplementation, type Compression, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
+import {
+  createMethodSerializationLookup,
+  invokeUnaryImplementation,
+  type Compression,
+  type MethodSerializationLookup,
+} from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { canceled, unimplemented } from "../errors.js";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { webHeaders } from "../http/headers.js";
 import { readBody } from "../http/read-body.js";
-import { answerCompression, asConnectError, COMPRESS_MIN_BYTES, decodeJsonMessage, GRPC_PROTO_TYPE, grpcEnvelope, implementedMethods, isIdentity, nodeHeaders, parseBinaryMessage, plainGrpcCompression, readGrpcMessage } from "./grpc-wire.js";
+import {
+  answerCompression,
+  asConnectError,
+  COMPRESS_MIN_BYTES,
+  decodeJsonMessage,
+  GRPC_PROTO_TYPE,
+  grpcEnvelope,
+  implementedMethods,
+  isIdentity,
+  nodeHeaders,
+  parseBinaryMessage,
+  plainGrpcCompression,
+  readGrpcMessage,
+} from "./grpc-wire.js";
 import type { Pipeline } from "./pipeline.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -94,7 +112,13 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
   }
   const entries = new Map<string, Entry>();
   for (const [path, spec] of implementedMethods(opts.services, opts.impls, "unary")) {
-    entries.set(path, { spec, serialization: createMethodSerializationLookup(spec.method, undefined, jsonOptions, { readMaxBytes, writeMaxBytes: 0xffffffff }) });
+    entries.set(path, {
+      spec,
+      serialization: createMethodSerializationLookup(spec.method, undefined, jsonOptions, {
+        readMaxBytes,
+        writeMaxBytes: 0xffffffff,
+      }),
+    });
   }
   const byMethod = new Map<DescMethodUnary, Entry>();
   for (const e of entries.values()) byMethod.set(e.spec.method, e);
@@ -110,13 +134,16 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     return parseBinaryMessage(entry.spec.method.input, bytes, readMaxBytes, contextValues);
   }
 
-
   /** A JSON request message, or an empty one with the call marked (decodeJsonMessage). */
   function parseJson(entry: Entry, bytes: Uint8Array, contextValues: ContextValues): Message {
     return decodeJsonMessage(entry.serialization.getI(false), bytes, contextValues) ?? create(entry.spec.method.input);
   }
 
-  async function run(entry: Entry, call: UnaryCall, responseHeader?: Headers): Promise<{ message: Message; context: HandlerContext }> {
+  async function run(
+    entry: Entry,
+    call: UnaryCall,
+    responseHeader?: Headers,
+  ): Promise<{ message: Message; context: HandlerContext }> {
     const context: HandlerContext = {
       method: call.method,
       service: call.method.parent,
@@ -135,7 +162,15 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
   }
 
   /** Runs a call that came over the wire (Connect or gRPC): its headers, its URL, aborted when the client goes away. */
-  function runFromWire(entry: Entry, req: Req, res: Res, message: Message, protocolName: string, contextValues: ContextValues, responseHeader: Headers) {
+  function runFromWire(
+    entry: Entry,
+    req: Req,
+    res: Res,
+    message: Message,
+    protocolName: string,
+    contextValues: ContextValues,
+    responseHeader: Headers,
+  ) {
     const authority = String(req.headers[":authority"] ?? req.headers.host ?? "localhost");
     const call: UnaryCall = {
       method: entry.spec.method,
@@ -150,7 +185,14 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     return run(entry, call, responseHeader);
   }
 
-  async function answerConnect(entry: Entry, req: Req, res: Res, binary: boolean, contextValues: ContextValues, compression: Compression | null): Promise<void> {
+  async function answerConnect(
+    entry: Entry,
+    req: Req,
+    res: Res,
+    binary: boolean,
+    contextValues: ContextValues,
+    compression: Compression | null,
+  ): Promise<void> {
     const responseHeader = new Headers({ "content-type": binary ? "application/proto" : "application/json" });
     let context: HandlerContext | undefined;
     let status = 200;
@@ -181,7 +223,13 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     res.end(body);
   }
 
-  async function answerGrpc(entry: Entry, req: Req, res: Res, contextValues: ContextValues, compression: Compression | null): Promise<void> {
+  async function answerGrpc(
+    entry: Entry,
+    req: Req,
+    res: Res,
+    contextValues: ContextValues,
+    compression: Compression | null,
+  ): Promise<void> {
     const responseHeader = new Headers({ "content-type": "application/grpc+proto" });
     if (compression !== null) responseHeader.set("grpc-encoding", compression.name);
     let context: HandlerContext | undefined;
@@ -210,7 +258,8 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
   return {
     async call(call) {
       const entry = byMethod.get(call.method);
-      if (entry === undefined) throw unimplemented(`${call.method.parent.typeName}.${call.method.name} is not implemented`);
+      if (entry === undefined)
+        throw unimplemented(`${call.method.parent.typeName}.${call.method.name} is not implemented`);
       const { message, context } = await run(entry, call);
       return { message, header: context.responseHeader, trailer: context.responseTrailer };
     },
@@ -229,7 +278,8 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
       const binary = PROTO_TYPE.test(type);
       if (!binary && !JSON_TYPE.test(type)) return false;
       const length = Number(h["content-length"]);
-      if (h["content-length"] === undefined || !Number.isInteger(length) || length < 0 || length > readMaxBytes) return false;
+      if (h["content-length"] === undefined || !Number.isInteger(length) || length < 0 || length > readMaxBytes)
+        return false;
       if (h["connect-timeout-ms"] !== undefined || !isIdentity(h["content-encoding"])) return false;
       const compression = answerCompression(acceptCompression, h["accept-encoding"], "accept-encoding");
       if (compression === undefined) return false;

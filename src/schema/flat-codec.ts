@@ -6,13 +6,7 @@ import { create, toJson } from "@bufbuild/protobuf";
 import type { JsonObject, JsonValue, Message } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { invalidArgument } from "../errors.js";
-import {
-  fieldInfo,
-  metadataFieldByName,
-  metadataFields,
-  payloadTypeNames,
-  payloadTypes,
-} from "./payload-registry.js";
+import { fieldInfo, metadataFieldByName, metadataFields, payloadTypeNames, payloadTypes } from "./payload-registry.js";
 import type { FieldInfo, PayloadType } from "./payload-registry.js";
 import { payloadMessageToJson } from "./payload-json.js";
 import { ResourceSchema, ResourceUpdateSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
@@ -85,7 +79,8 @@ export function flatResourceToProtoJson(json: unknown, where = ""): JsonObject {
     if (key === PAYLOAD_TYPE) continue;
     const meta = metadataFieldByName.get(key);
     const target = meta ? out : pt.fieldByName.has(key) ? payload : undefined;
-    if (!target) throw invalidArgument(at(where, `unknown field "${key}" for payload_type "${pt.name}"`), "UNKNOWN_FIELD");
+    if (!target)
+      throw invalidArgument(at(where, `unknown field "${key}" for payload_type "${pt.name}"`), "UNKNOWN_FIELD");
     // AIP-203: output-only fields sent back by a client are ignored.
     if (meta?.outputOnly) continue;
     if (value === null || value === undefined) continue;
@@ -185,7 +180,8 @@ export function resourceToFlat(resource: Resource, opts: FlatWriteOptions): Json
   const out: JsonObject = {};
   for (const info of metadataFields) {
     if (info.name === "children" && !opts.children) continue;
-    if (isMetadataSet(resource, info)) out[info.name] = metadataValueToRest(info, localValue(resource, info.desc.localName));
+    if (isMetadataSet(resource, info))
+      out[info.name] = metadataValueToRest(info, localValue(resource, info.desc.localName));
     else if (info.nullable) out[info.name] = null;
   }
   const { case: member, value } = resource.payload;
@@ -219,7 +215,9 @@ export function updateToFlat(update: ResourceUpdate): JsonObject {
   for (const path of update.updateMask?.paths ?? []) {
     const meta = updateMetadataFields.get(path);
     if (meta) {
-      out[path] = isMetadataSet(update, meta) ? metadataValueToRest(meta, localValue(update, meta.desc.localName)) : null;
+      out[path] = isMetadataSet(update, meta)
+        ? metadataValueToRest(meta, localValue(update, meta.desc.localName))
+        : null;
       continue;
     }
     out[path] = payloadJson[path] ?? struct[path] ?? null;

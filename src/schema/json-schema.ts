@@ -58,7 +58,9 @@ function stringJsonSchema(field: FieldInfo): JsonObject {
   if (field.rules.oneOf) schema["enum"] = [...field.rules.oneOf];
   // The pattern as written in the .proto: RegExp.source would escape "/".
   if (field.rules.pattern) {
-    schema["pattern"] = hasOption(field.desc, rules) ? getOption(field.desc, rules).pattern : field.rules.pattern.source;
+    schema["pattern"] = hasOption(field.desc, rules)
+      ? getOption(field.desc, rules).pattern
+      : field.rules.pattern.source;
   }
   if (field.rules.format) schema["format"] = field.rules.format;
   return schema;

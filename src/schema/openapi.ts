@@ -16,7 +16,6 @@ import { fieldJsonSchema } from "./json-schema.js";
 import { isNullable, payloadTypes } from "./payload-registry.js";
 import type { PayloadType } from "./payload-registry.js";
 
-
 type Direction = "input" | "output";
 
 /** The flat shapes of Resource: as created, as read, as selected by a query. */
@@ -182,7 +181,11 @@ function createSchemaBuilder() {
         return { type: "string", contentMediaType: "application/octet-stream" };
       case ResourceSchema.typeName: {
         const flavour: ResourceFlavour =
-          direction === "input" ? "input" : via && SELECTION_FIELDS.has(via.parent.typeName + "." + via.name) ? "selection" : "output";
+          direction === "input"
+            ? "input"
+            : via && SELECTION_FIELDS.has(via.parent.typeName + "." + via.name)
+              ? "selection"
+              : "output";
         return resourceSchema(flavour);
       }
       case ResourceUpdateSchema.typeName:
@@ -317,7 +320,11 @@ function errorSchema(): JsonObject {
     properties: {
       code: { type: "string", enum: codes },
       message: { type: "string" },
-      reason: { type: "string", pattern: "^[A-Z][A-Z0-9_]*$", description: "The stable reason of the error catalogue (docs/errors.md)." },
+      reason: {
+        type: "string",
+        pattern: "^[A-Z][A-Z0-9_]*$",
+        description: "The stable reason of the error catalogue (docs/errors.md).",
+      },
     },
     required: ["code", "message", "reason"],
   };
@@ -368,7 +375,9 @@ export function buildOpenApi(revisions: readonly Revision[]): JsonObject {
     if (method.output.typeName === HTTP_BODY) {
       responses["200"] = {
         description: "The bytes, streamed.",
-        content: { "application/octet-stream": { schema: { type: "string", contentMediaType: "application/octet-stream" } } },
+        content: {
+          "application/octet-stream": { schema: { type: "string", contentMediaType: "application/octet-stream" } },
+        },
       };
     } else {
       const schema =
@@ -395,7 +404,9 @@ export function buildOpenApi(revisions: readonly Revision[]): JsonObject {
     const id = op.revision === undefined ? `${parent.name}.${name}` : `${op.revision}.${parent.name}.${name}`;
     return { op, path: openApiPath(op.template).path, verb: op.verb.toLowerCase(), id };
   });
-  const prefixed = built.filter((b) => b.op.revision !== undefined).map((b) => ({ ...b, doc: operation(b.op.method, b.op, b.id) }));
+  const prefixed = built
+    .filter((b) => b.op.revision !== undefined)
+    .map((b) => ({ ...b, doc: operation(b.op.method, b.op, b.id) }));
   for (const b of built) if (b.op.revision === undefined) put(b.path, b.verb, operation(b.op.method, b.op, b.id));
   for (const b of prefixed) put(b.path, b.verb, b.doc);
 

@@ -42,7 +42,9 @@ export function checkAccessLevel(value: unknown): string {
 export function payloadTypeOrThrow(name: unknown): PayloadType {
   const t = typeof name === "string" ? payloadTypeOf(name) : undefined;
   if (!t) {
-    throw invalidArgument(`unknown payload_type ${JSON.stringify(name)}; expected one of ${payloadTypeNames.join(", ")}`);
+    throw invalidArgument(
+      `unknown payload_type ${JSON.stringify(name)}; expected one of ${payloadTypeNames.join(", ")}`,
+    );
   }
   return t;
 }
@@ -53,9 +55,12 @@ function checkRules(type: PayloadType, field: FieldInfo, value: JsonValue): void
     if (typeof v !== "string") continue;
     const where = `${type.name}.${field.name}`;
     const { oneOf, pattern, format } = field.rules;
-    if (oneOf && !oneOf.includes(v)) throw invalidArgument(`${where} must be one of ${oneOf.join(", ")}`, "INVALID_PAYLOAD");
-    if (pattern && !pattern.test(v)) throw invalidArgument(`${where} does not match ${pattern.source}`, "INVALID_PAYLOAD");
-    if (format === "date" && !isCalendarDate(v)) throw invalidArgument(`${where} must be a calendar date YYYY-MM-DD`, "INVALID_PAYLOAD");
+    if (oneOf && !oneOf.includes(v))
+      throw invalidArgument(`${where} must be one of ${oneOf.join(", ")}`, "INVALID_PAYLOAD");
+    if (pattern && !pattern.test(v))
+      throw invalidArgument(`${where} does not match ${pattern.source}`, "INVALID_PAYLOAD");
+    if (format === "date" && !isCalendarDate(v))
+      throw invalidArgument(`${where} must be a calendar date YYYY-MM-DD`, "INVALID_PAYLOAD");
   }
 }
 
@@ -78,7 +83,8 @@ export function normalizePayload(
   }
   const input: JsonObject = {};
   for (const [key, value] of Object.entries(payload)) {
-    if (!type.fieldByName.has(key)) throw invalidArgument(`${type.name} has no field ${JSON.stringify(key)}`, "UNKNOWN_FIELD");
+    if (!type.fieldByName.has(key))
+      throw invalidArgument(`${type.name} has no field ${JSON.stringify(key)}`, "UNKNOWN_FIELD");
     if (value === null || value === undefined) continue;
     input[key] = value as JsonValue;
   }

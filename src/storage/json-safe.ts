@@ -52,7 +52,8 @@ export function toJsonSafe(value: unknown): JsonValue {
     case "object":
       break;
   }
-  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("base64");
+  if (value instanceof Uint8Array)
+    return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("base64");
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString();
   if (Array.isArray(value) || ArrayBuffer.isView(value)) {
     return Array.from(value as ArrayLike<unknown>, toJsonSafe);

@@ -17,9 +17,11 @@ const UNPRINTABLE = /[\p{Cc}\p{Cs}\p{Cf}\p{Zl}\p{Zp}]/u;
 
 function checkSegment(segment: string, what: string): void {
   if (segment === "") throw invalidArgument(`${what} has an empty segment`, "INVALID_OBJECT_PATH");
-  if (segment === "." || segment === "..") throw invalidArgument(`${what} has a "${segment}" segment`, "INVALID_OBJECT_PATH");
+  if (segment === "." || segment === "..")
+    throw invalidArgument(`${what} has a "${segment}" segment`, "INVALID_OBJECT_PATH");
   if (segment.includes("\\")) throw invalidArgument(`${what} contains a backslash`, "INVALID_OBJECT_PATH");
-  if (UNPRINTABLE.test(segment)) throw invalidArgument(`${what} contains a control or non-printable character`, "INVALID_OBJECT_PATH");
+  if (UNPRINTABLE.test(segment))
+    throw invalidArgument(`${what} contains a control or non-printable character`, "INVALID_OBJECT_PATH");
 }
 
 function checkKeyLength(key: string): void {
@@ -34,7 +36,8 @@ function validateGroup(group: string | undefined): string {
   if (group.startsWith("/")) throw invalidArgument("group must not start with /", "INVALID_OBJECT_PATH");
   for (const segment of group.split("/")) {
     checkSegment(segment, "group");
-    if (!GROUP_SEGMENT.test(segment)) throw invalidArgument("group segments may hold only A-Z, a-z, 0-9, '.', '_' and '-'", "INVALID_OBJECT_PATH");
+    if (!GROUP_SEGMENT.test(segment))
+      throw invalidArgument("group segments may hold only A-Z, a-z, 0-9, '.', '_' and '-'", "INVALID_OBJECT_PATH");
   }
   return group;
 }
@@ -83,7 +86,8 @@ export function reusedPrefix(root: string, group: string, bucket: string): strin
   }
   for (const segment of key.slice(0, -1).split("/")) {
     checkSegment(segment, "root");
-    if (!GROUP_SEGMENT.test(segment)) throw invalidArgument("root segments may hold only A-Z, a-z, 0-9, '.', '_' and '-'", "INVALID_OBJECT_PATH");
+    if (!GROUP_SEGMENT.test(segment))
+      throw invalidArgument("root segments may hold only A-Z, a-z, 0-9, '.', '_' and '-'", "INVALID_OBJECT_PATH");
   }
   checkKeyLength(key);
   return key;
@@ -93,12 +97,17 @@ export function reusedPrefix(root: string, group: string, bucket: string): strin
  * Keys of an upload-dir, one per relpath in input order, under one prefix: a
  * fresh one, or `reuse` (already checked by reusedPrefix).
  */
-export function uploadDirKeys(group: string, relpaths: readonly string[], reuse?: string): { prefix: string; keys: string[] } {
+export function uploadDirKeys(
+  group: string,
+  relpaths: readonly string[],
+  reuse?: string,
+): { prefix: string; keys: string[] } {
   const prefix = reuse ?? freshPrefix(group);
   const seen = new Set<string>();
   const keys = relpaths.map((relpath) => {
     validateRelpath(relpath);
-    if (seen.has(relpath)) throw invalidArgument(`relpath ${JSON.stringify(relpath)} is given twice`, "INVALID_OBJECT_PATH");
+    if (seen.has(relpath))
+      throw invalidArgument(`relpath ${JSON.stringify(relpath)} is given twice`, "INVALID_OBJECT_PATH");
     seen.add(relpath);
     const key = prefix + relpath;
     checkKeyLength(key);
@@ -114,7 +123,8 @@ export function toS3Path(bucket: string, key: string): string {
 /** The raw key of an `s3://bucket/...` address in the service's bucket (unchecked segments). */
 function keyInBucket(path: string | undefined, bucket: string, what: string): string {
   if (path === undefined || path === "") throw invalidArgument(`${what} is required`, "INVALID_OBJECT_PATH");
-  if (!path.startsWith("s3://")) throw invalidArgument(`${what} must be an s3://bucket/key address`, "INVALID_OBJECT_PATH");
+  if (!path.startsWith("s3://"))
+    throw invalidArgument(`${what} must be an s3://bucket/key address`, "INVALID_OBJECT_PATH");
   const rest = path.slice("s3://".length);
   const slash = rest.indexOf("/");
   const pathBucket = slash === -1 ? rest : rest.slice(0, slash);

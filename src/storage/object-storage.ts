@@ -85,7 +85,10 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
   const presigner = createUrlPresigner(client, publicEndpoint, bucket, c.forcePathStyle ?? true);
   let closed = false;
 
-  async function listObjects(prefix: string, stopAfter = Number.POSITIVE_INFINITY): Promise<{ key: string; size: number }[]> {
+  async function listObjects(
+    prefix: string,
+    stopAfter = Number.POSITIVE_INFINITY,
+  ): Promise<{ key: string; size: number }[]> {
     const objects: { key: string; size: number }[] = [];
     // ListObjects (v1) paged by marker: every S3 clone has it, while
     // s3rver's v2 continuation tokens need DES, which OpenSSL 3 dropped.
@@ -95,7 +98,8 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
         const page = await client.send(
           new ListObjectsCommand({ Bucket: bucket, Prefix: prefix, Marker: marker, MaxKeys: c.listPageSize }),
         );
-        for (const object of page.Contents ?? []) if (object.Key !== undefined) objects.push({ key: object.Key, size: object.Size ?? 0 });
+        for (const object of page.Contents ?? [])
+          if (object.Key !== undefined) objects.push({ key: object.Key, size: object.Size ?? 0 });
         // Past the caller's limit the answer is refused anyway: no further page is asked for.
         if (objects.length > stopAfter) break;
         const last = objects[objects.length - 1]?.key;
@@ -149,7 +153,9 @@ export function connectObjectStorage(c: S3Connection): ObjectStorage {
       } catch (err) {
         const mapped = storageError(err);
         // A missing bucket answers 404 to HeadBucket: for readiness that is "not ready".
-        throw mapped.code === Code.NotFound ? unavailable("object storage bucket is missing", "STORAGE_UNAVAILABLE") : mapped;
+        throw mapped.code === Code.NotFound
+          ? unavailable("object storage bucket is missing", "STORAGE_UNAVAILABLE")
+          : mapped;
       }
     },
     async close() {

@@ -89,21 +89,30 @@ function asPreviewError(err: unknown): ConnectError {
 }
 
 /** Reads the object, refusing (before reading) any range that would take the bytes read past `maxBytes`. */
-function objectBuffer(storage: ObjectStorage, key: string, size: number, etag: string | undefined, maxBytes: number): AsyncBuffer {
+function objectBuffer(
+  storage: ObjectStorage,
+  key: string,
+  size: number,
+  etag: string | undefined,
+  maxBytes: number,
+): AsyncBuffer {
   let read = 8; // the footer length, read before
-  return cachedAsyncBuffer({
-    byteLength: size,
-    async slice(start: number, end?: number): Promise<ArrayBuffer> {
-      const stop = Math.min(end ?? size, size);
-      const length = Math.max(0, stop - start);
-      if (read + length > maxBytes) throw previewTooLarge(read + length, maxBytes);
-      read += length;
-      const bytes = await storage.readRange(key, start, stop, etag);
-      if (bytes.byteLength !== stop - Math.min(start, stop)) throw notParquet();
-      // hyparquet wants an ArrayBuffer of exactly this slice.
-      return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+  return cachedAsyncBuffer(
+    {
+      byteLength: size,
+      async slice(start: number, end?: number): Promise<ArrayBuffer> {
+        const stop = Math.min(end ?? size, size);
+        const length = Math.max(0, stop - start);
+        if (read + length > maxBytes) throw previewTooLarge(read + length, maxBytes);
+        read += length;
+        const bytes = await storage.readRange(key, start, stop, etag);
+        if (bytes.byteLength !== stop - Math.min(start, stop)) throw notParquet();
+        // hyparquet wants an ArrayBuffer of exactly this slice.
+        return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+      },
     },
-  }, { minSize: FOOTER_FETCH_BYTES });
+    { minSize: FOOTER_FETCH_BYTES },
+  );
 }
 
 /**

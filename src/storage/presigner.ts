@@ -42,7 +42,12 @@ function formatQuery(query: Query): string {
  * Signs URLs for `bucket` at `endpoint` with `client`'s credentials and region.
  * Path-style puts the bucket in the path; otherwise it leads the host name.
  */
-export function createUrlPresigner(client: S3Client, endpoint: string, bucket: string, pathStyle: boolean): UrlPresigner {
+export function createUrlPresigner(
+  client: S3Client,
+  endpoint: string,
+  bucket: string,
+  pathStyle: boolean,
+): UrlPresigner {
   const base = new URL(endpoint);
   const basePath = base.pathname.replace(/\/+$/, "");
   const hostname = pathStyle ? base.hostname : `${bucket}.${base.hostname}`;

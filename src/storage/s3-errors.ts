@@ -44,7 +44,8 @@ export function storageError(err: unknown, what = "object"): ConnectError {
   if (status === 412 || e.name === "PreconditionFailed") {
     return unavailable("the object changed while it was being read; try again", "OBJECT_CHANGED", err);
   }
-  if (status !== undefined && status >= 500) return unavailable("object storage is unavailable", "STORAGE_UNAVAILABLE", err);
+  if (status !== undefined && status >= 500)
+    return unavailable("object storage is unavailable", "STORAGE_UNAVAILABLE", err);
   if (status === undefined) {
     // No HTTP answer at all: the connection failed or timed out.
     if (

@@ -20,8 +20,16 @@ const MATCH = `r.payload_type = 'artefact' AND r.payload->>'status' = 'succeeded
   AND r.payload->>'repo' = $1 AND r.payload->>'branch' = $2 AND r.payload->>'path' = $3`;
 
 /** The artefact, or undefined when none matches among those the caller may see. */
-export async function latestArtefact(db: Queryable, grants: Grants, query: LatestArtefactQuery): Promise<StoredResource | undefined> {
-  for (const [name, value] of [["repo", query.repo], ["branch", query.branch], ["path", query.path]] as const) {
+export async function latestArtefact(
+  db: Queryable,
+  grants: Grants,
+  query: LatestArtefactQuery,
+): Promise<StoredResource | undefined> {
+  for (const [name, value] of [
+    ["repo", query.repo],
+    ["branch", query.branch],
+    ["path", query.path],
+  ] as const) {
     if (value === "") throw invalidArgument(`${name} is required`);
   }
   const params: unknown[] = [query.repo, query.branch, query.path];

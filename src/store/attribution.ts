@@ -141,7 +141,12 @@ export interface MaintainOptions {
  * whatever datasources it holds; else the restricted callers of the new
  * datasource (or of every datasource) would read what its own could not.
  */
-export async function maintainAttribution(tx: Queryable, ids: readonly string[], grants: Grants, options: MaintainOptions = {}): Promise<void> {
+export async function maintainAttribution(
+  tx: Queryable,
+  ids: readonly string[],
+  grants: Grants,
+  options: MaintainOptions = {},
+): Promise<void> {
   if (ids.length === 0) return;
   const { rows } = await tx.query<{ moved: Moved[] }>(MAINTAIN, [[...new Set(ids)]]);
   if (seesEverything(grants)) return;
@@ -192,12 +197,25 @@ export async function refuseInvisible(tx: Queryable, grants: Grants, ids: readon
  * under a hidden resource never answers CYCLE or TREE_TOO_DEEP, which would
  * tell that it exists and where it sits. `moves` are [child, new parent].
  */
-export async function refuseInvisibleParents(tx: Queryable, grants: Grants, moves: readonly (readonly [string, string])[]): Promise<void> {
+export async function refuseInvisibleParents(
+  tx: Queryable,
+  grants: Grants,
+  moves: readonly (readonly [string, string])[],
+): Promise<void> {
   if (moves.length === 0) return;
-  const hidden = new Set(await invisibleOf(tx, grants, moves.map(([, parent]) => parent)));
+  const hidden = new Set(
+    await invisibleOf(
+      tx,
+      grants,
+      moves.map(([, parent]) => parent),
+    ),
+  );
   const refused = moves.filter(([, parent]) => hidden.has(parent));
   if (refused.length > 0) {
-    throw failedPrecondition(`parent is not an active resource: ${listIds(refused.map(([child, parent]) => `${child} -> ${parent}`))}`, "DANGLING_PARENT");
+    throw failedPrecondition(
+      `parent is not an active resource: ${listIds(refused.map(([child, parent]) => `${child} -> ${parent}`))}`,
+      "DANGLING_PARENT",
+    );
   }
 }
 
@@ -206,7 +224,12 @@ export async function refuseInvisibleParents(tx: Queryable, grants: Grants, move
  * the caller may see, else 403 OUTSIDE_GRANTS and the transaction rolls back;
  * a parent just set that the caller may not see answers as a missing parent.
  */
-export async function checkWithinGrants(tx: Queryable, grants: Grants, ids: readonly string[], parentsSet: readonly string[]): Promise<void> {
+export async function checkWithinGrants(
+  tx: Queryable,
+  grants: Grants,
+  ids: readonly string[],
+  parentsSet: readonly string[],
+): Promise<void> {
   const pred = visibleNow(grants, "r");
   if (pred === undefined || ids.length === 0) return;
   const { rows } = await tx.query<{ identifier: string; kind: "parent" | "self"; parent: string | null }>(

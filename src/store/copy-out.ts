@@ -175,7 +175,12 @@ class CopyOutQuery {
 }
 
 /** The rows of `sql` as binary COPY data, on a connection of `pool` held until the stream ends. */
-export async function* copyOutBinary(pool: pg.Pool, sql: string, params: readonly unknown[], options: CopyOutOptions = {}): AsyncGenerator<Uint8Array> {
+export async function* copyOutBinary(
+  pool: pg.Pool,
+  sql: string,
+  params: readonly unknown[],
+  options: CopyOutOptions = {},
+): AsyncGenerator<Uint8Array> {
   const text = `BEGIN READ ONLY; SET LOCAL statement_timeout = 0; COPY (${inlineParams(sql, params)}) TO STDOUT (FORMAT binary); COMMIT`;
   const query = new CopyOutQuery(text, options.chunkBytes ?? 1024 * 1024, options.highWater ?? 2);
   let client: pg.PoolClient;
@@ -235,8 +240,8 @@ export async function* copyOutBinary(pool: pg.Pool, sql: string, params: readonl
     if (!query.finished || query.error !== undefined || broken) {
       broken = true;
       (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
-    }
-    else if (query.paused) (client as unknown as { connection: { stream: { resume(): void } } }).connection.stream.resume();
+    } else if (query.paused)
+      (client as unknown as { connection: { stream: { resume(): void } } }).connection.stream.resume();
     client.off("error", onError);
     // A destroyed connection may still report its end after release: it has
     // a listener so that cannot crash the process. A healthy client goes back

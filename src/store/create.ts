@@ -23,7 +23,8 @@ function prepareCreate(items: readonly NewResource[]): CreateRow[] {
   const seen = new Set<string>();
   const rows = items.map((item): CreateRow => {
     const identifier = checkIdentifier(item.identifier);
-    if (seen.has(identifier)) throw invalidArgument(`identifier ${identifier} appears more than once in the batch`, "DUPLICATE_IDENTIFIER");
+    if (seen.has(identifier))
+      throw invalidArgument(`identifier ${identifier} appears more than once in the batch`, "DUPLICATE_IDENTIFIER");
     seen.add(identifier);
     const type = payloadTypeOrThrow(item.payloadType);
     const parent = item.parentIdentifier ?? null;
@@ -48,7 +49,12 @@ function prepareCreate(items: readonly NewResource[]): CreateRow[] {
  * Creates `items` as one transaction: every version it writes names
  * `caller.actor`, and everything it writes must lie within `caller.grants`.
  */
-export async function createResources(db: Db, caller: Caller, items: readonly NewResource[], maxTreeDepth = DEFAULT_MAX_TREE_DEPTH): Promise<MutationResult> {
+export async function createResources(
+  db: Db,
+  caller: Caller,
+  items: readonly NewResource[],
+  maxTreeDepth = DEFAULT_MAX_TREE_DEPTH,
+): Promise<MutationResult> {
   const { grants } = caller;
   const rows = prepareCreate(items);
   // Built before the clock is taken: writers wait for each other on the clock row.
@@ -90,12 +96,18 @@ export async function createResources(db: Db, caller: Caller, items: readonly Ne
     await refuseInvisibleParents(
       tx,
       grants,
-      rows.flatMap((r) => (r.parent_identifier === null || inBatch.has(r.parent_identifier) ? [] : [[r.identifier, r.parent_identifier] as const])),
+      rows.flatMap((r) =>
+        r.parent_identifier === null || inBatch.has(r.parent_identifier)
+          ? []
+          : [[r.identifier, r.parent_identifier] as const],
+      ),
     );
     await checkTree(tx, ids, { max: maxTreeDepth, descendants: false, parentsSet: withParent });
     // Access (docs/contract/18-access.md): attribution kept, then everything written within the grants.
     // Over a tombstone the new resource replaces the tombstone's datasource; only what lies below it moves.
-    await maintainAttribution(tx, ids, grants, { created: new Set(written.filter((w) => w.over).map((w) => w.identifier)) });
+    await maintainAttribution(tx, ids, grants, {
+      created: new Set(written.filter((w) => w.over).map((w) => w.identifier)),
+    });
     await checkWithinGrants(tx, grants, ids, withParent);
     return { count: rows.length, at };
   });

@@ -31,12 +31,17 @@ export function toServiceError(err: unknown): ConnectError {
     if (code === "23505") return failedPrecondition("the request conflicts with a stored resource", "CONFLICT");
     if (code === "23503") return failedPrecondition("the request refers to a resource that does not exist", "CONFLICT");
     // A standby cancels a read whose snapshot the replay must take away (docs/scaling.md: hot_standby_feedback, max_standby_streaming_delay).
-    if ((code === "40001" || code === "40P01") && /conflict with recovery/i.test(err instanceof Error ? err.message : "")) {
+    if (
+      (code === "40001" || code === "40P01") &&
+      /conflict with recovery/i.test(err instanceof Error ? err.message : "")
+    ) {
       return unavailable("the standby cancelled the read (conflict with recovery); retry", "CONCURRENT_CONFLICT");
     }
-    if (code === "40001" || code === "40P01") return unavailable("the request conflicted with a concurrent one; retry", "CONCURRENT_CONFLICT");
+    if (code === "40001" || code === "40P01")
+      return unavailable("the request conflicted with a concurrent one; retry", "CONCURRENT_CONFLICT");
     // 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now, 08xxx connection exceptions.
-    if (code.startsWith("57P") || code.startsWith("08")) return unavailable("database unavailable", "DATABASE_UNAVAILABLE");
+    if (code.startsWith("57P") || code.startsWith("08"))
+      return unavailable("database unavailable", "DATABASE_UNAVAILABLE");
     if (code === "53300") return unavailable("database unavailable", "DATABASE_UNAVAILABLE");
     // Class 22: a value the database refused; validation should have caught it first.
     if (code.startsWith("22")) return invalidArgument("a value is out of range or malformed");

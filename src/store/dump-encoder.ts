@@ -155,7 +155,12 @@ export class VersionEncoder {
       this.encoding.push(c.encoding);
     }
     const at = (name: string): number => this.field[columns.findIndex((c) => c.name === name)]!;
-    this.ix = { identifier: at("identifier"), version: at("version"), created: at("created_at"), deleted: at("is_deleted") };
+    this.ix = {
+      identifier: at("identifier"),
+      version: at("version"),
+      created: at("created_at"),
+      deleted: at("is_deleted"),
+    };
     this.incremental = incremental;
     this.toColumn = columns.findIndex((c) => c.name === "to");
     this.fields = f + (incremental ? 2 : 0);
@@ -228,7 +233,8 @@ export class VersionEncoder {
       const idEnd = idStart + l[identifier]!;
       const sameId = this.prevIdLength !== -1 && sameBytes(this.prevId, 0, this.prevIdLength, buf, idStart, idEnd);
       if (!sameId) {
-        if (this.prevId.length < idEnd - idStart) this.prevId = Buffer.alloc(Math.max(2 * this.prevId.length, idEnd - idStart));
+        if (this.prevId.length < idEnd - idStart)
+          this.prevId = Buffer.alloc(Math.max(2 * this.prevId.length, idEnd - idStart));
         buf.copy(this.prevId, 0, idStart, idEnd);
         this.prevIdLength = idEnd - idStart;
       }

@@ -11,7 +11,13 @@ export const DUMP_FORMAT = "resource-store-dump";
 /** The format this code writes, and the newest it reads (docs/dump-format.md); it reads version 1 too. */
 export const DUMP_FORMAT_VERSION = 2;
 
-export const SECTIONS = ["versions", "registry_keys", "registry_key_chains", "registry_patients", "registry_studies"] as const;
+export const SECTIONS = [
+  "versions",
+  "registry_keys",
+  "registry_key_chains",
+  "registry_patients",
+  "registry_studies",
+] as const;
 
 /**
  * The registry's hashed rows, one record kind a table: written and restored
@@ -69,7 +75,12 @@ export class Digest {
 export type Kind = "created" | "updated" | "deleted" | "restored";
 
 /** The history API's kind of a version, from the version before it (docs/dump-format.md). */
-export function kindOf(version: number, isDeleted: boolean, createdAt: string, prev: { isDeleted: boolean; createdAt: string } | undefined): Kind {
+export function kindOf(
+  version: number,
+  isDeleted: boolean,
+  createdAt: string,
+  prev: { isDeleted: boolean; createdAt: string } | undefined,
+): Kind {
   if (version === 1 || prev === undefined) return "created";
   if (isDeleted) return "deleted";
   if (prev.isDeleted) return createdAt === prev.createdAt ? "restored" : "created";
@@ -114,7 +125,12 @@ export const versionColumns = (actor: string): readonly VersionColumn[] => [
   { name: "identifier", copy: "h.identifier", encoding: STRING, sql: json("h.identifier") },
   { name: "version", copy: VERSION_SQL, encoding: RAW, sql: VERSION_SQL },
   { name: "from", copy: "h.tx_from", encoding: STAMP, sql: jsonTs("h.tx_from") },
-  { name: "to", copy: "h.tx_to", encoding: STAMP, sql: `CASE WHEN h.tx_to = 'infinity' THEN 'null' ELSE ${jsonTs("h.tx_to")} END` },
+  {
+    name: "to",
+    copy: "h.tx_to",
+    encoding: STAMP,
+    sql: `CASE WHEN h.tx_to = 'infinity' THEN 'null' ELSE ${jsonTs("h.tx_to")} END`,
+  },
   { name: "kind", copy: undefined, encoding: KIND, sql: `'"' || ${KIND_SQL} || '"'` },
   { name: "actor", copy: actor, encoding: STRING, sql: json(actor) },
   { name: "payload_type", copy: "h.payload_type", encoding: STRING, sql: json("h.payload_type") },
@@ -131,7 +147,10 @@ export const versionColumns = (actor: string): readonly VersionColumn[] => [
 const VERSION_COLUMN_NAMES: readonly string[] = versionColumns("NULL").map((c) => c.name);
 
 /** A record of the versions section built by the statement (PGlite): its JSON array, the kind too. */
-export const versionLineSql = (actor: string): string => `'[' || ${versionColumns(actor).map((c) => c.sql).join(" || ',' || ")} || ']'`;
+export const versionLineSql = (actor: string): string =>
+  `'[' || ${versionColumns(actor)
+    .map((c) => c.sql)
+    .join(" || ',' || ")} || ']'`;
 
 /**
  * The fields of PostgreSQL's binary COPY of a version: every stored value as
@@ -178,16 +197,19 @@ export const REGISTRY_SECTIONS: readonly RegistrySection[] = [
     section: t.table,
     records: t.record,
     columns: ["identifier", t.scope, "uid_hash", "key_chain", "registered_at"],
-    sql: (shape: Shape) => `SELECT identifier, ${t.scope}, encode(uid_hash, 'hex') AS uid_hash, ${shape.keyColumn} AS key_chain,
+    sql: (
+      shape: Shape,
+    ) => `SELECT identifier, ${t.scope}, encode(uid_hash, 'hex') AS uid_hash, ${shape.keyColumn} AS key_chain,
         ${ts("registered_at")} AS registered_at FROM ${t.table} ORDER BY identifier`,
   })),
 ];
 
 /** Each section's record type and columns, in the order of SECTIONS: what a version-2 reader expects. */
-export const SECTION_COLUMNS: ReadonlyMap<string, { readonly records: string; readonly columns: readonly string[] }> = new Map([
-  ["versions", { records: "version", columns: VERSION_COLUMN_NAMES }],
-  ...REGISTRY_SECTIONS.map((r) => [r.section, { records: r.records, columns: r.columns }] as const),
-]);
+export const SECTION_COLUMNS: ReadonlyMap<string, { readonly records: string; readonly columns: readonly string[] }> =
+  new Map([
+    ["versions", { records: "version", columns: VERSION_COLUMN_NAMES }],
+    ...REGISTRY_SECTIONS.map((r) => [r.section, { records: r.records, columns: r.columns }] as const),
+  ]);
 
 /** The line that opens a section (format version 2): its name, its records' type, their columns. */
 export const sectionLine = (section: string): string => {
@@ -209,7 +231,11 @@ export function checkHeader(h: unknown): Header {
   if (header === null || typeof header !== "object" || header.record !== "header" || header.format !== DUMP_FORMAT) {
     throw new DumpError("not a resource-store dump (its first line is not a dump header)");
   }
-  if (typeof header.format_version !== "number" || !Number.isInteger(header.format_version) || header.format_version < 1) {
+  if (
+    typeof header.format_version !== "number" ||
+    !Number.isInteger(header.format_version) ||
+    header.format_version < 1
+  ) {
     throw new DumpError("the dump header has no valid format_version");
   }
   if (header.format_version > DUMP_FORMAT_VERSION) {

@@ -7,7 +7,18 @@ import type { Db, Queryable } from "./db.js";
 import { pauseTreeCounts, rebuildTreeCounts } from "./tree-counts.js";
 import { ts } from "./sql.js";
 import { rebuildAttribution } from "./attribution.js";
-import { checkHeader, Digest, DumpError, kindOf, REGISTRY_ROWS, SECTION_COLUMNS, SECTIONS, shapeOf, type Kind, type Shape } from "./dump-format.js";
+import {
+  checkHeader,
+  Digest,
+  DumpError,
+  kindOf,
+  REGISTRY_ROWS,
+  SECTION_COLUMNS,
+  SECTIONS,
+  shapeOf,
+  type Kind,
+  type Shape,
+} from "./dump-format.js";
 import { elementText, payloadText } from "./dump-lines.js";
 
 const NEWLINE = 10;
@@ -47,7 +58,10 @@ interface VersionRecord {
 /** A value in COPY's text format: `\\N` for null, else its text with backslash, tab, newline and carriage return escaped. */
 function copyValue(v: unknown): string {
   if (v === null || v === undefined) return "\\N";
-  if (typeof v === "object" || typeof v === "function") throw new DumpError("a version field holds a list or an object where the format has one value; nothing was restored");
+  if (typeof v === "object" || typeof v === "function")
+    throw new DumpError(
+      "a version field holds a list or an object where the format has one value; nothing was restored",
+    );
   const s = typeof v === "string" ? v : typeof v === "symbol" ? v.toString() : `${v as number | boolean | bigint}`;
   return COPY_SPECIAL.test(s) ? s.replace(COPY_SPECIAL_ALL, (c) => COPY_ESCAPES[c]!) : s;
 }
@@ -83,13 +97,18 @@ function openSection(rec: Record<string, unknown>, lineNo: number, before: OpenS
     new Set(columns).size !== columns.length ||
     !spec.columns.every((c) => columns.includes(c))
   ) {
-    throw bad(lineNo, `section ${name} declares records ${JSON.stringify(rec.records)} of columns ${JSON.stringify(columns)}; this resource-store reads ${spec.records} of ${spec.columns.join(", ")}`);
+    throw bad(
+      lineNo,
+      `section ${name} declares records ${JSON.stringify(rec.records)} of columns ${JSON.stringify(columns)}; this resource-store reads ${spec.records} of ${spec.columns.join(", ")}`,
+    );
   }
   return { section: name, records: spec.records, columns: columns as string[], payload: columns.indexOf("payload") };
 }
 
 function bad(line: number, what: string): DumpError {
-  return new DumpError(`line ${line}: ${what}; the dump is damaged or not one this resource-store wrote, nothing was restored`);
+  return new DumpError(
+    `line ${line}: ${what}; the dump is damaged or not one this resource-store wrote, nothing was restored`,
+  );
 }
 
 /**
@@ -99,7 +118,8 @@ function bad(line: number, what: string): DumpError {
  */
 function commonFields(v: VersionRecord, text: string | undefined, lineNo: number, withActor: boolean): string {
   if (v.payload === undefined) throw bad(lineNo, `${v.identifier} version ${String(v.version)} has no payload`);
-  if (v.derived_from !== null && v.derived_from !== undefined && !Array.isArray(v.derived_from)) throw bad(lineNo, "derived_from is not a list");
+  if (v.derived_from !== null && v.derived_from !== undefined && !Array.isArray(v.derived_from))
+    throw bad(lineNo, "derived_from is not a list");
   // A version-1 payload key written with escapes is not found by the scan: that line's payload is written again
   // (exact but for numbers past a double's digits).
   const payload = text ?? JSON.stringify(v.payload);
@@ -143,10 +163,13 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     if (err instanceof DumpError) return err;
     const code = (err as NodeJS.ErrnoException | undefined)?.code;
     const why = err instanceof Error ? err.message : String(err);
-    if (code === "Z_DATA_ERROR" && !isGzip()) return new DumpError(`the file is not gzip (${why}), so not a resource-store dump; nothing was restored`);
+    if (code === "Z_DATA_ERROR" && !isGzip())
+      return new DumpError(`the file is not gzip (${why}), so not a resource-store dump; nothing was restored`);
     // After a gzip stream zlib reads what follows as the next one's header.
     if (code === "Z_DATA_ERROR" && /header check|unknown compression method/.test(why)) {
-      return new DumpError(`the file has bytes after the dump's end (${why}): it is not one dump as written; nothing was restored`);
+      return new DumpError(
+        `the file has bytes after the dump's end (${why}): it is not one dump as written; nothing was restored`,
+      );
     }
     if (code === "Z_DATA_ERROR") return new DumpError(`the dump is damaged (${why}); nothing was restored`);
     if (code === "Z_BUF_ERROR") return new DumpError(`the dump is cut short (${why}); nothing was restored`);
@@ -191,7 +214,8 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
       const buf = r.value;
       let start = 0;
       for (let i = buf.indexOf(NEWLINE); i !== -1; i = buf.indexOf(NEWLINE, start)) {
-        const raw = partial.length > 0 ? Buffer.concat([...partial, buf.subarray(start, i + 1)]) : buf.subarray(start, i + 1);
+        const raw =
+          partial.length > 0 ? Buffer.concat([...partial, buf.subarray(start, i + 1)]) : buf.subarray(start, i + 1);
         partial = [];
         lines.push(raw.toString("utf8", 0, raw.length - 1));
         raws.push(raw);
@@ -248,7 +272,10 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
       }
       dropped = await dropSecondaryIndexes(tx);
     } else {
-      const { rows } = await tx.query<{ same: boolean }>("SELECT $1::timestamptz IS NOT DISTINCT FROM $2::timestamptz AS same", [clock, header.since]);
+      const { rows } = await tx.query<{ same: boolean }>(
+        "SELECT $1::timestamptz IS NOT DISTINCT FROM $2::timestamptz AS same",
+        [clock, header.since],
+      );
       if (rows[0]?.same !== true) {
         throw new DumpError(
           `this incremental dump follows ${header.since}, but the store's last write is ${clock ?? "none"}: restore the dumps it follows first, in order`,
@@ -256,7 +283,14 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
       }
     }
 
-    const counts: Record<string, number> = { version: 0, version_current: 0, registry_key: 0, registry_key_chain: 0, registry_patient: 0, registry_study: 0 };
+    const counts: Record<string, number> = {
+      version: 0,
+      version_current: 0,
+      registry_key: 0,
+      registry_key_chain: 0,
+      registry_patient: 0,
+      registry_study: 0,
+    };
     // Rows in COPY's text format, a table each; the closed versions' keys for an incremental dump.
     let currentRows = "";
     let supersededRows = "";
@@ -264,10 +298,38 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     const closedIds: string[] = [];
     const closedVersions: string[] = [];
     const actor = shape.actor ? ["actor"] : [];
-    const versionColumns = ["identifier", "version", "tx_from", "tx_to", "payload_type", "parent_identifier", "license", "access_level",
-      "derived_from", "payload", "created_at", "updated_at", "is_deleted", "deleted_by", ...actor];
-    const currentColumns = ["identifier", "version", "payload_type", "parent_identifier", "license", "access_level",
-      "derived_from", "payload", "created_at", "updated_at", "is_deleted", "deleted_by", ...actor];
+    const versionColumns = [
+      "identifier",
+      "version",
+      "tx_from",
+      "tx_to",
+      "payload_type",
+      "parent_identifier",
+      "license",
+      "access_level",
+      "derived_from",
+      "payload",
+      "created_at",
+      "updated_at",
+      "is_deleted",
+      "deleted_by",
+      ...actor,
+    ];
+    const currentColumns = [
+      "identifier",
+      "version",
+      "payload_type",
+      "parent_identifier",
+      "license",
+      "access_level",
+      "derived_from",
+      "payload",
+      "created_at",
+      "updated_at",
+      "is_deleted",
+      "deleted_by",
+      ...actor,
+    ];
     const copyIn = tx.copyIn?.bind(tx);
     if (copyIn === undefined) throw new Error("restore needs a transaction that can COPY");
     const flushVersions = async (): Promise<void> => {
@@ -299,16 +361,23 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     // Per identifier: versions consecutive, contiguous periods, one current version, the last.
     let prev: VersionRecord | undefined;
     const endIdentifier = (lineNo: number): void => {
-      if (prev !== undefined && header.since === null && prev.to !== null) throw bad(lineNo, `${prev.identifier} has no current version`);
+      if (prev !== undefined && header.since === null && prev.to !== null)
+        throw bad(lineNo, `${prev.identifier} has no current version`);
     };
-    const registryRows: Record<string, Record<string, unknown>[]> = { registry_key: [], registry_key_chain: [], registry_patient: [], registry_study: [] };
+    const registryRows: Record<string, Record<string, unknown>[]> = {
+      registry_key: [],
+      registry_key_chain: [],
+      registry_patient: [],
+      registry_study: [],
+    };
     let lineNo = 1;
     // A section is written in full before the next begins; what references it (studies their patients, rows their chains) comes later.
     let section: unknown = "version";
     const flushAll = async (): Promise<void> => {
       await flushVersions();
       await loading;
-      for (const name of ["registry_key", "registry_key_chain", "registry_patient", "registry_study"]) await flushRegistry(tx, shape, registryRows, name);
+      for (const name of ["registry_key", "registry_key_chain", "registry_patient", "registry_study"])
+        await flushRegistry(tx, shape, registryRows, name);
     };
     type Trailer = { counts?: Record<string, number>; sha256?: string };
     let trailer: Trailer | undefined;
@@ -330,8 +399,13 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
       let payload: string | undefined;
       if (Array.isArray(parsed)) {
         // Format version 2: a record of the open section, its values in the order of its columns.
-        if (open === undefined) throw bad(lineNo, header.format_version < 2 ? "a list where a record was expected" : "a record before its section line");
-        if (parsed.length !== open.columns.length) throw bad(lineNo, `a ${open.records} record of ${parsed.length} values, not ${open.columns.length}`);
+        if (open === undefined)
+          throw bad(
+            lineNo,
+            header.format_version < 2 ? "a list where a record was expected" : "a record before its section line",
+          );
+        if (parsed.length !== open.columns.length)
+          throw bad(lineNo, `a ${open.records} record of ${parsed.length} values, not ${open.columns.length}`);
         rec = { record: open.records };
         for (let i = 0; i < parsed.length; i++) rec[open.columns[i]!] = parsed[i];
         if (open.payload !== -1) payload = elementText(line, open.payload, open.payload === open.columns.length - 1);
@@ -357,23 +431,36 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
       }
       if (rec.record === "version") {
         const v = rec as unknown as VersionRecord;
-        if (typeof v.identifier !== "string" || typeof v.from !== "string" || (v.to !== null && typeof v.to !== "string")) throw bad(lineNo, "a version without identifier or period");
+        if (
+          typeof v.identifier !== "string" ||
+          typeof v.from !== "string" ||
+          (v.to !== null && typeof v.to !== "string")
+        )
+          throw bad(lineNo, "a version without identifier or period");
         if (shape.actor === false && v.actor !== null && v.actor !== undefined) {
-          throw new DumpError("the dump records actors and this store cannot hold them: upgrade resource-store before restoring");
+          throw new DumpError(
+            "the dump records actors and this store cannot hold them: upgrade resource-store before restoring",
+          );
         }
         const n = Number(v.version);
         const same = prev?.identifier === v.identifier;
         if (!same) endIdentifier(lineNo);
         if (same) {
-          if (n !== Number(prev!.version) + 1) throw bad(lineNo, `${v.identifier} version ${n} does not follow ${String(prev!.version)}`);
-          if (prev!.to !== v.from) throw bad(lineNo, `${v.identifier} version ${n} does not begin where version ${String(prev!.version)} ended`);
+          if (n !== Number(prev!.version) + 1)
+            throw bad(lineNo, `${v.identifier} version ${n} does not follow ${String(prev!.version)}`);
+          if (prev!.to !== v.from)
+            throw bad(
+              lineNo,
+              `${v.identifier} version ${n} does not begin where version ${String(prev!.version)} ended`,
+            );
         } else if (prev !== undefined && Buffer.compare(Buffer.from(prev.identifier), Buffer.from(v.identifier)) >= 0) {
           throw bad(lineNo, "identifiers out of order");
         } else if (header.since === null && n !== 1) {
           throw bad(lineNo, `${v.identifier} begins at version ${n}`);
         }
         const before = same ? { isDeleted: prev!.is_deleted, createdAt: prev!.created_at } : undefined;
-        if (header.since === null && kindOf(n, v.is_deleted, v.created_at, before) !== v.kind) throw bad(lineNo, `${v.identifier} version ${n} is not ${v.kind}`);
+        if (header.since === null && kindOf(n, v.is_deleted, v.created_at, before) !== v.kind)
+          throw bad(lineNo, `${v.identifier} version ${n} is not ${v.kind}`);
         const common = commonFields(v, payload, lineNo, shape.actor);
         if (v.to === null) {
           currentRows += `${copyValue(v.identifier)}\t${String(v.version)}\t${common}\n`;
@@ -400,9 +487,13 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     endIdentifier(lineNo);
     if (trailer === undefined) throw new DumpError("the dump has no trailer: it was cut short; nothing was restored");
     for (const [name, n] of Object.entries(counts)) {
-      if (trailer.counts?.[name] !== n) throw new DumpError(`the dump's trailer counts ${trailer.counts?.[name] ?? 0} ${name} records, the file holds ${n}; nothing was restored`);
+      if (trailer.counts?.[name] !== n)
+        throw new DumpError(
+          `the dump's trailer counts ${trailer.counts?.[name] ?? 0} ${name} records, the file holds ${n}; nothing was restored`,
+        );
     }
-    if (trailer.sha256 !== digest.hex()) throw new DumpError("the dump's checksum does not match its content; nothing was restored");
+    if (trailer.sha256 !== digest.hex())
+      throw new DumpError("the dump's checksum does not match its content; nothing was restored");
     await flushAll();
     await loading;
     // Access (docs/contract/18-access.md): versions loaded wholesale get their datasource attribution here
@@ -445,14 +536,22 @@ function quoteIdent(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
-async function flushRegistry(tx: Queryable, shape: Shape, rows: Record<string, Record<string, unknown>[]>, name: string): Promise<void> {
+async function flushRegistry(
+  tx: Queryable,
+  shape: Shape,
+  rows: Record<string, Record<string, unknown>[]>,
+  name: string,
+): Promise<void> {
   const batch = rows[name]!;
   if (batch.length === 0) return;
   const json = JSON.stringify(batch);
   const k = shape.keyColumn;
   switch (name) {
     case "registry_key":
-      if (!shape.registryKeys) throw new DumpError("the dump holds registry key fingerprints and this store cannot keep them: upgrade resource-store before restoring");
+      if (!shape.registryKeys)
+        throw new DumpError(
+          "the dump holds registry key fingerprints and this store cannot keep them: upgrade resource-store before restoring",
+        );
       await tx.query(
         `INSERT INTO registry_keys (key_id, fingerprint, recorded_at)
          SELECT x.key_id, decode(x.fingerprint, 'hex'), x.recorded_at FROM jsonb_to_recordset($1::text::jsonb) AS x(key_id text, fingerprint text, recorded_at timestamptz)
@@ -466,11 +565,17 @@ async function flushRegistry(tx: Queryable, shape: Shape, rows: Record<string, R
               ON x.key_id = k.key_id WHERE k.fingerprint <> decode(x.fingerprint, 'hex')`,
           [json],
         );
-        if (clash.length > 0) throw new DumpError(`this store knows registry key ${clash[0]!.key_id} as another key than the dump's source; nothing was restored`);
+        if (clash.length > 0)
+          throw new DumpError(
+            `this store knows registry key ${clash[0]!.key_id} as another key than the dump's source; nothing was restored`,
+          );
       }
       break;
     case "registry_key_chain":
-      if (!shape.registryChains) throw new DumpError("the dump holds registry key chains and this store cannot keep them: upgrade resource-store before restoring");
+      if (!shape.registryChains)
+        throw new DumpError(
+          "the dump holds registry key chains and this store cannot keep them: upgrade resource-store before restoring",
+        );
       await tx.query(
         `INSERT INTO registry_key_chains (chain, key_ids)
          SELECT x.chain, x.key_ids FROM jsonb_to_recordset($1::text::jsonb) AS x(chain text, key_ids text[])

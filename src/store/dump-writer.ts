@@ -10,7 +10,19 @@ import type { Db, Queryable } from "./db.js";
 import { ts } from "./sql.js";
 import { inlineParams } from "./copy-out.js";
 import { parseAsOf } from "../time.js";
-import { Digest, DumpError, DUMP_FORMAT, DUMP_FORMAT_VERSION, REGISTRY_SECTIONS, SECTIONS, sectionLine, shapeOf, versionColumns, versionCopySql, versionLineSql } from "./dump-format.js";
+import {
+  Digest,
+  DumpError,
+  DUMP_FORMAT,
+  DUMP_FORMAT_VERSION,
+  REGISTRY_SECTIONS,
+  SECTIONS,
+  sectionLine,
+  shapeOf,
+  versionColumns,
+  versionCopySql,
+  versionLineSql,
+} from "./dump-format.js";
 import { VersionEncoder } from "./dump-encoder.js";
 
 export interface DumpOptions {
@@ -35,7 +47,13 @@ export interface DumpSummary {
  * next batch is fetched while the caller writes out this one: the database
  * reads and formats while this process builds lines and compresses.
  */
-async function* cursorRows<R>(tx: Queryable, name: string, sql: string, params: readonly unknown[], batch: number): AsyncGenerator<R[]> {
+async function* cursorRows<R>(
+  tx: Queryable,
+  name: string,
+  sql: string,
+  params: readonly unknown[],
+  batch: number,
+): AsyncGenerator<R[]> {
   await tx.query(`DECLARE ${name} NO SCROLL CURSOR FOR ${sql}`, params);
   const fetch = (): Promise<R[]> => {
     const p = tx.query<R>(`FETCH ${batch} FROM ${name}`).then((r) => r.rows);
@@ -56,7 +74,12 @@ async function* cursorRows<R>(tx: Queryable, name: string, sql: string, params: 
 }
 
 /** The lines of a dump, header to trailer, read in `tx` (one read-only snapshot). */
-async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: DumpSummary) => void): AsyncGenerator<string | Buffer> {
+async function* dumpLines(
+  tx: Queryable,
+  db: Db,
+  opts: DumpOptions,
+  done: (s: DumpSummary) => void,
+): AsyncGenerator<string | Buffer> {
   const batch = opts.batchSize ?? 10_000;
   const shape = await shapeOf(tx);
   const { rows: clock } = await tx.query<{ until: string | null; server: string }>(
@@ -64,11 +87,21 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
   );
   const until = clock[0]?.until ?? null;
   if (opts.since !== undefined && until !== null) {
-    const { rows } = await tx.query<{ ok: boolean }>("SELECT $1::timestamptz <= $2::timestamptz AS ok", [opts.since, until]);
+    const { rows } = await tx.query<{ ok: boolean }>("SELECT $1::timestamptz <= $2::timestamptz AS ok", [
+      opts.since,
+      until,
+    ]);
     if (rows[0]?.ok !== true) throw new DumpError(`since ${opts.since} is after the store's last write (${until})`);
   }
   const digest = new Digest();
-  const counts: Record<string, number> = { version: 0, version_current: 0, registry_key: 0, registry_key_chain: 0, registry_patient: 0, registry_study: 0 };
+  const counts: Record<string, number> = {
+    version: 0,
+    version_current: 0,
+    registry_key: 0,
+    registry_key_chain: 0,
+    registry_patient: 0,
+    registry_study: 0,
+  };
   const emit = <T extends string | Buffer>(line: T): T => {
     digest.add(line);
     return line;
@@ -79,7 +112,12 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
       format: DUMP_FORMAT,
       format_version: DUMP_FORMAT_VERSION,
       written_at: new Date().toISOString(),
-      source: { backend: db.kind, server: clock[0]?.server ?? "", service_version: opts.serviceVersion ?? "", migrations: shape.migrations },
+      source: {
+        backend: db.kind,
+        server: clock[0]?.server ?? "",
+        service_version: opts.serviceVersion ?? "",
+        migrations: shape.migrations,
+      },
       since: opts.since ?? null,
       until,
       sections: SECTIONS,
@@ -110,7 +148,9 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
     // over the whole history cost a quarter of its time), written out here chunk by chunk.
     const encoder = new VersionEncoder(versionColumns(actor), incremental);
     const copySql = `SELECT ${versionCopySql(actor, incremental)} FROM (${history}) h ORDER BY h.identifier, h.version`;
-    for await (const chunk of tx.copyTo(`COPY (${inlineParams(copySql, params)}) TO STDOUT (FORMAT binary)`) as AsyncIterable<Buffer>) {
+    for await (const chunk of tx.copyTo(
+      `COPY (${inlineParams(copySql, params)}) TO STDOUT (FORMAT binary)`,
+    ) as AsyncIterable<Buffer>) {
       const text = encoder.push(chunk);
       if (text !== undefined) {
         counts.version = encoder.versions;
@@ -119,7 +159,8 @@ async function* dumpLines(tx: Queryable, db: Db, opts: DumpOptions, done: (s: Du
       }
     }
     if (!encoder.ended) throw new Error("the COPY of the versions ended before its trailer");
-    if (encoder.current !== counts.version_current) throw new Error(`the dump wrote ${encoder.current} current versions, the store holds ${counts.version_current}`);
+    if (encoder.current !== counts.version_current)
+      throw new Error(`the dump wrote ${encoder.current} current versions, the store holds ${counts.version_current}`);
   } else {
     // PGlite: the statement builds each record, its kind from a window over the history's key order.
     const source = incremental

@@ -150,12 +150,21 @@ function walkUp(stopAt: string | undefined): string {
  * it touches, never past the committed clock. Filters apply after the window
  * is chosen, so a sparse filter still advances `upto` page by page.
  */
-export async function readHistoryPage(db: Db, grants: Grants, since: string | null, limit: number, filter: EventFilter = {}, options: PageReadOptions = {}): Promise<HistoryPage> {
+export async function readHistoryPage(
+  db: Db,
+  grants: Grants,
+  since: string | null,
+  limit: number,
+  filter: EventFilter = {},
+  options: PageReadOptions = {},
+): Promise<HistoryPage> {
   const withResources = filter.includeResources === true;
   const tagRoots = options.tagRoots ?? [];
   const params: unknown[] = [since ?? "-infinity", limit, filter.payloadTypes ?? [], filter.rootIdentifier ?? null];
   const under =
-    tagRoots.length > 0 ? `ARRAY(${walkUp(undefined)} SELECT identifier FROM up WHERE identifier = ANY($${params.push(tagRoots)}::text[]))` : "NULL::text[]";
+    tagRoots.length > 0
+      ? `ARRAY(${walkUp(undefined)} SELECT identifier FROM up WHERE identifier = ANY($${params.push(tagRoots)}::text[]))`
+      : "NULL::text[]";
   const visible = visibleSql(grants, "v");
   const { rows } = await db.query<PageRow>(
     `WITH c AS (SELECT last FROM clock),
@@ -251,7 +260,12 @@ const eventSizes = new WeakMap<ResourceEvent, number>();
 function eventBytes(e: ResourceEvent): number {
   let n = eventSizes.get(e);
   if (n === undefined) {
-    n = 128 + 2 * e.at.length + Buffer.byteLength(e.identifier) + Buffer.byteLength(e.payloadType) + Buffer.byteLength(e.actor);
+    n =
+      128 +
+      2 * e.at.length +
+      Buffer.byteLength(e.identifier) +
+      Buffer.byteLength(e.payloadType) +
+      Buffer.byteLength(e.actor);
     if (e.resource !== undefined) n += 64 + Buffer.byteLength(JSON.stringify(e.resource));
     eventSizes.set(e, n);
   }
@@ -275,11 +289,12 @@ function toMessages(events: readonly ResourceEvent[], maxBytes: number): EventMe
     batch = [];
     bytes = 0;
   };
-  for (let i = 0; i < events.length; ) {
+  for (let i = 0; i < events.length;) {
     const at = (events[i] as ResourceEvent).at;
     let j = i;
     let size = 0;
-    while (j < events.length && (events[j] as ResourceEvent).at === at) size += eventBytes(events[j++] as ResourceEvent);
+    while (j < events.length && (events[j] as ResourceEvent).at === at)
+      size += eventBytes(events[j++] as ResourceEvent);
     const commit = events.slice(i, j);
     i = j;
     if (bytes + size > maxBytes) flush();
@@ -482,7 +497,17 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
     const key = `${withResources ? "r" : "-"}|${grantsKey(grants)}`;
     let t = tails.get(key);
     if (t === undefined) {
-      t = { key, grants, withResources, roots: new Map(), streams: 0, members: new Set(), point: undefined, reading: false, again: false };
+      t = {
+        key,
+        grants,
+        withResources,
+        roots: new Map(),
+        streams: 0,
+        members: new Set(),
+        point: undefined,
+        reading: false,
+        again: false,
+      };
       tails.set(key, t);
     }
     t.streams += 1;
@@ -523,7 +548,14 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
           t.again = false;
           const from = t.point;
           const tagged = new Set(t.roots.keys());
-          const page = await readHistoryPage(db, t.grants, from, pageSize, { includeResources: t.withResources }, { tagRoots: [...tagged] });
+          const page = await readHistoryPage(
+            db,
+            t.grants,
+            from,
+            pageSize,
+            { includeResources: t.withResources },
+            { tagRoots: [...tagged] },
+          );
           counts.tailReads += 1;
           if (t.point !== from) continue;
           t.point = page.upto;
@@ -551,13 +583,18 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
 
   async function* watch(opts: WatchOptions): AsyncGenerator<EventMessage, void, undefined> {
     checkEventFilter(opts);
-    if (open >= maxStreams) throw resourceExhausted(`${maxStreams} change-feed streams are open in this process (MAX_WATCH_STREAMS); try again later`, "TOO_MANY_STREAMS");
+    if (open >= maxStreams)
+      throw resourceExhausted(
+        `${maxStreams} change-feed streams are open in this process (MAX_WATCH_STREAMS); try again later`,
+        "TOO_MANY_STREAMS",
+      );
     open += 1;
     const signal = opts.signal ? AbortSignal.any([opts.signal, closing.signal]) : closing.signal;
     const grants = opts.grants;
     const withResources = opts.includeResources === true;
     const root = opts.rootIdentifier;
-    const types = opts.payloadTypes !== undefined && opts.payloadTypes.length > 0 ? new Set(opts.payloadTypes) : undefined;
+    const types =
+      opts.payloadTypes !== undefined && opts.payloadTypes.length > 0 ? new Set(opts.payloadTypes) : undefined;
     const tail = tailFor(grants, withResources);
     if (root !== undefined) tail.roots.set(root, (tail.roots.get(root) ?? 0) + 1);
     let member: Member | undefined;
@@ -638,7 +675,12 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
         const whole = types === undefined && root === undefined && next.from >= m.point;
         const mine = whole
           ? next.page.events
-          : next.page.events.filter((e) => e.at > m.point && (types === undefined || types.has(e.payloadType)) && (root === undefined || isUnder(e, root)));
+          : next.page.events.filter(
+              (e) =>
+                e.at > m.point &&
+                (types === undefined || types.has(e.payloadType)) &&
+                (root === undefined || isUnder(e, root)),
+            );
         if (next.page.upto > m.point) m.point = next.page.upto;
         if (mine.length > 0) {
           for (const msg of whole ? (next.whole ??= toMessages(mine, maxBytes)) : toMessages(mine, maxBytes)) yield msg;

@@ -102,19 +102,29 @@ const HISTORY_ALL = prepared(historySql(ALL_GRANTS));
 
 /** Ties a cursor to its identifier and range. */
 function rangeHash(identifier: string, since: string | undefined, until: string | undefined): string {
-  return createHash("sha256").update(JSON.stringify(["history", identifier, since ?? null, until ?? null])).digest("base64url");
+  return createHash("sha256")
+    .update(JSON.stringify(["history", identifier, since ?? null, until ?? null]))
+    .digest("base64url");
 }
 
-export async function readHistory(db: Queryable, codec: HistoryCursor, identifier: string, grants: Grants, options: HistoryOptions = {}): Promise<VersionPage> {
+export async function readHistory(
+  db: Queryable,
+  codec: HistoryCursor,
+  identifier: string,
+  grants: Grants,
+  options: HistoryOptions = {},
+): Promise<VersionPage> {
   checkIdentifier(identifier);
   const limit = options.limit ?? DEFAULT_HISTORY_LIMIT;
-  if (!Number.isSafeInteger(limit) || limit < 1) throw invalidArgument(`limit must be 1 or more, got ${limit}`, "LIMIT_OUT_OF_RANGE");
+  if (!Number.isSafeInteger(limit) || limit < 1)
+    throw invalidArgument(`limit must be 1 or more, got ${limit}`, "LIMIT_OUT_OF_RANGE");
   const hash = rangeHash(identifier, options.since, options.until);
   let after = 0;
   if (options.cursor !== undefined && options.cursor !== "") {
     const state = (await codec()).decode(options.cursor, hash);
     after = Number(state.after.value);
-    if (!Number.isSafeInteger(after) || after < 0 || state.after.identifier !== identifier) throw invalidArgument("cursor is invalid", "INVALID_CURSOR");
+    if (!Number.isSafeInteger(after) || after < 0 || state.after.identifier !== identifier)
+      throw invalidArgument("cursor is invalid", "INVALID_CURSOR");
   }
   const params: unknown[] = [identifier, after, options.since ?? "-infinity", options.until ?? "infinity", limit + 1];
   const { rows } = await db.query<HistoryRow>(seesEverything(grants) ? HISTORY_ALL : historySql(grants), params);
@@ -122,7 +132,13 @@ export async function readHistory(db: Queryable, codec: HistoryCursor, identifie
   const versions: HistoryVersion[] = [];
   for (const r of rows) {
     if (r.at === null || r.kind === null || r.actor === null || r.identifier === undefined) continue;
-    versions.push({ version: Number(r.version), at: r.at, actor: r.actor, kind: r.kind, resource: toStoredResource(r as ResourceRow, false) });
+    versions.push({
+      version: Number(r.version),
+      at: r.at,
+      actor: r.actor,
+      kind: r.kind,
+      resource: toStoredResource(r as ResourceRow, false),
+    });
   }
   let nextCursor: string | undefined;
   if (versions.length > limit) {

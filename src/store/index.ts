@@ -112,11 +112,17 @@ export interface ResourceStore {
 }
 
 function tombstoneOptions(options: TombstoneCallOptions | undefined): TombstoneOptions {
-  return { cascade: options?.cascade ?? true, ...(options?.expectedVersions !== undefined ? { expectedVersions: options.expectedVersions } : {}) };
+  return {
+    cascade: options?.cascade ?? true,
+    ...(options?.expectedVersions !== undefined ? { expectedVersions: options.expectedVersions } : {}),
+  };
 }
 
 /** A store over a migrated database (see migrate()). */
-export function createResourceStore(db: Db, limits: { maxTreeDepth?: number; cursorSecret?: string | undefined } = {}): ResourceStore {
+export function createResourceStore(
+  db: Db,
+  limits: { maxTreeDepth?: number; cursorSecret?: string | undefined } = {},
+): ResourceStore {
   const depth = limits.maxTreeDepth;
   let codec: Promise<CursorCodec> | undefined;
   const historyCursor: HistoryCursor = () => {
@@ -130,10 +136,12 @@ export function createResourceStore(db: Db, limits: { maxTreeDepth?: number; cur
   return {
     db,
     create: (caller, items) => createResources(db, caller, items, depth),
-    read: async (grants, identifiers, options) => readResources(await readerFor(db, options?.asOf), grants, identifiers, options),
+    read: async (grants, identifiers, options) =>
+      readResources(await readerFor(db, options?.asOf), grants, identifiers, options),
     update: (caller, updates) => updateResources(db, caller, updates, depth),
     delete: (caller, identifiers, options) => deleteResources(db, caller, identifiers, tombstoneOptions(options)),
-    restore: (caller, identifiers, options) => restoreResources(db, caller, identifiers, tombstoneOptions(options), depth),
+    restore: (caller, identifiers, options) =>
+      restoreResources(db, caller, identifiers, tombstoneOptions(options), depth),
     // Now: a history read names no as_of, so it runs on the primary.
     history: (identifier, grants, options) => readHistory(db, historyCursor, identifier, grants, options),
   };

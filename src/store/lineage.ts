@@ -92,7 +92,10 @@ export async function listChildren(db: Db, grants: Grants, options: ChildrenOpti
   const withPayloads = options.withPayloads === true;
   const asOf = options.asOf;
 
-  const sql = asOf === undefined ? childrenSql(CURRENT, true, withPayloads, grants, parent === null) : childrenSql(asOfSource("$2"), false, withPayloads, grants, parent === null);
+  const sql =
+    asOf === undefined
+      ? childrenSql(CURRENT, true, withPayloads, grants, parent === null)
+      : childrenSql(asOfSource("$2"), false, withPayloads, grants, parent === null);
   const { rows } =
     asOf === undefined
       ? await db.query<ChildRow>(named(db, sql), [parent])
@@ -101,7 +104,11 @@ export async function listChildren(db: Db, grants: Grants, options: ChildrenOpti
   if (rows[0]?.parent_ok !== true) throw notFound(`parent ${parent ?? ""} is not an active resource at that time`);
   const max = options.maxChildren ?? DEFAULT_MAX_CHILDREN;
   const count = rows.filter((r) => r.identifier !== null).length;
-  if (count > max) throw failedPrecondition(`${parent ?? "the root"} has ${count} children, more than ${max} (MAX_CHILDREN); use a query with parent_identifier and paging`, "TOO_MANY_CHILDREN");
+  if (count > max)
+    throw failedPrecondition(
+      `${parent ?? "the root"} has ${count} children, more than ${max} (MAX_CHILDREN); use a query with parent_identifier and paging`,
+      "TOO_MANY_CHILDREN",
+    );
   return rows
     .filter((r) => r.identifier !== null)
     .map((r) => ({
@@ -193,12 +200,23 @@ const PARENTS_CURRENT = prepared(parentsSql(CURRENT, ALL_GRANTS));
  * follows parent_identifier through tombstoned ancestors too; the resource
  * itself must be active at the read point.
  */
-export async function listParents(db: Db, grants: Grants, identifier: string, options: { asOf?: string } = {}): Promise<string[]> {
+export async function listParents(
+  db: Db,
+  grants: Grants,
+  identifier: string,
+  options: { asOf?: string } = {},
+): Promise<string[]> {
   checkIdentifier(identifier);
   const { rows } =
     options.asOf === undefined
-      ? await db.query<{ identifier: string; depth: number }>(seesEverything(grants) ? PARENTS_CURRENT : named(db, parentsSql(CURRENT, grants)), [identifier])
-      : await db.query<{ identifier: string; depth: number }>(parentsSql(asOfSource("$2"), grants), [identifier, options.asOf]);
+      ? await db.query<{ identifier: string; depth: number }>(
+          seesEverything(grants) ? PARENTS_CURRENT : named(db, parentsSql(CURRENT, grants)),
+          [identifier],
+        )
+      : await db.query<{ identifier: string; depth: number }>(parentsSql(asOfSource("$2"), grants), [
+          identifier,
+          options.asOf,
+        ]);
   if (rows.length === 0) throw notFound(`${identifier} is not an active resource at that time`);
   return rows.slice(1).map((r) => r.identifier);
 }

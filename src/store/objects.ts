@@ -11,7 +11,8 @@ import type { Queryable } from "./db.js";
 import { andVisible, visibleNow } from "./visibility.js";
 
 /** The path a row names (migration 24 indexes it), over a row aliased `r` whose type is one of OBJECT_TYPES. */
-const objectPathOf = (r: string) => `(CASE ${r}.payload_type WHEN 'artefact' THEN ${r}.payload->>'uri' ELSE ${r}.payload->>'path' END)`;
+const objectPathOf = (r: string) =>
+  `(CASE ${r}.payload_type WHEN 'artefact' THEN ${r}.payload->>'uri' ELSE ${r}.payload->>'path' END)`;
 const OBJECT_TYPES = `('file', 'dataset', 'artefact')`;
 
 /**

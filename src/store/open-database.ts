@@ -27,7 +27,10 @@ export interface OpenDatabaseOptions {
 
 export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<Db> {
   if (options.databaseUrl === undefined) return openPglite(options.dataDir);
-  const timeouts: SessionTimeouts = { statementTimeoutMs: options.statementTimeoutMs, idleInTransactionMs: options.idleInTransactionMs };
+  const timeouts: SessionTimeouts = {
+    statementTimeoutMs: options.statementTimeoutMs,
+    idleInTransactionMs: options.idleInTransactionMs,
+  };
   // One name table for the primary and its standbys: a read may run on either.
   const names = createStatementNames();
   const primary = openPostgres(options.databaseUrl, options.poolSize ?? 10, undefined, timeouts, names);

@@ -39,7 +39,8 @@ async function lockEmbedded(dataDir: string): Promise<() => Promise<void>> {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST" || attempt > 0) throw err;
     }
     const pid = Number((await readFile(file, "utf8").catch(() => "")).trim());
-    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) throw new Error(lockedMessage(dataDir, `process ${pid}`));
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid))
+      throw new Error(lockedMessage(dataDir, `process ${pid}`));
     await unlink(file).catch(() => undefined);
   }
   heldHere.add(key);

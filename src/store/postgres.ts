@@ -6,7 +6,18 @@ import pg from "pg";
 import { from as copyFromStdin, to as copyToStdout } from "pg-copy-streams";
 import { copyOutBinary } from "./copy-out.js";
 import { guard, toServiceError } from "./db-errors.js";
-import { asText, KEEP_AS_TEXT, SNAPSHOT_BEGIN, type Db, type Lease, type Listener, type ListenHandlers, type Queryable, type SessionTimeouts, type TransactionOptions } from "./db.js";
+import {
+  asText,
+  KEEP_AS_TEXT,
+  SNAPSHOT_BEGIN,
+  type Db,
+  type Lease,
+  type Listener,
+  type ListenHandlers,
+  type Queryable,
+  type SessionTimeouts,
+  type TransactionOptions,
+} from "./db.js";
 import { createStatementNames, type StatementNames } from "./prepared.js";
 
 /**
@@ -41,7 +52,9 @@ export function openPostgres(
     types: { getTypeParser },
     // Sent with the startup packet, so every connection of the pool has them from its first statement.
     ...(timeouts.statementTimeoutMs !== undefined ? { statement_timeout: timeouts.statementTimeoutMs } : {}),
-    ...(timeouts.idleInTransactionMs !== undefined ? { idle_in_transaction_session_timeout: timeouts.idleInTransactionMs } : {}),
+    ...(timeouts.idleInTransactionMs !== undefined
+      ? { idle_in_transaction_session_timeout: timeouts.idleInTransactionMs }
+      : {}),
   });
   // An idle client whose backend dies emits "error" on the pool; without a
   // listener that would crash the process. The pool drops the client itself.
@@ -50,7 +63,9 @@ export function openPostgres(
     async query<R>(sql: string, params?: readonly unknown[]) {
       const values = params ? [...params] : undefined;
       const name = names.nameOf(sql);
-      const res = await (name === undefined ? c.query(sql, values) : c.query({ name, text: sql, ...(values ? { values } : {}) }));
+      const res = await (name === undefined
+        ? c.query(sql, values)
+        : c.query({ name, text: sql, ...(values ? { values } : {}) }));
       return { rows: res.rows as R[] };
     },
     async exec(sql: string) {

@@ -56,7 +56,12 @@ function restrictedSql(db: Queryable, grants: Grants, asOf: boolean, withChildre
   return preparedPage(readSql(CURRENT_FROM, children, andVisible(now)));
 }
 
-export async function readResources(db: Queryable, grants: Grants, identifiers: readonly string[], options: ReadOptions = {}): Promise<StoredResource[]> {
+export async function readResources(
+  db: Queryable,
+  grants: Grants,
+  identifiers: readonly string[],
+  options: ReadOptions = {},
+): Promise<StoredResource[]> {
   checkIdentifiers(identifiers);
   const unique = [...new Set(identifiers)];
   if (unique.length === 0) return [];
@@ -82,7 +87,11 @@ export async function readResources(db: Queryable, grants: Grants, identifiers: 
   return inOrder(identifiers, rows, withChildren);
 }
 
-function inOrder(identifiers: readonly string[], rows: readonly ResourceRow[], withChildren: boolean): StoredResource[] {
+function inOrder(
+  identifiers: readonly string[],
+  rows: readonly ResourceRow[],
+  withChildren: boolean,
+): StoredResource[] {
   const byId = new Map(rows.map((row) => [row.identifier, toStoredResource(row, withChildren)]));
   const out: StoredResource[] = [];
   for (const id of identifiers) {

@@ -110,15 +110,19 @@ export async function checkRegistryKeys(db: Db, keys: readonly RegistryKey[]): P
     await tx.query("SELECT pg_advisory_xact_lock($1::bigint)", [KEY_CHECK_LOCK]);
     await completeLegacyChains(tx, keys);
 
-    const { rows: known } = await tx.query<{ key_id: string; fingerprint: Uint8Array }>("SELECT key_id, fingerprint FROM registry_keys");
+    const { rows: known } = await tx.query<{ key_id: string; fingerprint: Uint8Array }>(
+      "SELECT key_id, fingerprint FROM registry_keys",
+    );
     const stored = new Map(known.map((r) => [r.key_id, Buffer.from(r.fingerprint)]));
     for (const key of keys) {
       const fingerprint = stored.get(key.id);
-      if (fingerprint !== undefined && !fingerprint.equals(keyFingerprint(key))) throw new RegistryKeyError(keyFingerprintMessage(key.id));
+      if (fingerprint !== undefined && !fingerprint.equals(keyFingerprint(key)))
+        throw new RegistryKeyError(keyFingerprintMessage(key.id));
     }
 
     const listed = new Set(keys.map((k) => k.id));
-    for (const id of await keysRowsDependOn(tx)) if (!listed.has(id)) throw new RegistryKeyError(keyNotConfiguredMessage(id));
+    for (const id of await keysRowsDependOn(tx))
+      if (!listed.has(id)) throw new RegistryKeyError(keyNotConfiguredMessage(id));
 
     const fresh = keys.filter((k) => !stored.has(k.id));
     if (fresh.length > 0) {
@@ -171,7 +175,9 @@ export async function ensureChain(db: Queryable, ids: readonly string[]): Promis
 // renamed to their chain's full name, so the short name stays free for the
 // one-key chain a key hashes new rows with.
 async function completeLegacyChains(tx: Queryable, keys: readonly RegistryKey[]): Promise<void> {
-  const { rows } = await tx.query<{ chain: string }>("SELECT chain FROM registry_key_chains WHERE key_ids IS NULL ORDER BY chain");
+  const { rows } = await tx.query<{ chain: string }>(
+    "SELECT chain FROM registry_key_chains WHERE key_ids IS NULL ORDER BY chain",
+  );
   if (rows.length === 0) return;
   const oldestFirst = keys.map((k) => k.id).reverse();
   for (const { chain: id } of rows) {
@@ -225,7 +231,9 @@ export async function registryKeyStatus(db: Queryable, keys: readonly RegistryKe
          FROM registry_key_chains c) x
      CROSS JOIN LATERAL (SELECT DISTINCT unnest(x.key_ids) AS k) u GROUP BY k`,
   );
-  const { rows: known } = await db.query<{ key_id: string; fingerprint: Uint8Array }>("SELECT key_id, fingerprint FROM registry_keys");
+  const { rows: known } = await db.query<{ key_id: string; fingerprint: Uint8Array }>(
+    "SELECT key_id, fingerprint FROM registry_keys",
+  );
   const stored = new Map(known.map((r) => [r.key_id, Buffer.from(r.fingerprint)]));
   const rowsOf = new Map(counts.map((r) => [r.key_id, Number(r.n)]));
   const ids = [...new Set([...keys.map((k) => k.id), ...stored.keys(), ...rowsOf.keys()])];
@@ -236,7 +244,8 @@ export async function registryKeyStatus(db: Queryable, keys: readonly RegistryKe
       id,
       configured: key !== undefined,
       hashesNewRows: keys[0]?.id === id,
-      fingerprint: fp === undefined ? "none" : key === undefined || fp.equals(keyFingerprint(key)) ? "recorded" : "differs",
+      fingerprint:
+        fp === undefined ? "none" : key === undefined || fp.equals(keyFingerprint(key)) ? "recorded" : "differs",
       rows: rowsOf.get(id) ?? 0,
     };
   });

@@ -50,7 +50,8 @@ function patientVisible(grants: Grants, p: string): string {
     parts.push(ids.length === 0 ? "false" : `${p}.datasource_id IN (${ids.join(", ")})`);
   }
   const now = visibleNow(grants, "pr");
-  if (now !== undefined) parts.push(`NOT EXISTS (SELECT 1 FROM resources pr WHERE pr.identifier = ${p}.identifier AND NOT ${now})`);
+  if (now !== undefined)
+    parts.push(`NOT EXISTS (SELECT 1 FROM resources pr WHERE pr.identifier = ${p}.identifier AND NOT ${now})`);
   return parts.length === 0 ? "true" : parts.join(" AND ");
 }
 
@@ -171,12 +172,21 @@ export function createRegistry(options: RegistryOptions): Registry {
   const lacking = (set: ChainSet) => {
     if (set.missing.length > 0) {
       // Ids only. Another process hashes with a key this one was not given.
-      throw unavailable(`stored registry rows depend on key ${set.missing.join(", ")}, which this service process does not list: restart it with every key`);
+      throw unavailable(
+        `stored registry rows depend on key ${set.missing.join(", ")}, which this service process does not list: restart it with every key`,
+      );
     }
   };
 
   /** `visible`: a condition on the row (aliased x) the caller may see; the registry's access rule. */
-  async function resolve(kind: UidKind, table: string, scopeColumn: string, scope: string, uid: string, visible: string): Promise<string | undefined> {
+  async function resolve(
+    kind: UidKind,
+    table: string,
+    scopeColumn: string,
+    scope: string,
+    uid: string,
+    visible: string,
+  ): Promise<string | undefined> {
     for (let attempt = 0; ; attempt++) {
       const set = await chainSet();
       const hashes = set.chains.map((c) => chainHash(c.keys, kind, scope, uid));
@@ -194,7 +204,12 @@ export function createRegistry(options: RegistryOptions): Registry {
   }
 
   /** Inserts unless the uid is stored under any chain; undefined = refused (registered already, or no such patient). */
-  async function register(kind: UidKind, scope: string, uid: string, insert: (tx: Queryable, args: unknown[]) => Promise<string | undefined>) {
+  async function register(
+    kind: UidKind,
+    scope: string,
+    uid: string,
+    insert: (tx: Queryable, args: unknown[]) => Promise<string | undefined>,
+  ) {
     const locks = lockIds(keys, kind, scope, uid);
     const hash = chainHash([first], kind, scope, uid);
     for (let attempt = 0; ; attempt++) {
@@ -203,7 +218,14 @@ export function createRegistry(options: RegistryOptions): Registry {
       const hashes = set.chains.map((c) => chainHash(c.keys, kind, scope, uid));
       const id = await db.transaction(async (tx) => {
         await lockUid(tx, locks);
-        return insert(tx, [allocateIdentifier(kind === "patient" ? "pat" : "stu"), scope, hash, first.id, hexes(hashes), set.version]);
+        return insert(tx, [
+          allocateIdentifier(kind === "patient" ? "pat" : "stu"),
+          scope,
+          hash,
+          first.id,
+          hexes(hashes),
+          set.version,
+        ]);
       });
       if (id !== undefined) return id;
       // Refused: registered already, or the chain set changed under the statement (then look again).
@@ -243,7 +265,14 @@ export function createRegistry(options: RegistryOptions): Registry {
     },
     async resolvePatient(grants, datasourceId, externalUid) {
       patientArgs(datasourceId, externalUid);
-      const id = await resolve("patient", "registry_patients", "datasource_id", datasourceId, externalUid, patientVisible(grants, "x"));
+      const id = await resolve(
+        "patient",
+        "registry_patients",
+        "datasource_id",
+        datasourceId,
+        externalUid,
+        patientVisible(grants, "x"),
+      );
       if (id === undefined) throw failedPrecondition("this patient is not registered", "NOT_REGISTERED");
       return id;
     },
@@ -265,19 +294,31 @@ export function createRegistry(options: RegistryOptions): Registry {
       if (id !== undefined) return id;
       // Only to word the refusal: registered patients are never removed, so
       // the answer cannot change between the insert and this look.
-      const { rows: patient } = await db.query(`SELECT 1 FROM registry_patients p WHERE p.identifier = $1 AND ${patientVisible(grants, "p")}`, [
-        patientIdentifier,
-      ]);
-      if (patient.length === 0) throw failedPrecondition(`patient ${patientIdentifier} is not registered`, "NOT_REGISTERED");
+      const { rows: patient } = await db.query(
+        `SELECT 1 FROM registry_patients p WHERE p.identifier = $1 AND ${patientVisible(grants, "p")}`,
+        [patientIdentifier],
+      );
+      if (patient.length === 0)
+        throw failedPrecondition(`patient ${patientIdentifier} is not registered`, "NOT_REGISTERED");
       throw failedPrecondition("this study is registered already", "ALREADY_REGISTERED");
     },
     async resolveStudy(grants, patientIdentifier, externalUid) {
       studyArgs(patientIdentifier, externalUid);
       // The patient must be one the caller may see, and so must the study's own resource, if one exists.
       const now = visibleNow(grants, "sr");
-      const own = now === undefined ? "" : ` AND NOT EXISTS (SELECT 1 FROM resources sr WHERE sr.identifier = x.identifier AND NOT ${now})`;
+      const own =
+        now === undefined
+          ? ""
+          : ` AND NOT EXISTS (SELECT 1 FROM resources sr WHERE sr.identifier = x.identifier AND NOT ${now})`;
       const visible = `EXISTS (SELECT 1 FROM registry_patients p WHERE p.identifier = x.patient_identifier AND ${patientVisible(grants, "p")})${own}`;
-      const id = await resolve("study", "registry_studies", "patient_identifier", patientIdentifier, externalUid, visible);
+      const id = await resolve(
+        "study",
+        "registry_studies",
+        "patient_identifier",
+        patientIdentifier,
+        externalUid,
+        visible,
+      );
       if (id === undefined) throw failedPrecondition("this study is not registered", "NOT_REGISTERED");
       return id;
     },
@@ -309,7 +350,8 @@ export class RegistryRehashError extends Error {
 
 function batchSizeOf(options: RehashOptions): number {
   const batchSize = options.batchSize ?? 1000;
-  if (!Number.isInteger(batchSize) || batchSize < 1) throw invalidArgument("batch size must be a positive whole number");
+  if (!Number.isInteger(batchSize) || batchSize < 1)
+    throw invalidArgument("batch size must be a positive whole number");
   return batchSize;
 }
 
@@ -317,7 +359,9 @@ async function chainsForRehash(db: Db, keys: readonly RegistryKey[]): Promise<Ch
   if (keys.length === 0) throw new Error("rehash needs the registry keys");
   const set = await readChains(db, keys);
   if (set.missing.length > 0) {
-    throw new RegistryRehashError(`rows depend on key id ${set.missing.join(", ")}, which is not listed: list every key rows depend on`);
+    throw new RegistryRehashError(
+      `rows depend on key id ${set.missing.join(", ")}, which is not listed: list every key rows depend on`,
+    );
   }
   return set;
 }
@@ -333,7 +377,11 @@ async function chainsForRehash(db: Db, keys: readonly RegistryKey[]): Promise<Ch
  * some recorded chain before and after, so no resolve fails and no register
  * duplicates meanwhile. Every process must list the first key before this runs.
  */
-export async function rehashRegistry(db: Db, keys: readonly RegistryKey[], options: RehashOptions = {}): Promise<RehashResult> {
+export async function rehashRegistry(
+  db: Db,
+  keys: readonly RegistryKey[],
+  options: RehashOptions = {},
+): Promise<RehashResult> {
   const batchSize = batchSizeOf(options);
   const set = await chainsForRehash(db, keys);
   const target = keys[0] as RegistryKey;
@@ -437,7 +485,10 @@ export async function rederiveRegistry(
     result.notFound += entries.length - moved.found;
     options.onBatch?.({ table, rows: moved.moved });
   };
-  const pending: Record<RegistryTable, { scope: string; uid: string }[]> = { registry_patients: [], registry_studies: [] };
+  const pending: Record<RegistryTable, { scope: string; uid: string }[]> = {
+    registry_patients: [],
+    registry_studies: [],
+  };
   const seen: Record<RegistryTable, Set<string>> = { registry_patients: new Set(), registry_studies: new Set() };
   for await (const u of uids) {
     checkValue(u.externalUid, "external_uid");

@@ -42,7 +42,9 @@ interface Standby {
 }
 
 async function clockOf(q: Queryable): Promise<bigint> {
-  const { rows } = await q.query<{ at: string | null }>(`SELECT CASE WHEN isfinite(last) THEN ${ts("last")} END AS at FROM clock`);
+  const { rows } = await q.query<{ at: string | null }>(
+    `SELECT CASE WHEN isfinite(last) THEN ${ts("last")} END AS at FROM clock`,
+  );
   const at = rows[0]?.at;
   if (at === undefined) throw new Error("clock row missing");
   return at === null ? BEGINNING : (stampMicros(at) ?? BEGINNING);
@@ -69,7 +71,13 @@ function standbyFailed(err: unknown): boolean {
  */
 export function primaryWithStandbys(primary: Db, standbyDbs: readonly Db[], options: StandbyOptions): Db {
   const downMs = options.downMs ?? Math.max(5 * options.stampTtlMs, 2000);
-  const standbys: Standby[] = standbyDbs.map((db) => ({ db, stamp: undefined, fetchedAt: 0, downUntil: 0, fetching: undefined }));
+  const standbys: Standby[] = standbyDbs.map((db) => ({
+    db,
+    stamp: undefined,
+    fetchedAt: 0,
+    downUntil: 0,
+    fetching: undefined,
+  }));
   const counts = { primary: 0, standby: 0 };
 
   const markDown = (s: Standby) => {
@@ -135,7 +143,8 @@ export function primaryWithStandbys(primary: Db, standbyDbs: readonly Db[], opti
             },
           }
         : {}),
-      query: <R>(sql: string, params?: readonly unknown[]) => s.db.query<R>(sql, params).catch((err: unknown) => fallBack(err, () => primary.query<R>(sql, params))),
+      query: <R>(sql: string, params?: readonly unknown[]) =>
+        s.db.query<R>(sql, params).catch((err: unknown) => fallBack(err, () => primary.query<R>(sql, params))),
       async transaction<U>(fn: (tx: Queryable) => Promise<U>, options?: TransactionOptions): Promise<U> {
         // Only a transaction that failed before fn ran may run again: fn may have sent rows on.
         let started = false;

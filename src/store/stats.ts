@@ -53,7 +53,10 @@ export async function datasourceStats(
   const rows = await db.transaction(
     async (q) => {
       if (asOf === undefined) return collect(q, name, grants, only);
-      return (seesEverything(grants) ? await collectFromLog(q, name, only, asOf) : undefined) ?? collectAt(q, name, grants, only, asOf);
+      return (
+        (seesEverything(grants) ? await collectFromLog(q, name, only, asOf) : undefined) ??
+        collectAt(q, name, grants, only, asOf)
+      );
     },
     { readOnlySnapshot: true },
   );
@@ -98,7 +101,12 @@ function registryCounts(listed: string, at?: string): string {
       ORDER BY l.datasource_id`;
 }
 
-async function collect(q: Queryable, name: (sql: string) => string, grants: Grants, only: string | null): Promise<DatasourceStatsRow[]> {
+async function collect(
+  q: Queryable,
+  name: (sql: string) => string,
+  grants: Grants,
+  only: string | null,
+): Promise<DatasourceStatsRow[]> {
   // A datasource is listed when registered or when the caller sees an active patient of it: a
   // patient's datasource_id is its own, so its counted group says so.
   const { rows: listed } = await q.query<ListedRow>(
@@ -125,10 +133,17 @@ async function collect(q: Queryable, name: (sql: string) => string, grants: Gran
  * the log of counts (migration 0023), O(groups); undefined when the read
  * point lies before the log's start (the history answers then).
  */
-async function collectFromLog(q: Queryable, name: (sql: string) => string, only: string | null, asOf: string): Promise<DatasourceStatsRow[] | undefined> {
+async function collectFromLog(
+  q: Queryable,
+  name: (sql: string) => string,
+  only: string | null,
+  asOf: string,
+): Promise<DatasourceStatsRow[] | undefined> {
   const pointOf = (n: number) => `(SELECT least($${n}::timestamptz, last) FROM clock)`;
   const { rows: start } = await q.query<{ covered: boolean }>(
-    name("SELECT (SELECT since FROM datasource_counts_since) <= (SELECT least($1::timestamptz, last) FROM clock) AS covered"),
+    name(
+      "SELECT (SELECT since FROM datasource_counts_since) <= (SELECT least($1::timestamptz, last) FROM clock) AS covered",
+    ),
     [asOf],
   );
   if (start[0]?.covered !== true) return undefined;
@@ -167,7 +182,13 @@ async function collectFromLog(q: Queryable, name: (sql: string) => string, only:
  * and level as they were) cannot tell; docs/scaling.md says what would
  * bound it.
  */
-async function collectAt(q: Queryable, name: (sql: string) => string, grants: Grants, only: string | null, asOf: string): Promise<DatasourceStatsRow[]> {
+async function collectAt(
+  q: Queryable,
+  name: (sql: string) => string,
+  grants: Grants,
+  only: string | null,
+  asOf: string,
+): Promise<DatasourceStatsRow[]> {
   // The read point is least(as_of, clock), as for every read; as_of is parameter $n.
   const pointOf = (n: number) => `(SELECT least($${n}::timestamptz, last) FROM clock)`;
   let t = pointOf(3);

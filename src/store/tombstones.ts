@@ -26,7 +26,12 @@ export interface TombstoneOptions {
 // Access (docs/contract/18-access.md): a walk takes only resources the caller may
 // see, and goes on only through them; what it may not see is skipped as if
 // unknown, and so is what lies below it. Every version written names caller.actor.
-export async function deleteResources(db: Db, caller: Caller, identifiers: readonly string[], options: TombstoneOptions): Promise<MutationResult> {
+export async function deleteResources(
+  db: Db,
+  caller: Caller,
+  identifiers: readonly string[],
+  options: TombstoneOptions,
+): Promise<MutationResult> {
   const ids = [...new Set(checkIdentifiers(identifiers))];
   const expected = checkExpectedVersions(options.expectedVersions);
   const cascade = options.cascade;
@@ -106,7 +111,8 @@ function checkExpectedVersions(expected: ReadonlyMap<string, number> | undefined
   if (expected === undefined || expected.size === 0) return new Map();
   checkIdentifiers([...expected.keys()], "expected_versions");
   for (const [id, v] of expected) {
-    if (!Number.isSafeInteger(v) || v < 1) throw invalidArgument(`expected_versions[${JSON.stringify(id)}] must be a version (1 or more), got ${v}`);
+    if (!Number.isSafeInteger(v) || v < 1)
+      throw invalidArgument(`expected_versions[${JSON.stringify(id)}] must be a version (1 or more), got ${v}`);
   }
   return expected;
 }

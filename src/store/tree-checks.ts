@@ -118,7 +118,11 @@ const SQL_STILL = sqlOf(HEIGHTS.still);
  */
 export async function checkTree(tx: Queryable, ids: readonly string[], check: TreeCheck): Promise<void> {
   if (ids.length === 0) return;
-  const { rows } = await tx.query<Problem>(check.descendants ? SQL_MOVED : SQL_STILL, [[...new Set(ids)], check.parentsSet, check.max]);
+  const { rows } = await tx.query<Problem>(check.descendants ? SQL_MOVED : SQL_STILL, [
+    [...new Set(ids)],
+    check.parentsSet,
+    check.max,
+  ]);
   const deep = rows.find((p) => p.problem === "depth");
   if (deep !== undefined) throw treeTooDeep(deep.identifier, check.max);
   const dangling = rows.filter((p) => p.problem === "parent");
@@ -129,5 +133,6 @@ export async function checkTree(tx: Queryable, ids: readonly string[], check: Tr
     );
   }
   const cycles = rows.filter((p) => p.problem === "cycle");
-  if (cycles.length > 0) throw failedPrecondition(`parent would make a cycle: ${listIds(cycles.map((p) => p.identifier))}`, "CYCLE");
+  if (cycles.length > 0)
+    throw failedPrecondition(`parent would make a cycle: ${listIds(cycles.map((p) => p.identifier))}`, "CYCLE");
 }

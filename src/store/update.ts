@@ -2,11 +2,24 @@
 // write every changed row in one statement (the replaced versions move to
 // the history by the trigger of migration 0006), then check the parents.
 import { failedPrecondition, invalidArgument } from "../errors.js";
-import { checkAccessLevel, checkIdentifier, checkIdentifiers, mergePayload, normalizePayload, payloadTypeOrThrow } from "../schema/validate.js";
+import {
+  checkAccessLevel,
+  checkIdentifier,
+  checkIdentifiers,
+  mergePayload,
+  normalizePayload,
+  payloadTypeOrThrow,
+} from "../schema/validate.js";
 import { checkTree, DEFAULT_MAX_TREE_DEPTH } from "./tree-checks.js";
 import type { Caller } from "../access/index.js";
 import { abortedVersionMismatch } from "../errors.js";
-import { attributionMayChange, checkWithinGrants, maintainAttribution, refuseInvisible, refuseInvisibleParents } from "./attribution.js";
+import {
+  attributionMayChange,
+  checkWithinGrants,
+  maintainAttribution,
+  refuseInvisible,
+  refuseInvisibleParents,
+} from "./attribution.js";
 import type { Db } from "./db.js";
 import { jsonEqual } from "./json-equal.js";
 import { listIds, tickClock, type WritableRow } from "./sql.js";
@@ -25,7 +38,8 @@ function prepareUpdate(updates: Iterable<readonly [string, ResourcePatch]>): Map
   const out = new Map<string, ResourcePatch>();
   for (const [id, patch] of updates) {
     checkIdentifier(id);
-    if (out.has(id)) throw invalidArgument(`identifier ${id} appears more than once in the batch`, "DUPLICATE_IDENTIFIER");
+    if (out.has(id))
+      throw invalidArgument(`identifier ${id} appears more than once in the batch`, "DUPLICATE_IDENTIFIER");
     if (patch.payloadType !== undefined) payloadTypeOrThrow(patch.payloadType);
     if (patch.parentIdentifier !== undefined && patch.parentIdentifier !== null) {
       checkIdentifier(patch.parentIdentifier, "parent_identifier");
@@ -36,14 +50,18 @@ function prepareUpdate(updates: Iterable<readonly [string, ResourcePatch]>): Map
       checkAccessLevel(patch.accessLevel);
     }
     if (patch.derivedFrom !== undefined) checkIdentifiers(patch.derivedFrom, "derived_from");
-    if (patch.expectedVersion !== undefined && (!Number.isSafeInteger(patch.expectedVersion) || patch.expectedVersion < 1)) {
+    if (
+      patch.expectedVersion !== undefined &&
+      (!Number.isSafeInteger(patch.expectedVersion) || patch.expectedVersion < 1)
+    ) {
       throw invalidArgument(`${id}: expected_version must be a version (1 or more), got ${patch.expectedVersion}`);
     }
     if (patch.payload !== undefined && patch.payloadType !== undefined) {
       // Field names are known already when the type is named.
       const type = payloadTypeOrThrow(patch.payloadType);
       for (const k of Object.keys(patch.payload)) {
-        if (!type.fieldByName.has(k)) throw invalidArgument(`${type.name} has no field ${JSON.stringify(k)}`, "UNKNOWN_FIELD");
+        if (!type.fieldByName.has(k))
+          throw invalidArgument(`${type.name} has no field ${JSON.stringify(k)}`, "UNKNOWN_FIELD");
       }
     }
     out.set(id, patch);
@@ -107,7 +125,10 @@ export async function updateResources(
     for (const [id, patch] of patches) {
       const cur = current.get(id) as CurrentRow;
       if (patch.payloadType !== undefined && patch.payloadType !== cur.payload_type) {
-        throw failedPrecondition(`${id} is a ${cur.payload_type}; its payload_type cannot change to ${patch.payloadType}`, "PAYLOAD_TYPE_CHANGED");
+        throw failedPrecondition(
+          `${id} is a ${cur.payload_type}; its payload_type cannot change to ${patch.payloadType}`,
+          "PAYLOAD_TYPE_CHANGED",
+        );
       }
       const isDeleted = patch.isDeleted ?? cur.is_deleted;
       let payload = cur.payload;
@@ -164,8 +185,17 @@ export async function updateResources(
     // A re-parented resource takes its subtree with it.
     await checkTree(tx, changedParents, { max: maxTreeDepth, descendants: true, parentsSet: changedParents });
     // Access: attribution kept (a re-parent moves the subtree), then everything written within the grants.
-    await maintainAttribution(tx, next.filter((r) => attributionMayChange(current.get(r.identifier), r)).map((r) => r.identifier), grants);
-    await checkWithinGrants(tx, grants, next.map((r) => r.identifier), changedParents);
+    await maintainAttribution(
+      tx,
+      next.filter((r) => attributionMayChange(current.get(r.identifier), r)).map((r) => r.identifier),
+      grants,
+    );
+    await checkWithinGrants(
+      tx,
+      grants,
+      next.map((r) => r.identifier),
+      changedParents,
+    );
     return { count: next.length, at };
   });
 }

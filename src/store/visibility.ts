@@ -48,7 +48,12 @@ export function visibleNow(grants: Grants, c: string): string | undefined {
   if (seesEverything(grants)) return undefined;
   const ds = granted(grants);
   // Never NULL (the clause holds or fails), so NOT (...) of it is safe too.
-  const source = ds === undefined ? undefined : ds === "" ? `${c}.datasource_id IS NULL` : `(${c}.datasource_id IS NULL OR ${c}.datasource_id IN (${ds}))`;
+  const source =
+    ds === undefined
+      ? undefined
+      : ds === ""
+        ? `${c}.datasource_id IS NULL`
+        : `(${c}.datasource_id IS NULL OR ${c}.datasource_id IN (${ds}))`;
   return and([levelsIn(grants, `${c}.access_level`), source]);
 }
 
@@ -73,7 +78,9 @@ export function visibleAt(grants: Grants, v: string, t: string): string | undefi
   return and([
     levelsIn(grants, `${v}.access_level`),
     then,
-    now === undefined ? undefined : `EXISTS (SELECT 1 FROM resources vc WHERE vc.identifier = ${v}.identifier AND ${now})`,
+    now === undefined
+      ? undefined
+      : `EXISTS (SELECT 1 FROM resources vc WHERE vc.identifier = ${v}.identifier AND ${now})`,
   ]);
 }
 

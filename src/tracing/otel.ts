@@ -56,7 +56,14 @@ const nodeHeadersGetter: TextMapGetter<NodeHeaders> = {
 };
 
 /** Codes that mean the server failed (the span is an error); the others are the caller's (OpenTelemetry's RPC conventions). */
-const SERVER_FAULTS: ReadonlySet<Code> = new Set([Code.Unknown, Code.DeadlineExceeded, Code.Unimplemented, Code.Internal, Code.Unavailable, Code.DataLoss]);
+const SERVER_FAULTS: ReadonlySet<Code> = new Set([
+  Code.Unknown,
+  Code.DeadlineExceeded,
+  Code.Unimplemented,
+  Code.Internal,
+  Code.Unavailable,
+  Code.DataLoss,
+]);
 
 function rpcSystem(contentType: string | null | undefined): string {
   return contentType?.startsWith("application/grpc") === true ? "grpc" : "connect_rpc";
@@ -78,10 +85,16 @@ function endCall(span: Span, code: Code | undefined): void {
  * writer): its statements are the call's children, and the call span ends
  * with the last message, a failure, or the client going away.
  */
-function bindStream<T>(source: AsyncIterable<T>, ctx: Context, signal: AbortSignal, done: (code: Code | undefined) => void): AsyncIterable<T> {
+function bindStream<T>(
+  source: AsyncIterable<T>,
+  ctx: Context,
+  signal: AbortSignal,
+  done: (code: Code | undefined) => void,
+): AsyncIterable<T> {
   // A stream that ends because its call was aborted (the change feed ends
   // quietly when its client goes away) ended with the abort's code, not OK.
-  const ended = (): Code | undefined => (signal.aborted ? (signal.reason instanceof ConnectError ? signal.reason.code : Code.Canceled) : undefined);
+  const ended = (): Code | undefined =>
+    signal.aborted ? (signal.reason instanceof ConnectError ? signal.reason.code : Code.Canceled) : undefined;
   return {
     [Symbol.asyncIterator]() {
       const it = context.with(ctx, () => source[Symbol.asyncIterator]());
@@ -104,7 +117,9 @@ function bindStream<T>(source: AsyncIterable<T>, ctx: Context, signal: AbortSign
         },
         async return(value?: unknown) {
           try {
-            return it.return !== undefined ? await context.with(ctx, () => it.return!(value)) : { done: true as const, value: value as T };
+            return it.return !== undefined
+              ? await context.with(ctx, () => it.return!(value))
+              : { done: true as const, value: value as T };
           } finally {
             finish(Code.Canceled);
           }
@@ -150,7 +165,10 @@ function createCallInterceptor(tracer: Tracer): Interceptor {
       endCall(span, undefined);
       return res;
     }
-    const stream: StreamResponse = { ...res, message: bindStream(res.message, ctx, req.signal, (code) => endCall(span, code)) };
+    const stream: StreamResponse = {
+      ...res,
+      message: bindStream(res.message, ctx, req.signal, (code) => endCall(span, code)),
+    };
     return stream;
   };
 }
@@ -176,7 +194,14 @@ function failSpan(span: Span, err: unknown, attribute: string | undefined, value
 }
 
 /** Runs `fn` in a child span of `parent` (when there is a call span in it); without one, just runs it. */
-async function inSpan<T>(tracer: Tracer, parent: Context, name: string, attributes: Attributes, fn: (ctx: Context) => Promise<T>, sqlState: boolean): Promise<T> {
+async function inSpan<T>(
+  tracer: Tracer,
+  parent: Context,
+  name: string,
+  attributes: Attributes,
+  fn: (ctx: Context) => Promise<T>,
+  sqlState: boolean,
+): Promise<T> {
   if (trace.getSpan(parent) === undefined) return fn(parent);
   const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, parent);
   const ctx = trace.setSpan(parent, span);
@@ -204,8 +229,16 @@ function statementAttributes(sql: string, backend: Db["kind"]): Attributes {
 function traceQueryable(tracer: Tracer, q: Queryable, backend: Db["kind"], parentOf: () => Context): Queryable {
   return {
     query: <R>(sql: string, params?: readonly unknown[]) =>
-      inSpan(tracer, parentOf(), operationOf(sql), statementAttributes(sql, backend), () => q.query<R>(sql, params), true),
-    exec: (sql: string) => inSpan(tracer, parentOf(), operationOf(sql), statementAttributes(sql, backend), () => q.exec(sql), true),
+      inSpan(
+        tracer,
+        parentOf(),
+        operationOf(sql),
+        statementAttributes(sql, backend),
+        () => q.query<R>(sql, params),
+        true,
+      ),
+    exec: (sql: string) =>
+      inSpan(tracer, parentOf(), operationOf(sql), statementAttributes(sql, backend), () => q.exec(sql), true),
   };
 }
 
@@ -226,7 +259,11 @@ async function* traceCopyOut(
     yield* copyOut(sql, params);
     return;
   }
-  const span = tracer.startSpan("COPY", { kind: SpanKind.CLIENT, attributes: { ...statementAttributes(sql, backend), [ATTR_DB_OPERATION_NAME]: "COPY" } }, parent);
+  const span = tracer.startSpan(
+    "COPY",
+    { kind: SpanKind.CLIENT, attributes: { ...statementAttributes(sql, backend), [ATTR_DB_OPERATION_NAME]: "COPY" } },
+    parent,
+  );
   try {
     yield* copyOut(sql, params);
   } catch (err) {
@@ -247,14 +284,29 @@ function traceDb(tracer: Tracer, db: Db): Db {
     query: root.query.bind(root),
     exec: root.exec.bind(root),
     transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T> {
-      const attributes: Attributes = { [ATTR_DB_SYSTEM_NAME]: DB_SYSTEM_NAME_VALUE_POSTGRESQL, "resource_store.db.backend": db.kind };
+      const attributes: Attributes = {
+        [ATTR_DB_SYSTEM_NAME]: DB_SYSTEM_NAME_VALUE_POSTGRESQL,
+        "resource_store.db.backend": db.kind,
+      };
       if (options?.readOnlySnapshot === true) attributes["resource_store.db.read_only_snapshot"] = true;
       // The transaction's statements hang under its span, whatever context the backend's queue runs them in.
-      return inSpan(tracer, context.active(), "transaction", attributes, (ctx) => db.transaction((tx) => fn(traceQueryable(tracer, tx, db.kind, () => ctx)), options), true);
+      return inSpan(
+        tracer,
+        context.active(),
+        "transaction",
+        attributes,
+        (ctx) => db.transaction((tx) => fn(traceQueryable(tracer, tx, db.kind, () => ctx)), options),
+        true,
+      );
     },
-    ...(reader !== undefined ? { reader: async (point: string | undefined) => traceDb(tracer, await reader(point)) } : {}),
+    ...(reader !== undefined
+      ? { reader: async (point: string | undefined) => traceDb(tracer, await reader(point)) }
+      : {}),
     ...(copyOut !== undefined
-      ? { copyOut: (sql: string, params: readonly unknown[]) => traceCopyOut(tracer, context.active(), copyOut, sql, params, db.kind) }
+      ? {
+          copyOut: (sql: string, params: readonly unknown[]) =>
+            traceCopyOut(tracer, context.active(), copyOut, sql, params, db.kind),
+        }
       : {}),
   };
 }

@@ -17,7 +17,12 @@ export interface Tracing {
    * cached constant document): its span, from `started` (process.hrtime.bigint()) to now;
    * `code` undefined = ok. Returns the span's trace id for the call's log line.
    */
-  recordCall(rpc: string, code: Code | undefined, headers: Readonly<Record<string, string | string[] | undefined>>, started: bigint): string;
+  recordCall(
+    rpc: string,
+    code: Code | undefined,
+    headers: Readonly<Record<string, string | string[] | undefined>>,
+    started: bigint,
+  ): string;
   /** The same database with a span for every statement and transaction run within a traced call. */
   traceDb(db: Db): Db;
   /** The same object storage with a span for every request to S3 made within a traced call. */

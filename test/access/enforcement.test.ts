@@ -77,7 +77,11 @@ const METHODS_WITHOUT_READS: Record<string, string> = {
 };
 
 function program(): { checker: ts.TypeChecker; sf: ts.SourceFile; program: ts.Program } {
-  const cfg = ts.getParsedCommandLineOfConfigFile(path.join(ROOT, "tsconfig.json"), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} });
+  const cfg = ts.getParsedCommandLineOfConfigFile(
+    path.join(ROOT, "tsconfig.json"),
+    {},
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} },
+  );
   if (!cfg) throw new Error("tsconfig.json unreadable");
   const p = ts.createProgram([path.join(ROOT, "src/store/index.ts")], cfg.options);
   const sf = p.getSourceFile(path.join(ROOT, "src/store/index.ts"));
@@ -102,7 +106,10 @@ function takesGrants(checker: ts.TypeChecker, sig: ts.Signature, at: ts.Node): b
       named(checker.getTypeOfSymbolAtLocation(grantsProp, at)) === "Grants";
     const isGrants = ["Grants", "Caller"].includes(named(t)) || inOptions;
     const decl = p.valueDeclaration;
-    const optional = decl !== undefined && ts.isParameter(decl) && (decl.questionToken !== undefined || decl.initializer !== undefined);
+    const optional =
+      decl !== undefined &&
+      ts.isParameter(decl) &&
+      (decl.questionToken !== undefined || decl.initializer !== undefined);
     return isGrants && !optional;
   });
 }
@@ -134,7 +141,9 @@ describe("store reads take the caller's grants", () => {
       const s = exports.find((e) => e.name === name);
       expect(s, `${name} is exported`).toBeDefined();
       const sym = s as ts.Symbol;
-      const type = checker.getDeclaredTypeOfSymbol(sym.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(sym) : sym);
+      const type = checker.getDeclaredTypeOfSymbol(
+        sym.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(sym) : sym,
+      );
       expect(type.getProperties().length, `${name} has methods`).toBeGreaterThan(2);
       for (const m of type.getProperties()) {
         const sigs = checker.getTypeOfSymbolAtLocation(m, sf).getCallSignatures();
@@ -155,16 +164,29 @@ describe("store reads take the caller's grants", () => {
       export function e(opts: { since?: string; grants: Grants }) { return opts; }
       export function f(opts: { since?: string; grants: string }) { return opts; }`;
     const file = path.join(ROOT, "test/access/__probe.ts");
-    const host = ts.createCompilerHost({ strict: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext });
+    const host = ts.createCompilerHost({
+      strict: true,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    });
     const read = host.readFile.bind(host);
     host.readFile = (f) => (path.resolve(f) === file ? text : read(f));
     const exists = host.fileExists.bind(host);
     host.fileExists = (f) => path.resolve(f) === file || exists(f);
-    const p = ts.createProgram([file], { strict: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext }, host);
+    const p = ts.createProgram(
+      [file],
+      { strict: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext },
+      host,
+    );
     const probe = p.getSourceFile(file) as ts.SourceFile;
     const ch = p.getTypeChecker();
     const got = Object.fromEntries(
-      ch.getExportsOfModule(ch.getSymbolAtLocation(probe) as ts.Symbol).map((s) => [s.name, takesGrants(ch, ch.getTypeOfSymbolAtLocation(s, probe).getCallSignatures()[0] as ts.Signature, probe)]),
+      ch
+        .getExportsOfModule(ch.getSymbolAtLocation(probe) as ts.Symbol)
+        .map((s) => [
+          s.name,
+          takesGrants(ch, ch.getTypeOfSymbolAtLocation(s, probe).getCallSignatures()[0] as ts.Signature, probe),
+        ]),
     );
     expect(got).toEqual({ a: false, b: false, c: true, d: false, e: true, f: false });
   });
@@ -174,12 +196,15 @@ describe("store reads take the caller's grants", () => {
 const HANDLERS_WITHOUT_CALLER: Record<string, string> = {
   "storage-service.ts:config": "answers the endpoint and bucket names",
   "storage-service.ts:presignUploadDir": "signs uploads only (needs write, checked by the interceptor); reads nothing",
-  "admin-service.ts:refreshMaterializedViews": "answers that there is nothing to refresh, reads nothing; admin grants nothing extra",
-  "admin-service.ts:dump": "the online backup: every resource by design, as the offline dump; the admin scope is checked by the interceptor and the read audit names the actor (docs/operations.md)",
+  "admin-service.ts:refreshMaterializedViews":
+    "answers that there is nothing to refresh, reads nothing; admin grants nothing extra",
+  "admin-service.ts:dump":
+    "the online backup: every resource by design, as the offline dump; the admin scope is checked by the interceptor and the read audit names the actor (docs/operations.md)",
 };
 
 /** Names whose use in a handler means it touches stored data. */
-const STORE_TOUCH = /\b(store|db|registry|engine|storage|feed|datasourceStats|listChildren|listParents|latestArtefact|readerFor)\b/;
+const STORE_TOUCH =
+  /\b(store|db|registry|engine|storage|feed|datasourceStats|listChildren|listParents|latestArtefact|readerFor)\b/;
 
 describe("every service handler takes its caller first", () => {
   const dir = path.join(ROOT, "src/rpc");
@@ -196,14 +221,23 @@ describe("every service handler takes its caller first", () => {
       const problems: string[] = [];
       // The handlers: members of the object literal a create*Service function returns.
       const visit = (node: ts.Node) => {
-        if (ts.isFunctionDeclaration(node) && node.name !== undefined && /^create\w+Service$/.test(node.name.text) && node.body) {
+        if (
+          ts.isFunctionDeclaration(node) &&
+          node.name !== undefined &&
+          /^create\w+Service$/.test(node.name.text) &&
+          node.body
+        ) {
           for (const st of node.body.statements) {
             if (!ts.isReturnStatement(st) || st.expression === undefined) continue;
             let obj: ts.Expression = st.expression;
-            while (ts.isAsExpression(obj) || ts.isParenthesizedExpression(obj) || ts.isSatisfiesExpression(obj)) obj = obj.expression;
+            while (ts.isAsExpression(obj) || ts.isParenthesizedExpression(obj) || ts.isSatisfiesExpression(obj))
+              obj = obj.expression;
             if (!ts.isObjectLiteralExpression(obj)) continue;
             for (const prop of obj.properties) {
-              const name = prop.name !== undefined && (ts.isIdentifier(prop.name) || ts.isStringLiteral(prop.name)) ? prop.name.text : "?";
+              const name =
+                prop.name !== undefined && (ts.isIdentifier(prop.name) || ts.isStringLiteral(prop.name))
+                  ? prop.name.text
+                  : "?";
               const key = `${file}:${name}`;
               const body = prop.getText(sf);
               const touch = STORE_TOUCH.exec(body.replace(/^[^(]*\(([^)]*)\)/, ""));

@@ -4,7 +4,8 @@
 import type { AccessLevel, Grants } from "../../src/access/index.js";
 import { accessRank, ALL_GRANTS, maySee } from "../../src/access/index.js";
 
-export type PayloadType = "datasource" | "patient" | "study" | "series" | "file" | "annotation" | "artefact" | "dataset";
+export type PayloadType =
+  "datasource" | "patient" | "study" | "series" | "file" | "annotation" | "artefact" | "dataset";
 
 export interface Node {
   readonly id: string;
@@ -28,7 +29,11 @@ export type State = ReadonlyMap<string, Readonly<Node>>;
 
 /** A write in REST terms, and how it changes the model. */
 export type Op =
-  | { kind: "create"; node: Omit<Node, "deleted" | "deletedBy" | "seq">; /** Over a tombstone of the same identifier. */ over?: true }
+  | {
+      kind: "create";
+      node: Omit<Node, "deleted" | "deletedBy" | "seq">;
+      /** Over a tombstone of the same identifier. */ over?: true;
+    }
   | { kind: "level"; id: string; level: AccessLevel }
   | { kind: "move"; id: string; parent: string }
   | { kind: "patient-ds"; id: string; datasourceId: string }
@@ -102,7 +107,13 @@ export function valid(state: State, op: Op): boolean {
     case "create":
       if (op.over === true) {
         // Over a tombstone, under an active parent that is not below it (that would close a cycle).
-        return state.get(op.node.id)?.deleted === true && op.node.parent !== null && activeNode(op.node.parent) && op.node.parent !== op.node.id && !isAncestor(state, op.node.id, op.node.parent);
+        return (
+          state.get(op.node.id)?.deleted === true &&
+          op.node.parent !== null &&
+          activeNode(op.node.parent) &&
+          op.node.parent !== op.node.id &&
+          !isAncestor(state, op.node.id, op.node.parent)
+        );
       }
       return !state.has(op.node.id) && (op.node.parent === null || activeNode(op.node.parent));
     case "level":
@@ -142,9 +153,16 @@ export function valid(state: State, op: Op): boolean {
  *   (see tombstonedBy, restoredBy).
  * Refused ops write nothing; the others are applied with applyAs.
  */
-export function writeOutcome(state: State, grants: Grants, op: Op): { status: 200 } | { status: 400 | 403; reason: string } {
+export function writeOutcome(
+  state: State,
+  grants: Grants,
+  op: Op,
+): { status: 200 } | { status: 400 | 403; reason: string } {
   const sees = (id: string) => visible(grants, state, state, id);
-  const refused = (reason: string) => ({ status: reason === "OUTSIDE_GRANTS" ? (403 as const) : (400 as const), reason });
+  const refused = (reason: string) => ({
+    status: reason === "OUTSIDE_GRANTS" ? (403 as const) : (400 as const),
+    reason,
+  });
   const after = clone(state);
   switch (op.kind) {
     case "create": {
@@ -297,7 +315,13 @@ export function apply(model: Model, op: Op): number {
 
 /** The key of the count in the answer to an op. */
 export function countKey(op: Op): "created" | "updated" | "deleted" | "restored" {
-  return op.kind === "create" ? "created" : op.kind === "delete" ? "deleted" : op.kind === "restore" ? "restored" : "updated";
+  return op.kind === "create"
+    ? "created"
+    : op.kind === "delete"
+      ? "deleted"
+      : op.kind === "restore"
+        ? "restored"
+        : "updated";
 }
 
 /** The REST request that performs an op. */
@@ -305,14 +329,26 @@ export function restRequest(op: Op): { path: string; body: unknown } {
   switch (op.kind) {
     case "create": {
       const n = op.node;
-      const fields: Record<string, unknown> = { identifier: n.id, payload_type: n.type, parent_identifier: n.parent, access_level: n.level };
+      const fields: Record<string, unknown> = {
+        identifier: n.id,
+        payload_type: n.type,
+        parent_identifier: n.parent,
+        access_level: n.level,
+      };
       if (n.type === "datasource") fields.name = n.id;
       if (n.type === "patient") fields.datasource_id = n.datasourceId;
       if (n.type === "study") fields.modality = "CT";
       if (n.type === "series") fields.series_number = 1;
-      if (n.type === "file") Object.assign(fields, { path: n.object ?? `s3://resources/${n.id}.dcm`, size_bytes: "10" });
+      if (n.type === "file")
+        Object.assign(fields, { path: n.object ?? `s3://resources/${n.id}.dcm`, size_bytes: "10" });
       if (n.type === "artefact")
-        Object.assign(fields, { repo: "r", branch: "main", path: n.artefact?.path ?? "m", status: n.artefact?.status ?? "succeeded", uri: n.object ?? `s3://resources/${n.id}.bin` });
+        Object.assign(fields, {
+          repo: "r",
+          branch: "main",
+          path: n.artefact?.path ?? "m",
+          status: n.artefact?.status ?? "succeeded",
+          uri: n.object ?? `s3://resources/${n.id}.bin`,
+        });
       if (n.type === "annotation") fields.label = "l";
       if (n.type === "dataset") fields.name = n.id;
       return { path: "/resources/create", body: { resources: [fields] } };
@@ -350,7 +386,9 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
   const pick = <T>(xs: readonly T[], i: number): T | undefined => (xs.length === 0 ? undefined : xs[i % xs.length]);
   const [kind = 0, a = 0, b = 0, c = 0, d = 0] = draw;
   const inside = aim !== undefined && d % 2 === 0 ? aim : undefined;
-  const all = [...state.values()].sort((x, y) => x.seq - y.seq).filter((n) => inside === undefined || versionVisible(inside.grants, state, state, n.id));
+  const all = [...state.values()]
+    .sort((x, y) => x.seq - y.seq)
+    .filter((n) => inside === undefined || versionVisible(inside.grants, state, state, n.id));
   const active = all.filter((n) => !n.deleted);
   const ofType = (t: PayloadType) => active.filter((n) => n.type === t);
   const within = inside === undefined ? LEVELS : LEVELS.filter((l) => maySee(inside.grants, null, l));
@@ -363,7 +401,16 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
     case 1: {
       // Patients hang under a datasource node, not always their own one.
       const dsNode = pick(ofType("datasource"), a);
-      op = { kind: "create", node: { id: fresh("pat"), type: "patient", parent: dsNode?.id ?? null, level, datasourceId: inside?.datasource ?? DATASOURCES[b % 3] } };
+      op = {
+        kind: "create",
+        node: {
+          id: fresh("pat"),
+          type: "patient",
+          parent: dsNode?.id ?? null,
+          level,
+          datasourceId: inside?.datasource ?? DATASOURCES[b % 3],
+        },
+      };
       break;
     }
     case 2: {
@@ -383,11 +430,33 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
       if (s) {
         // Files, annotations and artefacts (of two repository paths, some failed: /artefacts/latest skips those).
         const type = (["file", "annotation", "artefact"] as const)[b % 3] as PayloadType;
-        const artefact = type === "artefact" ? { path: `m${Math.floor(b / 3) % 2}`, status: Math.floor(b / 6) % 4 === 0 ? ("failed" as const) : ("succeeded" as const) } : undefined;
+        const artefact =
+          type === "artefact"
+            ? {
+                path: `m${Math.floor(b / 3) % 2}`,
+                status: Math.floor(b / 6) % 4 === 0 ? ("failed" as const) : ("succeeded" as const),
+              }
+            : undefined;
         // One file in four names the object of a resource already there (any, seen or not, tombstones too):
         // the object is reached through it only where the others that name it are seen (docs/contract/18-access.md).
-        const claimed = type === "file" && Math.floor(b / 3) % 4 === 0 ? pick([...state.values()].filter((x) => x.object !== undefined).sort((x, y) => x.seq - y.seq), c) : undefined;
-        op = { kind: "create", node: { id: fresh(type.slice(0, 3)), type, parent: s.id, level, ...(artefact ? { artefact } : {}), ...(claimed ? { object: claimed.object } : {}) } };
+        const claimed =
+          type === "file" && Math.floor(b / 3) % 4 === 0
+            ? pick(
+                [...state.values()].filter((x) => x.object !== undefined).sort((x, y) => x.seq - y.seq),
+                c,
+              )
+            : undefined;
+        op = {
+          kind: "create",
+          node: {
+            id: fresh(type.slice(0, 3)),
+            type,
+            parent: s.id,
+            level,
+            ...(artefact ? { artefact } : {}),
+            ...(claimed ? { object: claimed.object } : {}),
+          },
+        };
       }
       break;
     }
@@ -417,19 +486,37 @@ export function opFrom(state: State, counter: { n: number }, draw: readonly numb
       break;
     }
     case 10: {
-      const n = pick(active.filter((x) => x.type !== "datasource"), a);
+      const n = pick(
+        active.filter((x) => x.type !== "datasource"),
+        a,
+      );
       if (n) op = { kind: "delete", id: n.id };
       break;
     }
     case 11: {
-      const n = pick(all.filter((x) => x.deleted), a);
+      const n = pick(
+        all.filter((x) => x.deleted),
+        a,
+      );
       if (n) op = { kind: "restore", id: n.id };
       break;
     }
     case 14: {
       // A create over a tombstone (any: the writer may not see it), of its own type, under a parent of the right type.
-      const t = pick([...state.values()].sort((x, y) => x.seq - y.seq).filter((x) => x.deleted && (x.type === "study" || x.type === "series" || x.type === "annotation")), a);
-      const parentType: PayloadType | undefined = t?.type === "study" ? "patient" : t?.type === "series" ? "study" : t?.type === "annotation" ? "series" : undefined;
+      const t = pick(
+        [...state.values()]
+          .sort((x, y) => x.seq - y.seq)
+          .filter((x) => x.deleted && (x.type === "study" || x.type === "series" || x.type === "annotation")),
+        a,
+      );
+      const parentType: PayloadType | undefined =
+        t?.type === "study"
+          ? "patient"
+          : t?.type === "series"
+            ? "study"
+            : t?.type === "annotation"
+              ? "series"
+              : undefined;
       const p = parentType === undefined ? undefined : pick(ofType(parentType), b);
       if (t && p) op = { kind: "create", over: true, node: { id: t.id, type: t.type, parent: p.id, level } };
       break;

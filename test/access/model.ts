@@ -52,7 +52,9 @@ export function active(state: State, id: string): boolean {
 export function childrenOf(state: State, parent: string | null): string[] {
   return [...state.entries()]
     .filter(([, n]) => !n.deleted && n.parent === parent)
-    .sort(([a, x], [b, y]) => (x.createdAt < y.createdAt ? -1 : x.createdAt > y.createdAt ? 1 : a < b ? -1 : a > b ? 1 : 0))
+    .sort(([a, x], [b, y]) =>
+      x.createdAt < y.createdAt ? -1 : x.createdAt > y.createdAt ? 1 : a < b ? -1 : a > b ? 1 : 0,
+    )
     .map(([id]) => id);
 }
 

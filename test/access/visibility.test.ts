@@ -19,7 +19,18 @@ import {
 } from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { expectCode, fromMicros, micros } from "../store/helpers.js";
-import { active, attribution, childrenOf, descendantsOf, rng, statsAttribution, visible, visibleParents, type Node, type State } from "./model.js";
+import {
+  active,
+  attribution,
+  childrenOf,
+  descendantsOf,
+  rng,
+  statsAttribution,
+  visible,
+  visibleParents,
+  type Node,
+  type State,
+} from "./model.js";
 
 const LEVELS: readonly AccessLevel[] = ["public", "internal", "restricted"];
 
@@ -37,9 +48,19 @@ describeBackends("access: every read path against the model", (backend) => {
       const random = rng(seed);
       const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)] as T;
       const callers: Record<string, Grants> = {
-        one: grantsOf([{ kind: "datasource", id: dsIds[0] as string }, { kind: "clearance", level: "internal" }]),
-        two: grantsOf([{ kind: "datasource", id: dsIds[0] as string }, { kind: "datasource", id: dsIds[1] as string }, { kind: "clearance", level: "restricted" }]),
-        everyPublic: grantsOf([{ kind: "datasource", id: "*" }, { kind: "clearance", level: "public" }]),
+        one: grantsOf([
+          { kind: "datasource", id: dsIds[0] as string },
+          { kind: "clearance", level: "internal" },
+        ]),
+        two: grantsOf([
+          { kind: "datasource", id: dsIds[0] as string },
+          { kind: "datasource", id: dsIds[1] as string },
+          { kind: "clearance", level: "restricted" },
+        ]),
+        everyPublic: grantsOf([
+          { kind: "datasource", id: "*" },
+          { kind: "clearance", level: "public" },
+        ]),
         all: ALL_GRANTS,
       };
 
@@ -52,13 +73,27 @@ describeBackends("access: every read path against the model", (backend) => {
       };
       let n = 0;
       const fresh = () => `${p}n${(n++).toString().padStart(3, "0")}`;
-      const newRes = (id: string, type: string, parent: string | null, level: AccessLevel, dsId?: string): NewResource => ({
+      const newRes = (
+        id: string,
+        type: string,
+        parent: string | null,
+        level: AccessLevel,
+        dsId?: string,
+      ): NewResource => ({
         identifier: id,
         payloadType: type,
         parentIdentifier: parent,
         accessLevel: level,
         payload:
-          type === "datasource" ? { name: id } : type === "patient" ? { datasource_id: dsId } : type === "study" ? { modality: "CT" } : type === "file" ? { path: `s3://b/${id}` } : {},
+          type === "datasource"
+            ? { name: id }
+            : type === "patient"
+              ? { datasource_id: dsId }
+              : type === "study"
+                ? { modality: "CT" }
+                : type === "file"
+                  ? { path: `s3://b/${id}` }
+                  : {},
       });
       const createAll = async (items: NewResource[]) => {
         const { at } = await store.create(LOCAL_CALLER, items);
@@ -106,14 +141,27 @@ describeBackends("access: every read path against the model", (backend) => {
         }
         return false;
       };
-      const activeOf = (pred: (id: string, node: Node) => boolean) => [...state.entries()].filter(([id, nd]) => !nd.deleted && pred(id, nd)).map(([id]) => id);
+      const activeOf = (pred: (id: string, node: Node) => boolean) =>
+        [...state.entries()].filter(([id, nd]) => !nd.deleted && pred(id, nd)).map(([id]) => id);
 
       for (let i = 0; i < 16; i++) {
-        const kind = pick(["reparent", "reparent", "dsChange", "level", "level", "delete", "restore", "create", "recreate"] as const);
+        const kind = pick([
+          "reparent",
+          "reparent",
+          "dsChange",
+          "level",
+          "level",
+          "delete",
+          "restore",
+          "create",
+          "recreate",
+        ] as const);
         if (kind === "reparent") {
           const movable = activeOf((_, nd) => nd.type !== "patient" && nd.type !== "datasource");
           const x = pick(movable);
-          const targets = activeOf((id, nd) => (nd.type === "patient" || nd.type === "study") && !isUnder(state, id, x));
+          const targets = activeOf(
+            (id, nd) => (nd.type === "patient" || nd.type === "study") && !isUnder(state, id, x),
+          );
           if (!x || targets.length === 0) continue;
           const y = pick(targets);
           const { at } = await store.update(LOCAL_CALLER, [[x, { parentIdentifier: y }]]);
@@ -173,12 +221,21 @@ describeBackends("access: every read path against the model", (backend) => {
           await createAll([newRes(fresh(), pick(["study", "series"]), parent ?? null, pick(LEVELS))]);
         } else {
           // Over a tombstone: a new life, maybe another type and parent; its old children stay under it.
-          const gone = [...state.entries()].filter(([, nd]) => nd.deleted && nd.type !== "datasource").map(([id]) => id);
+          const gone = [...state.entries()]
+            .filter(([, nd]) => nd.deleted && nd.type !== "datasource")
+            .map(([id]) => id);
           if (gone.length === 0) continue;
           const x = pick(gone);
-          const parent = pick(activeOf((id, nd) => (nd.type === "datasource" || nd.type === "study") && !isUnder(state, id, x)));
+          const parent = pick(
+            activeOf((id, nd) => (nd.type === "datasource" || nd.type === "study") && !isUnder(state, id, x)),
+          );
           const d = pick(dsIds);
-          await createAll([pick([newRes(x, "patient", parent ?? null, pick(LEVELS), d), newRes(x, "study", parent ?? null, pick(LEVELS))])]);
+          await createAll([
+            pick([
+              newRes(x, "patient", parent ?? null, pick(LEVELS), d),
+              newRes(x, "study", parent ?? null, pick(LEVELS)),
+            ]),
+          ]);
         }
       }
 
@@ -192,7 +249,8 @@ describeBackends("access: every read path against the model", (backend) => {
         points.push({ asOf: fromMicros(micros(s.at) - 1n), then: i === 0 ? empty : (steps[i - 1] as Step).state });
       });
       const engine = createQueryEngine(db);
-      const plan = (req: Parameters<typeof create<typeof QueryRequestSchema>>[1]) => planQuery(create(QueryRequestSchema, req));
+      const plan = (req: Parameters<typeof create<typeof QueryRequestSchema>>[1]) =>
+        planQuery(create(QueryRequestSchema, req));
       const sorted = (xs: readonly string[]) => [...xs].sort();
       const opts = (asOf: string | undefined) => (asOf !== undefined ? { asOf } : {});
 
@@ -205,8 +263,12 @@ describeBackends("access: every read path against the model", (backend) => {
 
           // read, with children
           const rows = await store.read(grants, ids, opts(asOf));
-          expect(rows.map((r) => r.identifier), `read ${where}`).toEqual(seen);
-          for (const r of rows) expect(r.children, `read children of ${r.identifier} ${where}`).toEqual(seenChildren(r.identifier));
+          expect(
+            rows.map((r) => r.identifier),
+            `read ${where}`,
+          ).toEqual(seen);
+          for (const r of rows)
+            expect(r.children, `read children of ${r.identifier} ${where}`).toEqual(seenChildren(r.identifier));
 
           // query by identifiers, count, export
           const all = plan({ identifiers: ids });
@@ -220,19 +282,37 @@ describeBackends("access: every read path against the model", (backend) => {
           });
           expect(sorted(exported), `export ${where}`).toEqual(seen);
           // payload type and a metadata filter
-          const studies = plan({ identifiers: ids, payloadType: "study", filters: [{ field: "access_level", op: "ne", value: { kind: { case: "stringValue", value: "restricted" } } }] });
-          const wantStudies = seen.filter((id) => then.get(id)?.type === "study" && then.get(id)?.level !== "restricted");
-          expect(sorted((await engine.page(studies, grants, { asOf, limit: 10_000 })).resources.map((r) => r.identifier)), `studies ${where}`).toEqual(wantStudies);
+          const studies = plan({
+            identifiers: ids,
+            payloadType: "study",
+            filters: [
+              { field: "access_level", op: "ne", value: { kind: { case: "stringValue", value: "restricted" } } },
+            ],
+          });
+          const wantStudies = seen.filter(
+            (id) => then.get(id)?.type === "study" && then.get(id)?.level !== "restricted",
+          );
+          expect(
+            sorted((await engine.page(studies, grants, { asOf, limit: 10_000 })).resources.map((r) => r.identifier)),
+            `studies ${where}`,
+          ).toEqual(wantStudies);
 
           // parent queries: direct and every descendant (the full tree's, filtered)
           if (k % 4 === 0) {
             for (const root of [...dsIds, ...patients.slice(0, 3), loose]) {
               const direct = await engine.page(plan({ parentIdentifier: root }), grants, { asOf, limit: 10_000 });
-              expect(sorted(direct.resources.map((r) => r.identifier)), `children query ${root} ${where}`).toEqual(sorted(childrenOf(then, root).filter(sees)));
+              expect(sorted(direct.resources.map((r) => r.identifier)), `children query ${root} ${where}`).toEqual(
+                sorted(childrenOf(then, root).filter(sees)),
+              );
               const deep = plan({ parentIdentifier: root, includeIndirectParents: true });
               const want = sorted(descendantsOf(then, root).filter(sees));
-              expect(sorted((await engine.page(deep, grants, { asOf, limit: 10_000 })).resources.map((r) => r.identifier)), `descendants ${root} ${where}`).toEqual(want);
-              expect(await engine.count(deep, grants, asOf), `descendant count ${root} ${where}`).toBe(BigInt(want.length));
+              expect(
+                sorted((await engine.page(deep, grants, { asOf, limit: 10_000 })).resources.map((r) => r.identifier)),
+                `descendants ${root} ${where}`,
+              ).toEqual(want);
+              expect(await engine.count(deep, grants, asOf), `descendant count ${root} ${where}`).toBe(
+                BigInt(want.length),
+              );
             }
             // /children and its counts; /parents
             for (const id of ids) {
@@ -242,14 +322,25 @@ describeBackends("access: every read path against the model", (backend) => {
                 continue;
               }
               const nodes = await listChildren(db, grants, { parentIdentifier: id, ...opts(asOf) });
-              expect(nodes.map((x) => x.identifier), `/children ${id} ${where}`).toEqual(seenChildren(id));
+              expect(
+                nodes.map((x) => x.identifier),
+                `/children ${id} ${where}`,
+              ).toEqual(seenChildren(id));
               for (const node of nodes) {
-                expect(node.childCount, `child_count ${node.identifier} ${where}`).toBe(seenChildren(node.identifier).length);
-                expect(node.descendantCount, `descendant_count ${node.identifier} ${where}`).toBe(descendantsOf(then, node.identifier).filter(sees).length);
+                expect(node.childCount, `child_count ${node.identifier} ${where}`).toBe(
+                  seenChildren(node.identifier).length,
+                );
+                expect(node.descendantCount, `descendant_count ${node.identifier} ${where}`).toBe(
+                  descendantsOf(then, node.identifier).filter(sees).length,
+                );
               }
-              expect(await listParents(db, grants, id, opts(asOf)), `/parents ${id} ${where}`).toEqual(visibleParents(then, now, grants, id));
+              expect(await listParents(db, grants, id, opts(asOf)), `/parents ${id} ${where}`).toEqual(
+                visibleParents(then, now, grants, id),
+              );
             }
-            const roots = (await listChildren(db, grants, opts(asOf))).map((x) => x.identifier).filter((id) => id.startsWith(p));
+            const roots = (await listChildren(db, grants, opts(asOf)))
+              .map((x) => x.identifier)
+              .filter((id) => id.startsWith(p));
             expect(roots, `roots ${where}`).toEqual(seenChildren(null));
           }
         }
@@ -257,15 +348,25 @@ describeBackends("access: every read path against the model", (backend) => {
         // statistics (now): only granted datasources, counting only what the caller may see
         const stats = (await datasourceStats(db, grants)).filter((r) => r.datasourceId.startsWith(p));
         // A datasource is listed through an active patient the caller may see (no registry rows here).
-        const listedDs = dsIds.filter((d) => [...now].some(([nid, nd]) => !nd.deleted && nd.type === "patient" && nd.ds === d && visible(now, now, grants, nid)));
+        const listedDs = dsIds.filter((d) =>
+          [...now].some(
+            ([nid, nd]) => !nd.deleted && nd.type === "patient" && nd.ds === d && visible(now, now, grants, nid),
+          ),
+        );
         const wantDs = listedDs.filter((d) => grants.datasources === "all" || grants.datasources.has(d));
-        expect(stats.map((r) => r.datasourceId), `stats ${name}`).toEqual(wantDs);
+        expect(
+          stats.map((r) => r.datasourceId),
+          `stats ${name}`,
+        ).toEqual(wantDs);
         for (const row of stats) {
-          const want = ids.filter((id) => statsAttribution(now, id) === row.datasourceId && visible(now, now, grants, id)).length;
+          const want = ids.filter(
+            (id) => statsAttribution(now, id) === row.datasourceId && visible(now, now, grants, id),
+          ).length;
           expect(row.resources, `stats resources ${row.datasourceId} ${name}`).toBe(want);
         }
         for (const d of dsIds) {
-          if (grants.datasources !== "all" && !grants.datasources.has(d)) await expectCode(datasourceStats(db, grants, { datasourceId: d }), Code.NotFound);
+          if (grants.datasources !== "all" && !grants.datasources.has(d))
+            await expectCode(datasourceStats(db, grants, { datasourceId: d }), Code.NotFound);
         }
       }
 
@@ -277,13 +378,29 @@ describeBackends("access: every read path against the model", (backend) => {
       expect(attr.map((r) => [r.identifier, r.datasource_id])).toEqual(ids.map((id) => [id, attribution(now, id)]));
 
       // A cursor taken by one caller does not continue for another.
-      const byOne = await engine.page(planQuery(create(QueryRequestSchema, { identifiers: ids })), callers["two"] as Grants, { limit: 1 });
+      const byOne = await engine.page(
+        planQuery(create(QueryRequestSchema, { identifiers: ids })),
+        callers["two"] as Grants,
+        { limit: 1 },
+      );
       expect(byOne.nextCursor).toBeDefined();
       for (const other of [callers["one"], callers["everyPublic"], ALL_GRANTS] as Grants[]) {
-        await expectCode(engine.page(planQuery(create(QueryRequestSchema, { identifiers: ids })), other, { cursor: byOne.nextCursor, limit: 10 }), Code.InvalidArgument);
+        await expectCode(
+          engine.page(planQuery(create(QueryRequestSchema, { identifiers: ids })), other, {
+            cursor: byOne.nextCursor,
+            limit: 10,
+          }),
+          Code.InvalidArgument,
+        );
       }
-      const cont = await engine.page(planQuery(create(QueryRequestSchema, { identifiers: ids })), callers["two"] as Grants, { cursor: byOne.nextCursor, limit: 10_000 });
-      expect(cont.resources.length + 1).toBe(ids.filter((id) => active(now, id) && visible(now, now, callers["two"] as Grants, id)).length);
+      const cont = await engine.page(
+        planQuery(create(QueryRequestSchema, { identifiers: ids })),
+        callers["two"] as Grants,
+        { cursor: byOne.nextCursor, limit: 10_000 },
+      );
+      expect(cont.resources.length + 1).toBe(
+        ids.filter((id) => active(now, id) && visible(now, now, callers["two"] as Grants, id)).length,
+      );
     }, 600_000);
   }
 });

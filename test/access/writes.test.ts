@@ -8,11 +8,23 @@ import { Code } from "@connectrpc/connect";
 import { expect, it } from "vitest";
 import { ALL_GRANTS, grantsOf, type Grants, LOCAL_CALLER } from "../../src/access/index.js";
 import { reasonOf } from "../../src/errors.js";
-import { createRegistry, createResourceStore, latestArtefact, objectPathVisible, type NewResource } from "../../src/store/index.js";
+import {
+  createRegistry,
+  createResourceStore,
+  latestArtefact,
+  objectPathVisible,
+  type NewResource,
+} from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
 
-const res = (identifier: string, payloadType: string, parent: string | null, accessLevel: string, payload: Record<string, unknown> = {}): NewResource => ({
+const res = (
+  identifier: string,
+  payloadType: string,
+  parent: string | null,
+  accessLevel: string,
+  payload: Record<string, unknown> = {},
+): NewResource => ({
   identifier,
   payloadType,
   parentIdentifier: parent,
@@ -50,12 +62,20 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
       res(t.f1, "file", t.s1, "internal", { path: `s3://bucket/${p}/f1` }),
       res(t.f2, "file", t.s2, "public", { path: `s3://bucket/${p}/f2` }),
     ]);
-    const one = grantsOf([{ kind: "datasource", id: t.ds1 }, { kind: "clearance", level: "internal" }]);
-    const two = grantsOf([{ kind: "datasource", id: t.ds1 }, { kind: "datasource", id: t.ds2 }, { kind: "clearance", level: "restricted" }]);
+    const one = grantsOf([
+      { kind: "datasource", id: t.ds1 },
+      { kind: "clearance", level: "internal" },
+    ]);
+    const two = grantsOf([
+      { kind: "datasource", id: t.ds1 },
+      { kind: "datasource", id: t.ds2 },
+      { kind: "clearance", level: "restricted" },
+    ]);
     return { t, one, two };
   }
 
-  const ids = async (list: readonly string[], grants: Grants = ALL_GRANTS) => (await backend().store.read(grants, list, { excludeChildren: true })).map((r) => r.identifier);
+  const ids = async (list: readonly string[], grants: Grants = ALL_GRANTS) =>
+    (await backend().store.read(grants, list, { excludeChildren: true })).map((r) => r.identifier);
   const reason = async (p: Promise<unknown>, code: Code) => reasonOf(await expectCode(p, code));
 
   it("create: outside the grants is 403 and writes nothing; an invisible parent is a missing one", async () => {
@@ -64,11 +84,30 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
     const n = (s: string) => `${t.p}new-${s}`;
     expect((await store.create(callerWith(one), [res(n("ok"), "series", t.s1, "internal")])).count).toBe(1);
     // A parent the caller may not see answers as a missing one, and the whole batch fails.
-    expect(await reason(store.create(callerWith(one), [res(n("a"), "series", t.s1, "internal"), res(n("b"), "series", t.s2, "public")]), Code.FailedPrecondition)).toBe("DANGLING_PARENT");
-    expect(await reason(store.create(callerWith(one), [res(n("c"), "series", t.s1, "restricted")]), Code.PermissionDenied)).toBe("OUTSIDE_GRANTS");
-    expect(await reason(store.create(callerWith(one), [res(n("d"), "patient", null, "internal", { datasource_id: t.ds2 })]), Code.PermissionDenied)).toBe("OUTSIDE_GRANTS");
-    expect(await reason(store.create(callerWith(one), [res(n("e"), "datasource", null, "public", { name: "e" })]), Code.PermissionDenied)).toBe("OUTSIDE_GRANTS");
-    expect(await reason(store.create(callerWith(one), [res(n("f"), "series", t.s1r, "internal")]), Code.FailedPrecondition)).toBe("DANGLING_PARENT");
+    expect(
+      await reason(
+        store.create(callerWith(one), [res(n("a"), "series", t.s1, "internal"), res(n("b"), "series", t.s2, "public")]),
+        Code.FailedPrecondition,
+      ),
+    ).toBe("DANGLING_PARENT");
+    expect(
+      await reason(store.create(callerWith(one), [res(n("c"), "series", t.s1, "restricted")]), Code.PermissionDenied),
+    ).toBe("OUTSIDE_GRANTS");
+    expect(
+      await reason(
+        store.create(callerWith(one), [res(n("d"), "patient", null, "internal", { datasource_id: t.ds2 })]),
+        Code.PermissionDenied,
+      ),
+    ).toBe("OUTSIDE_GRANTS");
+    expect(
+      await reason(
+        store.create(callerWith(one), [res(n("e"), "datasource", null, "public", { name: "e" })]),
+        Code.PermissionDenied,
+      ),
+    ).toBe("OUTSIDE_GRANTS");
+    expect(
+      await reason(store.create(callerWith(one), [res(n("f"), "series", t.s1r, "internal")]), Code.FailedPrecondition),
+    ).toBe("DANGLING_PARENT");
     // No datasource at all: governed by clearance alone.
     expect((await store.create(callerWith(one), [res(n("g"), "study", null, "public")])).count).toBe(1);
     expect(await ids([n("ok"), n("a"), n("b"), n("c"), n("d"), n("e"), n("f"), n("g")])).toEqual([n("ok"), n("g")]);
@@ -77,11 +116,30 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
   it("update: invisible is unknown; levels beyond the clearance and moves out of the grants are 403", async () => {
     const { store, db } = backend();
     const { t, one, two } = await setup();
-    expect(await reason(store.update(callerWith(one), [[t.s1r, { license: "x" }]]), Code.FailedPrecondition)).toBe("UNKNOWN_IDENTIFIER");
-    expect(await reason(store.update(callerWith(one), [[t.s1, { license: "x" }], [t.s2, { license: "y" }]]), Code.FailedPrecondition)).toBe("UNKNOWN_IDENTIFIER");
-    expect(await reason(store.update(callerWith(one), [[t.s1, { accessLevel: "restricted" }]]), Code.PermissionDenied)).toBe("OUTSIDE_GRANTS");
-    expect(await reason(store.update(callerWith(one), [[t.p1, { payload: { datasource_id: t.ds2 } }]]), Code.PermissionDenied)).toBe("OUTSIDE_GRANTS");
-    expect(await reason(store.update(callerWith(one), [[t.s1, { parentIdentifier: t.p2 }]]), Code.FailedPrecondition)).toBe("DANGLING_PARENT");
+    expect(await reason(store.update(callerWith(one), [[t.s1r, { license: "x" }]]), Code.FailedPrecondition)).toBe(
+      "UNKNOWN_IDENTIFIER",
+    );
+    expect(
+      await reason(
+        store.update(callerWith(one), [
+          [t.s1, { license: "x" }],
+          [t.s2, { license: "y" }],
+        ]),
+        Code.FailedPrecondition,
+      ),
+    ).toBe("UNKNOWN_IDENTIFIER");
+    expect(
+      await reason(store.update(callerWith(one), [[t.s1, { accessLevel: "restricted" }]]), Code.PermissionDenied),
+    ).toBe("OUTSIDE_GRANTS");
+    expect(
+      await reason(
+        store.update(callerWith(one), [[t.p1, { payload: { datasource_id: t.ds2 } }]]),
+        Code.PermissionDenied,
+      ),
+    ).toBe("OUTSIDE_GRANTS");
+    expect(
+      await reason(store.update(callerWith(one), [[t.s1, { parentIdentifier: t.p2 }]]), Code.FailedPrecondition),
+    ).toBe("DANGLING_PARENT");
     const [s1] = await store.read(ALL_GRANTS, [t.s1]);
     expect(s1).toMatchObject({ version: 1, license: null, accessLevel: "internal", parentIdentifier: t.p1 });
     // Allowed: within the grants before and after; the moved subtree takes its new datasource.
@@ -94,7 +152,9 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
     expect(rows.map((r) => r.datasource_id)).toEqual([t.ds2, t.ds2]);
     // Now outside `one`: unknown to it.
     expect(await ids([t.s1, t.f1], one)).toEqual([]);
-    expect(await reason(store.update(callerWith(one), [[t.f1, { license: "x" }]]), Code.FailedPrecondition)).toBe("UNKNOWN_IDENTIFIER");
+    expect(await reason(store.update(callerWith(one), [[t.f1, { license: "x" }]]), Code.FailedPrecondition)).toBe(
+      "UNKNOWN_IDENTIFIER",
+    );
   });
 
   it("update and create: a writer without every datasource cannot move what it sees out of its datasources, taking hidden descendants along", async () => {
@@ -103,12 +163,18 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
     // h: restricted, below s1 (internal, ds1); `one` sees s1 but not h.
     const h = `${t.p}h`;
     await store.create(LOCAL_CALLER, [res(h, "series", t.s1, "restricted")]);
-    const ds2Restricted = grantsOf([{ kind: "datasource", id: t.ds2 }, { kind: "clearance", level: "restricted" }]);
+    const ds2Restricted = grantsOf([
+      { kind: "datasource", id: t.ds2 },
+      { kind: "clearance", level: "restricted" },
+    ]);
     expect(await ids([h], ds2Restricted)).toEqual([]);
     // To the root, or directly below the datasource node (a datasource node hands down no datasource):
     // s1 and h would have none, and every datasource's restricted callers would see h.
     for (const parentIdentifier of [null, t.ds1]) {
-      const err = await expectCode(store.update(callerWith(one), [[t.s1, { parentIdentifier }]]), Code.PermissionDenied);
+      const err = await expectCode(
+        store.update(callerWith(one), [[t.s1, { parentIdentifier }]]),
+        Code.PermissionDenied,
+      );
       expect(reasonOf(err)).toBe("OUTSIDE_GRANTS");
       expect(err.rawMessage).toContain(t.s1);
       expect(err.rawMessage).not.toContain(h);
@@ -119,8 +185,12 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
     // A tombstone of another datasource re-created at the root by `one` would hand over f2,
     // which the delete (no cascade) left active below it.
     await store.delete(LOCAL_CALLER, [t.s2]);
-    expect(await reason(store.create(callerWith(one), [res(t.s2, "study", null, "public")]), Code.PermissionDenied)).toBe("OUTSIDE_GRANTS");
-    expect(await reason(store.create(callerWith(one), [res(t.s2, "study", t.p1, "public")]), Code.PermissionDenied)).toBe("OUTSIDE_GRANTS");
+    expect(
+      await reason(store.create(callerWith(one), [res(t.s2, "study", null, "public")]), Code.PermissionDenied),
+    ).toBe("OUTSIDE_GRANTS");
+    expect(
+      await reason(store.create(callerWith(one), [res(t.s2, "study", t.p1, "public")]), Code.PermissionDenied),
+    ).toBe("OUTSIDE_GRANTS");
     expect(await ids([t.s2, t.f2], one)).toEqual([]);
     // Between datasources it holds, a writer may move; so may one with every datasource, to the root too.
     expect((await store.update(callerWith(two), [[t.s1, { parentIdentifier: t.p2 }]])).count).toBe(1);
@@ -137,19 +207,38 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
     // s1r (restricted) sits below p1, which `one` may see: moving p1 under it would close a cycle.
     // The answer must be the one for a parent that does not exist, not CYCLE (which says that s1r
     // exists and lies below p1, which no read tells `one`).
-    const missing = await reason(store.update(callerWith(one), [[t.s1, { parentIdentifier: `${t.p}nowhere` }]]), Code.FailedPrecondition);
+    const missing = await reason(
+      store.update(callerWith(one), [[t.s1, { parentIdentifier: `${t.p}nowhere` }]]),
+      Code.FailedPrecondition,
+    );
     expect(missing).toBe("DANGLING_PARENT");
-    expect(await reason(store.update(callerWith(one), [[t.p1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition)).toBe(missing);
+    expect(
+      await reason(store.update(callerWith(one), [[t.p1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition),
+    ).toBe(missing);
     // The same move by a caller who may see s1r is the cycle it is.
-    expect(await reason(store.update(LOCAL_CALLER, [[t.p1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition)).toBe("CYCLE");
+    expect(
+      await reason(store.update(LOCAL_CALLER, [[t.p1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition),
+    ).toBe("CYCLE");
     const [p1] = await store.read(ALL_GRANTS, [t.p1]);
     expect(p1).toMatchObject({ version: 1, parentIdentifier: t.ds1 });
     // Nor where the hidden parent sits at the depth limit (s1r has two ancestors): TREE_TOO_DEEP would tell its depth.
     const shallow = createResourceStore(db, { maxTreeDepth: 2 });
-    expect(await reason(shallow.update(callerWith(one), [[t.f1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition)).toBe(missing);
-    expect(await reason(shallow.create(callerWith(one), [res(`${t.p}deep`, "series", t.s1r, "internal")]), Code.FailedPrecondition)).toBe(missing);
+    expect(
+      await reason(shallow.update(callerWith(one), [[t.f1, { parentIdentifier: t.s1r }]]), Code.FailedPrecondition),
+    ).toBe(missing);
+    expect(
+      await reason(
+        shallow.create(callerWith(one), [res(`${t.p}deep`, "series", t.s1r, "internal")]),
+        Code.FailedPrecondition,
+      ),
+    ).toBe(missing);
     // A parent it may see at the same depth (s1) is too deep, as it is.
-    expect(await reason(shallow.create(callerWith(one), [res(`${t.p}deep`, "series", t.s1, "internal")]), Code.FailedPrecondition)).toBe("TREE_TOO_DEEP");
+    expect(
+      await reason(
+        shallow.create(callerWith(one), [res(`${t.p}deep`, "series", t.s1, "internal")]),
+        Code.FailedPrecondition,
+      ),
+    ).toBe("TREE_TOO_DEEP");
     expect(await ids([`${t.p}deep`])).toEqual([]);
   });
 
@@ -191,7 +280,13 @@ describeBackends("access: writes, registry, artefacts, object paths", (backend) 
     const { store, db } = backend();
     const { t, one } = await setup();
     const art = (id: string, parent: string, level: string) => ({
-      ...res(id, "artefact", parent, level, { repo: `${t.p}r`, branch: "main", path: "m.onnx", status: "succeeded", uri: `s3://bucket/${id}` }),
+      ...res(id, "artefact", parent, level, {
+        repo: `${t.p}r`,
+        branch: "main",
+        path: "m.onnx",
+        status: "succeeded",
+        uri: `s3://bucket/${id}`,
+      }),
     });
     await store.create(LOCAL_CALLER, [art(`${t.p}a1`, t.s1, "internal")]);
     // Levels are not inherited: only a2's own datasource (ds2) hides it from `one`.

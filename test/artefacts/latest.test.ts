@@ -15,21 +15,38 @@ const artefact = (identifier: string, p: string, status: string, extra: Record<s
 describeServices("GET /artefacts/latest", (svc) => {
   const store = () => svc().backend.store;
   const latest = (p: string, extra: { asOf?: string; branch?: string; path?: string } = {}) =>
-    svc().artefacts.latest({ repo: `${p}/repo`, branch: extra.branch ?? "main", path: extra.path ?? "models/unet.onnx", ...(extra.asOf ? { asOf: extra.asOf } : {}) });
+    svc().artefacts.latest({
+      repo: `${p}/repo`,
+      branch: extra.branch ?? "main",
+      path: extra.path ?? "models/unet.onnx",
+      ...(extra.asOf ? { asOf: extra.asOf } : {}),
+    });
 
   it("answers the succeeded artefact created last for repo, branch and path, as a full resource", async () => {
     const p = uid();
     await expectCode(latest(p), Code.NotFound);
-    const t1 = (await store().create(LOCAL_CALLER, [artefact(`${p}a1`, p, "succeeded", { commit: "c1", uri: "s3://b/a1", metrics: { dice: 0.91 } })])).at;
+    const t1 = (
+      await store().create(LOCAL_CALLER, [
+        artefact(`${p}a1`, p, "succeeded", { commit: "c1", uri: "s3://b/a1", metrics: { dice: 0.91 } }),
+      ])
+    ).at;
     const t2 = (await store().create(LOCAL_CALLER, [artefact(`${p}a2`, p, "failed")])).at;
     await store().create(LOCAL_CALLER, [
       artefact(`${p}a3`, p, "running"),
-      { ...artefact(`${p}other-branch`, p, "succeeded"), payload: { repo: `${p}/repo`, branch: "dev", path: "models/unet.onnx", status: "succeeded" } },
+      {
+        ...artefact(`${p}other-branch`, p, "succeeded"),
+        payload: { repo: `${p}/repo`, branch: "dev", path: "models/unet.onnx", status: "succeeded" },
+      },
     ]);
     const { resource } = await latest(p);
     expect(resource?.identifier).toBe(`${p}a1`);
     expect(resource?.payload.case).toBe("artefact");
-    expect(resource?.payload.value).toMatchObject({ commit: "c1", uri: "s3://b/a1", metrics: { dice: 0.91 }, status: "succeeded" });
+    expect(resource?.payload.value).toMatchObject({
+      commit: "c1",
+      uri: "s3://b/a1",
+      metrics: { dice: 0.91 },
+      status: "succeeded",
+    });
     expect(resource?.version).toBe(1n);
     expect(resource?.createdAt).toBe(t1);
     expect((await latest(p, { branch: "dev" })).resource?.identifier).toBe(`${p}other-branch`);
@@ -56,9 +73,16 @@ describeServices("GET /artefacts/latest", (svc) => {
 
   it("orders one batch by identifier, and refuses missing fields and bad as_of", async () => {
     const p = uid();
-    await store().create(LOCAL_CALLER, [artefact(`${p}b`, p, "succeeded"), artefact(`${p}c`, p, "succeeded"), artefact(`${p}a`, p, "succeeded")]);
+    await store().create(LOCAL_CALLER, [
+      artefact(`${p}b`, p, "succeeded"),
+      artefact(`${p}c`, p, "succeeded"),
+      artefact(`${p}a`, p, "succeeded"),
+    ]);
     expect((await latest(p)).resource?.identifier).toBe(`${p}c`);
-    await expectCode(svc().artefacts.latest({ repo: `${p}/repo`, branch: "", path: "models/unet.onnx" }), Code.InvalidArgument);
+    await expectCode(
+      svc().artefacts.latest({ repo: `${p}/repo`, branch: "", path: "models/unet.onnx" }),
+      Code.InvalidArgument,
+    );
     await expectCode(svc().artefacts.latest({ repo: "", branch: "main", path: "x" }), Code.InvalidArgument);
     await expectCode(latest(p, { asOf: "2026-01-01" }), Code.InvalidArgument);
   });

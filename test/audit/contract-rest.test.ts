@@ -29,8 +29,22 @@ beforeAll(async () => {
       { identifier: "au-ds", payload_type: "datasource", name: "Audit DS" },
       { identifier: "au-p", payload_type: "patient", parent_identifier: "au-ds", datasource_id: "au-ds" },
       { identifier: "au-s", payload_type: "study", parent_identifier: "au-p", modality: "CT" },
-      { identifier: "au-f", payload_type: "file", parent_identifier: "au-s", path: "s3://b/k", size_bytes: "9007199254740993" },
-      { identifier: "au-a", payload_type: "artefact", repo: "org/m", branch: "main", path: "m.onnx", status: "succeeded", metrics: { dice: 0.5 } },
+      {
+        identifier: "au-f",
+        payload_type: "file",
+        parent_identifier: "au-s",
+        path: "s3://b/k",
+        size_bytes: "9007199254740993",
+      },
+      {
+        identifier: "au-a",
+        payload_type: "artefact",
+        repo: "org/m",
+        branch: "main",
+        path: "m.onnx",
+        status: "succeeded",
+        metrics: { dice: 0.5 },
+      },
     ],
   });
   expect(r).toEqual({ status: 200, json: { created: 5 } });
@@ -41,7 +55,17 @@ afterAll(async () => {
 });
 
 describe("section 1: the shape of a resource in a response", () => {
-  const METADATA = ["identifier", "parent_identifier", "license", "access_level", "derived_from", "payload_type", "created_at", "updated_at", "version"];
+  const METADATA = [
+    "identifier",
+    "parent_identifier",
+    "license",
+    "access_level",
+    "derived_from",
+    "payload_type",
+    "created_at",
+    "updated_at",
+    "version",
+  ];
 
   it("read, query and artefacts/latest give every metadata field, null when unset, and leave unset payload fields out", async () => {
     const [read] = (await post("/resources/read", { identifiers: ["au-a"] })).json;
@@ -61,7 +85,9 @@ describe("section 1: the shape of a resource in a response", () => {
     expect(read.children).toEqual([]);
     expect(queried).not.toHaveProperty("children");
     expect(latest).not.toHaveProperty("children");
-    expect(Object.keys(read).sort()).toEqual([...METADATA, "children", "repo", "branch", "path", "status", "metrics"].sort());
+    expect(Object.keys(read).sort()).toEqual(
+      [...METADATA, "children", "repo", "branch", "path", "status", "metrics"].sort(),
+    );
   });
 
   it("writes counts as JSON numbers on REST and int64 as strings over Connect JSON", async () => {
@@ -74,7 +100,11 @@ describe("section 1: the shape of a resource in a response", () => {
     const [stats] = (await get("/datasources/stats")).json;
     expect(stats).toEqual({ datasource_id: "au-ds", patients: 0, studies: 0, resources: 3 });
     const [detailed] = (await get("/datasources/detailed-stats?datasource_id=au-ds")).json;
-    expect(detailed).toMatchObject({ by_payload_type: { patient: 1, study: 1, file: 1 }, by_access_level: { internal: 3 }, total_bytes: "9007199254740993" });
+    expect(detailed).toMatchObject({
+      by_payload_type: { patient: 1, study: 1, file: 1 },
+      by_access_level: { internal: 3 },
+      total_bytes: "9007199254740993",
+    });
     // the int64 payload field keeps every digit as a string on REST too
     expect((await post("/resources/read", { identifiers: ["au-f"] })).json[0].size_bytes).toBe("9007199254740993");
 
@@ -87,15 +117,24 @@ describe("section 1: the shape of a resource in a response", () => {
   });
 
   it("refuses response-only and unknown fields of a create only where they are unknown to the type", async () => {
-    await expectError(post("/resources/create", { resources: [{ identifier: "au-x", payload_type: "series", path: "s3://b/k" }] }), 400, "invalid_argument");
-    await expectError(post("/resources/create", { resources: [{ identifier: "au-x", payload_type: "series", is_deleted: true }] }), 400, "invalid_argument");
+    await expectError(
+      post("/resources/create", { resources: [{ identifier: "au-x", payload_type: "series", path: "s3://b/k" }] }),
+      400,
+      "invalid_argument",
+    );
+    await expectError(
+      post("/resources/create", { resources: [{ identifier: "au-x", payload_type: "series", is_deleted: true }] }),
+      400,
+      "invalid_argument",
+    );
   });
 });
 
 describe("timestamps: RFC 3339 UTC with exactly 6 fractional digits on every surface", () => {
   it("in resources, tree nodes, artefacts/latest, detailed stats and the parquet preview of an export", async () => {
     const seen: string[] = [];
-    for (const r of (await post("/resources/read", { identifiers: ["au-ds", "au-f"] })).json) seen.push(r.created_at, r.updated_at);
+    for (const r of (await post("/resources/read", { identifiers: ["au-ds", "au-f"] })).json)
+      seen.push(r.created_at, r.updated_at);
     for (const r of (await post("/query", {})).json.results) seen.push(r.created_at, r.updated_at);
     for (const n of (await get("/children")).json) seen.push(n.created_at);
     const latest = (await get("/artefacts/latest?repo=org/m&branch=main&path=m.onnx")).json;
@@ -121,7 +160,10 @@ describe("section 3: as_of on every read", () => {
     ["children", (a) => get(`/children?parent_identifier=au-ds&as_of=${encodeURIComponent(a)}`)],
     ["roots", (a) => get(`/children?as_of=${encodeURIComponent(a)}`)],
     ["parents", (a) => get(`/parents/au-f?as_of=${encodeURIComponent(a)}`)],
-    ["artefacts/latest", (a) => get(`/artefacts/latest?repo=org/m&branch=main&path=m.onnx&as_of=${encodeURIComponent(a)}`)],
+    [
+      "artefacts/latest",
+      (a) => get(`/artefacts/latest?repo=org/m&branch=main&path=m.onnx&as_of=${encodeURIComponent(a)}`),
+    ],
     ["query", (a) => post("/query", { as_of: a })],
     ["count", (a) => post("/query/count", { as_of: a })],
     ["parquet", (a) => post("/query/parquet", { as_of: a })],
@@ -148,7 +190,9 @@ describe("section 3: as_of on every read", () => {
   });
 
   it("at the instant of the last write (Z or an offset) and in the future, every read sees that state", async () => {
-    const offset = new Date(Date.parse(written) + 3_600_000).toISOString().replace(/\.\d+Z$/, `.${written.slice(20, 26)}+01:00`);
+    const offset = new Date(Date.parse(written) + 3_600_000)
+      .toISOString()
+      .replace(/\.\d+Z$/, `.${written.slice(20, 26)}+01:00`);
     for (const at of [written, offset, "2999-01-01T00:00:00+02:00"]) {
       for (const [name, read] of reads) {
         const r = await read(at);
@@ -200,7 +244,9 @@ describe("section 4: pages, limits and cursors", () => {
 
   it("takes an as_of equal to the cursor's read point in any offset, refuses another one", async () => {
     const first = (await post("/query", { limit: 2, as_of: written })).json;
-    const sameInstant = new Date(Date.parse(written) - 1_800_000).toISOString().replace(/\.\d+Z$/, `.${written.slice(20, 26)}-00:30`);
+    const sameInstant = new Date(Date.parse(written) - 1_800_000)
+      .toISOString()
+      .replace(/\.\d+Z$/, `.${written.slice(20, 26)}-00:30`);
     for (const at of [written, sameInstant]) {
       expect((await post("/query", { cursor: first.next_cursor, as_of: at })).status).toBe(200);
     }
@@ -221,11 +267,15 @@ describe("section 4: pages, limits and cursors", () => {
 
 describe("section 5: roots", () => {
   it("are the resources with no parent: a child of a tombstoned parent is not a root", async () => {
-    await post("/resources/create", { resources: [
-      { identifier: "au-root", payload_type: "series" },
-      { identifier: "au-leaf", payload_type: "series", parent_identifier: "au-root" },
-    ] });
-    expect((await post("/resources/delete", { identifiers: ["au-root"], cascade: false })).json).toEqual({ deleted: 1 });
+    await post("/resources/create", {
+      resources: [
+        { identifier: "au-root", payload_type: "series" },
+        { identifier: "au-leaf", payload_type: "series", parent_identifier: "au-root" },
+      ],
+    });
+    expect((await post("/resources/delete", { identifiers: ["au-root"], cascade: false })).json).toEqual({
+      deleted: 1,
+    });
     const roots = (await get("/children")).json.map((n: any) => n.identifier);
     expect(roots).not.toContain("au-root");
     expect(roots).not.toContain("au-leaf");

@@ -42,7 +42,11 @@ const cases: readonly Case[] = [
     code: "failed_precondition",
     method: create,
     rpc: { resources: [{ identifier: "er-ds", datasource: { name: "again" } }] },
-    rest: { verb: "POST", path: "/resources/create", body: { resources: [{ identifier: "er-ds", payload_type: "datasource", name: "again" }] } },
+    rest: {
+      verb: "POST",
+      path: "/resources/create",
+      body: { resources: [{ identifier: "er-ds", payload_type: "datasource", name: "again" }] },
+    },
   },
   {
     reason: "DANGLING_PARENT",
@@ -52,7 +56,11 @@ const cases: readonly Case[] = [
     rest: {
       verb: "POST",
       path: "/resources/create",
-      body: { resources: [{ identifier: "er-p9", parent_identifier: "er-nowhere", payload_type: "patient", datasource_id: "er-ds" }] },
+      body: {
+        resources: [
+          { identifier: "er-p9", parent_identifier: "er-nowhere", payload_type: "patient", datasource_id: "er-ds" },
+        ],
+      },
     },
   },
   {
@@ -67,7 +75,11 @@ const cases: readonly Case[] = [
     code: "failed_precondition",
     method: update,
     rpc: { updates: { "er-ds": { patient: { datasource_id: "er-ds" } } } },
-    rest: { verb: "POST", path: "/resources/update", body: { updates: { "er-ds": { payload_type: "patient", datasource_id: "er-ds" } } } },
+    rest: {
+      verb: "POST",
+      path: "/resources/update",
+      body: { updates: { "er-ds": { payload_type: "patient", datasource_id: "er-ds" } } },
+    },
   },
   {
     reason: "TOMBSTONED",
@@ -143,7 +155,11 @@ const cases: readonly Case[] = [
     token: READ,
     method: create,
     rpc: { resources: [{ identifier: "er-new", datasource: { name: "n" } }] },
-    rest: { verb: "POST", path: "/resources/create", body: { resources: [{ identifier: "er-new", payload_type: "datasource", name: "n" }] } },
+    rest: {
+      verb: "POST",
+      path: "/resources/create",
+      body: { resources: [{ identifier: "er-new", payload_type: "datasource", name: "n" }] },
+    },
   },
 ];
 
@@ -195,7 +211,9 @@ async function grpcCall(c: Case): Promise<{ code: number; info: ErrorInfo[] }> {
     if (!(raw instanceof Buffer)) return { code: err.code, info: [] };
     const status = fromBinary(StatusSchema, raw);
     expect(status.code).toBe(err.code);
-    const info = status.details.map((d) => anyUnpack(d, ErrorInfoSchema)).filter((d): d is ErrorInfo => d !== undefined);
+    const info = status.details
+      .map((d) => anyUnpack(d, ErrorInfoSchema))
+      .filter((d): d is ErrorInfo => d !== undefined);
     return { code: err.code, info };
   } finally {
     client.close();
@@ -211,7 +229,11 @@ const GRPC_CODES: Record<string, number> = {
 };
 
 beforeAll(async () => {
-  srv = await startTestServer({ API_TOKENS: `${READ}=read;${WRITE}=write`, MAX_BATCH_ITEMS: String(MAX_ITEMS), MAX_BODY_BYTES: "1024" });
+  srv = await startTestServer({
+    API_TOKENS: `${READ}=read;${WRITE}=write`,
+    MAX_BATCH_ITEMS: String(MAX_ITEMS),
+    MAX_BODY_BYTES: "1024",
+  });
   const post = async (path: string, body: unknown): Promise<void> => {
     const res = await fetch(srv.url + path, {
       method: "POST",
@@ -228,7 +250,9 @@ beforeAll(async () => {
       { identifier: "er-b", payload_type: "patient", datasource_id: "er-ds", parent_identifier: "er-a" },
     ],
   });
-  await post("/resources/create", { resources: [{ identifier: "er-gone", payload_type: "patient", datasource_id: "er-ds" }] });
+  await post("/resources/create", {
+    resources: [{ identifier: "er-gone", payload_type: "patient", datasource_id: "er-ds" }],
+  });
   await post("/resources/delete", { identifiers: ["er-gone"] });
   await post("/patients/register", { datasource_id: "er-ds", external_uid: "uid-1" });
 });
@@ -240,7 +264,16 @@ afterAll(async () => {
 describe("every error carries its catalogue reason", () => {
   it("the cases cover the conditions of the contract's failed_precondition list", () => {
     const covered = new Set(cases.map((c) => c.reason));
-    for (const r of ["IDENTIFIER_ACTIVE", "UNKNOWN_IDENTIFIER", "DANGLING_PARENT", "CYCLE", "PAYLOAD_TYPE_CHANGED", "TOMBSTONED", "ALREADY_REGISTERED", "NOT_REGISTERED"] as const) {
+    for (const r of [
+      "IDENTIFIER_ACTIVE",
+      "UNKNOWN_IDENTIFIER",
+      "DANGLING_PARENT",
+      "CYCLE",
+      "PAYLOAD_TYPE_CHANGED",
+      "TOMBSTONED",
+      "ALREADY_REGISTERED",
+      "NOT_REGISTERED",
+    ] as const) {
       expect(covered.has(r), r).toBe(true);
     }
     for (const c of cases) expect(errorCatalogue[c.reason].code, c.reason).toBe(GRPC_CODES[c.code]);

@@ -45,7 +45,8 @@ afterAll(async () => {
 });
 
 async function unchanged(): Promise<void> {
-  const read = (await post("/resources/read", { identifiers: ["e-a", "e-b", "e-c", "e-new"], exclude_children: true })).json;
+  const read = (await post("/resources/read", { identifiers: ["e-a", "e-b", "e-c", "e-new"], exclude_children: true }))
+    .json;
   expect(read.map((r: any) => [r.identifier, r.version, r.parent_identifier])).toEqual([
     ["e-a", 1, null],
     ["e-b", 1, "e-a"],
@@ -55,13 +56,21 @@ async function unchanged(): Promise<void> {
 
 describe("section 11: malformed whatever is stored is invalid_argument", () => {
   it("bad shapes, types, formats, a field the stored type lacks, a resource as its own parent, too many items", async () => {
-    const create = (r: Record<string, unknown>) => post("/resources/create", { resources: [{ identifier: "e-new", payload_type: "series", ...r }] });
+    const create = (r: Record<string, unknown>) =>
+      post("/resources/create", { resources: [{ identifier: "e-new", payload_type: "series", ...r }] });
     await invalid(create({ identifier: "-starts-with-dash" }));
     await invalid(create({ series_number: "three" }));
     await invalid(create({ access_level: "secret" }));
     await invalid(create({ payload_type: "nope" }));
     await invalid(create({ parent_identifier: "e-new" }));
-    await invalid(post("/resources/create", { resources: [{ identifier: "e-new", payload_type: "series" }, { identifier: "e-new", payload_type: "series" }] }));
+    await invalid(
+      post("/resources/create", {
+        resources: [
+          { identifier: "e-new", payload_type: "series" },
+          { identifier: "e-new", payload_type: "series" },
+        ],
+      }),
+    );
     await invalid(post("/resources/update", { updates: { "e-a": { path: "s3://b/k" } } }));
     await invalid(post("/resources/update", { updates: { "e-a": { parent_identifier: "e-a" } } }));
     await invalid(post("/resources/read", { identifiers: Array.from({ length: 10_001 }, (_, i) => `e-${i}`) }));
@@ -72,10 +81,27 @@ describe("section 11: malformed whatever is stored is invalid_argument", () => {
 
 describe("section 11: a conflict with what is stored is failed_precondition", () => {
   it("identifier active, unknown identifier in an update, dangling parent, cycle, payload_type change, change to a tombstone", async () => {
-    await conflict(post("/resources/create", { resources: [{ identifier: "e-new", payload_type: "series" }, { identifier: "e-a", payload_type: "series" }] }));
-    await conflict(post("/resources/create", { resources: [{ identifier: "e-new", payload_type: "series", parent_identifier: "e-nowhere" }] }));
-    await conflict(post("/resources/create", { resources: [{ identifier: "e-new", payload_type: "series", parent_identifier: "e-t" }] }));
-    await conflict(post("/resources/update", { updates: { "e-a": { description: "x" }, "e-nowhere": { description: "x" } } }));
+    await conflict(
+      post("/resources/create", {
+        resources: [
+          { identifier: "e-new", payload_type: "series" },
+          { identifier: "e-a", payload_type: "series" },
+        ],
+      }),
+    );
+    await conflict(
+      post("/resources/create", {
+        resources: [{ identifier: "e-new", payload_type: "series", parent_identifier: "e-nowhere" }],
+      }),
+    );
+    await conflict(
+      post("/resources/create", {
+        resources: [{ identifier: "e-new", payload_type: "series", parent_identifier: "e-t" }],
+      }),
+    );
+    await conflict(
+      post("/resources/update", { updates: { "e-a": { description: "x" }, "e-nowhere": { description: "x" } } }),
+    );
     await conflict(post("/resources/update", { updates: { "e-a": { parent_identifier: "e-c" } } }));
     await conflict(post("/resources/update", { updates: { "e-a": { payload_type: "study" } } }));
     await conflict(post("/resources/update", { updates: { "e-t": { description: "x" } } }));
@@ -87,7 +113,9 @@ describe("section 11: a conflict with what is stored is failed_precondition", ()
     expect(pat).toMatch(/^pat_/);
     await conflict(post("/patients/register", { datasource_id: "e-ds", external_uid: "u1" }));
     await conflict(post("/patients/resolve", { datasource_id: "e-ds", external_uid: "u2" }));
-    expect((await post("/patients/resolve", { datasource_id: "e-ds", external_uid: "u1" })).json).toEqual({ identifier: pat });
+    expect((await post("/patients/resolve", { datasource_id: "e-ds", external_uid: "u1" })).json).toEqual({
+      identifier: pat,
+    });
     const stu = (await post("/studies/register", { patient_identifier: pat, external_uid: "s1" })).json.identifier;
     expect(stu).toMatch(/^stu_/);
     await conflict(post("/studies/register", { patient_identifier: pat, external_uid: "s1" }));
@@ -120,7 +148,15 @@ describe("section 10: presigning", () => {
       await invalid(post("/s3/presign", { direction: "upload", filename, group: "g" }));
     }
     await invalid(post("/s3/presign", { direction: "download", path: "s3://another-bucket/k" }));
-    await invalid(post("/s3/presign/batch", { direction: "upload", items: [{ filename: "ok", group: "g" }, { filename: "..", group: "g" }] }));
+    await invalid(
+      post("/s3/presign/batch", {
+        direction: "upload",
+        items: [
+          { filename: "ok", group: "g" },
+          { filename: "..", group: "g" },
+        ],
+      }),
+    );
     expect((await post("/s3/presign/batch", { direction: "download", items: [] })).json).toEqual({ urls: [] });
   });
 
@@ -136,7 +172,12 @@ describe("section 10: presigning", () => {
 
 describe("section 10: /s3/parquet", () => {
   it("defaults to limit 100 and offset 0, counts as numbers; 404 for a missing object, 400 for one that is not parquet", async () => {
-    const resources = Array.from({ length: 120 }, (_, i) => ({ identifier: `pq-${String(i).padStart(3, "0")}`, payload_type: "annotation", label: "l", value: i }));
+    const resources = Array.from({ length: 120 }, (_, i) => ({
+      identifier: `pq-${String(i).padStart(3, "0")}`,
+      payload_type: "annotation",
+      label: "l",
+      value: i,
+    }));
     expect((await post("/resources/create", { resources })).json).toEqual({ created: 120 });
     const file = await post("/query/parquet", { payload_type: "annotation", sort_by: "identifier", sort_order: "asc" });
     expect(Number(parquetMetadata(file.bytes!.buffer as ArrayBuffer).num_rows)).toBe(120);
@@ -156,22 +197,36 @@ describe("section 10: /s3/parquet", () => {
     expect(tail.data.map((r: any) => r.identifier)).toEqual(Array.from({ length: 10 }, (_, i) => `pq-${110 + i}`));
 
     for (const bad of ["limit=0", "limit=10001", "offset=-1"]) await invalid(get(`/s3/parquet?path=${q}&${bad}`));
-    await expectError(get(`/s3/parquet?path=${encodeURIComponent(`s3://${bucket}/audit/none.parquet`)}`), 404, "not_found");
-    await invalid(get(`/s3/parquet?path=${encodeURIComponent(await upload("text.parquet", "this is not a parquet file at all"))}`));
+    await expectError(
+      get(`/s3/parquet?path=${encodeURIComponent(`s3://${bucket}/audit/none.parquet`)}`),
+      404,
+      "not_found",
+    );
+    await invalid(
+      get(`/s3/parquet?path=${encodeURIComponent(await upload("text.parquet", "this is not a parquet file at all"))}`),
+    );
   });
 });
 
 describe("section 8: statistics", () => {
   it("lists registry-only datasources, leaves out one seen only on a tombstoned patient, sorts by bytes, 404 for unknown", async () => {
     await post("/patients/register", { datasource_id: "Zz-ds", external_uid: "u" });
-    await post("/resources/create", { resources: [{ identifier: "e-gone", payload_type: "patient", datasource_id: "e-gone-ds" }] });
+    await post("/resources/create", {
+      resources: [{ identifier: "e-gone", payload_type: "patient", datasource_id: "e-gone-ds" }],
+    });
     await post("/resources/delete", { identifiers: ["e-gone"] });
     const ids = (await get("/datasources/stats")).json.map((d: any) => d.datasource_id);
     expect(ids).toEqual(["Zz-ds", "e-ds"]);
     const [only] = (await get("/datasources/detailed-stats?datasource_id=Zz-ds")).json;
     expect(only).toEqual({
-      datasource_id: "Zz-ds", patients: 1, studies: 0, resources: 0,
-      by_payload_type: {}, by_access_level: {}, total_bytes: "0", last_updated_at: null,
+      datasource_id: "Zz-ds",
+      patients: 1,
+      studies: 0,
+      resources: 0,
+      by_payload_type: {},
+      by_access_level: {},
+      total_bytes: "0",
+      last_updated_at: null,
     });
     await expectError(get("/datasources/detailed-stats?datasource_id=e-gone-ds"), 404, "not_found");
   });

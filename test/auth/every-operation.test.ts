@@ -12,7 +12,12 @@ import { startProvider, type TestProvider } from "./oidc-provider.js";
 
 let srv: TestServer;
 let idp: TestProvider;
-const cred: Record<"none-scoped" | Scope, string> = { "none-scoped": "", read: "read-token-1", write: "write-token-1", admin: "admin-token-1" };
+const cred: Record<"none-scoped" | Scope, string> = {
+  "none-scoped": "",
+  read: "read-token-1",
+  write: "write-token-1",
+  admin: "admin-token-1",
+};
 
 beforeAll(async () => {
   idp = await startProvider();
@@ -82,9 +87,13 @@ describe("every operation checks its scope", () => {
     it.each(cases)("$name", async ({ op, needed, init }) => {
       const { verb, path, hasBody } = op.rest;
       const body = hasBody ? JSON.stringify(init) : undefined;
-      const call = (headers: Record<string, string>) => callRest(srv.url, verb, path, { ...(body !== undefined ? { body } : {}), headers });
+      const call = (headers: Record<string, string>) =>
+        callRest(srv.url, verb, path, { ...(body !== undefined ? { body } : {}), headers });
       const none = await call({});
-      expect([none.status, none.json]).toEqual([401, { code: "unauthenticated", message: expect.any(String), reason: "UNAUTHENTICATED" }]);
+      expect([none.status, none.json]).toEqual([
+        401,
+        { code: "unauthenticated", message: expect.any(String), reason: "UNAUTHENTICATED" },
+      ]);
       const bad = await call(bearer("not-a-token"));
       expect([bad.status, (bad.json as { code: string }).code]).toEqual([401, "unauthenticated"]);
       const below = await call(bearer(justBelow(needed)));

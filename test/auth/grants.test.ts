@@ -14,7 +14,10 @@ const dsList = (g: Grants) => (g.datasources === "all" ? "all" : [...g.datasourc
 
 describe("grant scopes of static tokens", () => {
   it("reads datasources (case kept), clearance and actor beside the plain scopes", async () => {
-    const auth = authOf({ API_TOKENS: "a=read,datasource:DS-1,datasource:ds-2,clearance:Internal,actor:etl-bot;b=write;c=read,datasource:*,clearance:public" });
+    const auth = authOf({
+      API_TOKENS:
+        "a=read,datasource:DS-1,datasource:ds-2,clearance:Internal,actor:etl-bot;b=write;c=read,datasource:*,clearance:public",
+    });
     const a = await auth.authenticate("Bearer a");
     expect([...a.scopes]).toEqual(["read"]);
     expect(dsList(a.grants)).toBe("DS-1,ds-2");
@@ -35,7 +38,13 @@ describe("grant scopes of static tokens", () => {
   });
 
   it("refuses malformed grant scopes and a token with grants but no plain scope", () => {
-    for (const bad of ["t=read,clearance:secret", "t=read,datasource:", "t=read,datasource:a b", "t=datasource:ds-1", "t=read,actor:a,actor:b"]) {
+    for (const bad of [
+      "t=read,clearance:secret",
+      "t=read,datasource:",
+      "t=read,datasource:a b",
+      "t=datasource:ds-1",
+      "t=read,actor:a,actor:b",
+    ]) {
       expect(() => authOf({ API_TOKENS: bad }), bad).toThrow(ConfigError);
     }
   });
@@ -53,8 +62,12 @@ describe("visibility of one resource", () => {
   });
 
   it("keys equal grants equally", () => {
-    expect(grantsKey({ datasources: new Set(["b", "a"]), clearance: "public" })).toBe(grantsKey({ datasources: new Set(["a", "b"]), clearance: "public" }));
-    expect(grantsKey({ datasources: new Set(["a"]), clearance: "public" })).not.toBe(grantsKey({ datasources: new Set(["a"]), clearance: "internal" }));
+    expect(grantsKey({ datasources: new Set(["b", "a"]), clearance: "public" })).toBe(
+      grantsKey({ datasources: new Set(["a", "b"]), clearance: "public" }),
+    );
+    expect(grantsKey({ datasources: new Set(["a"]), clearance: "public" })).not.toBe(
+      grantsKey({ datasources: new Set(["a"]), clearance: "internal" }),
+    );
   });
 });
 
@@ -66,11 +79,17 @@ describe("grants in JWTs", () => {
   afterAll(async () => {
     await idp?.close();
   });
-  const authOfIdp = () => createAuthenticator({ ...loadConfig({ OIDC_ISSUER: idp.issuer, OIDC_AUDIENCE: "resource-store" }).auth, oidcAudience: undefined });
+  const authOfIdp = () =>
+    createAuthenticator({
+      ...loadConfig({ OIDC_ISSUER: idp.issuer, OIDC_AUDIENCE: "resource-store" }).auth,
+      oidcAudience: undefined,
+    });
 
   it("reads them from `scope` and `scp`; the actor is `oidc:` and the subject", async () => {
     const auth = authOfIdp();
-    const p = await auth.authenticate(`Bearer ${await idp.sign({ sub: "alice", scope: "openid read datasource:ds-9 clearance:restricted" })}`);
+    const p = await auth.authenticate(
+      `Bearer ${await idp.sign({ sub: "alice", scope: "openid read datasource:ds-9 clearance:restricted" })}`,
+    );
     expect(dsList(p.grants)).toBe("ds-9");
     expect(p.grants.clearance).toBe("restricted");
     expect(p.actor).toBe("oidc:alice");
@@ -81,7 +100,9 @@ describe("grants in JWTs", () => {
   });
 
   it("a malformed clearance narrows to public instead of falling back to restricted", async () => {
-    const p = await authOfIdp().authenticate(`Bearer ${await idp.sign({ sub: "eve", scope: "read clearance:top-secret" })}`);
+    const p = await authOfIdp().authenticate(
+      `Bearer ${await idp.sign({ sub: "eve", scope: "read clearance:top-secret" })}`,
+    );
     expect(p.grants.clearance).toBe("public");
   });
 });

@@ -34,7 +34,10 @@ let log: LogLines;
 beforeAll(async () => {
   idp = await startProvider();
   // Allowed to be issued: read, hospital-a, public. Assigned (the `grants` claim): hospital-b at internal.
-  idp.addUser("alice", { allowed: ["openid", "read", "datasource:ds-a", "clearance:public"], assigned: ["datasource:ds-b", "clearance:internal"] });
+  idp.addUser("alice", {
+    allowed: ["openid", "read", "datasource:ds-a", "clearance:public"],
+    assigned: ["datasource:ds-b", "clearance:internal"],
+  });
   log = logLines("info");
   const env = { API_TOKENS: `${ADMIN}=write`, OIDC_ISSUER: idp.issuer, OIDC_AUDIENCE: AUD, EVENTS_HEARTBEAT_MS: "200" };
   srv = await startTestServer(env, {}, log.logger);
@@ -47,8 +50,20 @@ beforeAll(async () => {
         resources: [
           { identifier: "ds-a", payload_type: "datasource", name: "A", access_level: "public" },
           { identifier: "ds-b", payload_type: "datasource", name: "B", access_level: "public" },
-          { identifier: "pa", payload_type: "patient", parent_identifier: "ds-a", datasource_id: "ds-a", access_level: "public" },
-          { identifier: "pb", payload_type: "patient", parent_identifier: "ds-b", datasource_id: "ds-b", access_level: "public" },
+          {
+            identifier: "pa",
+            payload_type: "patient",
+            parent_identifier: "ds-a",
+            datasource_id: "ds-a",
+            access_level: "public",
+          },
+          {
+            identifier: "pb",
+            payload_type: "patient",
+            parent_identifier: "ds-b",
+            datasource_id: "ds-b",
+            access_level: "public",
+          },
           { identifier: "sa-internal", payload_type: "study", parent_identifier: "pa", access_level: "internal" },
         ],
       }),
@@ -80,7 +95,10 @@ async function visible(s: TestServer, surface: Surface, token: string): Promise<
     return ((await res.json()) as { identifier: string }[]).map((r) => r.identifier).sort();
   }
   const client = createClient(ResourceService, transportOf(s, surface));
-  const res = await client.read({ identifiers: ALL_IDS, excludeChildren: true }, { headers: { authorization: `Bearer ${token}` } });
+  const res = await client.read(
+    { identifiers: ALL_IDS, excludeChildren: true },
+    { headers: { authorization: `Bearer ${token}` } },
+  );
   return res.resources.map((r) => r.identifier).sort();
 }
 
@@ -94,12 +112,15 @@ describe("a token that asks for less", () => {
     expect(await visible(srv, surface, ADMIN)).toEqual([...ALL_IDS].sort());
   });
 
-  it.each(SURFACES)("with OIDC_GRANTS_CLAIM, sees what the user is assigned whatever it asks for, over %s", async (surface) => {
-    for (const scope of ["openid read", "openid read datasource:ds-a clearance:public"]) {
-      const token = await idp.login("alice", scope, AUD);
-      expect(await visible(claimSrv, surface, token)).toEqual(["ds-b", "pb"]);
-    }
-  });
+  it.each(SURFACES)(
+    "with OIDC_GRANTS_CLAIM, sees what the user is assigned whatever it asks for, over %s",
+    async (surface) => {
+      for (const scope of ["openid read", "openid read datasource:ds-a clearance:public"]) {
+        const token = await idp.login("alice", scope, AUD);
+        expect(await visible(claimSrv, surface, token)).toEqual(["ds-b", "pb"]);
+      }
+    },
+  );
 });
 
 /** How a Watch (or GET /events) opened with `token` ended: its code, after every message was read. */
@@ -115,7 +136,10 @@ async function feedEnd(surface: Surface, token: string): Promise<{ code: string;
   }
   const client = createClient(EventService, transportOf(srv, surface));
   try {
-    for await (const _ of client.watch(create(WatchRequestSchema, {}), { headers: { authorization: `Bearer ${token}` } })) messages += 1;
+    for await (const _ of client.watch(create(WatchRequestSchema, {}), {
+      headers: { authorization: `Bearer ${token}` },
+    }))
+      messages += 1;
     return { code: "ok", messages };
   } catch (err) {
     return { code: Code[ConnectError.from(err).code], messages };
@@ -126,32 +150,61 @@ describe("an open feed", () => {
   it("ends with unauthenticated when its token expires, on every surface", async () => {
     // Valid when the streams open; expired (with the 5 s tolerance) a few seconds later.
     const exp = Math.floor(Date.now() / 1000) + 2;
-    const token = await idp.sign({ sub: "feed-reader", scope: "read datasource:* clearance:restricted" }, { audience: AUD, expiresIn: exp });
+    const token = await idp.sign(
+      { sub: "feed-reader", scope: "read datasource:* clearance:restricted" },
+      { audience: AUD, expiresIn: exp },
+    );
     const ends = await Promise.all(SURFACES.map((s) => feedEnd(s, token)));
-    expect(ends.map((e) => e.code)).toEqual(SURFACES.map((s) => (s === "rest" ? "unauthenticated" : "Unauthenticated")));
+    expect(ends.map((e) => e.code)).toEqual(
+      SURFACES.map((s) => (s === "rest" ? "unauthenticated" : "Unauthenticated")),
+    );
     // Each had been streaming (heartbeats) before it ended.
     for (const e of ends) expect(e.messages).toBeGreaterThan(0);
     // And a token that never expires (a static one) keeps its stream: the end above was the token's.
     const client = createClient(EventService, transportOf(srv, "grpc"));
     let n = 0;
-    for await (const _ of client.watch(create(WatchRequestSchema, {}), { headers: { authorization: `Bearer ${ADMIN}` } })) if (++n === 3) break;
+    for await (const _ of client.watch(create(WatchRequestSchema, {}), {
+      headers: { authorization: `Bearer ${ADMIN}` },
+    }))
+      if (++n === 3) break;
     expect(n).toBe(3);
   }, 30_000);
 });
 
 describe("a 401", () => {
   it("is logged with method, path and status: for a REST call and for a path no operation has", async () => {
-    const rest = await fetch(`${srv.url}/resources/read`, { method: "POST", headers: { "content-type": "application/json", "x-request-id": "i46-rest-401" }, body: "{}" });
+    const rest = await fetch(`${srv.url}/resources/read`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-request-id": "i46-rest-401" },
+      body: "{}",
+    });
     const unknown = await fetch(`${srv.url}/no/such/path`, { headers: { "x-request-id": "i46-unknown-401" } });
     expect([rest.status, unknown.status]).toEqual([401, 401]);
     // The line is written when the answer has gone out.
-    await expect.poll(() => log.records().filter((r) => r.request_id === "i46-rest-401" || r.request_id === "i46-unknown-401").length).toBe(2);
+    await expect
+      .poll(
+        () => log.records().filter((r) => r.request_id === "i46-rest-401" || r.request_id === "i46-unknown-401").length,
+      )
+      .toBe(2);
     const records = log.records();
     expect(records.filter((r) => r.request_id === "i46-rest-401")).toEqual([
-      expect.objectContaining({ msg: "call", rpc: "resourcestore.v2.ResourceService/Read", code: "Unauthenticated", method: "POST", path: "/resources/read", status: 401 }),
+      expect.objectContaining({
+        msg: "call",
+        rpc: "resourcestore.v2.ResourceService/Read",
+        code: "Unauthenticated",
+        method: "POST",
+        path: "/resources/read",
+        status: 401,
+      }),
     ]);
     expect(records.filter((r) => r.request_id === "i46-unknown-401")).toEqual([
-      expect.objectContaining({ msg: "http", code: "Unauthenticated", method: "GET", path: "/no/such/path", status: 401 }),
+      expect.objectContaining({
+        msg: "http",
+        code: "Unauthenticated",
+        method: "GET",
+        path: "/no/such/path",
+        status: 401,
+      }),
     ]);
   });
 });
@@ -159,8 +212,23 @@ describe("a 401", () => {
 describe("the provider's keys, through the service", () => {
   it("a flood of tokens naming unknown keys costs the provider a request or two, and a rotated key is accepted on every surface", async () => {
     const before = idp.hits.get("/keys") ?? 0;
-    const flood = await Promise.all(Array.from({ length: 100 }, (_, i) => idp.sign({ sub: "x", scope: "read" }, { audience: AUD, kid: `forged-${i}` })));
-    const statuses = await Promise.all(flood.map(async (t) => (await fetch(`${srv.url}/resources/read`, { method: "POST", headers: { authorization: `Bearer ${t}`, "content-type": "application/json" }, body: "{}" })).status));
+    const flood = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        idp.sign({ sub: "x", scope: "read" }, { audience: AUD, kid: `forged-${i}` }),
+      ),
+    );
+    const statuses = await Promise.all(
+      flood.map(
+        async (t) =>
+          (
+            await fetch(`${srv.url}/resources/read`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${t}`, "content-type": "application/json" },
+              body: "{}",
+            })
+          ).status,
+      ),
+    );
     expect(new Set(statuses)).toEqual(new Set([401]));
     expect((idp.hits.get("/keys") ?? 0) - before).toBeLessThanOrEqual(2);
     await idp.rotate();

@@ -25,7 +25,11 @@ afterAll(async () => {
 const authOf = (env: Record<string, string> = {}) =>
   createAuthenticator(loadConfig({ OIDC_ISSUER: idp.issuer, OIDC_AUDIENCE: "rs", ...env }).auth);
 
-async function principal(env: Record<string, string>, claims: Record<string, unknown>, opts: Parameters<TestProvider["sign"]>[1] = {}): Promise<Principal | string> {
+async function principal(
+  env: Record<string, string>,
+  claims: Record<string, unknown>,
+  opts: Parameters<TestProvider["sign"]>[1] = {},
+): Promise<Principal | string> {
   try {
     return await authOf(env).authenticate(`Bearer ${await idp.sign(claims, { audience: "rs", ...opts })}`);
   } catch (err) {
@@ -51,7 +55,10 @@ describe("a JWT's grants", () => {
 
   it("come only from OIDC_GRANTS_CLAIM when it is set, whatever the client asked for", async () => {
     const env = { OIDC_GRANTS_CLAIM: "grants" };
-    const p = await principal(env, { scope: "read datasource:* clearance:restricted", grants: ["datasource:hospital-b", "clearance:internal"] });
+    const p = await principal(env, {
+      scope: "read datasource:* clearance:restricted",
+      grants: ["datasource:hospital-b", "clearance:internal"],
+    });
     expect(show((p as Principal).grants)).toBe("hospital-b@internal");
     expect([...(p as Principal).scopes]).toEqual(["read"]);
     // The custom claim may be a space separated string, and may hold the operation scopes too.
@@ -59,15 +66,22 @@ describe("a JWT's grants", () => {
     expect(show((q as Principal).grants)).toBe("hospital-c@public");
     expect([...(q as Principal).scopes]).toEqual(["write"]);
     // `scp` alone, as Entra and Okta issue it.
-    const r = await principal({ OIDC_GRANTS_CLAIM: "scp" }, { scope: "datasource:*", scp: "read datasource:hospital-a" });
+    const r = await principal(
+      { OIDC_GRANTS_CLAIM: "scp" },
+      { scope: "datasource:*", scp: "read datasource:hospital-a" },
+    );
     expect(show((r as Principal).grants)).toBe("hospital-a@public");
   });
 
   it("take OIDC_DEFAULT_GRANTS on an axis the token carries none for", async () => {
     const env = { OIDC_DEFAULT_GRANTS: "datasource:hospital-a,clearance:internal" };
     expect(show(((await principal(env, { scope: "read" })) as Principal).grants)).toBe("hospital-a@internal");
-    expect(show(((await principal(env, { scope: "read datasource:hospital-b" })) as Principal).grants)).toBe("hospital-b@internal");
-    expect(show(((await principal(env, { scope: "read clearance:public" })) as Principal).grants)).toBe("hospital-a@public");
+    expect(show(((await principal(env, { scope: "read datasource:hospital-b" })) as Principal).grants)).toBe(
+      "hospital-b@internal",
+    );
+    expect(show(((await principal(env, { scope: "read clearance:public" })) as Principal).grants)).toBe(
+      "hospital-a@public",
+    );
     // Everything, as before this rule, only when the operator says so.
     const all = await principal({ OIDC_DEFAULT_GRANTS: "datasource:* clearance:restricted" }, { scope: "read" });
     expect((all as Principal).grants).toBe(ALL_GRANTS);
@@ -102,12 +116,18 @@ describe("a JWT's grants", () => {
     expect(p.grants.clearance).toBe("public");
     expect(dsList(p.grants)).toBe("");
     // Beside well-formed grants, those stay and nothing is added.
-    const q = grantsOfClaim({ grants: [...(Array.isArray(claim) ? claim : [claim]), "datasource:hospital-z", "clearance:internal"] }, { grantsClaim: "grants", defaults: parseDefaultGrants("datasource:* clearance:restricted") });
+    const q = grantsOfClaim(
+      { grants: [...(Array.isArray(claim) ? claim : [claim]), "datasource:hospital-z", "clearance:internal"] },
+      { grantsClaim: "grants", defaults: parseDefaultGrants("datasource:* clearance:restricted") },
+    );
     expect(show(q)).toBe("hospital-z@internal");
   });
 
   it("leave other scopes alone: openid, profile and unknown plain names do not narrow", () => {
-    const g = grantsOfClaim({ scope: "openid profile email offline_access read" }, { defaults: parseDefaultGrants("datasource:ds-1 clearance:internal") });
+    const g = grantsOfClaim(
+      { scope: "openid profile email offline_access read" },
+      { defaults: parseDefaultGrants("datasource:ds-1 clearance:internal") },
+    );
     expect(show(g)).toBe("ds-1@internal");
   });
 });
@@ -124,7 +144,9 @@ describe("a JWT's registered claims", () => {
   it("refuse an `iat` in the future", async () => {
     const future = Math.floor(Date.UTC(2033, 0, 1) / 1000);
     expect(await principal({}, { scope: "read" }, { iat: future, expiresIn: future + 600 })).toBe("Unauthenticated");
-    expect(await principal({}, { scope: "read" }, { iat: Math.floor(Date.now() / 1000) + 3600 })).toBe("Unauthenticated");
+    expect(await principal({}, { scope: "read" }, { iat: Math.floor(Date.now() / 1000) + 3600 })).toBe(
+      "Unauthenticated",
+    );
   });
 
   it("must name a subject", async () => {
@@ -141,23 +163,29 @@ describe("actors", () => {
     expect((await authOf(env).authenticate("Bearer tok-1")).actor).toBe("token#1");
   });
 
-  it.each(["local", "LOCAL", "unknown", "token#1", "Token#7", "oidc:alice", "OIDC:x"])("refuses the reserved static actor name %s at start-up", (name) => {
-    expect(() => createAuthenticator(loadConfig({ API_TOKENS: `t=write,actor:${name}` }).auth)).toThrow(/reserved/);
-  });
+  it.each(["local", "LOCAL", "unknown", "token#1", "Token#7", "oidc:alice", "OIDC:x"])(
+    "refuses the reserved static actor name %s at start-up",
+    (name) => {
+      expect(() => createAuthenticator(loadConfig({ API_TOKENS: `t=write,actor:${name}` }).auth)).toThrow(/reserved/);
+    },
+  );
 });
 
 describe("static tokens", () => {
-  it.each(["#Adm1n=admin", ";", " ; ; ", "#a=read;#b=write"])("API_TOKENS=%s (no token) stops start-up instead of turning authentication off", (value) => {
-    let err: unknown;
-    try {
-      createAuthenticator(loadConfig({ API_TOKENS: value }).auth);
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(ConfigError);
-    expect((err as ConfigError).variable).toBe("API_TOKENS");
-    expect((err as Error).message).not.toContain("Adm1n");
-  });
+  it.each(["#Adm1n=admin", ";", " ; ; ", "#a=read;#b=write"])(
+    "API_TOKENS=%s (no token) stops start-up instead of turning authentication off",
+    (value) => {
+      let err: unknown;
+      try {
+        createAuthenticator(loadConfig({ API_TOKENS: value }).auth);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as ConfigError).variable).toBe("API_TOKENS");
+      expect((err as Error).message).not.toContain("Adm1n");
+    },
+  );
 
   it("refuses an entry starting with # in API_TOKENS, where it reads as a commented-out token", () => {
     expect(() => createAuthenticator(loadConfig({ API_TOKENS: "a=read;#b=admin" }).auth)).toThrow(ConfigError);

@@ -35,7 +35,9 @@ const verifierOf = (extra: Partial<OidcOptions> = {}) => createOidcVerifier({ is
 describe("a flood", () => {
   it("of tokens naming unknown keys costs the provider two JWKS requests, not one each", async () => {
     const v = verifierOf();
-    const flood = await Promise.all(Array.from({ length: 200 }, (_, i) => idp.sign({ scope: "read" }, { kid: `unknown-${i}` })));
+    const flood = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => idp.sign({ scope: "read" }, { kid: `unknown-${i}` })),
+    );
     const outcomes = await Promise.all(flood.map((t) => outcome(v.verify(t))));
     expect(new Set(outcomes)).toEqual(new Set(["Unauthenticated"]));
     // The first fetch (no keys yet), then one fetch after it that every unknown kid waited for.
@@ -50,7 +52,11 @@ describe("a flood", () => {
     const v = verifierOf();
     const header = (h: object) => Buffer.from(JSON.stringify(h)).toString("base64url");
     const garbage = Array.from({ length: 300 }, (_, i) =>
-      i % 3 === 0 ? `a${i}.b.c` : i % 3 === 1 ? `${header({ alg: "none" })}.e30.` : `${header({ alg: "HS256", kid: "test-key" })}.e30.c2ln`,
+      i % 3 === 0
+        ? `a${i}.b.c`
+        : i % 3 === 1
+          ? `${header({ alg: "none" })}.e30.`
+          : `${header({ alg: "HS256", kid: "test-key" })}.e30.c2ln`,
     );
     for (const t of garbage) expect(await outcome(v.verify(t))).toBe("Unauthenticated");
     expect(hits(DISCOVERY) + hits("/keys")).toBe(0);
@@ -61,7 +67,9 @@ describe("a flood", () => {
     let now = 1_000_000;
     const v = verifierOf({ now: () => now });
     const at = { iat: Math.floor(now / 1000), expiresIn: Math.floor(now / 1000) + 7200 };
-    const tokens = await Promise.all(Array.from({ length: 300 }, (_, i) => idp.sign({ scope: "read" }, { kid: `k-${i % 7}`, ...at })));
+    const tokens = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => idp.sign({ scope: "read" }, { kid: `k-${i % 7}`, ...at })),
+    );
     for (const t of tokens) expect(await outcome(v.verify(t))).toBe("Unavailable");
     expect(hits(DISCOVERY)).toBe(1);
     // Once the backoff has passed (the clock moved on), one more attempt; discovery is back, and a token passes.
@@ -79,7 +87,9 @@ describe("a flood while the JWKS answers errors", () => {
     const failures: string[] = [];
     const v = verifierOf({ jwksUrl: idp.jwksUrl, now: () => now, onFetchFailure: (m) => failures.push(m) });
     const at = { iat: Math.floor(now / 1000), expiresIn: Math.floor(now / 1000) + 7200 };
-    const tokens = await Promise.all(Array.from({ length: 200 }, (_, i) => idp.sign({ scope: "read" }, { kid: `k-${i}`, ...at })));
+    const tokens = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => idp.sign({ scope: "read" }, { kid: `k-${i}`, ...at })),
+    );
     for (const t of tokens) expect(await outcome(v.verify(t))).toBe("Unavailable");
     expect(hits("/keys")).toBe(1);
     // Two seconds on (the first backoff step): one more attempt, which fails too; the next waits four.
@@ -98,7 +108,9 @@ describe("rotation", () => {
   it("accepts a token signed with a new key, also right after a flood of unknown kids", async () => {
     const v = verifierOf();
     expect(await outcome(v.verify(await idp.sign({ scope: "read" })))).toBe("ok");
-    const flood = await Promise.all(Array.from({ length: 50 }, (_, i) => idp.sign({ scope: "read" }, { kid: `nope-${i}` })));
+    const flood = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => idp.sign({ scope: "read" }, { kid: `nope-${i}` })),
+    );
     await Promise.all(flood.map((t) => v.verify(t).catch(() => undefined)));
     const kid = await idp.rotate();
     const rotated = await idp.sign({ scope: "read" });
@@ -111,7 +123,8 @@ describe("an outage", () => {
   it("keeps the last good keys past their refresh time, up to OIDC_JWKS_MAX_STALE_MS", async () => {
     let now = 1_000_000;
     const v = verifierOf({ now: () => now, maxAgeMs: 600_000, maxStaleMs: 3_600_000 });
-    const token = () => idp.sign({ scope: "read" }, { iat: Math.floor(now / 1000), expiresIn: Math.floor(now / 1000) + 7200 });
+    const token = () =>
+      idp.sign({ scope: "read" }, { iat: Math.floor(now / 1000), expiresIn: Math.floor(now / 1000) + 7200 });
     expect(await outcome(v.verify(await token()))).toBe("ok");
     idp.down({ discovery: true, keys: true });
     // Ten minutes and one second on: the keys are due for a refresh, which fails; the token still passes.
@@ -132,7 +145,10 @@ describe("an outage", () => {
   it("costs the provider a few requests, not one a call", async () => {
     let now = 1_000_000;
     const v = verifierOf({ now: () => now, maxAgeMs: 0 });
-    const token = await idp.sign({ scope: "read" }, { iat: Math.floor(now / 1000), expiresIn: Math.floor(now / 1000) + 7200 });
+    const token = await idp.sign(
+      { scope: "read" },
+      { iat: Math.floor(now / 1000), expiresIn: Math.floor(now / 1000) + 7200 },
+    );
     expect(await outcome(v.verify(token))).toBe("ok");
     idp.down({ keys: true });
     const before = hits("/keys");

@@ -104,8 +104,14 @@ export async function startProvider(): Promise<TestProvider> {
         // The requested scopes the user is allowed, in the order asked: a client that asks for less gets less.
         const asked = (form.get("scope") ?? "").split(" ").filter((s) => s !== "");
         const scope = asked.filter((s) => user.allowed.includes(s)).join(" ");
-        const claims: JWTPayload = { sub: form.get("username") ?? "", scope, ...(user.assigned !== undefined ? { grants: [...user.assigned] } : {}) };
-        void sign(claims, { audience: form.get("audience") ?? undefined }).then((access_token) => send(200, { access_token, token_type: "Bearer", expires_in: 300, scope }));
+        const claims: JWTPayload = {
+          sub: form.get("username") ?? "",
+          scope,
+          ...(user.assigned !== undefined ? { grants: [...user.assigned] } : {}),
+        };
+        void sign(claims, { audience: form.get("audience") ?? undefined }).then((access_token) =>
+          send(200, { access_token, token_type: "Bearer", expires_in: 300, scope }),
+        );
       });
       return;
     }

@@ -19,7 +19,10 @@ afterAll(async () => {
 // The authenticator on its own (the service requires OIDC_AUDIENCE with
 // OIDC_ISSUER, see test/server/config.test.ts; unset it is not checked here).
 const authOf = (env: Record<string, string>) =>
-  createAuthenticator({ ...loadConfig({ ...env, OIDC_AUDIENCE: "resource-store" }).auth, oidcAudience: env.OIDC_AUDIENCE });
+  createAuthenticator({
+    ...loadConfig({ ...env, OIDC_AUDIENCE: "resource-store" }).auth,
+    oidcAudience: env.OIDC_AUDIENCE,
+  });
 
 async function outcome(p: Promise<{ scopes: ReadonlySet<string> }>): Promise<string> {
   try {
@@ -34,7 +37,9 @@ describe("OIDC", () => {
     const auth = authOf({ OIDC_ISSUER: idp.issuer });
     expect(auth.enabled).toBe(true);
     const before = idp.hits.get("/.well-known/openid-configuration") ?? 0;
-    expect(await outcome(auth.authenticate(`Bearer ${await idp.sign({ scope: "openid read write" })}`))).toBe("read,write");
+    expect(await outcome(auth.authenticate(`Bearer ${await idp.sign({ scope: "openid read write" })}`))).toBe(
+      "read,write",
+    );
     expect(idp.hits.get("/.well-known/openid-configuration")).toBe(before + 1);
   });
 
@@ -54,8 +59,12 @@ describe("OIDC", () => {
 
   it("checks the audience when OIDC_AUDIENCE is set", async () => {
     const auth = authOf({ OIDC_ISSUER: idp.issuer, OIDC_AUDIENCE: "resource-store" });
-    expect(await outcome(auth.authenticate(`Bearer ${await idp.sign({ scope: "read" }, { audience: "resource-store" })}`))).toBe("read");
-    expect(await outcome(auth.authenticate(`Bearer ${await idp.sign({ scope: "read" }, { audience: "other" })}`))).toBe("Unauthenticated");
+    expect(
+      await outcome(auth.authenticate(`Bearer ${await idp.sign({ scope: "read" }, { audience: "resource-store" })}`)),
+    ).toBe("read");
+    expect(await outcome(auth.authenticate(`Bearer ${await idp.sign({ scope: "read" }, { audience: "other" })}`))).toBe(
+      "Unauthenticated",
+    );
     expect(await outcome(auth.authenticate(`Bearer ${await idp.sign({ scope: "read" })}`))).toBe("Unauthenticated");
   });
 

@@ -40,7 +40,12 @@ describe("static tokens", () => {
     const file = join(dir, "tokens");
     await writeFile(file, "# tokens\nt1=read\n\nt2=write;t3=admin  # ops\n");
     const auth = authOf({ API_TOKENS_FILE: file, API_TOKENS: "t4=read" });
-    for (const [t, s] of [["t1", "read"], ["t2", "write"], ["t3", "admin"], ["t4", "read"]] as const) {
+    for (const [t, s] of [
+      ["t1", "read"],
+      ["t2", "write"],
+      ["t3", "admin"],
+      ["t4", "read"],
+    ] as const) {
       expect([...(await auth.authenticate(`Bearer ${t}`)).scopes]).toEqual([s]);
     }
   });

@@ -13,11 +13,20 @@ export const ARTEFACTS = join(import.meta.dirname, "..", "..", "test-artefacts",
 
 export async function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`the browser tests need Chromium at ${CHROMIUM}: install it with \`apt-get install chromium\` (Debian) or set CHROMIUM_PATH`);
+    throw new Error(
+      `the browser tests need Chromium at ${CHROMIUM}: install it with \`apt-get install chromium\` (Debian) or set CHROMIUM_PATH`,
+    );
   }
   await mkdir(ARTEFACTS, { recursive: true });
   return chromium.launch({
     executablePath: CHROMIUM,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--no-first-run",
+    ],
   });
 }

@@ -9,8 +9,16 @@ const ALLOWED = "http://allowed.example:3000";
 const OTHER = "http://other.example";
 
 const surfaces = [
-  { name: "Connect", path: "/resourcestore.v2.SchemaService/Schemas", requestHeaders: "content-type,connect-protocol-version,authorization,x-request-id" },
-  { name: "gRPC-Web", path: "/resourcestore.v2.SchemaService/Schemas", requestHeaders: "content-type,x-grpc-web,x-user-agent,grpc-timeout,authorization" },
+  {
+    name: "Connect",
+    path: "/resourcestore.v2.SchemaService/Schemas",
+    requestHeaders: "content-type,connect-protocol-version,authorization,x-request-id",
+  },
+  {
+    name: "gRPC-Web",
+    path: "/resourcestore.v2.SchemaService/Schemas",
+    requestHeaders: "content-type,x-grpc-web,x-user-agent,grpc-timeout,authorization",
+  },
   { name: "REST", path: "/query/count", requestHeaders: "content-type,authorization,x-request-id" },
   { name: "/events", path: "/events", requestHeaders: "authorization,x-request-id" },
 ];
@@ -23,7 +31,10 @@ function preflight(base: string, path: string, origin: string, requestHeaders: s
 }
 
 function listOf(value: string | null): string[] {
-  return (value ?? "").split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
+  return (value ?? "")
+    .split(",")
+    .map((s) => s.trim().toLowerCase())
+    .filter((s) => s !== "");
 }
 
 /** One gRPC-Web frame of an empty message (SchemasRequest has no fields). */
@@ -44,7 +55,8 @@ describe("CORS with CORS_ORIGINS naming an origin", () => {
       const methods = listOf(res.headers.get("access-control-allow-methods"));
       for (const m of cors.allowedMethods) expect(methods).toContain(m.toLowerCase());
       const allowed = listOf(res.headers.get("access-control-allow-headers"));
-      for (const h of [...cors.allowedHeaders, "authorization", "x-request-id"]) expect(allowed).toContain(h.toLowerCase());
+      for (const h of [...cors.allowedHeaders, "authorization", "x-request-id"])
+        expect(allowed).toContain(h.toLowerCase());
       for (const h of s.requestHeaders.split(",")) expect(allowed).toContain(h);
       expect(Number(res.headers.get("access-control-max-age"))).toBeGreaterThan(0);
       expect(listOf(res.headers.get("vary"))).toContain("origin");
@@ -82,7 +94,9 @@ describe("CORS with CORS_ORIGINS naming an origin", () => {
     const body = new Uint8Array(await res.arrayBuffer());
     expect(body.length).toBeGreaterThan(5);
     expect(res.headers.get("access-control-allow-origin")).toBe(ALLOWED);
-    expect(listOf(res.headers.get("access-control-expose-headers"))).toEqual(expect.arrayContaining(["grpc-status", "grpc-message", "x-request-id"]));
+    expect(listOf(res.headers.get("access-control-expose-headers"))).toEqual(
+      expect.arrayContaining(["grpc-status", "grpc-message", "x-request-id"]),
+    );
   });
 
   it("REST: the answer (also an error) carries allow-origin for a listed origin only", async () => {
@@ -92,7 +106,7 @@ describe("CORS with CORS_ORIGINS naming an origin", () => {
     const bad = await fetch(server.url + "/query/count", {
       method: "POST",
       headers: { origin: ALLOWED, "content-type": "application/json" },
-      body: "{\"nope\": 1}",
+      body: '{"nope": 1}',
     });
     expect(bad.status).toBe(400);
     expect(bad.headers.get("access-control-allow-origin")).toBe(ALLOWED);

@@ -38,7 +38,11 @@ describe("a page on another origin calling Connect JSON", () => {
     });
     await new Promise<void>((resolve) => pageServer.listen(0, "127.0.0.1", resolve));
     pageOrigin = `http://127.0.0.1:${(pageServer.address() as AddressInfo).port}`;
-    [withCors, withoutCors, browser] = await Promise.all([startTestServer({ CORS_ORIGINS: pageOrigin }), startTestServer(), launchChromium()]);
+    [withCors, withoutCors, browser] = await Promise.all([
+      startTestServer({ CORS_ORIGINS: pageOrigin }),
+      startTestServer(),
+      launchChromium(),
+    ]);
     for (const s of [withCors, withoutCors]) {
       const res = await fetch(`${s.url}/resources/create`, {
         method: "POST",
@@ -57,7 +61,10 @@ describe("a page on another origin calling Connect JSON", () => {
   it("works when CORS_ORIGINS names the page's origin", async () => {
     const page = await browser.newPage();
     await page.goto(pageOrigin + "/");
-    const answer = await page.evaluate((base) => (globalThis as unknown as { callService: (b: string) => Promise<unknown> }).callService(base), withCors.url);
+    const answer = await page.evaluate(
+      (base) => (globalThis as unknown as { callService: (b: string) => Promise<unknown> }).callService(base),
+      withCors.url,
+    );
     expect(answer).toEqual({ ok: true, status: 200, body: { count: "1" }, requestId: "cross-origin-test" });
     await page.close();
   });
@@ -65,7 +72,10 @@ describe("a page on another origin calling Connect JSON", () => {
   it("is refused by the browser when CORS_ORIGINS does not name it", async () => {
     const page = await browser.newPage();
     await page.goto(pageOrigin + "/");
-    const answer = await page.evaluate((base) => (globalThis as unknown as { callService: (b: string) => Promise<unknown> }).callService(base), withoutCors.url);
+    const answer = await page.evaluate(
+      (base) => (globalThis as unknown as { callService: (b: string) => Promise<unknown> }).callService(base),
+      withoutCors.url,
+    );
     expect(answer).toMatchObject({ ok: false, error: expect.stringContaining("Failed to fetch") });
     await page.close();
   });

@@ -17,7 +17,10 @@ import { restCaller } from "../support/rest.js";
 import { ARTEFACTS, launchChromium } from "./chromium.js";
 
 /** The README's screenshot is refreshed by the run when this is set. */
-const README_SHOT = process.env.UPDATE_README_SCREENSHOT === "1" ? join(import.meta.dirname, "..", "..", "docs", "explorer.png") : undefined;
+const README_SHOT =
+  process.env.UPDATE_README_SCREENSHOT === "1"
+    ? join(import.meta.dirname, "..", "..", "docs", "explorer.png")
+    : undefined;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -51,11 +54,44 @@ describe("the explorer in Chromium", () => {
     const created = await post("/resources/create", {
       resources: [
         { identifier: "ds-a", payload_type: "datasource", name: "Hospital A", country: "NL" },
-        { identifier: "pat-1", payload_type: "patient", parent_identifier: "ds-a", datasource_id: "ds-a", sex: "female", birth_year: 1970 },
-        { identifier: "stu-1", payload_type: "study", parent_identifier: "pat-1", modality: "CT", study_date: "2024-03-01", description: "chest" },
-        { identifier: "stu-2", payload_type: "study", parent_identifier: "pat-1", modality: "MR", study_date: "2024-04-02" },
-        { identifier: "stu-3", payload_type: "study", parent_identifier: "pat-1", modality: "MR", study_date: "2024-05-03" },
-        { identifier: "ser-1", payload_type: "series", parent_identifier: "stu-1", modality: "CT", series_number: 1, instance_count: 120 },
+        {
+          identifier: "pat-1",
+          payload_type: "patient",
+          parent_identifier: "ds-a",
+          datasource_id: "ds-a",
+          sex: "female",
+          birth_year: 1970,
+        },
+        {
+          identifier: "stu-1",
+          payload_type: "study",
+          parent_identifier: "pat-1",
+          modality: "CT",
+          study_date: "2024-03-01",
+          description: "chest",
+        },
+        {
+          identifier: "stu-2",
+          payload_type: "study",
+          parent_identifier: "pat-1",
+          modality: "MR",
+          study_date: "2024-04-02",
+        },
+        {
+          identifier: "stu-3",
+          payload_type: "study",
+          parent_identifier: "pat-1",
+          modality: "MR",
+          study_date: "2024-05-03",
+        },
+        {
+          identifier: "ser-1",
+          payload_type: "series",
+          parent_identifier: "stu-1",
+          modality: "CT",
+          series_number: 1,
+          instance_count: 120,
+        },
         { identifier: "ds-gone", payload_type: "datasource", name: "Withdrawn" },
         { identifier: "pat-gone", payload_type: "patient", parent_identifier: "ds-gone", datasource_id: "ds-gone" },
       ],
@@ -66,8 +102,13 @@ describe("the explorer in Chromium", () => {
     // Later commits get later stamps; the pause keeps a whole millisecond
     // (the slider's step) between the creation and the delete.
     await sleep(30);
-    expect(await post("/resources/delete", { identifiers: ["ds-gone"] })).toMatchObject({ status: 200, json: { deleted: 2 } });
-    expect(await post("/resources/update", { updates: { "stu-1": { modality: "MR", description: "chest, contrast" } } })).toMatchObject({ status: 200, json: { updated: 1 } });
+    expect(await post("/resources/delete", { identifiers: ["ds-gone"] })).toMatchObject({
+      status: 200,
+      json: { deleted: 2 },
+    });
+    expect(
+      await post("/resources/update", { updates: { "stu-1": { modality: "MR", description: "chest, contrast" } } }),
+    ).toMatchObject({ status: 200, json: { updated: 1 } });
     updatedAt = (await post("/resources/read", { identifiers: ["stu-1"] })).json[0].updated_at;
     page = await browser.newPage({ viewport: { width: 1360, height: 900 }, acceptDownloads: true });
   });
@@ -98,22 +139,28 @@ describe("the explorer in Chromium", () => {
     const plain = Buffer.from(await asset.arrayBuffer());
     // A browser gets the script gzipped (its own ETag, Vary), a HEAD the headers only.
     const raw = (method: string, headers: Record<string, string>) =>
-      new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }>((resolve, reject) => {
-        const req = httpRequest(server.url + (script ?? ""), { method, headers }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on("data", (c: Buffer) => chunks.push(c));
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-        });
-        req.on("error", reject);
-        req.end();
-      });
+      new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }>(
+        (resolve, reject) => {
+          const req = httpRequest(server.url + (script ?? ""), { method, headers }, (res) => {
+            const chunks: Buffer[] = [];
+            res.on("data", (c: Buffer) => chunks.push(c));
+            res.on("end", () =>
+              resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+            );
+          });
+          req.on("error", reject);
+          req.end();
+        },
+      );
     const gz = await raw("GET", { "accept-encoding": "gzip, deflate, br" });
     expect(gz.headers["content-encoding"]).toBe("gzip");
     expect(gz.headers.vary).toBe("Accept-Encoding");
     expect(gz.headers["cache-control"]).toContain("immutable");
     expect(gunzipSync(gz.body).equals(plain)).toBe(true);
     expect(gz.body.length).toBeLessThan(plain.length / 2);
-    expect((await raw("GET", { "accept-encoding": "gzip", "if-none-match": String(gz.headers.etag) })).status).toBe(304);
+    expect((await raw("GET", { "accept-encoding": "gzip", "if-none-match": String(gz.headers.etag) })).status).toBe(
+      304,
+    );
     const head = await raw("HEAD", {});
     expect(head.status).toBe(200);
     expect(Number(head.headers["content-length"])).toBe(plain.length);
@@ -126,7 +173,9 @@ describe("the explorer in Chromium", () => {
     await expect.poll(() => page.url()).toContain("/ui/");
     await treeItem("ds-a").waitFor();
     expect(await treeItem("ds-gone").count()).toBe(0);
-    await expect.poll(() => treeItem("ds-a").locator(":scope > .label").innerText()).toMatch(/1 child[\s\S]*name: Hospital A/);
+    await expect
+      .poll(() => treeItem("ds-a").locator(":scope > .label").innerText())
+      .toMatch(/1 child[\s\S]*name: Hospital A/);
     expect(await treeItem("pat-1").isVisible()).toBe(false);
     // Keyboard: focus the first item, open it with the right arrow, go down.
     await treeItem("ds-a").focus();
@@ -147,7 +196,19 @@ describe("the explorer in Chromium", () => {
     await expect.poll(() => detail.locator(".history li").count()).toBe(2);
     const text = await detail.innerText();
     expect(text).toMatch(/version 2/);
-    for (const field of ["identifier", "payload_type", "parent_identifier", "license", "access_level", "derived_from", "created_at", "updated_at", "modality", "study_date", "description"]) {
+    for (const field of [
+      "identifier",
+      "payload_type",
+      "parent_identifier",
+      "license",
+      "access_level",
+      "derived_from",
+      "created_at",
+      "updated_at",
+      "modality",
+      "study_date",
+      "description",
+    ]) {
       expect(text).toContain(field);
     }
     expect(text).toContain(updatedAt);
@@ -213,12 +274,17 @@ describe("the explorer in Chromium", () => {
     await expect.poll(ids).toEqual(["stu-1", "stu-2"]);
     await page.screenshot({ path: join(ARTEFACTS, "explorer-query.png"), fullPage: true });
 
-    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download parquet" }).click()]);
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("button", { name: "Download parquet" }).click(),
+    ]);
     expect(download.suggestedFilename()).toBe("study.parquet");
     downloaded = join(ARTEFACTS, "study.parquet");
     await download.saveAs(downloaded);
     const bytes = await readFile(downloaded);
-    const rows = await parquetReadObjects({ file: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) });
+    const rows = await parquetReadObjects({
+      file: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength),
+    });
     expect(rows.map((r) => [r.identifier, r.modality, r.study_date])).toEqual([
       ["stu-1", "MR", "2024-03-01"],
       ["stu-2", "MR", "2024-04-02"],
@@ -230,8 +296,15 @@ describe("the explorer in Chromium", () => {
     await page.locator("#up-group").fill("browser/tests");
     await page.locator("#up-file").setInputFiles(downloaded);
     await page.getByRole("button", { name: "Upload", exact: true }).click();
-    await expect.poll(() => page.locator(".storage-panel .status").first().innerText()).toMatch(/^Uploaded \d+ bytes to s3:\/\//);
-    expect(await page.locator("#up-progress").evaluate((el) => { const p = el as unknown as { value: number; max: number }; return p.value === p.max; })).toBe(true);
+    await expect
+      .poll(() => page.locator(".storage-panel .status").first().innerText())
+      .toMatch(/^Uploaded \d+ bytes to s3:\/\//);
+    expect(
+      await page.locator("#up-progress").evaluate((el) => {
+        const p = el as unknown as { value: number; max: number };
+        return p.value === p.max;
+      }),
+    ).toBe(true);
     const path = await page.locator(".uploaded-path").innerText();
     expect(path).toMatch(/^s3:\/\/[^/]+\/browser\/tests\/[^/]+\/study\.parquet$/);
     // The object is there, and the service's own preview of it agrees.
@@ -254,16 +327,37 @@ describe("the explorer in Chromium", () => {
     // The first message (a heartbeat) gives the read point: from here on nothing is missed.
     await expect.poll(() => feed.locator(".status").innerText()).toMatch(/^Following; read up to /);
     expect(await rows.count()).toBe(0);
-    expect(await post("/resources/create", { resources: [{ identifier: "stu-live", payload_type: "study", parent_identifier: "pat-1", modality: "US", study_date: "2024-06-04" }] })).toMatchObject({ status: 200, json: { created: 1 } });
+    expect(
+      await post("/resources/create", {
+        resources: [
+          {
+            identifier: "stu-live",
+            payload_type: "study",
+            parent_identifier: "pat-1",
+            modality: "US",
+            study_date: "2024-06-04",
+          },
+        ],
+      }),
+    ).toMatchObject({ status: 200, json: { created: 1 } });
     // Filtered out: another type.
-    expect(await post("/resources/create", { resources: [{ identifier: "ds-live", payload_type: "datasource", name: "Not a study" }] })).toMatchObject({ status: 200 });
-    expect(await post("/resources/delete", { identifiers: ["stu-live"] })).toMatchObject({ status: 200, json: { deleted: 1 } });
+    expect(
+      await post("/resources/create", {
+        resources: [{ identifier: "ds-live", payload_type: "datasource", name: "Not a study" }],
+      }),
+    ).toMatchObject({ status: 200 });
+    expect(await post("/resources/delete", { identifiers: ["stu-live"] })).toMatchObject({
+      status: 200,
+      json: { deleted: 1 },
+    });
     await expect.poll(() => rows.count()).toBe(2);
     const cells = async (i: number) => (await rows.nth(i).locator("td").allInnerTexts()).slice(1);
     // Newest first.
     expect(await cells(0)).toEqual(["stu-live", "study", "deleted", "2"]);
     expect(await cells(1)).toEqual(["stu-live", "study", "created", "1"]);
-    expect(await rows.nth(0).locator("td").first().innerText()).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/);
+    expect(await rows.nth(0).locator("td").first().innerText()).toMatch(
+      /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/,
+    );
     expect(await feed.innerText()).not.toContain("ds-live");
     expect(await page.locator("#feed-live").getAttribute("aria-live")).toBe("polite");
     expect(await page.locator("#feed-live").innerText()).toContain("deleted study stu-live version 2");
@@ -280,8 +374,22 @@ describe("the explorer in Chromium", () => {
 
   it("resumes the feed from the last `at` after the stream ends", async () => {
     // A commit made before the panel starts: only a resume from an earlier `at` can show it.
-    expect(await post("/resources/create", { resources: [{ identifier: "stu-replay", payload_type: "study", parent_identifier: "pat-1", modality: "CT", study_date: "2024-07-05" }] })).toMatchObject({ status: 200 });
-    const before = stamp(micros((await post("/resources/read", { identifiers: ["stu-replay"] })).json[0].updated_at) - 1n);
+    expect(
+      await post("/resources/create", {
+        resources: [
+          {
+            identifier: "stu-replay",
+            payload_type: "study",
+            parent_identifier: "pat-1",
+            modality: "CT",
+            study_date: "2024-07-05",
+          },
+        ],
+      }),
+    ).toMatchObject({ status: 200 });
+    const before = stamp(
+      micros((await post("/resources/read", { identifiers: ["stu-replay"] })).json[0].updated_at) - 1n,
+    );
     await page.goto(`${server.url}/ui/`);
     // The first stream says "read up to `before`" and ends, as a server going away would.
     const envelope = (flags: number, json: unknown) => {
@@ -298,7 +406,11 @@ describe("the explorer in Chromium", () => {
       sent.push(JSON.parse((route.request().postDataBuffer() ?? Buffer.alloc(5)).subarray(5).toString() || "{}"));
       if (!first) return route.continue();
       first = false;
-      await route.fulfill({ status: 200, contentType: "application/connect+json", body: Buffer.concat([envelope(0, { at: before }), envelope(2, {})]) });
+      await route.fulfill({
+        status: 200,
+        contentType: "application/connect+json",
+        body: Buffer.concat([envelope(0, { at: before }), envelope(2, {})]),
+      });
     });
     const rows = page.locator(".feed-panel tbody tr");
     await page.getByLabel("Payload types").fill("study");
@@ -329,13 +441,35 @@ describe("the explorer in Chromium", () => {
   });
 
   it("pages the whole history and compares two versions field by field", async () => {
-    expect(await post("/resources/create", { resources: [{ identifier: "stu-many", payload_type: "study", parent_identifier: "ds-a", modality: "CT", description: "v1" }] })).toMatchObject({ status: 200 });
+    expect(
+      await post("/resources/create", {
+        resources: [
+          {
+            identifier: "stu-many",
+            payload_type: "study",
+            parent_identifier: "ds-a",
+            modality: "CT",
+            description: "v1",
+          },
+        ],
+      }),
+    ).toMatchObject({ status: 200 });
     // 24 updates and a delete and a restore: 27 versions, more than one page of 20.
     for (let i = 2; i <= 25; i++) {
-      expect(await post("/resources/update", { updates: { "stu-many": { description: `v${i}`, ...(i === 3 ? { modality: "MR" } : {}) } } })).toMatchObject({ status: 200 });
+      expect(
+        await post("/resources/update", {
+          updates: { "stu-many": { description: `v${i}`, ...(i === 3 ? { modality: "MR" } : {}) } },
+        }),
+      ).toMatchObject({ status: 200 });
     }
-    expect(await post("/resources/delete", { identifiers: ["stu-many"] })).toMatchObject({ status: 200, json: { deleted: 1 } });
-    expect(await post("/v2/resources/restore", { identifiers: ["stu-many"] })).toMatchObject({ status: 200, json: { restored: 1 } });
+    expect(await post("/resources/delete", { identifiers: ["stu-many"] })).toMatchObject({
+      status: 200,
+      json: { deleted: 1 },
+    });
+    expect(await post("/v2/resources/restore", { identifiers: ["stu-many"] })).toMatchObject({
+      status: 200,
+      json: { restored: 1 },
+    });
     await page.goto(`${server.url}/ui/?id=stu-many`);
     const detail = page.locator(".detail-panel");
     await expect.poll(() => detail.locator(".history li").count()).toBe(20);
@@ -366,7 +500,8 @@ describe("the explorer with authentication on", () => {
   beforeAll(async () => {
     uiDir = await mkdtemp(join(tmpdir(), "rs-ui-"));
     await buildUi(uiDir);
-    const tokens = "reader-token=read;writer-token=read,write;one-token=read,datasource:ds-one;two-token=read,datasource:ds-two,clearance:public";
+    const tokens =
+      "reader-token=read;writer-token=read,write;one-token=read,datasource:ds-one;two-token=read,datasource:ds-two,clearance:public";
     [server, browser] = await Promise.all([startTestServer({ API_TOKENS: tokens }, { uiDir }), launchChromium()]);
     const res = await fetch(`${server.url}/resources/create`, {
       method: "POST",
@@ -376,9 +511,27 @@ describe("the explorer with authentication on", () => {
           { identifier: "ds-auth", payload_type: "datasource", name: "Guarded" },
           { identifier: "ds-one", payload_type: "datasource", name: "One", access_level: "public" },
           { identifier: "ds-two", payload_type: "datasource", name: "Two", access_level: "public" },
-          { identifier: "pat-one", payload_type: "patient", parent_identifier: "ds-one", datasource_id: "ds-one", access_level: "restricted" },
-          { identifier: "pat-two", payload_type: "patient", parent_identifier: "ds-two", datasource_id: "ds-two", access_level: "public" },
-          { identifier: "pat-two-internal", payload_type: "patient", parent_identifier: "ds-two", datasource_id: "ds-two", access_level: "internal" },
+          {
+            identifier: "pat-one",
+            payload_type: "patient",
+            parent_identifier: "ds-one",
+            datasource_id: "ds-one",
+            access_level: "restricted",
+          },
+          {
+            identifier: "pat-two",
+            payload_type: "patient",
+            parent_identifier: "ds-two",
+            datasource_id: "ds-two",
+            access_level: "public",
+          },
+          {
+            identifier: "pat-two-internal",
+            payload_type: "patient",
+            parent_identifier: "ds-two",
+            datasource_id: "ds-two",
+            access_level: "internal",
+          },
         ],
       }),
     });
@@ -401,7 +554,7 @@ describe("the explorer with authentication on", () => {
     await page.screenshot({ path: join(ARTEFACTS, "explorer-token.png") });
     await page.getByRole("button", { name: "Use token" }).click();
     await page.locator('[role="treeitem"][data-id="ds-auth"]').waitFor();
-    expect(await page.evaluate("sessionStorage.getItem(\"resource-store.token\")")).toBe("reader-token");
+    expect(await page.evaluate('sessionStorage.getItem("resource-store.token")')).toBe("reader-token");
     // A reload asks no more.
     await page.reload();
     await page.locator('[role="treeitem"][data-id="ds-auth"]').waitFor();
@@ -463,9 +616,39 @@ describe("the explorer with authentication on", () => {
       expect(res.status).toBe(200);
     };
     // One the caller may see (ds-two, public), one it may not (ds-one), then one it may see again.
-    await write({ resources: [{ identifier: "pat-two-live", payload_type: "patient", parent_identifier: "ds-two", datasource_id: "ds-two", access_level: "public" }] });
-    await write({ resources: [{ identifier: "pat-one-live", payload_type: "patient", parent_identifier: "ds-one", datasource_id: "ds-one", access_level: "public" }] });
-    await write({ resources: [{ identifier: "pat-two-live-2", payload_type: "patient", parent_identifier: "ds-two", datasource_id: "ds-two", access_level: "public" }] });
+    await write({
+      resources: [
+        {
+          identifier: "pat-two-live",
+          payload_type: "patient",
+          parent_identifier: "ds-two",
+          datasource_id: "ds-two",
+          access_level: "public",
+        },
+      ],
+    });
+    await write({
+      resources: [
+        {
+          identifier: "pat-one-live",
+          payload_type: "patient",
+          parent_identifier: "ds-one",
+          datasource_id: "ds-one",
+          access_level: "public",
+        },
+      ],
+    });
+    await write({
+      resources: [
+        {
+          identifier: "pat-two-live-2",
+          payload_type: "patient",
+          parent_identifier: "ds-two",
+          datasource_id: "ds-two",
+          access_level: "public",
+        },
+      ],
+    });
     await expect.poll(() => rows.count()).toBe(2);
     const text = await feed.innerText();
     expect(text).toContain("pat-two-live");

@@ -53,7 +53,8 @@ describe.each([
   let backend: Backend;
   const url = () => backend.server.url;
   const { post } = restCaller(url);
-  const count = async (body: Record<string, unknown> = {}) => ((await post("/query/count", body)).json as { count: number }).count;
+  const count = async (body: Record<string, unknown> = {}) =>
+    ((await post("/query/count", body)).json as { count: number }).count;
   const cli = (args: string[], env: Record<string, string> = {}) => runCli(["--url", url(), ...args], { env });
 
   beforeAll(async () => {
@@ -63,26 +64,32 @@ describe.each([
     await backend?.close();
   });
 
-  it.runIf(enabled)("imports children before their parents' lines across batches, several batches in flight", async () => {
-    // each child comes BEFORE its parent in the file, and with --batch-size 2 they land in different batches
-    const rows = [
-      { identifier: `${kind}-f1`, payload_type: "file", parent_identifier: `${kind}-s1`, path: "s3://b/1.dcm" },
-      { identifier: `${kind}-f2`, payload_type: "file", parent_identifier: `${kind}-s1`, path: "s3://b/2.dcm" },
-      { identifier: `${kind}-x1`, payload_type: "datasource", name: "unrelated" },
-      { identifier: `${kind}-x2`, payload_type: "datasource", name: "unrelated" },
-      { identifier: `${kind}-s1`, payload_type: "series", parent_identifier: `${kind}-st1`, modality: "CT" },
-      { identifier: `${kind}-x3`, payload_type: "datasource", name: "unrelated" },
-      { identifier: `${kind}-st1`, payload_type: "study", modality: "CT" },
-    ];
-    const file = join(work, `${kind}-order.ndjson`);
-    await writeFile(file, ndjson(rows));
-    const run = await cli(["import", file, "--batch-size", "2", "--concurrency", "3"]);
-    expect(run.stderr).toBe("");
-    expect(run.stdout).toBe("imported 7\n");
-    expect(run.code).toBe(0);
-    const read = await post("/resources/read", { identifiers: [`${kind}-f1`, `${kind}-s1`], exclude_children: true });
-    expect(read.json.map((r: { parent_identifier: string }) => r.parent_identifier)).toEqual([`${kind}-s1`, `${kind}-st1`]);
-  });
+  it.runIf(enabled)(
+    "imports children before their parents' lines across batches, several batches in flight",
+    async () => {
+      // each child comes BEFORE its parent in the file, and with --batch-size 2 they land in different batches
+      const rows = [
+        { identifier: `${kind}-f1`, payload_type: "file", parent_identifier: `${kind}-s1`, path: "s3://b/1.dcm" },
+        { identifier: `${kind}-f2`, payload_type: "file", parent_identifier: `${kind}-s1`, path: "s3://b/2.dcm" },
+        { identifier: `${kind}-x1`, payload_type: "datasource", name: "unrelated" },
+        { identifier: `${kind}-x2`, payload_type: "datasource", name: "unrelated" },
+        { identifier: `${kind}-s1`, payload_type: "series", parent_identifier: `${kind}-st1`, modality: "CT" },
+        { identifier: `${kind}-x3`, payload_type: "datasource", name: "unrelated" },
+        { identifier: `${kind}-st1`, payload_type: "study", modality: "CT" },
+      ];
+      const file = join(work, `${kind}-order.ndjson`);
+      await writeFile(file, ndjson(rows));
+      const run = await cli(["import", file, "--batch-size", "2", "--concurrency", "3"]);
+      expect(run.stderr).toBe("");
+      expect(run.stdout).toBe("imported 7\n");
+      expect(run.code).toBe(0);
+      const read = await post("/resources/read", { identifiers: [`${kind}-f1`, `${kind}-s1`], exclude_children: true });
+      expect(read.json.map((r: { parent_identifier: string }) => r.parent_identifier)).toEqual([
+        `${kind}-s1`,
+        `${kind}-st1`,
+      ]);
+    },
+  );
 
   it.runIf(enabled)("takes a JSON array, and a parent that is already in the store", async () => {
     const file = join(work, `${kind}-array.json`);
@@ -90,7 +97,13 @@ describe.each([
       file,
       JSON.stringify(
         [
-          { identifier: `${kind}-a1`, payload_type: "annotation", parent_identifier: `${kind}-st1`, label: "a, [b] {c}", value: 0.5 },
+          {
+            identifier: `${kind}-a1`,
+            payload_type: "annotation",
+            parent_identifier: `${kind}-st1`,
+            label: "a, [b] {c}",
+            value: 0.5,
+          },
           { identifier: `${kind}-a2`, payload_type: "annotation", label: "plain" },
         ],
         null,
@@ -102,105 +115,145 @@ describe.each([
     expect(run.code).toBe(0);
   });
 
-  it.runIf(enabled)("a bad line: says which line and why, writes nothing of its batch, keeps the batches sent before", async () => {
-    const rows: string[] = [];
-    for (let i = 0; i < 6; i++) rows.push(JSON.stringify({ identifier: `${kind}-bl${i}`, payload_type: "datasource", name: `d${i}` }));
-    rows.push("{not json");
-    rows.push(JSON.stringify({ identifier: `${kind}-bl7`, payload_type: "datasource", name: "after" }));
-    const file = join(work, `${kind}-badline.ndjson`);
-    await writeFile(file, rows.join("\n") + "\n");
-    // batches of 4: lines 1-4 go out; lines 5-6 share the batch of the bad line 7
-    const run = await cli(["import", file, "--batch-size", "4", "--concurrency", "1"]);
-    expect(run.code).toBe(1);
-    expect(run.stderr).toContain(`${file}:7: not JSON`);
-    expect(run.stdout).toBe("imported 4\n");
-    const read = await post("/resources/read", { identifiers: rows.slice(0, 6).map((_, i) => `${kind}-bl${i}`).concat(`${kind}-bl7`), exclude_children: true });
-    expect(read.json.map((r: { identifier: string }) => r.identifier)).toEqual([0, 1, 2, 3].map((i) => `${kind}-bl${i}`));
-  });
+  it.runIf(enabled)(
+    "a bad line: says which line and why, writes nothing of its batch, keeps the batches sent before",
+    async () => {
+      const rows: string[] = [];
+      for (let i = 0; i < 6; i++)
+        rows.push(JSON.stringify({ identifier: `${kind}-bl${i}`, payload_type: "datasource", name: `d${i}` }));
+      rows.push("{not json");
+      rows.push(JSON.stringify({ identifier: `${kind}-bl7`, payload_type: "datasource", name: "after" }));
+      const file = join(work, `${kind}-badline.ndjson`);
+      await writeFile(file, rows.join("\n") + "\n");
+      // batches of 4: lines 1-4 go out; lines 5-6 share the batch of the bad line 7
+      const run = await cli(["import", file, "--batch-size", "4", "--concurrency", "1"]);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain(`${file}:7: not JSON`);
+      expect(run.stdout).toBe("imported 4\n");
+      const read = await post("/resources/read", {
+        identifiers: rows
+          .slice(0, 6)
+          .map((_, i) => `${kind}-bl${i}`)
+          .concat(`${kind}-bl7`),
+        exclude_children: true,
+      });
+      expect(read.json.map((r: { identifier: string }) => r.identifier)).toEqual(
+        [0, 1, 2, 3].map((i) => `${kind}-bl${i}`),
+      );
+    },
+  );
 
-  it.runIf(enabled)("a batch the service refuses: its lines and the service's error, nothing of it written, exit 1", async () => {
-    const file = join(work, `${kind}-dangling.ndjson`);
-    await writeFile(
-      file,
-      ndjson([
-        { identifier: `${kind}-ok1`, payload_type: "datasource", name: "fine" },
-        { identifier: `${kind}-orphan`, payload_type: "file", parent_identifier: `${kind}-nowhere`, path: "s3://b/o" },
-        { identifier: `${kind}-ok2`, payload_type: "datasource", name: "fine too" },
-      ]),
-    );
-    const run = await cli(["import", file]);
-    expect(run.code).toBe(1);
-    expect(run.stdout).toBe("imported 0\n");
-    expect(run.stderr).toMatch(/lines 1-3 .*nothing of this batch was written.*failed_precondition: parent is not an active resource/);
-    expect(run.stderr).toContain(`${file}:2: ${kind}-orphan`);
-    expect(await count({ identifiers: [`${kind}-ok1`, `${kind}-ok2`] })).toBe(0);
-    // an unknown field is refused before anything is sent, naming the line
-    const bad = join(work, `${kind}-unknown-field.ndjson`);
-    await writeFile(bad, ndjson([{ identifier: `${kind}-u1`, payload_type: "datasource", nam: "typo" }]));
-    const run2 = await cli(["import", bad]);
-    expect(run2.code).toBe(1);
-    expect(run2.stderr).toContain(`${bad}:1: invalid_argument: unknown field "nam" for payload_type "datasource"`);
-  });
+  it.runIf(enabled)(
+    "a batch the service refuses: its lines and the service's error, nothing of it written, exit 1",
+    async () => {
+      const file = join(work, `${kind}-dangling.ndjson`);
+      await writeFile(
+        file,
+        ndjson([
+          { identifier: `${kind}-ok1`, payload_type: "datasource", name: "fine" },
+          {
+            identifier: `${kind}-orphan`,
+            payload_type: "file",
+            parent_identifier: `${kind}-nowhere`,
+            path: "s3://b/o",
+          },
+          { identifier: `${kind}-ok2`, payload_type: "datasource", name: "fine too" },
+        ]),
+      );
+      const run = await cli(["import", file]);
+      expect(run.code).toBe(1);
+      expect(run.stdout).toBe("imported 0\n");
+      expect(run.stderr).toMatch(
+        /lines 1-3 .*nothing of this batch was written.*failed_precondition: parent is not an active resource/,
+      );
+      expect(run.stderr).toContain(`${file}:2: ${kind}-orphan`);
+      expect(await count({ identifiers: [`${kind}-ok1`, `${kind}-ok2`] })).toBe(0);
+      // an unknown field is refused before anything is sent, naming the line
+      const bad = join(work, `${kind}-unknown-field.ndjson`);
+      await writeFile(bad, ndjson([{ identifier: `${kind}-u1`, payload_type: "datasource", nam: "typo" }]));
+      const run2 = await cli(["import", bad]);
+      expect(run2.code).toBe(1);
+      expect(run2.stderr).toContain(`${bad}:1: invalid_argument: unknown field "nam" for payload_type "datasource"`);
+    },
+  );
 
-  it.runIf(enabled)("export -> import round-trips through parquet (every payload type) and NDJSON", async () => {
-    const rows = Object.entries(fullSamples).map(([type, fields]) => ({
-      identifier: `${kind}-rt-${type}`,
-      payload_type: type,
-      license: "CC-BY-4.0",
-      access_level: "restricted",
-      derived_from: type === "file" ? [`${kind}-rt-series`] : [],
-      ...(type === "file" ? { parent_identifier: `${kind}-rt-series` } : {}),
-      ...fields,
-    }));
-    const source = join(work, `${kind}-rt.ndjson`);
-    await writeFile(source, ndjson(rows));
-    expect((await cli(["import", source])).stdout).toBe("imported 8\n");
-    const filter = ["--filter", `identifier:starts_with:${kind}-rt-`, "--sort-by", "identifier", "--sort-order", "asc"];
-    const untyped = join(work, `${kind}-rt.parquet`);
-    const typed = join(work, `${kind}-rt-file.parquet`);
-    const before = join(work, `${kind}-rt-before.ndjson`);
-    expect(await cli(["export", "-o", untyped, ...filter])).toMatchObject({ code: 0, stdout: "exported 8\n" });
-    expect(await cli(["export", "-o", typed, "--payload-type", "file", ...filter])).toMatchObject({ code: 0, stdout: "exported 1\n" });
-    expect(await cli(["export", "-o", before, ...filter])).toMatchObject({ code: 0, stdout: "exported 8\n" });
+  it.runIf(enabled)(
+    "export -> import round-trips through parquet (every payload type) and NDJSON",
+    async () => {
+      const rows = Object.entries(fullSamples).map(([type, fields]) => ({
+        identifier: `${kind}-rt-${type}`,
+        payload_type: type,
+        license: "CC-BY-4.0",
+        access_level: "restricted",
+        derived_from: type === "file" ? [`${kind}-rt-series`] : [],
+        ...(type === "file" ? { parent_identifier: `${kind}-rt-series` } : {}),
+        ...fields,
+      }));
+      const source = join(work, `${kind}-rt.ndjson`);
+      await writeFile(source, ndjson(rows));
+      expect((await cli(["import", source])).stdout).toBe("imported 8\n");
+      const filter = [
+        "--filter",
+        `identifier:starts_with:${kind}-rt-`,
+        "--sort-by",
+        "identifier",
+        "--sort-order",
+        "asc",
+      ];
+      const untyped = join(work, `${kind}-rt.parquet`);
+      const typed = join(work, `${kind}-rt-file.parquet`);
+      const before = join(work, `${kind}-rt-before.ndjson`);
+      expect(await cli(["export", "-o", untyped, ...filter])).toMatchObject({ code: 0, stdout: "exported 8\n" });
+      expect(await cli(["export", "-o", typed, "--payload-type", "file", ...filter])).toMatchObject({
+        code: 0,
+        stdout: "exported 1\n",
+      });
+      expect(await cli(["export", "-o", before, ...filter])).toMatchObject({ code: 0, stdout: "exported 8\n" });
 
-    const other = await startBackend(kind);
-    try {
-      const run = (args: string[]) => runCli(["--url", other.server.url, ...args]);
-      // the file of the typed export needs its parent first: import the untyped one, then (resume) the typed one
-      expect(await run(["import", untyped])).toMatchObject({ code: 0, stdout: "imported 8\n" });
-      expect(await run(["import", "--resume", typed])).toMatchObject({ code: 0, stdout: "imported 0\n" });
-      const after = join(work, `${kind}-rt-after.ndjson`);
-      expect(await run(["export", "-o", after, ...filter])).toMatchObject({ code: 0, stdout: "exported 8\n" });
-      const strip = (text: string) =>
-        text
-          .trim()
-          .split("\n")
-          .map((l) => {
-            const { created_at: _c, updated_at: _u, ...rest } = JSON.parse(l) as Record<string, unknown>;
-            return rest;
-          });
-      const a = strip(await readFile(before, "utf8"));
-      expect(a.map((r) => r.identifier)).toEqual(rows.map((r) => r.identifier).sort());
-      expect(strip(await readFile(after, "utf8"))).toEqual(a);
-      // and the typed parquet alone into a third store, whose parent is there already
-      const third = await startBackend(kind);
+      const other = await startBackend(kind);
       try {
-        const r3 = (args: string[]) => runCli(["--url", third.server.url, ...args]);
-        await writeFile(join(work, `${kind}-parent.ndjson`), ndjson([rows.find((r) => r.payload_type === "series")!]));
-        expect((await r3(["import", join(work, `${kind}-parent.ndjson`)])).code).toBe(0);
-        expect(await r3(["import", typed])).toMatchObject({ code: 0, stdout: "imported 1\n" });
+        const run = (args: string[]) => runCli(["--url", other.server.url, ...args]);
+        // the file of the typed export needs its parent first: import the untyped one, then (resume) the typed one
+        expect(await run(["import", untyped])).toMatchObject({ code: 0, stdout: "imported 8\n" });
+        expect(await run(["import", "--resume", typed])).toMatchObject({ code: 0, stdout: "imported 0\n" });
+        const after = join(work, `${kind}-rt-after.ndjson`);
+        expect(await run(["export", "-o", after, ...filter])).toMatchObject({ code: 0, stdout: "exported 8\n" });
+        const strip = (text: string) =>
+          text
+            .trim()
+            .split("\n")
+            .map((l) => {
+              const { created_at: _c, updated_at: _u, ...rest } = JSON.parse(l) as Record<string, unknown>;
+              return rest;
+            });
+        const a = strip(await readFile(before, "utf8"));
+        expect(a.map((r) => r.identifier)).toEqual(rows.map((r) => r.identifier).sort());
+        expect(strip(await readFile(after, "utf8"))).toEqual(a);
+        // and the typed parquet alone into a third store, whose parent is there already
+        const third = await startBackend(kind);
+        try {
+          const r3 = (args: string[]) => runCli(["--url", third.server.url, ...args]);
+          await writeFile(
+            join(work, `${kind}-parent.ndjson`),
+            ndjson([rows.find((r) => r.payload_type === "series")!]),
+          );
+          expect((await r3(["import", join(work, `${kind}-parent.ndjson`)])).code).toBe(0);
+          expect(await r3(["import", typed])).toMatchObject({ code: 0, stdout: "imported 1\n" });
+        } finally {
+          await third.close();
+        }
       } finally {
-        await third.close();
+        await other.close();
       }
-    } finally {
-      await other.close();
-    }
-  }, 240_000);
+    },
+    240_000,
+  );
 
   it.runIf(enabled)("--resume after a crash finishes the job without duplicates", async () => {
     const n = 6000;
     const lines: string[] = [];
-    for (let i = 0; i < n; i++) lines.push(JSON.stringify({ identifier: `${kind}-cr${i}`, payload_type: "datasource", name: `n${i}` }));
+    for (let i = 0; i < n; i++)
+      lines.push(JSON.stringify({ identifier: `${kind}-cr${i}`, payload_type: "datasource", name: `n${i}` }));
     const file = join(work, `${kind}-crash.ndjson`);
     await writeFile(file, lines.join("\n") + "\n");
     const prefix = { filters: [{ field: "identifier", op: "starts_with", value: `${kind}-cr` }] };
@@ -212,7 +265,7 @@ describe.each([
     // A batch the server had already taken in when the client died still
     // commits (or fails) on its own: count once the count has held for a second.
     let before = await count(prefix);
-    for (let still = 0; still < 4; ) {
+    for (let still = 0; still < 4;) {
       await new Promise((r) => setTimeout(r, 250));
       const again = await count(prefix);
       still = again === before ? still + 1 : 0;
@@ -242,21 +295,46 @@ describe.each([
     };
     for (const [rel, data] of Object.entries(files)) await writeFile(join(dir, rel), data);
     await post("/resources/create", { resources: [{ identifier: `${kind}-up-series`, payload_type: "series" }] });
-    const run = await cli(["upload-dir", dir, "--group", "site-a/2026", "--concurrency", "2", "--create-files", `${kind}-up-series`]);
+    const run = await cli([
+      "upload-dir",
+      dir,
+      "--group",
+      "site-a/2026",
+      "--concurrency",
+      "2",
+      "--create-files",
+      `${kind}-up-series`,
+    ]);
     expect(run.stderr).toContain("created 4 file resources");
     expect(run.code).toBe(0);
     const [root, summaryLine] = run.stdout.trim().split("\n");
     expect(root).toMatch(/^s3:\/\/[^/]+\/site-a\/2026\/[^/]+\/$/);
     expect(summaryLine).toBe("uploaded 4");
-    const q = await post("/query", { payload_type: "file", parent_identifier: `${kind}-up-series`, sort_by: "path", sort_order: "asc" });
+    const q = await post("/query", {
+      payload_type: "file",
+      parent_identifier: `${kind}-up-series`,
+      sort_by: "path",
+      sort_order: "asc",
+    });
     const got = q.json.results as { path: string; size_bytes?: string; content_type: string; sha256: string }[];
-    expect(got.map((r) => r.path)).toEqual(Object.keys(files).sort().map((rel) => `${root}${rel}`));
+    expect(got.map((r) => r.path)).toEqual(
+      Object.keys(files)
+        .sort()
+        .map((rel) => `${root}${rel}`),
+    );
     for (const r of got) {
       const rel = r.path.slice(root!.length);
       const data = files[rel]!;
       expect(r.sha256).toBe(createHash("sha256").update(data).digest("hex"));
       expect(Number(r.size_bytes ?? 0)).toBe(data.length);
-      expect(r.content_type).toBe({ "a.dcm": "application/dicom", "sub/b.png": "image/png", "sub/deeper/c.json": "application/json", "empty.txt": "text/plain" }[rel]);
+      expect(r.content_type).toBe(
+        {
+          "a.dcm": "application/dicom",
+          "sub/b.png": "image/png",
+          "sub/deeper/c.json": "application/json",
+          "empty.txt": "text/plain",
+        }[rel],
+      );
       // the object holds exactly those bytes
       const dl = await post("/s3/presign", { direction: "download", path: r.path });
       const body = Buffer.from(await (await fetch(dl.json.url as string)).arrayBuffer());
@@ -266,7 +344,11 @@ describe.each([
 
   it.runIf(enabled)("draws progress on a terminal only, and --quiet silences it", async () => {
     const file = join(work, `${kind}-tty.ndjson`);
-    const rows = Array.from({ length: 3000 }, (_, i) => ({ identifier: `${kind}-tty${i}`, payload_type: "datasource", name: `t${i}` }));
+    const rows = Array.from({ length: 3000 }, (_, i) => ({
+      identifier: `${kind}-tty${i}`,
+      payload_type: "datasource",
+      name: `t${i}`,
+    }));
     await writeFile(file, ndjson(rows));
     const tty = await runCliInTerminal(["--url", url(), "import", file, "--batch-size", "500"]);
     expect(tty.code).toBe(0);
@@ -276,9 +358,26 @@ describe.each([
     const exported = join(work, `${kind}-tty.ndjson.out.ndjson`);
     const piped = await cli(["export", "-o", exported, "--filter", `identifier:starts_with:${kind}-tty`]);
     expect(piped).toMatchObject({ code: 0, stdout: "exported 3000\n", stderr: "" });
-    const quiet = await runCliInTerminal(["--url", url(), "--quiet", "export", "-o", exported, "--filter", `identifier:starts_with:${kind}-tty`]);
+    const quiet = await runCliInTerminal([
+      "--url",
+      url(),
+      "--quiet",
+      "export",
+      "-o",
+      exported,
+      "--filter",
+      `identifier:starts_with:${kind}-tty`,
+    ]);
     expect(quiet.stdout.trim()).toBe("exported 3000");
-    const bar = await runCliInTerminal(["--url", url(), "export", "-o", exported, "--filter", `identifier:starts_with:${kind}-tty`]);
+    const bar = await runCliInTerminal([
+      "--url",
+      url(),
+      "export",
+      "-o",
+      exported,
+      "--filter",
+      `identifier:starts_with:${kind}-tty`,
+    ]);
     expect(bar.stdout).toMatch(/export \[#+-*\] \d+% \| 3000 rows/);
   });
 });
@@ -300,7 +399,9 @@ describe("resource-store failure paths", () => {
     expect(run.code).toBe(1);
     expect(run.stderr).toContain("cannot reach the service at http://127.0.0.1:9");
     expect(run.stdout).toBe("imported 0\n");
-    const exp = await runCli(["export", "-o", join(work, "never.ndjson")], { env: { RESOURCE_STORE_URL: "http://127.0.0.1:9" } });
+    const exp = await runCli(["export", "-o", join(work, "never.ndjson")], {
+      env: { RESOURCE_STORE_URL: "http://127.0.0.1:9" },
+    });
     expect(exp.code).toBe(1);
     expect(exp.stderr).toContain("cannot reach the service at http://127.0.0.1:9");
   });
@@ -312,13 +413,23 @@ describe("resource-store failure paths", () => {
     expect(none.code).toBe(1);
     expect(none.stderr).toContain("unauthenticated");
     expect(none.stderr).toContain("--token");
-    const wrong = await runCli(["--url", secured.server.url, "--token", "nope", "export", "-o", join(work, "auth.parquet")]);
+    const wrong = await runCli([
+      "--url",
+      secured.server.url,
+      "--token",
+      "nope",
+      "export",
+      "-o",
+      join(work, "auth.parquet"),
+    ]);
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toContain("unauthenticated");
     const reader = await runCli(["--url", secured.server.url, "--token", "reader", "import", file]);
     expect(reader.code).toBe(1);
     expect(reader.stderr).toContain("permission_denied");
-    const writer = await runCli(["--url", secured.server.url, "import", file], { env: { RESOURCE_STORE_TOKEN: "writer" } });
+    const writer = await runCli(["--url", secured.server.url, "import", file], {
+      env: { RESOURCE_STORE_TOKEN: "writer" },
+    });
     expect(writer).toMatchObject({ code: 0, stdout: "imported 1\n" });
   });
 
@@ -351,21 +462,40 @@ describe("resource-store failure paths", () => {
       });
       return { status: res.status, json: await res.json() };
     };
-    const first = await post("/resources/create", { resources: [{ identifier: "w-ds", payload_type: "datasource", name: "W" }] });
+    const first = await post("/resources/create", {
+      resources: [{ identifier: "w-ds", payload_type: "datasource", name: "W" }],
+    });
     expect(first.status).toBe(200);
     // The instant of that commit: watching from it shows only what follows.
-    const since = ((await post("/resources/read", { identifiers: ["w-ds"] })).json as { updated_at: string }[])[0]?.updated_at;
+    const since = ((await post("/resources/read", { identifiers: ["w-ds"] })).json as { updated_at: string }[])[0]
+      ?.updated_at;
     expect(since).toBeDefined();
-    await post("/resources/create", { resources: [{ identifier: "w-p", payload_type: "patient", parent_identifier: "w-ds", datasource_id: "w-ds" }] });
+    await post("/resources/create", {
+      resources: [{ identifier: "w-p", payload_type: "patient", parent_identifier: "w-ds", datasource_id: "w-ds" }],
+    });
     await post("/resources/delete", { identifiers: ["w-p"] });
-    const { child, done } = spawnCli(["--url", secured.server.url, "--token", "reader", "watch", "--since", since as string, "--payload-type", "patient"]);
+    const { child, done } = spawnCli([
+      "--url",
+      secured.server.url,
+      "--token",
+      "reader",
+      "watch",
+      "--since",
+      since as string,
+      "--payload-type",
+      "patient",
+    ]);
     let out = "";
     child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
     const deadline = Date.now() + 60_000;
-    while (out.split("\n").filter(Boolean).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    while (out.split("\n").filter(Boolean).length < 2 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 100));
     child.kill("SIGINT");
     const run = await done;
-    const lines = run.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as { identifier: string; kind: string; payload_type: string });
+    const lines = run.stdout
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as { identifier: string; kind: string; payload_type: string });
     expect(lines.map((l) => [l.identifier, l.payload_type, l.kind])).toEqual([
       ["w-p", "patient", "created"],
       ["w-p", "patient", "deleted"],
@@ -385,7 +515,10 @@ describe("resource-store failure paths", () => {
     const pad = "x".repeat(8000);
     const n = 6000;
     const chunks: string[] = [];
-    for (let i = 0; i < n; i++) chunks.push(JSON.stringify({ identifier: `big${i}`, payload_type: "datasource", name: `b${i}`, description: pad }));
+    for (let i = 0; i < n; i++)
+      chunks.push(
+        JSON.stringify({ identifier: `big${i}`, payload_type: "datasource", name: `b${i}`, description: pad }),
+      );
     await writeFile(file, chunks.join("\n") + "\n");
     chunks.length = 0;
     const run = await runCli(["--url", secured.server.url, "import", file, "--batch-size", "100"], {

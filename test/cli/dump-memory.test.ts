@@ -87,7 +87,9 @@ async function loadStore(url: string, resources: number): Promise<number> {
         THEN jsonb_build_object('datasource_id', 'ds-' || (i / 10) % 10, 'sex', 'female', 'birth_year', 1950 + ${v})
         ELSE jsonb_build_object('label', 'finding ' || ${v}, 'value', (i % 97) / 7.0, 'text', 'a finding of resource ' || r.id || ' as of version ' || ${v}, 'annotator', 'reader-' || (i % 5),
           'sha256', md5(r.id || ':' || ${v}) || md5(${v} || ':' || r.id)) END`;
-    const values = (v: string) => `r.id, CASE WHEN r.patient THEN 'patient' ELSE 'annotation' END, r.parent, 'L-' || ${v}, 'internal', '{}',
+    const values = (
+      v: string,
+    ) => `r.id, CASE WHEN r.patient THEN 'patient' ELSE 'annotation' END, r.parent, 'L-' || ${v}, 'internal', '{}',
         ${payload(v)}, ${at("s.born")}, ${at(v)}, s.deleted, CASE WHEN s.deleted THEN ${at(v)} END, 'actor-' || ((i + ${v}) % 4)`;
     await c.query(
       `INSERT INTO resource_versions (tx_from, tx_to, version, identifier, payload_type, parent_identifier, license, access_level,
@@ -101,15 +103,22 @@ async function loadStore(url: string, resources: number): Promise<number> {
        SELECT ${VERSIONS}, ${values(String(VERSIONS))} ${rows}, ${state(String(VERSIONS))}`,
       [resources],
     );
-    await c.query("INSERT INTO registry_key_chains (chain, key_ids) VALUES ('default', ARRAY['default']) ON CONFLICT DO NOTHING");
+    await c.query(
+      "INSERT INTO registry_key_chains (chain, key_ids) VALUES ('default', ARRAY['default']) ON CONFLICT DO NOTHING",
+    );
     await c.query(
       `INSERT INTO registry_patients (identifier, datasource_id, uid_hash, key_chain, registered_at)
        SELECT r.id, 'ds-' || (i / 10) % 10, sha256(convert_to(r.id, 'UTF8')), 'default', ${at("1")} ${rows} WHERE r.patient`,
       [resources],
     );
-    await c.query(`UPDATE clock SET last = timestamptz '2026-01-01T00:00:00Z' + ((${VERSIONS} + 1) * $1::bigint) * interval '1 microsecond'`, [resources]);
+    await c.query(
+      `UPDATE clock SET last = timestamptz '2026-01-01T00:00:00Z' + ((${VERSIONS} + 1) * $1::bigint) * interval '1 microsecond'`,
+      [resources],
+    );
     await c.query("ANALYZE");
-    const { rows: n } = await c.query<{ n: string }>("SELECT (SELECT count(*) FROM resources) + (SELECT count(*) FROM resource_versions) AS n");
+    const { rows: n } = await c.query<{ n: string }>(
+      "SELECT (SELECT count(*) FROM resources) + (SELECT count(*) FROM resource_versions) AS n",
+    );
     return Number(n[0]!.n);
   } finally {
     await c.end();
@@ -137,7 +146,8 @@ async function textOf(file: string): Promise<{ bytes: number; kinds: Record<stri
   // A mark split across two chunks is missed: the counts are at least what they say, enough to see every kind.
   for await (const chunk of createReadStream(file).pipe(createGunzip()) as AsyncIterable<Buffer>) {
     bytes += chunk.length;
-    for (const [k, mark] of marks) for (let at = chunk.indexOf(mark); at !== -1; at = chunk.indexOf(mark, at + 1)) kinds[k]!++;
+    for (const [k, mark] of marks)
+      for (let at = chunk.indexOf(mark); at !== -1; at = chunk.indexOf(mark, at + 1)) kinds[k]!++;
   }
   return { bytes, kinds };
 }
@@ -169,7 +179,10 @@ describe.skipIf(!pgReachable)("dump and restore memory", () => {
   }
 
   /** A store of `resources` resources dumped and restored into an empty one; the peaks of both commands and the file's size. */
-  async function roundTrip(resources: number, name: string): Promise<{ dump: Peak; restore: Peak; bytes: number; text: number; kinds: Record<string, number> }> {
+  async function roundTrip(
+    resources: number,
+    name: string,
+  ): Promise<{ dump: Peak; restore: Peak; bytes: number; text: number; kinds: Record<string, number> }> {
     const source = await migrated();
     databases.push(source);
     const versions = await loadStore(source.url, resources);
@@ -189,28 +202,28 @@ describe.skipIf(!pgReachable)("dump and restore memory", () => {
     return { dump: dumped.peak, restore: restored.peak, bytes, text: text.bytes, kinds: text.kinds };
   }
 
-  it(
-    `keeps the peak of a store ten times larger within ${SLACK_MB} MB of a small one's, under a ${HEAP_MB} MB heap`,
-    async () => {
-      const small = await roundTrip(SMALL, "small");
-      const large = await roundTrip(LARGE, "large");
-      const line = (p: Peak) =>
-        `live ${mb(p.live)} MB (heap ${mb(p.liveHeap)}, external ${mb(p.liveExternal)}; ${p.liveSamples} samples), raw heap+external ${mb(p.heapExternal)} MB (heap ${mb(p.heapUsed)}, external ${mb(p.external)}), RSS ${mb(p.maxRss)} MB`;
-      console.log(
-        [
-          `dump memory at ${SMALL * VERSIONS} / ${LARGE * VERSIONS} versions (files ${mb(small.bytes)} / ${mb(large.bytes)} MB, text ${mb(small.text)} / ${mb(large.text)} MB):`,
-          `  dump    ${line(small.dump)} / ${line(large.dump)}`,
-          `  restore ${line(small.restore)} / ${line(large.restore)}`,
-        ].join("\n"),
-      );
-      for (const k of KINDS) expect(large.kinds[k], `${k} versions`).toBeGreaterThan(0);
-      // The premise: the large store's text is several times the heap, its file more than the slack beyond the small one's.
-      expect(mb(large.text)).toBeGreaterThan(2 * HEAP_MB);
-      expect(mb(large.bytes - small.bytes)).toBeGreaterThan(SLACK_MB);
-      for (const p of [small.dump, small.restore, large.dump, large.restore]) expect(p.liveSamples).toBeGreaterThan(10);
-      expect(mb(large.dump.live), "the dump's peak live heap + external, large store").toBeLessThanOrEqual(mb(small.dump.live) + SLACK_MB);
-      expect(mb(large.restore.live), "the restore's peak live heap + external, large store").toBeLessThanOrEqual(mb(small.restore.live) + SLACK_MB);
-    },
-    180_000,
-  );
+  it(`keeps the peak of a store ten times larger within ${SLACK_MB} MB of a small one's, under a ${HEAP_MB} MB heap`, async () => {
+    const small = await roundTrip(SMALL, "small");
+    const large = await roundTrip(LARGE, "large");
+    const line = (p: Peak) =>
+      `live ${mb(p.live)} MB (heap ${mb(p.liveHeap)}, external ${mb(p.liveExternal)}; ${p.liveSamples} samples), raw heap+external ${mb(p.heapExternal)} MB (heap ${mb(p.heapUsed)}, external ${mb(p.external)}), RSS ${mb(p.maxRss)} MB`;
+    console.log(
+      [
+        `dump memory at ${SMALL * VERSIONS} / ${LARGE * VERSIONS} versions (files ${mb(small.bytes)} / ${mb(large.bytes)} MB, text ${mb(small.text)} / ${mb(large.text)} MB):`,
+        `  dump    ${line(small.dump)} / ${line(large.dump)}`,
+        `  restore ${line(small.restore)} / ${line(large.restore)}`,
+      ].join("\n"),
+    );
+    for (const k of KINDS) expect(large.kinds[k], `${k} versions`).toBeGreaterThan(0);
+    // The premise: the large store's text is several times the heap, its file more than the slack beyond the small one's.
+    expect(mb(large.text)).toBeGreaterThan(2 * HEAP_MB);
+    expect(mb(large.bytes - small.bytes)).toBeGreaterThan(SLACK_MB);
+    for (const p of [small.dump, small.restore, large.dump, large.restore]) expect(p.liveSamples).toBeGreaterThan(10);
+    expect(mb(large.dump.live), "the dump's peak live heap + external, large store").toBeLessThanOrEqual(
+      mb(small.dump.live) + SLACK_MB,
+    );
+    expect(mb(large.restore.live), "the restore's peak live heap + external, large store").toBeLessThanOrEqual(
+      mb(small.restore.live) + SLACK_MB,
+    );
+  }, 180_000);
 });

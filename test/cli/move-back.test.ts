@@ -29,7 +29,13 @@ async function run(env: Record<string, string>, args: string[]): Promise<{ out: 
 }
 
 const post = async (url: string, path: string, body: unknown) =>
-  (await (await fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })).json()) as { identifier?: string };
+  (await (
+    await fetch(`${url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    })
+  ).json()) as { identifier?: string };
 
 describe.skipIf(!pgOk)("moving from PostgreSQL to an embedded store", () => {
   let tdb: TestDatabase;
@@ -40,8 +46,12 @@ describe.skipIf(!pgOk)("moving from PostgreSQL to an embedded store", () => {
     tdb = await createTestDatabase();
     const source: TestServer = await startTestServer({ DATABASE_URL: tdb.url });
     try {
-      await post(source.url, "/resources/create", { resources: [{ identifier: "mb-ds", payload_type: "datasource", name: "A" }] });
-      patient = (await post(source.url, "/patients/register", { datasource_id: "mb-ds", external_uid: "MRN-move-back" })).identifier;
+      await post(source.url, "/resources/create", {
+        resources: [{ identifier: "mb-ds", payload_type: "datasource", name: "A" }],
+      });
+      patient = (
+        await post(source.url, "/patients/register", { datasource_id: "mb-ds", external_uid: "MRN-move-back" })
+      ).identifier;
     } finally {
       await source.close();
     }
@@ -61,12 +71,22 @@ describe.skipIf(!pgOk)("moving from PostgreSQL to an embedded store", () => {
     const restored = await run({ DATA_DIR: dataDir }, ["restore", join(dir, "pg.rsdump.gz")]);
     expect(restored).toEqual({ out: "restored 1 versions\n", err: "" });
 
-    await expect(startTestServer({ DATA_DIR: dataDir })).rejects.toThrow(/hashed under key id default .*registry-secret does not exist: give the key/);
-    expect(await access(join(dataDir, "registry-secret")).then(() => true, () => false)).toBe(false);
+    await expect(startTestServer({ DATA_DIR: dataDir })).rejects.toThrow(
+      /hashed under key id default .*registry-secret does not exist: give the key/,
+    );
+    expect(
+      await access(join(dataDir, "registry-secret")).then(
+        () => true,
+        () => false,
+      ),
+    ).toBe(false);
 
     const moved = await startTestServer({ DATA_DIR: dataDir, REGISTRY_SECRET: TEST_REGISTRY_SECRET });
     try {
-      const resolved = await post(moved.url, "/patients/resolve", { datasource_id: "mb-ds", external_uid: "MRN-move-back" });
+      const resolved = await post(moved.url, "/patients/resolve", {
+        datasource_id: "mb-ds",
+        external_uid: "MRN-move-back",
+      });
       expect(resolved.identifier).toBe(patient);
     } finally {
       await moved.close();

@@ -30,7 +30,12 @@ const READER = "read-token";
 async function run(env: Record<string, string>, args: string[]): Promise<{ out: string; err: string; code: number }> {
   let out = "";
   let err = "";
-  const program = new Command("resource-store").option("-q, --quiet").option("--url <url>").option("--token <token>").option("--token-file <file>").exitOverride();
+  const program = new Command("resource-store")
+    .option("-q, --quiet")
+    .option("--url <url>")
+    .option("--token <token>")
+    .option("--token-file <file>")
+    .exitOverride();
   for (const c of dumpCommands({ env, stdout: (t) => (out += t), stderr: (t) => (err += t) })) program.addCommand(c);
   const before = process.exitCode;
   process.exitCode = 0;
@@ -55,7 +60,11 @@ function bodyOf(gz: Buffer): string[] {
   return [JSON.stringify(header), ...lines.slice(1, -1), JSON.stringify(trailer)];
 }
 
-const exists = (p: string) => access(p).then(() => true, () => false);
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
 
 describe.skipIf(!pgOk)("the online dump, on PostgreSQL", () => {
   let tdb: TestDatabase;
@@ -66,8 +75,14 @@ describe.skipIf(!pgOk)("the online dump, on PostgreSQL", () => {
     dir = await mkdtemp(join(tmpdir(), "rs-online-dump-"));
     auditFile = join(dir, "audit.log");
     tdb = await createTestDatabase();
-    server = await startTestServer({ DATABASE_URL: tdb.url, API_TOKENS: `${ADMIN}=admin;${READER}=read`, AUDIT_LOG: auditFile });
-    await createResources(server.app.db, LOCAL_CALLER, [{ identifier: "od-root", payloadType: "datasource", payload: { name: "root" } }]);
+    server = await startTestServer({
+      DATABASE_URL: tdb.url,
+      API_TOKENS: `${ADMIN}=admin;${READER}=read`,
+      AUDIT_LOG: auditFile,
+    });
+    await createResources(server.app.db, LOCAL_CALLER, [
+      { identifier: "od-root", payloadType: "datasource", payload: { name: "root" } },
+    ]);
   });
   afterAll(async () => {
     await server?.close();
@@ -111,11 +126,15 @@ describe.skipIf(!pgOk)("the online dump, on PostgreSQL", () => {
     // Writes ran before, during and after: the dump holds some pairs, not all, and each whole.
     expect(dumpedPairs.size).toBeGreaterThan(0);
     expect(dumpedPairs.size).toBeLessThan(pairs);
-    for (const p of dumpedPairs) expect(ids.filter((id) => id.startsWith(`${p}-`)).sort()).toEqual([`${p}-a`, `${p}-b`]);
+    for (const p of dumpedPairs)
+      expect(ids.filter((id) => id.startsWith(`${p}-`)).sort()).toEqual([`${p}-a`, `${p}-b`]);
 
     const target = await createTestDatabase();
     try {
-      const restored = await run({ DATABASE_URL: target.url, REGISTRY_SECRET: TEST_REGISTRY_SECRET }, ["restore", file]);
+      const restored = await run({ DATABASE_URL: target.url, REGISTRY_SECRET: TEST_REGISTRY_SECRET }, [
+        "restore",
+        file,
+      ]);
       expect(restored.err).toBe("");
       expect(restored.out).toBe(`restored ${ids.length + 1} versions\n`);
     } finally {
@@ -136,7 +155,10 @@ describe.skipIf(!pgOk)("the online dump, on PostgreSQL", () => {
     expect(res.headers.get("content-type")).toBe("application/gzip");
     expect(bodyOf(Buffer.from(await res.arrayBuffer()))).toEqual(offlineBody);
 
-    const lines = (await readFile(auditFile, "utf8")).trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = (await readFile(auditFile, "utf8"))
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     const dumps = lines.filter((l) => l.method === "resourcestore.v1.AdminService/Dump");
     expect(dumps.length).toBeGreaterThanOrEqual(3);
     expect(dumps.at(-1)).toMatchObject({ outcome: "ok", request: {}, count: null });
@@ -151,7 +173,9 @@ describe.skipIf(!pgOk)("the online dump, on PostgreSQL", () => {
     expect(cli.err).toMatch(/^error: the online dump from .* failed: permission_denied/);
     expect(await exists(file)).toBe(false);
 
-    const noZone = await fetch(`${server.url}/admin/dump?since=2026-11-26T15:06:20`, { headers: { authorization: `Bearer ${ADMIN}` } });
+    const noZone = await fetch(`${server.url}/admin/dump?since=2026-11-26T15:06:20`, {
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
     expect(noZone.status).toBe(400);
     expect(((await noZone.json()) as { message: string }).message).toMatch(/RFC 3339 timestamp with Z or an offset/);
   });
@@ -188,17 +212,32 @@ describe("the offline dump's refusals", () => {
   });
 
   it("refuses --token without --url rather than ignoring it", async () => {
-    const r = await run({ DATA_DIR: join(dir, "nothing-here") }, ["--token", "t", "dump", "-o", join(dir, "t.rsdump.gz")]);
+    const r = await run({ DATA_DIR: join(dir, "nothing-here") }, [
+      "--token",
+      "t",
+      "dump",
+      "-o",
+      join(dir, "t.rsdump.gz"),
+    ]);
     expect(r.code).toBe(1);
     expect(r.err).toMatch(/^error: --token and --token-file are for an online dump: give --url too/);
   });
 
-  it.each(["yesterday", "2026-11-26T15:06:20", "2026-11-26", "2026-13-01T00:00:00Z"])("refuses --since %s before it opens anything", async (since) => {
-    const r = await run({ DATA_DIR: join(dir, "nothing-here") }, ["dump", "--since", since, "-o", join(dir, "s.rsdump.gz")]);
-    expect(r.code).toBe(1);
-    expect(r.err).toMatch(/^error: since ".*" is not an RFC 3339 timestamp with Z or an offset/);
-    expect(await exists(join(dir, "s.rsdump.gz"))).toBe(false);
-  });
+  it.each(["yesterday", "2026-11-26T15:06:20", "2026-11-26", "2026-13-01T00:00:00Z"])(
+    "refuses --since %s before it opens anything",
+    async (since) => {
+      const r = await run({ DATA_DIR: join(dir, "nothing-here") }, [
+        "dump",
+        "--since",
+        since,
+        "-o",
+        join(dir, "s.rsdump.gz"),
+      ]);
+      expect(r.code).toBe(1);
+      expect(r.err).toMatch(/^error: since ".*" is not an RFC 3339 timestamp with Z or an offset/);
+      expect(await exists(join(dir, "s.rsdump.gz"))).toBe(false);
+    },
+  );
 });
 
 describe("an embedded store in use", () => {
@@ -207,7 +246,9 @@ describe("an embedded store in use", () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "rs-embedded-dump-"));
     server = await startTestServer({ API_TOKENS: `${ADMIN}=admin` });
-    await createResources(server.app.db, LOCAL_CALLER, [{ identifier: "emb-1", payloadType: "datasource", payload: { name: "e" } }]);
+    await createResources(server.app.db, LOCAL_CALLER, [
+      { identifier: "emb-1", payloadType: "datasource", payload: { name: "e" } },
+    ]);
   });
   afterAll(async () => {
     await server?.close();
@@ -217,11 +258,15 @@ describe("an embedded store in use", () => {
   it("is refused to an offline dump in another process, and backed up online without a stop", async () => {
     const dataDir = server.app.db.dataDir!;
     // The command as a user runs it: its own process, beside the running service.
-    const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "-q", "dump", "-o", join(dir, "held.rsdump.gz")], {
-      cwd: root,
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATA_DIR: dataDir },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "src/cli/main.ts", "-q", "dump", "-o", join(dir, "held.rsdump.gz")],
+      {
+        cwd: root,
+        env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATA_DIR: dataDir },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let stderr = "";
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const code = await new Promise((r) => child.once("exit", r));

@@ -17,7 +17,17 @@ const LIVE_MS = 50;
 if (file) {
   const collect = globalThis.gc;
   if (typeof collect !== "function") throw new Error("peak-memory.mjs needs node --expose-gc");
-  const peak = { heapExternal: 0, heapUsed: 0, external: 0, rss: 0, samples: 0, live: 0, liveHeap: 0, liveExternal: 0, liveSamples: 0 };
+  const peak = {
+    heapExternal: 0,
+    heapUsed: 0,
+    external: 0,
+    rss: 0,
+    samples: 0,
+    live: 0,
+    liveHeap: 0,
+    liveExternal: 0,
+    liveSamples: 0,
+  };
   const sample = () => {
     const m = process.memoryUsage();
     peak.heapExternal = Math.max(peak.heapExternal, m.heapUsed + m.external);

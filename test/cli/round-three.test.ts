@@ -26,17 +26,30 @@ function ndjson(rows: readonly Record<string, unknown>[]): string {
   return rows.map((r) => JSON.stringify(r)).join("\n") + "\n";
 }
 
-async function postJson(base: string, path: string, body: unknown, token?: string): Promise<{ status: number; json: any }> {
+async function postJson(
+  base: string,
+  path: string,
+  body: unknown,
+  token?: string,
+): Promise<{ status: number; json: any }> {
   const res = await fetch(base + path, {
     method: "POST",
-    headers: { "content-type": "application/json", ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}) },
+    headers: {
+      "content-type": "application/json",
+      ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}),
+    },
     body: JSON.stringify(body),
   });
   return { status: res.status, json: await res.json() };
 }
 
 async function countPrefix(base: string, prefix: string, token?: string): Promise<number> {
-  const r = await postJson(base, "/query/count", { filters: [{ field: "identifier", op: "starts_with", value: prefix }] }, token);
+  const r = await postJson(
+    base,
+    "/query/count",
+    { filters: [{ field: "identifier", op: "starts_with", value: prefix }] },
+    token,
+  );
   return (r.json as { count: number }).count;
 }
 
@@ -56,7 +69,9 @@ describe("the token", () => {
     const tokenFile = join(work, "token.txt");
     await writeFile(tokenFile, "  writer \r\nsecond line is not read\n", { mode: 0o600 });
     await rows("tk-1");
-    const run = await runCli(["--url", srv.url, "--token-file", tokenFile, "import", file], { env: { RESOURCE_STORE_TOKEN: "reader" } });
+    const run = await runCli(["--url", srv.url, "--token-file", tokenFile, "import", file], {
+      env: { RESOURCE_STORE_TOKEN: "reader" },
+    });
     expect(run).toMatchObject({ code: 0, stdout: "imported 1\n", stderr: "" });
   });
 
@@ -84,7 +99,16 @@ describe("the token", () => {
     const empty = await runCli(["--url", srv.url, "--token-file", emptyFile, "import", file]);
     expect(empty.code).toBe(2);
     expect(empty.stderr).toContain("first line is empty");
-    const both = await runCli(["--url", srv.url, "--token-file", join(work, "token.txt"), "--token", "writer", "import", file]);
+    const both = await runCli([
+      "--url",
+      srv.url,
+      "--token-file",
+      join(work, "token.txt"),
+      "--token",
+      "writer",
+      "import",
+      file,
+    ]);
     expect(both.code).toBe(2);
     expect(both.stderr).toContain("not both");
     expect(await countPrefix(srv.url, "tk-4", "reader")).toBe(0);
@@ -97,7 +121,11 @@ describe("the token", () => {
  * cuts the connection: the client loses the answer of a request the service
  * has carried out.
  */
-async function lossyRelay(port: number, marker: string, committed: () => Promise<boolean>): Promise<{ url: string; tripped: () => boolean; close: () => Promise<void> }> {
+async function lossyRelay(
+  port: number,
+  marker: string,
+  committed: () => Promise<boolean>,
+): Promise<{ url: string; tripped: () => boolean; close: () => Promise<void> }> {
   let tripped = false;
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
@@ -157,7 +185,12 @@ describe("import", () => {
   it("a batch whose answer is lost: 'may have been written', and --resume completes it", async () => {
     const n = 30;
     const file = join(work, "lost.ndjson");
-    await writeFile(file, ndjson(Array.from({ length: n }, (_, i) => ({ identifier: `lost-${i}`, payload_type: "datasource", name: `n${i}` }))));
+    await writeFile(
+      file,
+      ndjson(
+        Array.from({ length: n }, (_, i) => ({ identifier: `lost-${i}`, payload_type: "datasource", name: `n${i}` })),
+      ),
+    );
     // batches of 10, one at a time: the second batch (lost-10..19) is carried out, its answer lost
     const relay = await lossyRelay(srv.port, "lost-14", async () => (await countPrefix(srv.url, "lost-")) >= 20);
     try {
@@ -180,10 +213,26 @@ describe("import", () => {
 
   it("only the service's own 4xx-class refusal proves that nothing was written", () => {
     const answered = (code: Code) => new ConnectError("x", code, new Headers({ "grpc-status": String(code) }));
-    for (const code of [Code.InvalidArgument, Code.FailedPrecondition, Code.NotFound, Code.AlreadyExists, Code.Unauthenticated, Code.PermissionDenied, Code.ResourceExhausted]) {
+    for (const code of [
+      Code.InvalidArgument,
+      Code.FailedPrecondition,
+      Code.NotFound,
+      Code.AlreadyExists,
+      Code.Unauthenticated,
+      Code.PermissionDenied,
+      Code.ResourceExhausted,
+    ]) {
       expect(refusedBeforeWriting(answered(code))).toBe(true);
     }
-    for (const code of [Code.Unavailable, Code.Internal, Code.DeadlineExceeded, Code.Unknown, Code.Canceled, Code.Aborted, Code.DataLoss]) {
+    for (const code of [
+      Code.Unavailable,
+      Code.Internal,
+      Code.DeadlineExceeded,
+      Code.Unknown,
+      Code.Canceled,
+      Code.Aborted,
+      Code.DataLoss,
+    ]) {
       expect(refusedBeforeWriting(answered(code))).toBe(false);
     }
     // made by the client itself (no answer from the service): unknown outcome
@@ -193,12 +242,21 @@ describe("import", () => {
 
   it("look-ups fit a service whose MAX_QUERY_LIMIT is smaller than the batch (--resume, parents in the store)", async () => {
     // 12 parents in the store first
-    const parents = Array.from({ length: 12 }, (_, i) => ({ identifier: `mql-p${i}`, payload_type: "datasource", name: `p${i}` }));
+    const parents = Array.from({ length: 12 }, (_, i) => ({
+      identifier: `mql-p${i}`,
+      payload_type: "datasource",
+      name: `p${i}`,
+    }));
     const first = join(work, "mql-parents.ndjson");
     await writeFile(first, ndjson(parents));
     expect(await runCli(["--url", srv.url, "import", first])).toMatchObject({ code: 0, stdout: "imported 12\n" });
     // then a file that repeats them (--resume skips them) and gives each a child whose parent is only in the store
-    const children = parents.map((p, i) => ({ identifier: `mql-c${i}`, payload_type: "patient", parent_identifier: p.identifier, datasource_id: p.identifier }));
+    const children = parents.map((p, i) => ({
+      identifier: `mql-c${i}`,
+      payload_type: "patient",
+      parent_identifier: p.identifier,
+      datasource_id: p.identifier,
+    }));
     const second = join(work, "mql-all.ndjson");
     await writeFile(second, ndjson([...children, ...parents]));
     const run = await runCli(["--url", srv.url, "import", "--resume", second, "--batch-size", "100"]);
@@ -206,8 +264,22 @@ describe("import", () => {
     expect(run).toMatchObject({ code: 0, stdout: "imported 12\n" });
     // children first, parents in the store: the waiting children are released by a look-up of 12 parents
     const third = join(work, "mql-children.ndjson");
-    await writeFile(third, ndjson(parents.map((p, i) => ({ identifier: `mql-d${i}`, payload_type: "patient", parent_identifier: p.identifier, datasource_id: p.identifier }))));
-    expect(await runCli(["--url", srv.url, "import", third, "--batch-size", "100"])).toMatchObject({ code: 0, stdout: "imported 12\n", stderr: "" });
+    await writeFile(
+      third,
+      ndjson(
+        parents.map((p, i) => ({
+          identifier: `mql-d${i}`,
+          payload_type: "patient",
+          parent_identifier: p.identifier,
+          datasource_id: p.identifier,
+        })),
+      ),
+    );
+    expect(await runCli(["--url", srv.url, "import", third, "--batch-size", "100"])).toMatchObject({
+      code: 0,
+      stdout: "imported 12\n",
+      stderr: "",
+    });
     expect(await countPrefix(srv.url, "mql-")).toBe(36);
   });
 });
@@ -244,7 +316,16 @@ describe("upload-dir", () => {
     await symlink(join(dir, "missing"), join(dir, "dangling"));
     await postJson(srv.url, "/resources/create", { resources: [{ identifier: "up-series", payload_type: "series" }] });
 
-    const run = await runCli(["--url", srv.url, "upload-dir", dir, "--group", "site-a/2026", "--create-files", "up-series"]);
+    const run = await runCli([
+      "--url",
+      srv.url,
+      "upload-dir",
+      dir,
+      "--group",
+      "site-a/2026",
+      "--create-files",
+      "up-series",
+    ]);
     expect(run.code).toBe(0);
     const [root, summary] = run.stdout.trim().split("\n");
     expect(summary).toBe("uploaded 3");
@@ -254,22 +335,53 @@ describe("upload-dir", () => {
     expect(run.stderr).toContain("skipped subdir-link: a symbolic link, and it does not point to a regular file");
     expect(run.stderr).toContain("skipped dangling: a symbolic link, and its target does not exist");
     expect(run.stderr).toContain("created 3 file resources");
-    expect([...(await listed(root!))]).toEqual([["a-link", 4], ["a.txt", 4], ["sub/b.txt", 2]]);
+    expect([...(await listed(root!))]).toEqual([
+      ["a-link", 4],
+      ["a.txt", 4],
+      ["sub/b.txt", 2],
+    ]);
 
     // the rerun: a.txt changed size, c.txt is new, sub/b.txt and a-link are there already
     await writeFile(join(dir, "a.txt"), "aaaaaaaa");
     await writeFile(join(dir, "c.txt"), "c");
     await rm(join(dir, "a-link"));
     await symlink("sub/b.txt", join(dir, "a-link")); // now 2 bytes: sent again
-    const again = await runCli(["--url", srv.url, "upload-dir", dir, "--group", "site-a/2026", "--root", root!, "--create-files", "up-series"]);
+    const again = await runCli([
+      "--url",
+      srv.url,
+      "upload-dir",
+      dir,
+      "--group",
+      "site-a/2026",
+      "--root",
+      root!,
+      "--create-files",
+      "up-series",
+    ]);
     expect(again.code).toBe(0);
     expect(again.stdout).toBe(`${root}\nuploaded 3\n`);
     expect(again.stderr).toContain(`1 files already in ${root}, with the same size: not sent again`);
     expect(again.stderr).toContain("created 1 file resources"); // c.txt; the others exist
-    expect([...(await listed(root!))]).toEqual([["a-link", 2], ["a.txt", 8], ["c.txt", 1], ["sub/b.txt", 2]]);
-    const files = await postJson(srv.url, "/query", { payload_type: "file", parent_identifier: "up-series", sort_by: "path", sort_order: "asc" });
-    expect((files.json.results as { path: string }[]).map((r) => r.path.slice(root!.length))).toEqual(["a-link", "a.txt", "c.txt", "sub/b.txt"]);
-    for (const r of files.json.results as { path: string }[]) expect(await readFile(join(dir, r.path.slice(root!.length))).then(() => true)).toBe(true);
+    expect([...(await listed(root!))]).toEqual([
+      ["a-link", 2],
+      ["a.txt", 8],
+      ["c.txt", 1],
+      ["sub/b.txt", 2],
+    ]);
+    const files = await postJson(srv.url, "/query", {
+      payload_type: "file",
+      parent_identifier: "up-series",
+      sort_by: "path",
+      sort_order: "asc",
+    });
+    expect((files.json.results as { path: string }[]).map((r) => r.path.slice(root!.length))).toEqual([
+      "a-link",
+      "a.txt",
+      "c.txt",
+      "sub/b.txt",
+    ]);
+    for (const r of files.json.results as { path: string }[])
+      expect(await readFile(join(dir, r.path.slice(root!.length))).then(() => true)).toBe(true);
 
     // a root that is not under the group is refused before anything is sent
     const bad = await runCli(["--url", srv.url, "upload-dir", dir, "--group", "site-b", "--root", root!]);
@@ -291,9 +403,14 @@ describe("watch", () => {
   });
 
   it("resumes through the client library after the connection is cut: every event once, in order", async () => {
-    const create = (ids: string[]) => postJson(srv.url, "/resources/create", { resources: ids.map((identifier) => ({ identifier, payload_type: "datasource", name: identifier })) });
+    const create = (ids: string[]) =>
+      postJson(srv.url, "/resources/create", {
+        resources: ids.map((identifier) => ({ identifier, payload_type: "datasource", name: identifier })),
+      });
     await create(["wr-0"]);
-    const since = ((await postJson(srv.url, "/resources/read", { identifiers: ["wr-0"] })).json as { updated_at: string }[])[0]!.updated_at;
+    const since = (
+      (await postJson(srv.url, "/resources/read", { identifiers: ["wr-0"] })).json as { updated_at: string }[]
+    )[0]!.updated_at;
     const { child, done } = spawnCli(["--url", `http://127.0.0.1:${proxy.port}`, "watch", "--since", since]);
     let out = "";
     child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
@@ -316,10 +433,21 @@ describe("watch", () => {
     }
     const run = await done;
     expect(run.code).toBe(0);
-    expect(lines().map((l) => (JSON.parse(l) as { identifier: string }).identifier)).toEqual(["wr-1", "wr-2", "wr-3", "wr-4", "wr-5"]);
+    expect(lines().map((l) => (JSON.parse(l) as { identifier: string }).identifier)).toEqual([
+      "wr-1",
+      "wr-2",
+      "wr-3",
+      "wr-4",
+      "wr-5",
+    ]);
     expect(run.stderr).toMatch(/watch: connection lost .*; resuming after /);
     // The summary on stderr: stdout holds only the events (docs/command-line.md).
     expect(run.stderr).toContain("watched 5 events");
-    expect(run.stdout.trim().split("\n").every((l) => l.startsWith("{"))).toBe(true);
+    expect(
+      run.stdout
+        .trim()
+        .split("\n")
+        .every((l) => l.startsWith("{")),
+    ).toBe(true);
   });
 });

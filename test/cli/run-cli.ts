@@ -37,7 +37,9 @@ export async function cliBuildIsCurrent(): Promise<boolean> {
       if (ext === undefined) continue;
       const source = await stat(join(ROOT, dir, rel)).catch(() => undefined);
       if (!source?.isFile()) continue;
-      const built = await stat(join(ROOT, "dist", dir, rel.slice(0, -ext.length) + EMITTED[ext])).catch(() => undefined);
+      const built = await stat(join(ROOT, "dist", dir, rel.slice(0, -ext.length) + EMITTED[ext])).catch(
+        () => undefined,
+      );
       if (built === undefined || built.mtimeMs <= Math.max(source.mtimeMs, settled)) return false;
     }
   }
@@ -53,7 +55,11 @@ export async function cliBuildIsCurrent(): Promise<boolean> {
 export async function buildCli(): Promise<void> {
   if (await cliBuildIsCurrent()) return;
   try {
-    await promisify(execFile)(process.execPath, [`${ROOT}node_modules/typescript/bin/tsc`, "-p", "tsconfig.build.json"], { cwd: ROOT });
+    await promisify(execFile)(
+      process.execPath,
+      [`${ROOT}node_modules/typescript/bin/tsc`, "-p", "tsconfig.build.json"],
+      { cwd: ROOT },
+    );
   } catch (err) {
     await rm(join(ROOT, "dist", "src", "cli", "main.js"), { force: true });
     throw err;
@@ -68,7 +74,10 @@ function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
-export function spawnCli(args: readonly string[], opts: { env?: Record<string, string>; nodeArgs?: string[] } = {}): {
+export function spawnCli(
+  args: readonly string[],
+  opts: { env?: Record<string, string>; nodeArgs?: string[] } = {},
+): {
   child: ChildProcess;
   done: Promise<CliRun>;
 } {
@@ -88,7 +97,10 @@ export function spawnCli(args: readonly string[], opts: { env?: Record<string, s
   return { child, done };
 }
 
-export function runCli(args: readonly string[], opts: { env?: Record<string, string>; nodeArgs?: string[] } = {}): Promise<CliRun> {
+export function runCli(
+  args: readonly string[],
+  opts: { env?: Record<string, string>; nodeArgs?: string[] } = {},
+): Promise<CliRun> {
   return spawnCli(args, opts).done;
 }
 

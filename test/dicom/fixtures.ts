@@ -144,23 +144,93 @@ export async function makeDicomFolder(root: string): Promise<Made> {
   const good: string[] = [];
   for (let i = 1; i <= INSTANCES.ct; i++) {
     const rel = `ct/IM${i}.dcm`;
-    await make(work, join(dir, rel), { sopClass: CT, sop: `${UIDS.ctSeries}.${i}`, study: UIDS.ctStudy, series: UIDS.ctSeries, modality: "CT", seriesNumber: 1, instanceNumber: i, patientId: PLANTED.patientId }, "+te");
+    await make(
+      work,
+      join(dir, rel),
+      {
+        sopClass: CT,
+        sop: `${UIDS.ctSeries}.${i}`,
+        study: UIDS.ctStudy,
+        series: UIDS.ctSeries,
+        modality: "CT",
+        seriesNumber: 1,
+        instanceNumber: i,
+        patientId: PLANTED.patientId,
+      },
+      "+te",
+    );
     good.push(rel);
   }
   for (let i = 1; i <= INSTANCES.mr; i++) {
     const rel = i === 1 ? `mr/MR${i}` : `mr/deeper/MR${i}.DCM`;
-    await make(work, join(dir, rel), { sopClass: MR, sop: `${UIDS.mrSeries}.${i}`, study: UIDS.ctStudy, series: UIDS.mrSeries, modality: "MR", seriesNumber: 2, instanceNumber: i, patientId: PLANTED.patientId }, "+ti");
+    await make(
+      work,
+      join(dir, rel),
+      {
+        sopClass: MR,
+        sop: `${UIDS.mrSeries}.${i}`,
+        study: UIDS.ctStudy,
+        series: UIDS.mrSeries,
+        modality: "MR",
+        seriesNumber: 2,
+        instanceNumber: i,
+        patientId: PLANTED.patientId,
+      },
+      "+ti",
+    );
     good.push(rel);
   }
-  await make(work, join(dir, "other/multiframe.dcm"), { sopClass: MULTIFRAME, sop: `${UIDS.mfSeries}.1`, study: UIDS.mfStudy, series: UIDS.mfSeries, modality: "OT", seriesNumber: 7, instanceNumber: 1, frames: 5, patientId: PLANTED.otherPatientId }, "+te");
+  await make(
+    work,
+    join(dir, "other/multiframe.dcm"),
+    {
+      sopClass: MULTIFRAME,
+      sop: `${UIDS.mfSeries}.1`,
+      study: UIDS.mfStudy,
+      series: UIDS.mfSeries,
+      modality: "OT",
+      seriesNumber: 7,
+      instanceNumber: 1,
+      frames: 5,
+      patientId: PLANTED.otherPatientId,
+    },
+    "+te",
+  );
   good.push("other/multiframe.dcm");
-  await make(work, join(dir, "other/no-patient-id.dcm"), { sopClass: CT, sop: `${UIDS.anonSeries}.1`, study: UIDS.anonStudy, series: UIDS.anonSeries, modality: "CT", seriesNumber: 3, instanceNumber: 1 }, "+ti");
+  await make(
+    work,
+    join(dir, "other/no-patient-id.dcm"),
+    {
+      sopClass: CT,
+      sop: `${UIDS.anonSeries}.1`,
+      study: UIDS.anonStudy,
+      series: UIDS.anonSeries,
+      modality: "CT",
+      seriesNumber: 3,
+      instanceNumber: 1,
+    },
+    "+ti",
+  );
   good.push("other/no-patient-id.dcm");
   good.sort();
 
   // Cut in the middle of its pixel data.
   const whole = join(work, "whole.dcm");
-  await make(work, whole, { sopClass: CT, sop: `${UIDS.ctSeries}.99`, study: UIDS.ctStudy, series: UIDS.ctSeries, modality: "CT", seriesNumber: 1, instanceNumber: 99, patientId: PLANTED.patientId }, "+te");
+  await make(
+    work,
+    whole,
+    {
+      sopClass: CT,
+      sop: `${UIDS.ctSeries}.99`,
+      study: UIDS.ctStudy,
+      series: UIDS.ctSeries,
+      modality: "CT",
+      seriesNumber: 1,
+      instanceNumber: 99,
+      patientId: PLANTED.patientId,
+    },
+    "+te",
+  );
   const { readFile } = await import("node:fs/promises");
   const bytes = await readFile(whole);
   await writeFile(join(dir, "ct/IM99.dcm"), bytes.subarray(0, bytes.length - 10));
@@ -169,7 +239,16 @@ export async function makeDicomFolder(root: string): Promise<Made> {
   const dirDump = join(work, "dicomdir.txt");
   await writeFile(
     dirDump,
-    ["(0002,0002) UI =MediaStorageDirectoryStorage", "(0002,0003) UI 1.2.826.0.1.3680043.8.498.1999", "(0004,1130) CS [ZQXMEDIA]", "(0004,1200) up 0", "(0004,1202) up 0", "(0004,1212) US 0", "(0004,1220) SQ (Sequence with explicit length #=0)", "(fffe,e0dd) na (SequenceDelimitationItem for re-encod.)"].join("\n") + "\n",
+    [
+      "(0002,0002) UI =MediaStorageDirectoryStorage",
+      "(0002,0003) UI 1.2.826.0.1.3680043.8.498.1999",
+      "(0004,1130) CS [ZQXMEDIA]",
+      "(0004,1200) up 0",
+      "(0004,1202) up 0",
+      "(0004,1212) US 0",
+      "(0004,1220) SQ (Sequence with explicit length #=0)",
+      "(fffe,e0dd) na (SequenceDelimitationItem for re-encod.)",
+    ].join("\n") + "\n",
   );
   await exec("dump2dcm", ["-q", "+te", dirDump, join(dir, "DICOMDIR")]);
   return { dir, good, truncated: "ct/IM99.dcm", notDicom: "README.txt", dicomdir: "DICOMDIR" };

@@ -35,14 +35,17 @@ afterAll(async () => {
 
 const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 const ofDatasource = (all: Flat[], ds: string): Flat[] => {
-  const inside = new Set(all.filter((r) => r.payload_type === "patient" && r.datasource_id === ds).map((r) => r.identifier));
+  const inside = new Set(
+    all.filter((r) => r.payload_type === "patient" && r.datasource_id === ds).map((r) => r.identifier),
+  );
   let grew = true;
   while (grew) {
     grew = false;
-    for (const r of all) if (r.parent_identifier !== null && inside.has(r.parent_identifier) && !inside.has(r.identifier)) {
-      inside.add(r.identifier);
-      grew = true;
-    }
+    for (const r of all)
+      if (r.parent_identifier !== null && inside.has(r.parent_identifier) && !inside.has(r.identifier)) {
+        inside.add(r.identifier);
+        grew = true;
+      }
   }
   return all.filter((r) => inside.has(r.identifier));
 };
@@ -59,7 +62,9 @@ describe("import-dicom", () => {
 
     // The same command on the whole folder completes it.
     const run = await importDicom([made.dir, "--datasource", "ds-a", "--concurrency", "3", "--batch-size", "4"]);
-    expect(run.stdout.trim()).toBe(`imported ${made.good.length - 1} dicom instances, 1 already there, 2 skipped, 1 failed`);
+    expect(run.stdout.trim()).toBe(
+      `imported ${made.good.length - 1} dicom instances, 1 already there, 2 skipped, 1 failed`,
+    );
     expect(run.code).toBe(1);
     expect(run.stderr).toContain(`error: ${made.truncated}: unreadable DICOM`);
     expect(run.stderr).toContain(`skipped ${made.notDicom}: not a DICOM Part 10 file`);
@@ -70,12 +75,21 @@ describe("import-dicom", () => {
     const by = (t: string) => tree.filter((r) => r.payload_type === t);
     // The CT/MR patient, the multi-frame patient, one patient for the study without PatientID.
     expect(by("patient")).toHaveLength(3);
-    for (const p of by("patient")) expect(p).toMatchObject({ datasource_id: "ds-a", sex: "female", birth_year: 1965, access_level: "internal", parent_identifier: null });
+    for (const p of by("patient"))
+      expect(p).toMatchObject({
+        datasource_id: "ds-a",
+        sex: "female",
+        birth_year: 1965,
+        access_level: "internal",
+        parent_identifier: null,
+      });
     expect(by("study")).toHaveLength(3);
     const ctStudy = by("study").find((s) => s.modality === "CT\\MR")!;
     expect(ctStudy).toMatchObject({ study_date: "2024-03-14", description: "Thorax routine", body_part: "CHEST" });
     expect(ctStudy.accession_number).toBeUndefined();
-    const series = by("series").map((s) => [s.modality, s.series_number, s.instance_count, s.description]).sort();
+    const series = by("series")
+      .map((s) => [s.modality, s.series_number, s.instance_count, s.description])
+      .sort();
     expect(series).toEqual([
       ["CT", 1, 3, "CT series 1"],
       ["CT", 3, 1, "CT series 3"],
@@ -86,7 +100,9 @@ describe("import-dicom", () => {
     // Files: the objects as they were on disk.
     const files = by("file");
     expect(files).toHaveLength(made.good.length);
-    const local = new Map(await Promise.all(made.good.map(async (rel) => [sha(await readFile(join(made.dir, rel))), rel] as const)));
+    const local = new Map(
+      await Promise.all(made.good.map(async (rel) => [sha(await readFile(join(made.dir, rel))), rel] as const)),
+    );
     for (const f of files) {
       expect(f.content_type).toBe("application/dicom");
       const bytes = await download(admin, f.path as string);
@@ -99,9 +115,13 @@ describe("import-dicom", () => {
     const before = JSON.stringify(tree);
     const keysBefore = (await admin("GET", `/s3/list?prefix=${encodeURIComponent("s3://resources/dicom/ds-a/")}`)).json;
     const again = await importDicom([made.dir, "--datasource", "ds-a"]);
-    expect(again.stdout.trim()).toBe(`imported 0 dicom instances, ${made.good.length} already there, 2 skipped, 1 failed`);
+    expect(again.stdout.trim()).toBe(
+      `imported 0 dicom instances, ${made.good.length} already there, 2 skipped, 1 failed`,
+    );
     expect(JSON.stringify(ofDatasource(await everything(admin), "ds-a"))).toBe(before);
-    expect((await admin("GET", `/s3/list?prefix=${encodeURIComponent("s3://resources/dicom/ds-a/")}`)).json).toEqual(keysBefore);
+    expect((await admin("GET", `/s3/list?prefix=${encodeURIComponent("s3://resources/dicom/ds-a/")}`)).json).toEqual(
+      keysBefore,
+    );
     expect((keysBefore.keys as string[]).length).toBe(made.good.length);
 
     // Who wrote it: the importer's token.
@@ -114,7 +134,8 @@ describe("import-dicom", () => {
     expect(all.length).toBeGreaterThan(0);
     const keys = (await admin("GET", `/s3/list?prefix=${encodeURIComponent("s3://resources/")}`)).json.keys as string[];
     const text = JSON.stringify(all) + "\n" + keys.join("\n");
-    for (const planted of [...Object.values(PLANTED), ...Object.values(UIDS), "ZQX"]) expect(text).not.toContain(planted);
+    for (const planted of [...Object.values(PLANTED), ...Object.values(UIDS), "ZQX"])
+      expect(text).not.toContain(planted);
   });
 
   it("--access-level restricted: a reader cleared for internal sees none of it", async () => {
@@ -137,14 +158,17 @@ describe("import-dicom", () => {
     expect(refused.stderr).toContain("--deidentify needs a key");
 
     const run = await importDicom([made.dir, "--datasource", "ds-d", "--deidentify", "--deidentify-key-file", keyFile]);
-    expect(run.stdout.trim()).toBe(`imported ${made.good.length} dicom instances, 0 already there, 2 skipped, 1 failed`);
+    expect(run.stdout.trim()).toBe(
+      `imported ${made.good.length} dicom instances, 0 already there, 2 skipped, 1 failed`,
+    );
     const files = ofDatasource(await everything(admin), "ds-d").filter((r) => r.payload_type === "file");
     expect(files).toHaveLength(made.good.length);
     const studyUid = replacementUid(Buffer.from(key), UIDS.ctStudy);
     let withCtStudy = 0;
     for (const f of files) {
       const dump = await dcmdump(work, "stored.dcm", await download(admin, f.path as string));
-      for (const planted of [...Object.values(PLANTED), ...Object.values(UIDS), "ZQX"]) expect(dump).not.toContain(planted);
+      for (const planted of [...Object.values(PLANTED), ...Object.values(UIDS), "ZQX"])
+        expect(dump).not.toContain(planted);
       expect(dump).not.toMatch(/^\(0009,/m);
       expect(dump).toMatch(/\(0012,0062\) CS \[YES\]/);
       expect(dump).toMatch(/\(7fe0,0010\) OW /);

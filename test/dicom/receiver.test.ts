@@ -23,11 +23,15 @@ const url = () => server.url;
 const admin = caller(url, TOKENS.admin);
 
 beforeAll(async () => {
-  if (!(await hasDcmtk())) throw new Error("these tests send with dcmtk's storescu and echoscu: apt-get install -y dcmtk");
+  if (!(await hasDcmtk()))
+    throw new Error("these tests send with dcmtk's storescu and echoscu: apt-get install -y dcmtk");
   work = await mkdtemp(join(tmpdir(), "rs-dicom-scp-"));
   [made] = await Promise.all([makeDicomFolder(work), buildCli()]);
   server = await startTestServer({ API_TOKENS });
-  const config = receiverConfigFrom({ DICOM_PORT: "0", DICOM_DATASOURCE: "ds-scp", DICOM_ALLOWED_AES: "MODALITY1, MODALITY2" }, "127.0.0.1")!;
+  const config = receiverConfigFrom(
+    { DICOM_PORT: "0", DICOM_DATASOURCE: "ds-scp", DICOM_ALLOWED_AES: "MODALITY1, MODALITY2" },
+    "127.0.0.1",
+  )!;
   receiver = await startDicomReceiver(config, server.app.localTransport, createLogger("silent"));
 });
 
@@ -38,9 +42,20 @@ afterAll(async () => {
 });
 
 function dcmtk(tool: "echoscu" | "storescu", aet: string, files: string[] = [], called = "RESOURCESTORE") {
-  return exec(tool, ["-aet", aet, "-aec", called, "127.0.0.1", String(receiver.port), ...files.map((f) => join(made.dir, f))]).then(
+  return exec(tool, [
+    "-aet",
+    aet,
+    "-aec",
+    called,
+    "127.0.0.1",
+    String(receiver.port),
+    ...files.map((f) => join(made.dir, f)),
+  ]).then(
     (r) => ({ code: 0, out: r.stdout + r.stderr }),
-    (err: { code?: number; stdout?: string; stderr?: string }) => ({ code: err.code ?? 1, out: `${err.stdout ?? ""}${err.stderr ?? ""}` }),
+    (err: { code?: number; stdout?: string; stderr?: string }) => ({
+      code: err.code ?? 1,
+      out: `${err.stdout ?? ""}${err.stderr ?? ""}`,
+    }),
   );
 }
 
@@ -63,7 +78,9 @@ describe("DICOM receiver", () => {
     expect((await dcmtk("storescu", "MODALITY1", [ct[0]!])).code).toBe(0);
 
     const all = await everything(admin);
-    const patients = new Set(all.filter((r) => r.payload_type === "patient" && r.datasource_id === "ds-scp").map((r) => r.identifier));
+    const patients = new Set(
+      all.filter((r) => r.payload_type === "patient" && r.datasource_id === "ds-scp").map((r) => r.identifier),
+    );
     const studies = all.filter((r) => r.payload_type === "study" && patients.has(r.parent_identifier!));
     expect(studies).toHaveLength(3);
     const ctStudy = studies.find((s) => s.modality === "CT\\MR")!;
@@ -72,19 +89,33 @@ describe("DICOM receiver", () => {
       ["CT", 3],
       ["MR", 2],
     ]);
-    const seriesIds = new Set(all.filter((r) => r.payload_type === "series" && studies.some((s) => s.identifier === r.parent_identifier)).map((r) => r.identifier));
+    const seriesIds = new Set(
+      all
+        .filter((r) => r.payload_type === "series" && studies.some((s) => s.identifier === r.parent_identifier))
+        .map((r) => r.identifier),
+    );
     const files = all.filter((r): r is Flat => r.payload_type === "file" && seriesIds.has(r.parent_identifier!));
     expect(files).toHaveLength(made.good.length);
     expect(JSON.stringify(all)).not.toContain(PLANTED.patientId);
 
     const ctFile = files.find((f) => series.some((s) => s.modality === "CT" && s.identifier === f.parent_identifier))!;
-    expect((await admin("POST", "/resources/history", { identifier: ctFile.identifier })).json.versions.map((v: { actor: string }) => v.actor)).toEqual(["dicom:MODALITY1"]);
+    expect(
+      (await admin("POST", "/resources/history", { identifier: ctFile.identifier })).json.versions.map(
+        (v: { actor: string }) => v.actor,
+      ),
+    ).toEqual(["dicom:MODALITY1"]);
     const mrSeries = series.find((s) => s.modality === "MR")!;
-    expect((await admin("POST", "/resources/history", { identifier: mrSeries.identifier })).json.versions[0].actor).toBe("dicom:MODALITY2");
+    expect(
+      (await admin("POST", "/resources/history", { identifier: mrSeries.identifier })).json.versions[0].actor,
+    ).toBe("dicom:MODALITY2");
 
     // The same folder through import-dicom: the same identifiers, so nothing is new.
-    const run = await runCli(["--url", url(), "import-dicom", made.dir, "--datasource", "ds-scp"], { env: { RESOURCE_STORE_TOKEN: TOKENS.importer } });
-    expect(run.stdout.trim()).toBe(`imported 0 dicom instances, ${made.good.length} already there, 2 skipped, 1 failed`);
+    const run = await runCli(["--url", url(), "import-dicom", made.dir, "--datasource", "ds-scp"], {
+      env: { RESOURCE_STORE_TOKEN: TOKENS.importer },
+    });
+    expect(run.stdout.trim()).toBe(
+      `imported 0 dicom instances, ${made.good.length} already there, 2 skipped, 1 failed`,
+    );
     const after = await everything(admin);
     expect(after.length).toBe(all.length);
   });
@@ -94,8 +125,17 @@ describe("DICOM receiver settings", () => {
   it("is off without DICOM_PORT and refuses a port without a datasource, a bad AE title, or --deidentify without a key", () => {
     expect(receiverConfigFrom({}, "127.0.0.1")).toBeUndefined();
     expect(() => receiverConfigFrom({ DICOM_PORT: "11112" }, "127.0.0.1")).toThrow(/DICOM_DATASOURCE is required/);
-    expect(() => receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds", DICOM_AE_TITLE: "A\\B" }, "127.0.0.1")).toThrow(/DICOM_AE_TITLE/);
-    expect(() => receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds", DICOM_DEIDENTIFY: "1" }, "127.0.0.1")).toThrow(/DICOM_DEIDENTIFY_KEY/);
-    expect(receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds" }, "127.0.0.1")).toMatchObject({ port: 11112, host: "127.0.0.1", aeTitle: "RESOURCESTORE", accessLevel: "internal" });
+    expect(() =>
+      receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds", DICOM_AE_TITLE: "A\\B" }, "127.0.0.1"),
+    ).toThrow(/DICOM_AE_TITLE/);
+    expect(() =>
+      receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds", DICOM_DEIDENTIFY: "1" }, "127.0.0.1"),
+    ).toThrow(/DICOM_DEIDENTIFY_KEY/);
+    expect(receiverConfigFrom({ DICOM_PORT: "11112", DICOM_DATASOURCE: "ds" }, "127.0.0.1")).toMatchObject({
+      port: 11112,
+      host: "127.0.0.1",
+      aeTitle: "RESOURCESTORE",
+      accessLevel: "internal",
+    });
   });
 });

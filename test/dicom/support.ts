@@ -24,21 +24,33 @@ export function caller(url: () => string, token: string) {
   return async (method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; json: any }> => {
     const res = await fetch(url() + path, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     return { status: res.status, json: await res.json() };
   };
 }
 
-export type Flat = Record<string, unknown> & { identifier: string; payload_type: string; parent_identifier: string | null };
+export type Flat = Record<string, unknown> & {
+  identifier: string;
+  payload_type: string;
+  parent_identifier: string | null;
+};
 
 /** Every active resource, oldest first by identifier. */
 export async function everything(call: ReturnType<typeof caller>): Promise<Flat[]> {
   const out: Flat[] = [];
   let cursor: string | undefined;
   do {
-    const r = await call("POST", "/query", { sort_by: "identifier", sort_order: "asc", limit: 1000, ...(cursor ? { cursor } : {}) });
+    const r = await call("POST", "/query", {
+      sort_by: "identifier",
+      sort_order: "asc",
+      limit: 1000,
+      ...(cursor ? { cursor } : {}),
+    });
     if (r.status !== 200) throw new Error(`query answered ${r.status}: ${JSON.stringify(r.json)}`);
     out.push(...(r.json.results as Flat[]));
     cursor = r.json.next_cursor ?? undefined;

@@ -29,7 +29,8 @@ function citedPages(file: string, text: string): { cited: string; target: string
   if (file.endsWith(".md")) {
     for (const m of text.matchAll(/\]\(([^)#\s]*contract\/[^)#\s]+|[0-9]{2}-[a-z-]+\.md)(?:#[^)]*)?\)/g)) {
       const link = m[1] as string;
-      if (file.startsWith(contractDir) || link.includes("contract/")) out.push({ cited: link, target: resolve(dirname(file), link) });
+      if (file.startsWith(contractDir) || link.includes("contract/"))
+        out.push({ cited: link, target: resolve(dirname(file), link) });
     }
   }
   // Plain citations name the page from the repository's root.
@@ -67,7 +68,9 @@ describe("contract citations", () => {
   });
 
   it("nothing outside docs/contract/ cites the contract by its old file and section number", () => {
-    const old = filesUnder(root).filter((f) => !f.startsWith(contractDir + "/") && OLD_CITATION.test(readFileSync(f, "utf8")));
+    const old = filesUnder(root).filter(
+      (f) => !f.startsWith(contractDir + "/") && OLD_CITATION.test(readFileSync(f, "utf8")),
+    );
     expect(old.map((f) => relative(root, f))).toEqual([]);
   });
 
@@ -77,7 +80,10 @@ describe("contract citations", () => {
     const missing = ["docs", "contract", "99-nowhere.md"].join("/");
     const cites = citedPages(file, `// ${missing} and docs/contract/16-limits.md.`);
     expect(cites.map((c) => existsSync(c.target))).toEqual([false, true]);
-    const md = citedPages(join(root, "docs/limits.md"), "see [limits](contract/16-limits.md) and [x](contract/17-nope.md#a)");
+    const md = citedPages(
+      join(root, "docs/limits.md"),
+      "see [limits](contract/16-limits.md) and [x](contract/17-nope.md#a)",
+    );
     expect(md.map((c) => existsSync(c.target))).toEqual([true, false]);
     expect(OLD_CITATION.test(["// API.md", "section 16"].join(" "))).toBe(true);
   });

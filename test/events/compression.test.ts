@@ -8,9 +8,18 @@ import { connect } from "node:http2";
 import { gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient, type Transport } from "@connectrpc/connect";
-import { compressionGzip, createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import {
+  compressionGzip,
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { WatchRequestSchema, WatchResponseSchema, type WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
+import {
+  WatchRequestSchema,
+  WatchResponseSchema,
+  type WatchResponse,
+} from "../../gen/resourcestore/type/v1/event_pb.js";
 import { EventService } from "../../gen/resourcestore/v2/event_service_pb.js";
 import { startTestServer, type TestServer } from "../support/app.js";
 import { envelope, envelopeReader, unwrapped, type Envelope } from "../support/envelopes.js";
@@ -88,8 +97,17 @@ function http1Raw(base: string, protocol: "grpc-web" | "connect"): RawStream {
   const headers: Record<string, string> =
     protocol === "grpc-web"
       ? { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", "grpc-accept-encoding": "gzip" }
-      : { "content-type": "application/connect+proto", "connect-protocol-version": "1", "connect-accept-encoding": "gzip" };
-  const res = fetch(base + PATH, { method: "POST", headers, body: envelope(toBinary(WatchRequestSchema, create(WatchRequestSchema, {}))), signal: ac.signal });
+      : {
+          "content-type": "application/connect+proto",
+          "connect-protocol-version": "1",
+          "connect-accept-encoding": "gzip",
+        };
+  const res = fetch(base + PATH, {
+    method: "POST",
+    headers,
+    body: envelope(toBinary(WatchRequestSchema, create(WatchRequestSchema, {}))),
+    signal: ac.signal,
+  });
   const encoding = res.then((r) => {
     expect(r.status).toBe(200);
     const read = envelopeReader(c.onMessage);
@@ -106,7 +124,11 @@ function http1Raw(base: string, protocol: "grpc-web" | "connect"): RawStream {
 }
 
 /** A stream through connect-node's client (which accepts gzip by default): its first message with events, decoded by the client. */
-function clientStream(transport: Transport): { opened: Promise<void>; firstEvents: Promise<WatchResponse>; close(): void } {
+function clientStream(transport: Transport): {
+  opened: Promise<void>;
+  firstEvents: Promise<WatchResponse>;
+  close(): void;
+} {
   const ac = new AbortController();
   let open!: () => void;
   const opened = new Promise<void>((r) => (open = r));
@@ -146,8 +168,16 @@ describe("the feed's compression", () => {
     };
     try {
       await Promise.all([...Object.values(raw).map((s) => s.opened), ...Object.values(clients).map((s) => s.opened)]);
-      const resources = Array.from({ length: COUNT }, (_, i) => ({ identifier: `gz-${String(i).padStart(3, "0")}`, payload_type: "datasource", name: `source ${i}` }));
-      const r = await fetch(`${srv.url}/resources/create`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ resources }) });
+      const resources = Array.from({ length: COUNT }, (_, i) => ({
+        identifier: `gz-${String(i).padStart(3, "0")}`,
+        payload_type: "datasource",
+        name: `source ${i}`,
+      }));
+      const r = await fetch(`${srv.url}/resources/create`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ resources }),
+      });
       expect(r.status).toBe(200);
 
       const want = resources.map((x) => x.identifier);
@@ -155,12 +185,19 @@ describe("the feed's compression", () => {
       for (const [name, s] of Object.entries(raw)) {
         const e = await s.firstEvents;
         const accepted = name !== "grpc, no compression accepted";
-        expect({ name, encoding: await s.encoding, compressed: (e.flags & 1) === 1 }).toEqual({ name, encoding: accepted ? "gzip" : undefined, compressed: accepted });
+        expect({ name, encoding: await s.encoding, compressed: (e.flags & 1) === 1 }).toEqual({
+          name,
+          encoding: accepted ? "gzip" : undefined,
+          compressed: accepted,
+        });
         got[name] = decode(e);
       }
       for (const [name, s] of Object.entries(clients)) got[`${name} (connect-node client)`] = await s.firstEvents;
       for (const [name, m] of Object.entries(got)) {
-        expect({ name, events: m.events.map((e) => [e.identifier, e.kind, Number(e.version)]) }).toEqual({ name, events: want.map((id) => [id, "created", 1]) });
+        expect({ name, events: m.events.map((e) => [e.identifier, e.kind, Number(e.version)]) }).toEqual({
+          name,
+          events: want.map((id) => [id, "created", 1]),
+        });
       }
 
       // The one message's bytes, as every binary stream sent them: compressed once (7 streams accept gzip).

@@ -22,7 +22,9 @@ async function feedNumbers(url: string): Promise<FeedNumbers> {
   const n = (re: RegExp) => Number(re.exec(text)?.[1] ?? Number.NaN);
   return {
     open: n(/^rs_events_streams_open (\d+)$/m),
-    reads: n(/^rs_events_history_reads_total\{by="tail"\} (\d+)$/m) + n(/^rs_events_history_reads_total\{by="stream"\} (\d+)$/m),
+    reads:
+      n(/^rs_events_history_reads_total\{by="tail"\} (\d+)$/m) +
+      n(/^rs_events_history_reads_total\{by="stream"\} (\d+)$/m),
   };
 }
 
@@ -51,7 +53,10 @@ describe("a change-feed client killed mid-stream", () => {
   });
 
   it.each(SURFACES)("%s: its streams close within 2 s and no history is read for them", async (surface) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "test/events/watch-client.ts", surface, server.url], { cwd: root, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", "test/events/watch-client.ts", surface, server.url], {
+      cwd: root,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     let stderr = "";
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise((r) => child.once("exit", r));
@@ -61,14 +66,18 @@ describe("a change-feed client killed mid-stream", () => {
       expect(opened.open, stderr).toBe(2);
       // A commit reaches both streams (the tail reads it for them).
       const store = createResourceStore(server.app.db);
-      await store.create(LOCAL_CALLER, [{ identifier: `dead-${surface}-${n++}`, payloadType: "datasource", payload: { name: "before" } }]);
+      await store.create(LOCAL_CALLER, [
+        { identifier: `dead-${surface}-${n++}`, payloadType: "datasource", payload: { name: "before" } },
+      ]);
       await until(server.url, (x) => x.reads > opened.reads, 5_000);
       child.kill("SIGKILL");
       await exited;
       const closed = await until(server.url, (x) => x.open === 0, 2_000);
       expect(closed.open).toBe(0);
       // Nobody is watching: a commit now reads no history at all.
-      await store.create(LOCAL_CALLER, [{ identifier: `dead-${surface}-${n++}`, payloadType: "datasource", payload: { name: "after" } }]);
+      await store.create(LOCAL_CALLER, [
+        { identifier: `dead-${surface}-${n++}`, payloadType: "datasource", payload: { name: "after" } },
+      ]);
       await new Promise((r) => setTimeout(r, 500));
       expect((await feedNumbers(server.url)).reads).toBe(closed.reads);
     } finally {

@@ -49,7 +49,10 @@ describe("a WatchResponse encoded once", () => {
     ["a heartbeat", { at: AT, events: [] }],
     ["whole commits without resources", { at: AT, events: [0, 1, 2].map((i) => event(i, false)) }],
     ["whole commits with resources", { at: AT, events: [0, 1, 2, 3].map((i) => event(i, true)) }],
-    ["a partial message", { at: "2026-11-26T18:00:00.123455Z", events: [0, 1, 2, 3, 4].map((i) => event(i, true)), partial: true }],
+    [
+      "a partial message",
+      { at: "2026-11-26T18:00:00.123455Z", events: [0, 1, 2, 3, 4].map((i) => event(i, true)), partial: true },
+    ],
   ];
   it.each(cases)("%s: the same bytes as toBinary of the message itself, and decodes back to it", (_name, m) => {
     const bytes = toBinary(WatchResponseSchema, preEncoded(m));

@@ -46,10 +46,15 @@ interface RawStream {
   close(): void;
 }
 
-const plain = (h: IncomingHttpHeaders): Record<string, string> => Object.fromEntries(Object.entries(h).map(([k, v]) => [k, String(v)]));
+const plain = (h: IncomingHttpHeaders): Record<string, string> =>
+  Object.fromEntries(Object.entries(h).map(([k, v]) => [k, String(v)]));
 
 /** A raw gRPC Watch on `session`; `viaConnect` adds a deadline header, which leaves the call to connect. */
-function watch(session: ClientHttp2Session, viaConnect: boolean, body: Uint8Array = toBinary(WatchRequestSchema, create(WatchRequestSchema, {}))): RawStream {
+function watch(
+  session: ClientHttp2Session,
+  viaConnect: boolean,
+  body: Uint8Array = toBinary(WatchRequestSchema, create(WatchRequestSchema, {})),
+): RawStream {
   const req = session.request({
     ":method": "POST",
     ":path": PATH,
@@ -69,10 +74,12 @@ function watch(session: ClientHttp2Session, viaConnect: boolean, body: Uint8Arra
   });
   let trailers: Record<string, string> = {};
   req.on("trailers", (t) => (trailers = plain(t)));
-  const ended = new Promise<{ headers: Record<string, string>; trailers: Record<string, string> }>((resolve, reject) => {
-    req.once("end", () => void headers.then((h) => resolve({ headers: h, trailers })));
-    req.once("error", reject);
-  });
+  const ended = new Promise<{ headers: Record<string, string>; trailers: Record<string, string> }>(
+    (resolve, reject) => {
+      req.once("end", () => void headers.then((h) => resolve({ headers: h, trailers })));
+      req.once("error", reject);
+    },
+  );
   req.on(
     "data",
     envelopeReader((e) => {
@@ -108,8 +115,16 @@ describe("the feed lane", () => {
     try {
       await Promise.all(all.map((s) => s.opened));
       asked.inputs.length = 0;
-      const resources = Array.from({ length: COUNT }, (_, i) => ({ identifier: `lane-${String(i).padStart(3, "0")}`, payload_type: "datasource", name: `source ${i}` }));
-      const r = await fetch(`${srv.url}/resources/create`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ resources }) });
+      const resources = Array.from({ length: COUNT }, (_, i) => ({
+        identifier: `lane-${String(i).padStart(3, "0")}`,
+        payload_type: "datasource",
+        name: `source ${i}`,
+      }));
+      const r = await fetch(`${srv.url}/resources/create`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ resources }),
+      });
       expect(r.status).toBe(200);
       const got = await Promise.all(all.map((s) => s.firstEvents));
       // Every stream, lane or connect, got the same envelope: gzipped, the commit's 40 events.
@@ -118,7 +133,9 @@ describe("the feed lane", () => {
         expect(e.data.equals(got[0]!.data)).toBe(true);
       }
       const message = unwrapped(got[0]!);
-      expect(fromBinary(WatchResponseSchema, message).events.map((e) => e.identifier)).toEqual(resources.map((x) => x.identifier));
+      expect(fromBinary(WatchResponseSchema, message).events.map((e) => e.identifier)).toEqual(
+        resources.map((x) => x.identifier),
+      );
       // Asked to compress the message once for the four lane streams, and once more by connect's stream (which shares the output).
       const asks = asked.inputs.filter((input) => Buffer.compare(input, message) === 0).length;
       expect(asks).toBe(2);
@@ -134,6 +151,9 @@ describe("the feed lane", () => {
     const [a, b] = await Promise.all([watch(session, false, bad).ended, watch(session, true, bad).ended]);
     expect(a.trailers["grpc-status"]).toBe("3");
     expect(a.trailers["x-request-id"] ?? a.headers["x-request-id"]).toBeDefined();
-    expect({ headers: comparable(a.headers), trailers: comparable(a.trailers) }).toEqual({ headers: comparable(b.headers), trailers: comparable(b.trailers) });
+    expect({ headers: comparable(a.headers), trailers: comparable(a.trailers) }).toEqual({
+      headers: comparable(b.headers),
+      trailers: comparable(b.trailers),
+    });
   }, 60_000);
 });

@@ -14,7 +14,14 @@
 // bounded: a count never reached fails the test.
 import { afterEach, expect, it } from "vitest";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
-import { createEventFeed, type Db, type EventFeed, type EventFeedStats, type EventMessage, type Notifications } from "../../src/store/index.js";
+import {
+  createEventFeed,
+  type Db,
+  type EventFeed,
+  type EventFeedStats,
+  type EventMessage,
+  type Notifications,
+} from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
 
@@ -129,7 +136,11 @@ describeBackends("the feed counts its reads and the streams that leave a tail", 
     // Commits 10..15 on its own, two a page: three pages, the last of which
     // (exactly full, with nothing after it) says there is no more.
     const ownPages = Math.ceil((last - (1 + MAX_QUEUED_PAGES)) / pageSize);
-    expect(feed.stats()).toEqual({ tailReads, streamReads: 1 + ownPages, leftTail: { lagging: 1, untagged: 0, error: 0 } });
+    expect(feed.stats()).toEqual({
+      tailReads,
+      streamReads: 1 + ownPages,
+      leftTail: { lagging: 1, untagged: 0, error: 0 },
+    });
 
     // Pulled again: no empty read of its own after that last page; it joins again (one tail read).
     pending = stream.next();

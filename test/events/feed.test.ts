@@ -2,14 +2,25 @@
 // versions, whole commits in commit order, `since` exclusive, replay,
 // filters (root as the tree was at each event), heartbeats, wake-ups.
 import { expect, it } from "vitest";
-import { createEventFeed, createNotifications, readHistoryPage, type EventMessage, type ResourceEvent } from "../../src/store/index.js";
+import {
+  createEventFeed,
+  createNotifications,
+  readHistoryPage,
+  type EventMessage,
+  type ResourceEvent,
+} from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { ds, study } from "../store/helpers.js";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
 const brief = (e: ResourceEvent) => [e.identifier, e.kind, e.version];
 
-async function all(b: { db: Parameters<typeof readHistoryPage>[0] }, since: string | null, filter = {}, limit = 1000): Promise<ResourceEvent[]> {
+async function all(
+  b: { db: Parameters<typeof readHistoryPage>[0] },
+  since: string | null,
+  filter = {},
+  limit = 1000,
+): Promise<ResourceEvent[]> {
   const out: ResourceEvent[] = [];
   let point = since;
   for (;;) {
@@ -61,7 +72,10 @@ describeBackends("change feed history", (backend) => {
     const p = uid("p");
     const start = (await b.store.create(LOCAL_CALLER, [ds(`${p}0`)])).at;
     for (let i = 1; i <= 5; i++) {
-      await b.store.create(LOCAL_CALLER, Array.from({ length: i }, (_, j) => ds(`${p}${i}-${j}`)));
+      await b.store.create(
+        LOCAL_CALLER,
+        Array.from({ length: i }, (_, j) => ds(`${p}${i}-${j}`)),
+      );
     }
     const whole = await all(b, start);
     for (const limit of [1, 2, 3, 7]) {
@@ -71,7 +85,8 @@ describeBackends("change feed history", (backend) => {
         const page = await readHistoryPage(b.db, ALL_GRANTS, point, limit, {});
         const stamps = new Set(page.events.map((e) => e.at));
         // A page holds every event of each commit it touches.
-        for (const s of stamps) expect(page.events.filter((e) => e.at === s).length).toBe(whole.filter((e) => e.at === s).length);
+        for (const s of stamps)
+          expect(page.events.filter((e) => e.at === s).length).toBe(whole.filter((e) => e.at === s).length);
         seen.push(...page.events);
         point = page.upto;
         if (!page.more) break;
@@ -109,7 +124,9 @@ describeBackends("change feed history", (backend) => {
   it("filters by payload type and by the subtree as it was at each event", async () => {
     const b = backend();
     const r = uid("f");
-    const t0 = (await b.store.create(LOCAL_CALLER, [ds(r), ds(`${r}other`), study(`${r}s`, r), study(`${r}t`, `${r}s`)])).at;
+    const t0 = (
+      await b.store.create(LOCAL_CALLER, [ds(r), ds(`${r}other`), study(`${r}s`, r), study(`${r}t`, `${r}s`)])
+    ).at;
     await b.store.update(LOCAL_CALLER, [[`${r}t`, { payload: { modality: "MR" } }]]);
     // Moved out: this event is outside, and so is every later one.
     await b.store.update(LOCAL_CALLER, [[`${r}s`, { parentIdentifier: `${r}other` }]]);
@@ -170,7 +187,11 @@ describeBackends("change feed history", (backend) => {
     const feed = createEventFeed({ db: b.db, notifications });
     const w = uid("sh");
     try {
-      const streams = [feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 }), feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 }), feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000, payloadTypes: ["datasource"] })];
+      const streams = [
+        feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 }),
+        feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000 }),
+        feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000, payloadTypes: ["datasource"] }),
+      ];
       // The first message of each (nothing to send yet); asked for the next, each joins the tail and waits.
       for (const s of streams) expect(((await s.next()).value as EventMessage).events).toEqual([]);
       const waiting = streams.map((s) => s.next());
@@ -182,7 +203,14 @@ describeBackends("change feed history", (backend) => {
         while (m.events.length === 0) m = (await s.next()).value as EventMessage;
         got.push(m);
       }
-      for (const m of got) expect([m.at, m.events.map(brief)]).toEqual([at, [[`${w}a`, "created", 1], [`${w}b`, "created", 1]]]);
+      for (const m of got)
+        expect([m.at, m.events.map(brief)]).toEqual([
+          at,
+          [
+            [`${w}a`, "created", 1],
+            [`${w}b`, "created", 1],
+          ],
+        ]);
       expect(got[1]).toBe(got[0]);
       expect(got[2]).not.toBe(got[0]);
       for (const s of streams) await s.return(undefined);

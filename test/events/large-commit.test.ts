@@ -12,7 +12,11 @@ import { promisify } from "node:util";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WatchRequestSchema, WatchResponseSchema, type WatchResponse } from "../../gen/resourcestore/type/v1/event_pb.js";
+import {
+  WatchRequestSchema,
+  WatchResponseSchema,
+  type WatchResponse,
+} from "../../gen/resourcestore/type/v1/event_pb.js";
 import { createResourceStore } from "../../src/store/index.js";
 import { startTestServer, type TestServer } from "../support/app.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
@@ -24,7 +28,9 @@ const FOUR_MIB = 4 * 1024 * 1024;
 
 /** Server-streams Watch through grpc-js until `until`; the first error fails. */
 function watchGrpcJs(address: string, since: string, until: (m: WatchResponse) => boolean): Promise<WatchResponse[]> {
-  const client = new grpc.Client(address, grpc.credentials.createInsecure(), { "grpc.max_receive_message_length": FOUR_MIB });
+  const client = new grpc.Client(address, grpc.credentials.createInsecure(), {
+    "grpc.max_receive_message_length": FOUR_MIB,
+  });
   const request = create(WatchRequestSchema, { since, includeResources: true });
   const call = client.makeServerStreamRequest(
     "/resourcestore.v2.EventService/Watch",
@@ -72,9 +78,15 @@ interface PythonWatch {
 
 /** Runs test/events/watch_grpcio.py: Python grpcio with a channel of default options. */
 async function watchPython(address: string, since: string, until: string): Promise<PythonWatch> {
-  if (!pythonGrpcio) throw new Error(`the Python grpcio test needs ${PYTHON} with grpc: install it with \`apt-get install python3-grpcio\` (Debian) or set PYTHON_GRPCIO`);
+  if (!pythonGrpcio)
+    throw new Error(
+      `the Python grpcio test needs ${PYTHON} with grpc: install it with \`apt-get install python3-grpcio\` (Debian) or set PYTHON_GRPCIO`,
+    );
   const script = join(import.meta.dirname, "watch_grpcio.py");
-  const { stdout, stderr } = await execFileAsync(PYTHON, [script, address, since, until], { maxBuffer: 1 << 20, timeout: 120_000 });
+  const { stdout, stderr } = await execFileAsync(PYTHON, [script, address, since, until], {
+    maxBuffer: 1 << 20,
+    timeout: 120_000,
+  });
   if (stderr.trim() !== "") console.log(stderr);
   return JSON.parse(stdout.trim().split("\n").pop() ?? "") as PythonWatch;
 }
@@ -86,15 +98,22 @@ describe.skipIf(!pgOk)("a commit larger than a default gRPC client's receive lim
   let at = "";
   beforeAll(async () => {
     db = await createTestDatabase();
-    srv = await startTestServer({ DATABASE_URL: db.url, EVENTS_HEARTBEAT_MS: "1000", ...(process.env.CONTROL_NO_SPLIT === "1" ? { EVENTS_MAX_MESSAGE_BYTES: "1073741824" } : {}) });
+    srv = await startTestServer({
+      DATABASE_URL: db.url,
+      EVENTS_HEARTBEAT_MS: "1000",
+      ...(process.env.CONTROL_NO_SPLIT === "1" ? { EVENTS_MAX_MESSAGE_BYTES: "1073741824" } : {}),
+    });
     const store = createResourceStore(srv.app.db);
     const description = "d".repeat(300);
-    await store.create(LOCAL_CALLER, [{ identifier: "big-root", payloadType: "datasource", payload: { name: "root" } }]);
+    await store.create(LOCAL_CALLER, [
+      { identifier: "big-root", payloadType: "datasource", payload: { name: "root" } },
+    ]);
     for (let done = 1; done < 20_000; done += 10_000) {
       const n = Math.min(10_000, 20_000 - done);
       since = (
         await store.create(
-          LOCAL_CALLER, Array.from({ length: n }, (_, i) => ({
+          LOCAL_CALLER,
+          Array.from({ length: n }, (_, i) => ({
             identifier: `big-${String(done + i).padStart(5, "0")}`,
             payloadType: "datasource",
             parentIdentifier: "big-root",
@@ -150,7 +169,11 @@ describe.skipIf(!pgOk)("a commit larger than a default gRPC client's receive lim
     "the same delete as one message (EVENTS_MAX_MESSAGE_BYTES of 1 GiB) is more than Python grpcio takes: RESOURCE_EXHAUSTED",
     async () => {
       // The control: the same client and the same history from a server that does not split.
-      const unsplit = await startTestServer({ DATABASE_URL: db.url, EVENTS_HEARTBEAT_MS: "1000", EVENTS_MAX_MESSAGE_BYTES: "1073741824" });
+      const unsplit = await startTestServer({
+        DATABASE_URL: db.url,
+        EVENTS_HEARTBEAT_MS: "1000",
+        EVENTS_MAX_MESSAGE_BYTES: "1073741824",
+      });
       try {
         const got = await watchPython(new URL(unsplit.url).host, since, at);
         console.log(`Python grpcio, unsplit: ${JSON.stringify(got)}`);

@@ -55,7 +55,14 @@ describe.skipIf(!pgOk)("the server process", () => {
       let n = 0;
       const write = async (count: number) => {
         for (let done = 0; done < count; done += 10_000) {
-          await store.create(LOCAL_CALLER, Array.from({ length: Math.min(10_000, count - done) }, () => ({ identifier: `mem-${n++}`, payloadType: "datasource", payload: { name: "m", description: text } })));
+          await store.create(
+            LOCAL_CALLER,
+            Array.from({ length: Math.min(10_000, count - done) }, () => ({
+              identifier: `mem-${n++}`,
+              payloadType: "datasource",
+              payload: { name: "m", description: text },
+            })),
+          );
         }
       };
       // Warm up: the server has served a page of this size before the baseline.
@@ -77,7 +84,9 @@ describe.skipIf(!pgOk)("the server process", () => {
       // The bound sits well below that and above what the process needs to
       // take 100,000 writes and keep its shared reader's window of pages
       // (one CI run on Node 24 grew 49 MiB, others under 40).
-      console.log(`server RSS ${(before / 2 ** 20).toFixed(1)} MiB, after 100,000 more events unread ${(after / 2 ** 20).toFixed(1)} MiB`);
+      console.log(
+        `server RSS ${(before / 2 ** 20).toFixed(1)} MiB, after 100,000 more events unread ${(after / 2 ** 20).toFixed(1)} MiB`,
+      );
       expect(after - before).toBeLessThan(64 * 2 ** 20);
       stalled?.destroy();
     } finally {

@@ -28,7 +28,11 @@ const pgOk = await postgresReachable();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Reads a stream until `until` says so (or the time is up, which fails). */
-async function collect(stream: AsyncGenerator<EventMessage>, until: (m: EventMessage, all: EventMessage[]) => boolean, ms = 20_000): Promise<EventMessage[]> {
+async function collect(
+  stream: AsyncGenerator<EventMessage>,
+  until: (m: EventMessage, all: EventMessage[]) => boolean,
+  ms = 20_000,
+): Promise<EventMessage[]> {
   const out: EventMessage[] = [];
   const deadline = Date.now() + ms;
   for (;;) {
@@ -75,9 +79,14 @@ describeBackends("the feed keeps its promise", (backend) => {
     const r = uid("split");
     try {
       const since = (await b.store.create(LOCAL_CALLER, [ds(r)])).at;
-      const big = Array.from({ length: 60 }, (_, i) => study(`${r}-${String(i).padStart(3, "0")}`, r, { payload: { modality: "CT", description: "d".repeat(100) } }));
+      const big = Array.from({ length: 60 }, (_, i) =>
+        study(`${r}-${String(i).padStart(3, "0")}`, r, { payload: { modality: "CT", description: "d".repeat(100) } }),
+      );
       const { at } = await b.store.create(LOCAL_CALLER, big);
-      const msgs = await collect(feed.watch({ grants: ALL_GRANTS, since, heartbeatMs: 60_000, includeResources: true }), (m) => m.at >= at);
+      const msgs = await collect(
+        feed.watch({ grants: ALL_GRANTS, since, heartbeatMs: 60_000, includeResources: true }),
+        (m) => m.at >= at,
+      );
       const pieces = msgs.filter((m) => m.events.length > 0);
       expect(pieces.length).toBeGreaterThan(2);
       for (const m of pieces.slice(0, -1)) {
@@ -90,7 +99,10 @@ describeBackends("the feed keeps its promise", (backend) => {
       expect(pieces.flatMap((m) => m.events.map((e) => e.identifier))).toEqual(big.map((x) => x.identifier));
       for (const m of pieces) expect(JSON.stringify(m.events).length).toBeLessThan(2048);
       // Resume from the second partial message: the whole commit again, from its first event.
-      const again = await collect(feed.watch({ grants: ALL_GRANTS, since: pieces[1]!.at, heartbeatMs: 60_000 }), (m) => m.at >= at);
+      const again = await collect(
+        feed.watch({ grants: ALL_GRANTS, since: pieces[1]!.at, heartbeatMs: 60_000 }),
+        (m) => m.at >= at,
+      );
       expect(again.flatMap((m) => m.events.map((e) => e.identifier))).toEqual(big.map((x) => x.identifier));
       // Every event says who wrote it (the version's actor).
       expect(new Set(again.flatMap((m) => m.events.map((e) => e.actor)))).toEqual(new Set(["local"]));
@@ -205,14 +217,25 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
     const root = uid("root");
     await store.create(LOCAL_CALLER, [ds(root)]);
     // Five kinds of stream: all, studies only, datasources only, under root, all with resources.
-    const kinds = [{}, { payloadTypes: ["study"] }, { payloadTypes: ["datasource"] }, { rootIdentifier: root }, { includeResources: true }] as const;
+    const kinds = [
+      {},
+      { payloadTypes: ["study"] },
+      { payloadTypes: ["datasource"] },
+      { rootIdentifier: root },
+      { includeResources: true },
+    ] as const;
     const ac = new AbortController();
     const got: string[][] = [];
     const firsts: Promise<void>[] = [];
     for (let i = 0; i < 500; i++) {
       const mine: string[] = [];
       got.push(mine);
-      const stream = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000, signal: ac.signal, ...kinds[i % kinds.length] });
+      const stream = feed.watch({
+        grants: ALL_GRANTS,
+        heartbeatMs: 60_000,
+        signal: ac.signal,
+        ...kinds[i % kinds.length],
+      });
       let first!: () => void;
       firsts.push(new Promise((r) => (first = r)));
       void (async () => {
@@ -276,7 +299,11 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       },
     });
     const errors: unknown[] = [];
-    const notifications = createNotifications(listenDb, { reconnectMs: 200, maxReconnectMs: 400, onError: (e) => errors.push(e) });
+    const notifications = createNotifications(listenDb, {
+      reconnectMs: 200,
+      maxReconnectMs: 400,
+      onError: (e) => errors.push(e),
+    });
     const pollMs = 300;
     let feed: EventFeed | undefined = createEventFeed({ db: listenDb, notifications, pollMs });
     const store = createResourceStore(db);
@@ -292,7 +319,8 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       expect(notifications.listening(EVENTS_CHANNEL)).toBe(false);
       for (const s of streams) {
         void (async () => {
-          for await (const m of s) for (const e of m.events) if (!arrivals.has(`${e.identifier}`)) arrivals.set(e.identifier, Date.now());
+          for await (const m of s)
+            for (const e of m.events) if (!arrivals.has(`${e.identifier}`)) arrivals.set(e.identifier, Date.now());
         })();
       }
       /** Commits one resource and returns how long until the streams had it. */
@@ -317,7 +345,9 @@ describe.skipIf(!pgOk)("the feed keeps its promise on PostgreSQL", () => {
       }
       const woken = [await delay("listen-up-1"), await delay("listen-up-2")];
       expect(Math.max(...woken)).toBeLessThan(1000);
-      console.log(`delivery while LISTEN was refused: ${polled.join(", ")} ms; after it was restored: ${woken.join(", ")} ms`);
+      console.log(
+        `delivery while LISTEN was refused: ${polled.join(", ")} ms; after it was restored: ${woken.join(", ")} ms`,
+      );
       // A later watch opens too.
       const later = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 60_000, signal: ac.signal });
       expect((await later.next()).done).toBe(false);

@@ -39,16 +39,25 @@ async function readSse(chunks: AsyncIterable<Uint8Array | string>, enough: (fram
   return frames;
 }
 
-async function sseOverHttp1(url: string, headers: Record<string, string>, enough: (f: Sse[]) => boolean): Promise<{ status: number; type: string | null; frames: Sse[]; text?: string }> {
+async function sseOverHttp1(
+  url: string,
+  headers: Record<string, string>,
+  enough: (f: Sse[]) => boolean,
+): Promise<{ status: number; type: string | null; frames: Sse[]; text?: string }> {
   const ac = new AbortController();
   const res = await fetch(url, { headers, signal: ac.signal });
-  if (res.status !== 200) return { status: res.status, type: res.headers.get("content-type"), frames: [], text: await res.text() };
+  if (res.status !== 200)
+    return { status: res.status, type: res.headers.get("content-type"), frames: [], text: await res.text() };
   const frames = await readSse(res.body as unknown as AsyncIterable<Uint8Array>, enough);
   ac.abort();
   return { status: res.status, type: res.headers.get("content-type"), frames };
 }
 
-async function sseOverHttp2(base: string, path: string, enough: (f: Sse[]) => boolean): Promise<{ status: number; frames: Sse[] }> {
+async function sseOverHttp2(
+  base: string,
+  path: string,
+  enough: (f: Sse[]) => boolean,
+): Promise<{ status: number; frames: Sse[] }> {
   const session = connect(base);
   try {
     const req = session.request({ ":method": "GET", ":path": path });
@@ -73,7 +82,11 @@ const transports: Record<string, (url: string) => Transport> = {
 };
 
 const post = async (srv: TestServer, path: string, body: unknown) => {
-  const r = await fetch(srv.url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const r = await fetch(srv.url + path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   expect(r.status).toBe(200);
   return r.json() as Promise<Record<string, unknown>>;
 };
@@ -88,7 +101,9 @@ for (const backend of ["pglite", "postgres"] as const) {
     beforeAll(async () => {
       if (backend === "postgres") db = await createTestDatabase();
       srv = await startTestServer({ EVENTS_HEARTBEAT_MS: "200", ...(db ? { DATABASE_URL: db.url } : {}) });
-      await post(srv, "/resources/create", { resources: [{ identifier: "w-ds", payload_type: "datasource", name: "d" }] });
+      await post(srv, "/resources/create", {
+        resources: [{ identifier: "w-ds", payload_type: "datasource", name: "d" }],
+      });
       // The read point after that first commit: a heartbeat's at.
       const c = createClient(EventServiceV2, transports.grpc!(srv.url));
       for await (const m of c.watch({})) {
@@ -146,7 +161,9 @@ for (const backend of ["pglite", "postgres"] as const) {
           // Every message ends at its last event's commit, and no commit is split.
           for (const m of got) expect(m.at).toBe(m.events.at(-1)?.at);
           const stamps = got.map((m) => new Set(m.events.map((e) => e.at)));
-          for (let i = 0; i < stamps.length; i++) for (let j = i + 1; j < stamps.length; j++) for (const s of stamps[i]!) expect(stamps[j]!.has(s)).toBe(false);
+          for (let i = 0; i < stamps.length; i++)
+            for (let j = i + 1; j < stamps.length; j++)
+              for (const s of stamps[i]!) expect(stamps[j]!.has(s)).toBe(false);
           expect(events[2]?.resource?.payload).toMatchObject({ case: "study", value: { modality: "MR" } });
           commits.push(...events.map((e) => e.at));
         });
@@ -158,7 +175,11 @@ for (const backend of ["pglite", "postgres"] as const) {
       q.append("payload_type", "study");
       q.append("payload_type", "datasource");
       for (const prefix of ["", "/v1", "/v2"]) {
-        const r = await sseOverHttp1(`${srv.url}${prefix}/events?${q.toString()}`, {}, (f) => f.some((x) => x.data !== undefined) && f.at(-1)?.heartbeat === true);
+        const r = await sseOverHttp1(
+          `${srv.url}${prefix}/events?${q.toString()}`,
+          {},
+          (f) => f.some((x) => x.data !== undefined) && f.at(-1)?.heartbeat === true,
+        );
         expect(r.status).toBe(200);
         expect(r.type).toMatch(/^text\/event-stream/);
         const data = r.frames.filter((f) => f.data !== undefined);
@@ -169,19 +190,34 @@ for (const backend of ["pglite", "postgres"] as const) {
           ["w-st", "deleted", 3],
         ]);
         for (const f of data) expect(f.id).toBe((f.data as { at: string }).at);
-        expect(events[1]).toMatchObject({ payload_type: "study", resource: { identifier: "w-st", payload_type: "study", modality: "MR", version: 2 } });
+        expect(events[1]).toMatchObject({
+          payload_type: "study",
+          resource: { identifier: "w-st", payload_type: "study", modality: "MR", version: 2 },
+        });
         expect(events[0]).not.toHaveProperty("resource.children");
         expect(r.frames.at(-1)?.id).toMatch(/^\d{4}-\d\d-\d\dT.*\.\d{6}Z$/);
       }
     });
 
     it("REST honours Last-Event-ID, and serves HTTP/2 too", async () => {
-      const all = await sseOverHttp1(`${srv.url}/events?since=${encodeURIComponent(since)}`, {}, (f) => f.at(-1)?.heartbeat === true);
+      const all = await sseOverHttp1(
+        `${srv.url}/events?since=${encodeURIComponent(since)}`,
+        {},
+        (f) => f.at(-1)?.heartbeat === true,
+      );
       const firstId = all.frames.find((f) => f.data !== undefined)?.id ?? "";
-      const after = await sseOverHttp1(`${srv.url}/events`, { "last-event-id": firstId }, (f) => f.at(-1)?.heartbeat === true);
+      const after = await sseOverHttp1(
+        `${srv.url}/events`,
+        { "last-event-id": firstId },
+        (f) => f.at(-1)?.heartbeat === true,
+      );
       const before = all.frames.filter((f) => f.data !== undefined).slice(1);
       expect(after.frames.filter((f) => f.data !== undefined)).toEqual(before);
-      const h2 = await sseOverHttp2(srv.url, `/events?since=${encodeURIComponent(since)}`, (f) => f.at(-1)?.heartbeat === true);
+      const h2 = await sseOverHttp2(
+        srv.url,
+        `/events?since=${encodeURIComponent(since)}`,
+        (f) => f.at(-1)?.heartbeat === true,
+      );
       expect(h2.status).toBe(200);
       expect(h2.frames.filter((f) => f.data !== undefined)).toEqual(all.frames.filter((f) => f.data !== undefined));
     });
@@ -190,12 +226,16 @@ for (const backend of ["pglite", "postgres"] as const) {
       // EventSource reconnects to the very URL it opened (since and all) with the last id it took.
       const url = `${srv.url}/events?since=${encodeURIComponent(since)}`;
       const all = await sseOverHttp1(url, {}, (f) => f.at(-1)?.heartbeat === true);
-      const events = all.frames.flatMap((f) => (f.data as { events: { at: string; identifier: string; version: number }[] } | undefined)?.events ?? []);
+      const events = all.frames.flatMap(
+        (f) => (f.data as { events: { at: string; identifier: string; version: number }[] } | undefined)?.events ?? [],
+      );
       expect(events.length).toBe(5);
       // As if the last id taken were the update's commit.
       const lastId = events[2]!.at;
       const again = await sseOverHttp1(url, { "last-event-id": lastId }, (f) => f.at(-1)?.heartbeat === true);
-      const resumed = again.frames.flatMap((f) => (f.data as { events: { at: string; identifier: string; version: number }[] } | undefined)?.events ?? []);
+      const resumed = again.frames.flatMap(
+        (f) => (f.data as { events: { at: string; identifier: string; version: number }[] } | undefined)?.events ?? [],
+      );
       expect(resumed).toEqual(events.filter((e) => e.at > lastId));
       expect(resumed.length).toBe(2);
     });
@@ -206,7 +246,11 @@ for (const backend of ["pglite", "postgres"] as const) {
       expect(JSON.parse(bad.text ?? "")).toMatchObject({ code: "invalid_argument" });
       const badType = await sseOverHttp1(`${srv.url}/events?payload_type=nope`, {}, () => true);
       expect(badType.status).toBe(400);
-      const badRoot = await sseOverHttp1(`${srv.url}/events?root_identifier=${encodeURIComponent("../x")}`, {}, () => true);
+      const badRoot = await sseOverHttp1(
+        `${srv.url}/events?root_identifier=${encodeURIComponent("../x")}`,
+        {},
+        () => true,
+      );
       expect(badRoot.status).toBe(400);
     });
   });
@@ -225,7 +269,9 @@ describe("REST events: split commits and the stream limit", () => {
   });
 
   it("a split commit's partial frames carry partial and an id that resends the whole commit", async () => {
-    await post(srv, "/resources/create", { resources: [{ identifier: "sp-ds", payload_type: "datasource", name: "d" }] });
+    await post(srv, "/resources/create", {
+      resources: [{ identifier: "sp-ds", payload_type: "datasource", name: "d" }],
+    });
     let since = "";
     for await (const m of createClient(EventServiceV2, transports.grpc!(srv.url)).watch({})) {
       since = m.at;
@@ -233,7 +279,13 @@ describe("REST events: split commits and the stream limit", () => {
     }
     const ids = Array.from({ length: 40 }, (_, i) => `sp-${String(i).padStart(2, "0")}`);
     await post(srv, "/resources/create", {
-      resources: ids.map((identifier) => ({ identifier, payload_type: "study", parent_identifier: "sp-ds", modality: "CT", description: "d".repeat(100) })),
+      resources: ids.map((identifier) => ({
+        identifier,
+        payload_type: "study",
+        parent_identifier: "sp-ds",
+        modality: "CT",
+        description: "d".repeat(100),
+      })),
     });
     const url = `${srv.url}/events?include_resources=true&since=${encodeURIComponent(since)}`;
     type Data = { at: string; partial?: boolean; events: { identifier: string }[] };
@@ -252,7 +304,11 @@ describe("REST events: split commits and the stream limit", () => {
     expect(data.flatMap((f) => f.data.events.map((e) => e.identifier))).toEqual(ids);
     // A reconnect after a partial frame: the whole commit, from its first event.
     const again = await sseOverHttp1(url, { "last-event-id": data[1]!.id! }, (f) => f.some(whole));
-    expect(again.frames.flatMap((f) => (f.data as { events: { identifier: string }[] } | undefined)?.events.map((e) => e.identifier) ?? [])).toEqual(ids);
+    expect(
+      again.frames.flatMap(
+        (f) => (f.data as { events: { identifier: string }[] } | undefined)?.events.map((e) => e.identifier) ?? [],
+      ),
+    ).toEqual(ids);
   });
 
   it("one stream more than MAX_WATCH_STREAMS is 429 resource_exhausted", async () => {

@@ -15,7 +15,17 @@ import { startTestServer, type TestServer } from "../support/app.js";
 import { startProvider, type TestProvider } from "../auth/oidc-provider.js";
 
 type Surface = "rest" | "rest-v1" | "rest-v2" | `${"connect" | "grpc" | "grpc-web"}-${"v1" | "v2"}`;
-const SURFACES: readonly Surface[] = ["rest", "rest-v1", "rest-v2", "connect-v1", "connect-v2", "grpc-v1", "grpc-v2", "grpc-web-v1", "grpc-web-v2"];
+const SURFACES: readonly Surface[] = [
+  "rest",
+  "rest-v1",
+  "rest-v2",
+  "connect-v1",
+  "connect-v2",
+  "grpc-v1",
+  "grpc-v2",
+  "grpc-web-v1",
+  "grpc-web-v2",
+];
 /** Whether a surface has Restore (the second revision's). */
 const restores = (surface: Surface): boolean => !surface.endsWith("v1");
 
@@ -33,7 +43,11 @@ function writer(srv: TestServer, surface: Surface, token: string | undefined): W
   if (surface.startsWith("rest")) {
     const prefix = surface === "rest" ? "" : `/${surface.slice("rest-".length)}`;
     const post = async (path: string, body: unknown): Promise<any> => {
-      const res = await fetch(srv.url + prefix + path, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify(body) });
+      const res = await fetch(srv.url + prefix + path, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
       const json = await res.json();
       if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
       return json;
@@ -73,13 +87,20 @@ function writer(srv: TestServer, surface: Surface, token: string | undefined): W
         { headers },
       )),
     update: async (id, change) => {
-      const u = "is_deleted" in change ? { isDeleted: change["is_deleted"] as boolean } : { license: change["license"] as string };
+      const u =
+        "is_deleted" in change
+          ? { isDeleted: change["is_deleted"] as boolean }
+          : { license: change["license"] as string };
       await client.update({ updates: { [id]: u } }, { headers });
     },
     delete: async (id) => void (await client.delete({ identifiers: [id] }, { headers })),
     restore: async (id) => void (await client.restore({ identifiers: [id] }, { headers })),
     history: async (id) =>
-      (await client.history({ identifier: id }, { headers })).versions.map((v) => ({ version: Number(v.version), actor: v.actor, kind: v.kind })),
+      (await client.history({ identifier: id }, { headers })).versions.map((v) => ({
+        version: Number(v.version),
+        actor: v.actor,
+        kind: v.kind,
+      })),
   };
 }
 
@@ -99,7 +120,10 @@ const CHILD_KINDS = ["created", "deleted", "restored", "deleted", "restored"];
 const kinds = (all: readonly string[], restore: boolean): string[] => (restore ? [...all] : all.slice(0, -1));
 
 async function actorsOf(srv: TestServer, id: string): Promise<string[]> {
-  const { rows } = await srv.app.db.query<{ actor: string }>("SELECT actor FROM resource_history WHERE identifier = $1 ORDER BY version", [id]);
+  const { rows } = await srv.app.db.query<{ actor: string }>(
+    "SELECT actor FROM resource_history WHERE identifier = $1 ORDER BY version",
+    [id],
+  );
   return rows.map((r) => r.actor);
 }
 
@@ -160,6 +184,11 @@ describe("the actor of every write, every surface, every credential", () => {
     await a.delete("mix-r");
     await b.restore("mix-r");
     expect(await actorsOf(srv, "mix-c")).toEqual(["alice", "oidc:carol", "alice", "oidc:carol"]);
-    expect((await b.history("mix-c")).map((v) => `${v.kind}:${v.actor}`)).toEqual(["created:alice", "updated:oidc:carol", "deleted:alice", "restored:oidc:carol"]);
+    expect((await b.history("mix-c")).map((v) => `${v.kind}:${v.actor}`)).toEqual([
+      "created:alice",
+      "updated:oidc:carol",
+      "deleted:alice",
+      "restored:oidc:carol",
+    ]);
   });
 });

@@ -67,7 +67,10 @@ describe("read audit edges (issue 41)", () => {
   const call = async (token: string, method: "GET" | "POST", path: string, body?: unknown) => {
     const res = await fetch(srv.url + path, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body !== undefined ? { "content-type": "application/json" } : {}),
+      },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = Buffer.from(await res.arrayBuffer()).toString("latin1");
@@ -96,7 +99,15 @@ describe("read audit edges (issue 41)", () => {
         },
       },
     );
-    const up = JSON.parse((await call("tok-all", "POST", "/s3/presign", { direction: "upload", group: "audit", filename: `${PATH_MARK}.parquet` })).text) as {
+    const up = JSON.parse(
+      (
+        await call("tok-all", "POST", "/s3/presign", {
+          direction: "upload",
+          group: "audit",
+          filename: `${PATH_MARK}.parquet`,
+        })
+      ).text,
+    ) as {
       url: string;
       path: string;
     };
@@ -105,28 +116,66 @@ describe("read audit edges (issue 41)", () => {
     const created = await call("tok-all", "POST", "/resources/create", {
       resources: [
         { identifier: "ds-a", payload_type: "datasource", name: "A" },
-        { identifier: "pa-a", payload_type: "patient", parent_identifier: "ds-a", datasource_id: "ds-a", access_level: "internal" },
-        { identifier: "st-1", payload_type: "study", parent_identifier: "pa-a", accession_number: ACC, description: SECRET, access_level: "internal" },
-        { identifier: "st-2", payload_type: "study", parent_identifier: "pa-a", accession_number: `${ACC}-2`, access_level: "internal" },
-        { identifier: "fi-1", payload_type: "dataset", parent_identifier: "st-1", name: "d", path: filePath, access_level: "internal" },
+        {
+          identifier: "pa-a",
+          payload_type: "patient",
+          parent_identifier: "ds-a",
+          datasource_id: "ds-a",
+          access_level: "internal",
+        },
+        {
+          identifier: "st-1",
+          payload_type: "study",
+          parent_identifier: "pa-a",
+          accession_number: ACC,
+          description: SECRET,
+          access_level: "internal",
+        },
+        {
+          identifier: "st-2",
+          payload_type: "study",
+          parent_identifier: "pa-a",
+          accession_number: `${ACC}-2`,
+          access_level: "internal",
+        },
+        {
+          identifier: "fi-1",
+          payload_type: "dataset",
+          parent_identifier: "st-1",
+          name: "d",
+          path: filePath,
+          access_level: "internal",
+        },
       ],
     });
     expect(created.status, created.text).toBe(200);
-    expect((await call("tok-all", "POST", "/patients/register", { datasource_id: "ds-a", external_uid: UID })).status).toBe(200);
+    expect(
+      (await call("tok-all", "POST", "/patients/register", { datasource_id: "ds-a", external_uid: UID })).status,
+    ).toBe(200);
   }, 60_000);
   afterAll(async () => srv?.close());
 
   it("7: a query, count or export line names the filters' fields, never their values, and a cursor only as given", async () => {
-    const q = { payload_type: "study", filters: [{ field: "accession_number", op: "eq", value: ACC }, { any: [{ field: "description", op: "contains", value: SECRET }] }] };
+    const q = {
+      payload_type: "study",
+      filters: [
+        { field: "accession_number", op: "eq", value: ACC },
+        { any: [{ field: "description", op: "contains", value: SECRET }] },
+      ],
+    };
     const fields = [{ field: "accession_number", op: "eq" }, { any: [{ field: "description", op: "contains" }] }];
     for (const path of ["/query", "/query/count", "/query/parquet"]) {
       const line = await oneLine(() => call("tok-all", "POST", path, q));
       expect(line.outcome, path).toBe("ok");
       expect(line.request, path).toEqual({ payload_type: "study", filters: fields });
     }
-    const first = JSON.parse((await call("tok-all", "POST", "/query", { payload_type: "study", limit: 1 })).text) as { next_cursor: string };
+    const first = JSON.parse((await call("tok-all", "POST", "/query", { payload_type: "study", limit: 1 })).text) as {
+      next_cursor: string;
+    };
     expect(typeof first.next_cursor).toBe("string");
-    const next = await oneLine(() => call("tok-all", "POST", "/query", { payload_type: "study", limit: 1, cursor: first.next_cursor }));
+    const next = await oneLine(() =>
+      call("tok-all", "POST", "/query", { payload_type: "study", limit: 1, cursor: first.next_cursor }),
+    );
     expect(next.request).toEqual({ payload_type: "study", limit: 1, cursor: true });
     expect(written.join("")).not.toContain(first.next_cursor);
   });
@@ -141,8 +190,14 @@ describe("read audit edges (issue 41)", () => {
       expect(page.nextCursor).toBeDefined();
       const refusals: [string, () => AsyncIterable<unknown>][] = [
         // A cursor taken under other grants.
-        ["foreign cursor", () => q.queryParquet({ payloadType: "study", limit: 1, cursor: page.nextCursor ?? "" }, narrow)],
-        ["unknown field", () => q.queryParquet({ payloadType: "study", filters: [{ field: "no_such_field", op: "eq" }] }, h)],
+        [
+          "foreign cursor",
+          () => q.queryParquet({ payloadType: "study", limit: 1, cursor: page.nextCursor ?? "" }, narrow),
+        ],
+        [
+          "unknown field",
+          () => q.queryParquet({ payloadType: "study", filters: [{ field: "no_such_field", op: "eq" }] }, h),
+        ],
         ["bad since", () => createClient(EventService, t).watch({ since: "yesterday" }, h)],
       ];
       for (const [name, stream] of refusals) {
@@ -159,7 +214,12 @@ describe("read audit edges (issue 41)", () => {
   }
 
   it("8: a refused export or feed over REST is audited with its refusal", async () => {
-    const line = await oneLine(() => call("tok-all", "POST", "/query/parquet", { payload_type: "study", filters: [{ field: "no_such_field", op: "eq", value: 1 }] }));
+    const line = await oneLine(() =>
+      call("tok-all", "POST", "/query/parquet", {
+        payload_type: "study",
+        filters: [{ field: "no_such_field", op: "eq", value: 1 }],
+      }),
+    );
     expect(line.outcome).toBe("invalid_argument");
     const feed = await oneLine(() => call("tok-all", "GET", "/events?since=yesterday"));
     expect(feed).toMatchObject({ method: "resourcestore.v2.EventService/Watch", outcome: "invalid_argument" });
@@ -167,34 +227,73 @@ describe("read audit edges (issue 41)", () => {
 
   it("9: presigned downloads, batches, parquet previews and listings are audited with a count, never a path", async () => {
     const one = await oneLine(() => call("tok-all", "POST", "/s3/presign", { direction: "download", path: filePath }));
-    expect(one).toMatchObject({ method: "resourcestore.v2.StorageService/Presign", actor: "auditor", outcome: "ok", count: 1, request: { direction: "download" } });
-    const batch = await oneLine(() => call("tok-all", "POST", "/s3/presign/batch", { direction: "download", items: [{ path: filePath }, { path: filePath }] }));
+    expect(one).toMatchObject({
+      method: "resourcestore.v2.StorageService/Presign",
+      actor: "auditor",
+      outcome: "ok",
+      count: 1,
+      request: { direction: "download" },
+    });
+    const batch = await oneLine(() =>
+      call("tok-all", "POST", "/s3/presign/batch", {
+        direction: "download",
+        items: [{ path: filePath }, { path: filePath }],
+      }),
+    );
     expect(batch).toMatchObject({ method: "resourcestore.v2.StorageService/PresignBatch", outcome: "ok", count: 2 });
-    const preview = await oneLine(() => call("tok-a", "GET", `/s3/parquet?path=${encodeURIComponent(filePath)}&limit=5`));
-    expect(preview).toMatchObject({ method: "resourcestore.v2.StorageService/ParquetPreview", actor: "narrow", outcome: "ok", count: 5 });
-    const listed = await oneLine(() => call("tok-all", "GET", `/s3/list?prefix=${encodeURIComponent(filePath.slice(0, filePath.lastIndexOf("/") + 1))}`));
+    const preview = await oneLine(() =>
+      call("tok-a", "GET", `/s3/parquet?path=${encodeURIComponent(filePath)}&limit=5`),
+    );
+    expect(preview).toMatchObject({
+      method: "resourcestore.v2.StorageService/ParquetPreview",
+      actor: "narrow",
+      outcome: "ok",
+      count: 5,
+    });
+    const listed = await oneLine(() =>
+      call("tok-all", "GET", `/s3/list?prefix=${encodeURIComponent(filePath.slice(0, filePath.lastIndexOf("/") + 1))}`),
+    );
     expect(listed).toMatchObject({ method: "resourcestore.v2.StorageService/List", outcome: "ok", count: 1 });
     // Refused for a narrow caller: still a line, with how it ended.
     const refused = await oneLine(() => call("tok-a", "GET", `/s3/list?prefix=${encodeURIComponent(filePath)}`));
     expect(refused).toMatchObject({ actor: "narrow", outcome: "not_found", count: 0 });
     // An upload reads nothing: no line.
-    expect(await linesOf(() => call("tok-all", "POST", "/s3/presign", { direction: "upload", group: "audit", filename: "x" }))).toEqual([]);
+    expect(
+      await linesOf(() =>
+        call("tok-all", "POST", "/s3/presign", { direction: "upload", group: "audit", filename: "x" }),
+      ),
+    ).toEqual([]);
   });
 
   it("9: calls refused by authentication, by scope and by grants are audited, with the caller's address", async () => {
     const unauth = await oneLine(() => call("tok-nobody", "POST", "/resources/read", { identifiers: ["st-1"] }));
-    expect(unauth).toMatchObject({ method: "resourcestore.v2.ResourceService/Read", actor: null, outcome: "unauthenticated", count: 0 });
+    expect(unauth).toMatchObject({
+      method: "resourcestore.v2.ResourceService/Read",
+      actor: null,
+      outcome: "unauthenticated",
+      count: 0,
+    });
     expect(unauth.address).toMatch(/127\.0\.0\.1/);
     // Register needs write; a reader is refused by scope, inside the interceptors, once its token
     // authenticated: the line names its actor (test/history/audit-reads.test.ts: every read, every surface).
-    const scope = await oneLine(() => call("tok-a", "POST", "/patients/register", { datasource_id: "ds-a", external_uid: `${UID}-2` }));
-    expect(scope).toMatchObject({ method: "resourcestore.v2.RegistryService/RegisterPatient", actor: "narrow", outcome: "permission_denied", count: 0 });
+    const scope = await oneLine(() =>
+      call("tok-a", "POST", "/patients/register", { datasource_id: "ds-a", external_uid: `${UID}-2` }),
+    );
+    expect(scope).toMatchObject({
+      method: "resourcestore.v2.RegistryService/RegisterPatient",
+      actor: "narrow",
+      outcome: "permission_denied",
+      count: 0,
+    });
     expect(scope.address).toMatch(/127\.0\.0\.1/);
     const grants = await oneLine(() => call("tok-a", "POST", "/resources/history", { identifier: "no-such" }));
     expect(grants).toMatchObject({ actor: "narrow", outcome: "not_found" });
     for (const wire of WIRES) {
       const c = createClient(ResourceService, transportOf(srv, wire));
-      const err = await c.read({ identifiers: ["st-1"] }, { headers: { authorization: "Bearer tok-nobody" } }).then(() => undefined, (e: unknown) => e);
+      const err = await c.read({ identifiers: ["st-1"] }, { headers: { authorization: "Bearer tok-nobody" } }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err, wire).toBeInstanceOf(ConnectError);
       expect(lines().at(-1), wire).toMatchObject({ actor: null, outcome: "unauthenticated" });
     }
@@ -207,10 +306,14 @@ describe("read audit edges (issue 41)", () => {
     expect(rest.address).toMatch(/127\.0\.0\.1/);
     for (const wire of WIRES) {
       const c = createClient(QueryService, transportOf(srv, wire));
-      const line = await oneLine(() => c.count({ payloadType: "study", asOf: at }, { headers: { authorization: "Bearer tok-a" } }));
+      const line = await oneLine(() =>
+        c.count({ payloadType: "study", asOf: at }, { headers: { authorization: "Bearer tok-a" } }),
+      );
       expect(line.as_of, wire).toBe(at);
       expect(line.address, wire).toMatch(/127\.0\.0\.1/);
-      const exp = await oneLine(() => drain(c.queryParquet({ payloadType: "study" }, { headers: { authorization: "Bearer tok-a" } })));
+      const exp = await oneLine(() =>
+        drain(c.queryParquet({ payloadType: "study" }, { headers: { authorization: "Bearer tok-a" } })),
+      );
       expect([exp.as_of, exp.address?.includes("127.0.0.1")], wire).toEqual([null, true]);
     }
     // A REST stream runs in process: its address comes from the request all the same.
@@ -240,7 +343,13 @@ describe("an AUDIT_LOG that cannot be written (issue 41, item 10)", () => {
 
   it("fails start-up with a log line saying why", async () => {
     const log = logLines("info");
-    const config = loadConfig({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dir, LOG_LEVEL: "info", AUDIT_LOG: join(dir, "missing", "audit.log") });
+    const config = loadConfig({
+      PORT: "0",
+      HOST: "127.0.0.1",
+      DATA_DIR: dir,
+      LOG_LEVEL: "info",
+      AUDIT_LOG: join(dir, "missing", "audit.log"),
+    });
     await expect(createApp(config, log.logger)).rejects.toThrow(/AUDIT_LOG/);
     expect(log.records().some((r) => r.level === 50 && String(r.msg).includes("AUDIT_LOG"))).toBe(true);
   });
@@ -255,7 +364,11 @@ describe("an AUDIT_LOG that cannot be written (issue 41, item 10)", () => {
       expect((await fetch(`${srv.url}/readyz`)).status).toBe(200);
       await rm(logDir, { recursive: true, force: true });
       expect((await fetch(`${srv.url}/readyz`)).status).toBe(503);
-      expect(log.records().some((r) => r.level === 50 && String(r.msg).includes("AUDIT_LOG") && String(r.msg).includes("not ready"))).toBe(true);
+      expect(
+        log
+          .records()
+          .some((r) => r.level === 50 && String(r.msg).includes("AUDIT_LOG") && String(r.msg).includes("not ready")),
+      ).toBe(true);
       await mkdir(logDir);
       expect((await fetch(`${srv.url}/readyz`)).status).toBe(200);
     } finally {

@@ -46,7 +46,11 @@ const UID = "UID-MARK-8145";
 const PATH_MARK = "PATHMARK3307";
 const SINCE = "2000-01-01T00:00:00Z";
 /** A query whose first page leaves a cursor (st-1 and st-2 match): the cursor's second page is asked with the same filter. */
-const ACC_QUERY = { payload_type: "study", limit: 1, filters: [{ field: "accession_number", op: "starts_with", value: ACC }] };
+const ACC_QUERY = {
+  payload_type: "study",
+  limit: 1,
+  filters: [{ field: "accession_number", op: "starts_with", value: ACC }],
+};
 
 interface Line {
   actor: string | null;
@@ -61,7 +65,11 @@ const SURFACES: readonly Surface[] = ["rest", "connect-json", "connect-binary", 
 function transportOf(srv: TestServer, surface: Exclude<Surface, "rest">): Transport {
   if (surface === "grpc") return createGrpcTransport({ baseUrl: srv.url });
   if (surface === "grpc-web") return createGrpcWebTransport({ baseUrl: srv.url, httpVersion: "1.1" });
-  return createConnectTransport({ baseUrl: srv.url, httpVersion: "1.1", useBinaryFormat: surface === "connect-binary" });
+  return createConnectTransport({
+    baseUrl: srv.url,
+    httpVersion: "1.1",
+    useBinaryFormat: surface === "connect-binary",
+  });
 }
 
 /** Values the cases need, known once the fixtures are written. */
@@ -85,7 +93,11 @@ interface Case {
 
 const q = (path: string) => encodeURIComponent(path);
 const fresh = (f: Fixture) => `${UID}-${++f.seq}`;
-const accFilter = { field: "accession_number", op: "starts_with", value: { kind: { case: "stringValue", value: ACC } } };
+const accFilter = {
+  field: "accession_number",
+  op: "starts_with",
+  value: { kind: { case: "stringValue", value: ACC } },
+};
 const dirOf = (path: string) => path.slice(0, path.lastIndexOf("/") + 1);
 
 const RESOURCE = [ResourceService, ResourceServiceV1];
@@ -95,16 +107,41 @@ const STATS = [StatsService, StatsServiceV1];
 const STORAGE = [StorageService, StorageServiceV1];
 
 const CASES: readonly Case[] = [
-  { services: RESOURCE, method: "Read", scope: "read", request: () => ({ identifiers: ["st-1"] }), rest: () => ({ verb: "POST", path: "/resources/read", body: { identifiers: ["st-1"] } }) },
-  { services: RESOURCE, method: "History", scope: "read", request: () => ({ identifier: "st-1" }), rest: () => ({ verb: "POST", path: "/resources/history", body: { identifier: "st-1" } }) },
+  {
+    services: RESOURCE,
+    method: "Read",
+    scope: "read",
+    request: () => ({ identifiers: ["st-1"] }),
+    rest: () => ({ verb: "POST", path: "/resources/read", body: { identifiers: ["st-1"] } }),
+  },
+  {
+    services: RESOURCE,
+    method: "History",
+    scope: "read",
+    request: () => ({ identifier: "st-1" }),
+    rest: () => ({ verb: "POST", path: "/resources/history", body: { identifier: "st-1" } }),
+  },
   // A filter's value and a cursor: neither may reach a line.
-  { services: QUERY, method: "Query", scope: "read", request: (f) => ({ payloadType: "study", limit: 1, cursor: f.cursor, filters: [accFilter] }), rest: (f) => ({ verb: "POST", path: "/query", body: { ...ACC_QUERY, cursor: f.cursor } }) },
+  {
+    services: QUERY,
+    method: "Query",
+    scope: "read",
+    request: (f) => ({ payloadType: "study", limit: 1, cursor: f.cursor, filters: [accFilter] }),
+    rest: (f) => ({ verb: "POST", path: "/query", body: { ...ACC_QUERY, cursor: f.cursor } }),
+  },
   {
     services: QUERY,
     method: "Count",
     scope: "read",
-    request: () => ({ payloadType: "study", filters: [{ field: "description", op: "contains", value: { kind: { case: "stringValue", value: SECRET } } }] }),
-    rest: () => ({ verb: "POST", path: "/query/count", body: { payload_type: "study", filters: [{ field: "description", op: "contains", value: SECRET }] } }),
+    request: () => ({
+      payloadType: "study",
+      filters: [{ field: "description", op: "contains", value: { kind: { case: "stringValue", value: SECRET } } }],
+    }),
+    rest: () => ({
+      verb: "POST",
+      path: "/query/count",
+      body: { payload_type: "study", filters: [{ field: "description", op: "contains", value: SECRET }] },
+    }),
   },
   {
     services: QUERY,
@@ -112,13 +149,50 @@ const CASES: readonly Case[] = [
     scope: "read",
     request: (f) => ({ payloadType: "study", limit: 1, cursor: f.cursor, filters: [accFilter] }),
     rest: (f) => ({ verb: "POST", path: "/query/parquet", body: { ...ACC_QUERY, cursor: f.cursor } }),
-    refused: { request: () => ({ payloadType: "study", filters: [{ field: "no_such_field", op: "eq" }] }), rest: () => ({ verb: "POST", path: "/query/parquet", body: { payload_type: "study", filters: [{ field: "no_such_field", op: "eq", value: 1 }] } }) },
+    refused: {
+      request: () => ({ payloadType: "study", filters: [{ field: "no_such_field", op: "eq" }] }),
+      rest: () => ({
+        verb: "POST",
+        path: "/query/parquet",
+        body: { payload_type: "study", filters: [{ field: "no_such_field", op: "eq", value: 1 }] },
+      }),
+    },
   },
-  { services: [LineageServiceV1], method: "Children", scope: "read", request: () => ({ parentIdentifier: "pa-a" }), rest: () => ({ verb: "GET", path: "/children?parent_identifier=pa-a" }) },
-  { services: [LineageService, LineageServiceV1], method: "Parents", scope: "read", request: () => ({ identifier: "st-1" }), rest: () => ({ verb: "GET", path: "/parents/st-1" }) },
-  { services: [ArtefactService], method: "Latest", scope: "read", request: () => ({ repo: "r", branch: "main", path: "m.onnx" }), rest: () => ({ verb: "GET", path: "/artefacts/latest?repo=r&branch=main&path=m.onnx" }) },
-  { services: STATS, method: "Stats", scope: "read", request: () => ({}), rest: () => ({ verb: "GET", path: "/datasources/stats" }) },
-  { services: STATS, method: "DetailedStats", scope: "read", request: () => ({ datasourceId: "ds-a" }), rest: () => ({ verb: "GET", path: "/datasources/detailed-stats?datasource_id=ds-a" }) },
+  {
+    services: [LineageServiceV1],
+    method: "Children",
+    scope: "read",
+    request: () => ({ parentIdentifier: "pa-a" }),
+    rest: () => ({ verb: "GET", path: "/children?parent_identifier=pa-a" }),
+  },
+  {
+    services: [LineageService, LineageServiceV1],
+    method: "Parents",
+    scope: "read",
+    request: () => ({ identifier: "st-1" }),
+    rest: () => ({ verb: "GET", path: "/parents/st-1" }),
+  },
+  {
+    services: [ArtefactService],
+    method: "Latest",
+    scope: "read",
+    request: () => ({ repo: "r", branch: "main", path: "m.onnx" }),
+    rest: () => ({ verb: "GET", path: "/artefacts/latest?repo=r&branch=main&path=m.onnx" }),
+  },
+  {
+    services: STATS,
+    method: "Stats",
+    scope: "read",
+    request: () => ({}),
+    rest: () => ({ verb: "GET", path: "/datasources/stats" }),
+  },
+  {
+    services: STATS,
+    method: "DetailedStats",
+    scope: "read",
+    request: () => ({ datasourceId: "ds-a" }),
+    rest: () => ({ verb: "GET", path: "/datasources/detailed-stats?datasource_id=ds-a" }),
+  },
   // Both feeds (REST: GET /events, Server-Sent Events), from a since that has events to replay.
   {
     services: [EventService, EventServiceV1],
@@ -126,7 +200,10 @@ const CASES: readonly Case[] = [
     scope: "read",
     request: () => ({ since: SINCE }),
     rest: () => ({ verb: "GET", path: `/events?since=${q(SINCE)}` }),
-    refused: { request: () => ({ since: "yesterday" }), rest: () => ({ verb: "GET", path: "/events?since=yesterday" }) },
+    refused: {
+      request: () => ({ since: "yesterday" }),
+      rest: () => ({ verb: "GET", path: "/events?since=yesterday" }),
+    },
   },
   // The online backup (admin).
   {
@@ -135,40 +212,83 @@ const CASES: readonly Case[] = [
     scope: "admin",
     request: () => ({}),
     rest: () => ({ verb: "GET", path: "/admin/dump" }),
-    refused: { request: () => ({ since: "yesterday" }), rest: () => ({ verb: "GET", path: "/admin/dump?since=yesterday" }) },
+    refused: {
+      request: () => ({ since: "yesterday" }),
+      rest: () => ({ verb: "GET", path: "/admin/dump?since=yesterday" }),
+    },
   },
   {
     services: REGISTRY,
     method: "RegisterPatient",
     scope: "write",
     request: (f) => ({ datasourceId: "ds-a", externalUid: fresh(f) }),
-    rest: (f) => ({ verb: "POST", path: "/patients/register", body: { datasource_id: "ds-a", external_uid: fresh(f) } }),
+    rest: (f) => ({
+      verb: "POST",
+      path: "/patients/register",
+      body: { datasource_id: "ds-a", external_uid: fresh(f) },
+    }),
   },
-  { services: REGISTRY, method: "ResolvePatient", scope: "read", request: () => ({ datasourceId: "ds-a", externalUid: UID }), rest: () => ({ verb: "POST", path: "/patients/resolve", body: { datasource_id: "ds-a", external_uid: UID } }) },
+  {
+    services: REGISTRY,
+    method: "ResolvePatient",
+    scope: "read",
+    request: () => ({ datasourceId: "ds-a", externalUid: UID }),
+    rest: () => ({ verb: "POST", path: "/patients/resolve", body: { datasource_id: "ds-a", external_uid: UID } }),
+  },
   {
     services: REGISTRY,
     method: "RegisterStudy",
     scope: "write",
     request: (f) => ({ patientIdentifier: f.patient, externalUid: fresh(f) }),
-    rest: (f) => ({ verb: "POST", path: "/studies/register", body: { patient_identifier: f.patient, external_uid: fresh(f) } }),
+    rest: (f) => ({
+      verb: "POST",
+      path: "/studies/register",
+      body: { patient_identifier: f.patient, external_uid: fresh(f) },
+    }),
   },
   {
     services: REGISTRY,
     method: "ResolveStudy",
     scope: "read",
     request: (f) => ({ patientIdentifier: f.patient, externalUid: `${UID}-s` }),
-    rest: (f) => ({ verb: "POST", path: "/studies/resolve", body: { patient_identifier: f.patient, external_uid: `${UID}-s` } }),
+    rest: (f) => ({
+      verb: "POST",
+      path: "/studies/resolve",
+      body: { patient_identifier: f.patient, external_uid: `${UID}-s` },
+    }),
   },
-  { services: STORAGE, method: "Presign", scope: "read", request: (f) => ({ direction: "download", path: f.path }), rest: (f) => ({ verb: "POST", path: "/s3/presign", body: { direction: "download", path: f.path } }) },
+  {
+    services: STORAGE,
+    method: "Presign",
+    scope: "read",
+    request: (f) => ({ direction: "download", path: f.path }),
+    rest: (f) => ({ verb: "POST", path: "/s3/presign", body: { direction: "download", path: f.path } }),
+  },
   {
     services: STORAGE,
     method: "PresignBatch",
     scope: "read",
     request: (f) => ({ direction: "download", items: [{ path: f.path }] }),
-    rest: (f) => ({ verb: "POST", path: "/s3/presign/batch", body: { direction: "download", items: [{ path: f.path }] } }),
+    rest: (f) => ({
+      verb: "POST",
+      path: "/s3/presign/batch",
+      body: { direction: "download", items: [{ path: f.path }] },
+    }),
   },
-  { services: STORAGE, method: "ParquetPreview", scope: "read", request: (f) => ({ path: f.path, limit: 3 }), rest: (f) => ({ verb: "GET", path: `/s3/parquet?path=${q(f.path)}&limit=3` }) },
-  { services: [StorageService], method: "List", scope: "read", request: (f) => ({ prefix: dirOf(f.path) }), rest: (f) => ({ verb: "GET", path: `/s3/list?prefix=${q(dirOf(f.path))}` }) },
+  {
+    services: STORAGE,
+    method: "ParquetPreview",
+    scope: "read",
+    request: (f) => ({ path: f.path, limit: 3 }),
+    rest: (f) => ({ verb: "GET", path: `/s3/parquet?path=${q(f.path)}&limit=3` }),
+  },
+  {
+    services: [StorageService],
+    method: "List",
+    scope: "read",
+    request: (f) => ({ prefix: dirOf(f.path) }),
+    rest: (f) => ({ verb: "GET", path: `/s3/list?prefix=${q(dirOf(f.path))}` }),
+  },
 ];
 
 /** A case in one revision: the service, and the prefix of its REST paths. */
@@ -182,7 +302,12 @@ interface Target {
 
 /** Every case in every revision that has it. */
 const TARGETS: readonly Target[] = CASES.flatMap((c) =>
-  c.services.map((service) => ({ c, service, name: `${service.typeName}/${c.method}`, prefix: `/${service.typeName.split(".")[1] ?? ""}` })),
+  c.services.map((service) => ({
+    c,
+    service,
+    name: `${service.typeName}/${c.method}`,
+    prefix: `/${service.typeName.split(".")[1] ?? ""}`,
+  })),
 );
 
 /**
@@ -190,14 +315,23 @@ const TARGETS: readonly Target[] = CASES.flatMap((c) =>
  * answer, a stream's first message (a stream is left after it: the feeds do
  * not end), a REST 200 with its first bytes.
  */
-async function answered(srv: TestServer, surface: Surface, target: Target, token: string, f: Fixture): Promise<boolean> {
+async function answered(
+  srv: TestServer,
+  surface: Surface,
+  target: Target,
+  token: string,
+  f: Fixture,
+): Promise<boolean> {
   if (surface === "rest") {
     const r = target.c.rest(f);
     const abort = new AbortController();
     const res = await fetch(srv.url + target.prefix + r.path, {
       method: r.verb,
       signal: abort.signal,
-      headers: { authorization: `Bearer ${token}`, ...(r.body !== undefined ? { "content-type": "application/json" } : {}) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(r.body !== undefined ? { "content-type": "application/json" } : {}),
+      },
       ...(r.body !== undefined ? { body: JSON.stringify(r.body) } : {}),
     });
     const reader = res.body?.getReader();
@@ -208,7 +342,10 @@ async function answered(srv: TestServer, surface: Surface, target: Target, token
   }
   const method = target.service.methods.find((m) => m.name === target.c.method);
   if (method === undefined) throw new Error(`${target.name}: no such method`);
-  const client = createClient(target.service, transportOf(srv, surface)) as unknown as Record<string, (req: unknown, opts: unknown) => Promise<unknown> | AsyncIterable<unknown>>;
+  const client = createClient(target.service, transportOf(srv, surface)) as unknown as Record<
+    string,
+    (req: unknown, opts: unknown) => Promise<unknown> | AsyncIterable<unknown>
+  >;
   const h = { headers: { authorization: `Bearer ${token}` } };
   try {
     const out = client[method.localName]!(target.c.request(f), h);
@@ -259,26 +396,49 @@ beforeAll(async () => {
     },
   );
   const call = async (path: string, body: unknown) => {
-    const res = await fetch(srv.url + path, { method: "POST", headers: { authorization: "Bearer tok-admin", "content-type": "application/json" }, body: JSON.stringify(body) });
+    const res = await fetch(srv.url + path, {
+      method: "POST",
+      headers: { authorization: "Bearer tok-admin", "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
     const text = await res.text();
     expect(res.status, text).toBe(200);
     return JSON.parse(text) as Record<string, unknown>;
   };
-  const up = (await call("/s3/presign", { direction: "upload", group: "audit", filename: `${PATH_MARK}.parquet` })) as { url: string; path: string };
+  const up = (await call("/s3/presign", { direction: "upload", group: "audit", filename: `${PATH_MARK}.parquet` })) as {
+    url: string;
+    path: string;
+  };
   expect((await fetch(up.url, { method: "PUT", body: writeFixture(12, 4).bytes })).status).toBe(200);
   fixture.path = up.path;
   await call("/resources/create", {
     resources: [
       { identifier: "ds-a", payload_type: "datasource", name: "A" },
       { identifier: "pa-a", payload_type: "patient", parent_identifier: "ds-a", datasource_id: "ds-a" },
-      { identifier: "st-1", payload_type: "study", parent_identifier: "pa-a", accession_number: ACC, description: SECRET },
+      {
+        identifier: "st-1",
+        payload_type: "study",
+        parent_identifier: "pa-a",
+        accession_number: ACC,
+        description: SECRET,
+      },
       { identifier: "st-2", payload_type: "study", parent_identifier: "pa-a", accession_number: `${ACC}-2` },
       { identifier: "st-3", payload_type: "study", parent_identifier: "pa-a" },
       { identifier: "fi-1", payload_type: "dataset", parent_identifier: "st-1", name: "d", path: fixture.path },
-      { identifier: "ar-1", payload_type: "artefact", parent_identifier: "ds-a", repo: "r", branch: "main", path: "m.onnx", status: "succeeded" },
+      {
+        identifier: "ar-1",
+        payload_type: "artefact",
+        parent_identifier: "ds-a",
+        repo: "r",
+        branch: "main",
+        path: "m.onnx",
+        status: "succeeded",
+      },
     ],
   });
-  fixture.patient = String((await call("/patients/register", { datasource_id: "ds-a", external_uid: UID }))["identifier"]);
+  fixture.patient = String(
+    (await call("/patients/register", { datasource_id: "ds-a", external_uid: UID }))["identifier"],
+  );
   await call("/studies/register", { patient_identifier: fixture.patient, external_uid: `${UID}-s` });
   fixture.cursor = String((await call("/query", ACC_QUERY))["next_cursor"]);
   expect(fixture.cursor.length).toBeGreaterThan(8);
@@ -292,10 +452,31 @@ afterAll(async () => {
 describe("every audited read on every surface: one line, the right actor, ok only when answered (issue 41)", () => {
   it("the cases cover every audited method of every revision", () => {
     for (const t of TARGETS) expect(isAudited(t.service.name, t.c.method), t.name).toBe(true);
-    const all = [AdminService, ArtefactService, EventService, EventServiceV1, LineageService, LineageServiceV1, QueryService, QueryServiceV1, RegistryService, RegistryServiceV1];
+    const all = [
+      AdminService,
+      ArtefactService,
+      EventService,
+      EventServiceV1,
+      LineageService,
+      LineageServiceV1,
+      QueryService,
+      QueryServiceV1,
+      RegistryService,
+      RegistryServiceV1,
+    ];
     const covered = new Set(TARGETS.map((t) => t.name));
-    for (const svc of [...all, ResourceService, ResourceServiceV1, StatsService, StatsServiceV1, StorageService, StorageServiceV1])
-      for (const m of svc.methods) if (isAudited(svc.name, m.name)) expect(covered, `${svc.typeName}/${m.name}`).toContain(`${svc.typeName}/${m.name}`);
+    for (const svc of [
+      ...all,
+      ResourceService,
+      ResourceServiceV1,
+      StatsService,
+      StatsServiceV1,
+      StorageService,
+      StorageServiceV1,
+    ])
+      for (const m of svc.methods)
+        if (isAudited(svc.name, m.name))
+          expect(covered, `${svc.typeName}/${m.name}`).toContain(`${svc.typeName}/${m.name}`);
   });
 
   for (const surface of SURFACES) {
@@ -331,7 +512,12 @@ describe("every audited read on every surface: one line, the right actor, ok onl
       for (const t of TARGETS) {
         const { line, answered: got } = await oneLine(() => answered(srv, surface, t, jwt, fixture));
         expect(got, t.name).toBe(false);
-        expect(line, t.name).toMatchObject({ method: t.name, actor: "oidc:carol", outcome: "permission_denied", count: 0 });
+        expect(line, t.name).toMatchObject({
+          method: t.name,
+          actor: "oidc:carol",
+          outcome: "permission_denied",
+          count: 0,
+        });
         const { line: second, answered: got2 } = await oneLine(() => answered(srv, surface, t, reader, fixture));
         // It sees no datasource, so some reads are not_found: answered or not, ok only when answered.
         expect(second.outcome === "ok", t.name).toBe(got2);
@@ -341,7 +527,10 @@ describe("every audited read on every surface: one line, the right actor, ok onl
     });
 
     it(`a token that does not authenticate is refused, with actor null, over ${surface}`, async () => {
-      const forged = await idp.sign({ sub: "mallory", scope: "openid read write admin" }, { audience: AUD, foreignKey: true });
+      const forged = await idp.sign(
+        { sub: "mallory", scope: "openid read write admin" },
+        { audience: AUD, foreignKey: true },
+      );
       for (const t of TARGETS) {
         for (const token of ["tok-nobody", forged]) {
           const { line, answered: got } = await oneLine(() => answered(srv, surface, t, token, fixture));
@@ -356,6 +545,7 @@ describe("every audited read on every surface: one line, the right actor, ok onl
     expect(calls).toBeGreaterThan(600);
     expect(written).toHaveLength(calls);
     const text = written.join("");
-    for (const marker of [ACC, SECRET, UID, PATH_MARK, fixture.path, fixture.cursor, "s3://"]) expect(text, marker).not.toContain(marker);
+    for (const marker of [ACC, SECRET, UID, PATH_MARK, fixture.path, fixture.cursor, "s3://"])
+      expect(text, marker).not.toContain(marker);
   });
 });

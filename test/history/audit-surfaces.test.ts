@@ -56,7 +56,10 @@ async function failure(p: Promise<unknown>): Promise<ConnectError | "answered"> 
 }
 
 /** Reads a server stream to its end or its error; answers the messages taken and the error. */
-async function drain(stream: AsyncIterable<unknown>, max: number): Promise<{ messages: number; error: ConnectError | undefined }> {
+async function drain(
+  stream: AsyncIterable<unknown>,
+  max: number,
+): Promise<{ messages: number; error: ConnectError | undefined }> {
   let messages = 0;
   try {
     for await (const _ of stream) if (++messages >= max) break;
@@ -104,7 +107,15 @@ describe("read audit lines on every surface and revision", () => {
           { identifier: "st-1", payload_type: "study", parent_identifier: "pa-a", description: SECRET_VALUE },
           { identifier: "st-2", payload_type: "study", parent_identifier: "pa-a" },
           { identifier: "sb-1", payload_type: "study", parent_identifier: "pa-b", description: SECRET_VALUE },
-          { identifier: "ar-1", payload_type: "artefact", parent_identifier: "ds-a", repo: "r", branch: "main", path: "m.onnx", status: "succeeded" },
+          {
+            identifier: "ar-1",
+            payload_type: "artefact",
+            parent_identifier: "ds-a",
+            repo: "r",
+            branch: "main",
+            path: "m.onnx",
+            status: "succeeded",
+          },
         ],
       }),
     });
@@ -127,14 +138,46 @@ describe("read audit lines on every surface and revision", () => {
       const v1 = "resourcestore.v1.";
       const v2 = "resourcestore.v2.";
       const cases: [string, () => Promise<unknown>, string[]][] = [
-        [`${v2}ResourceService/Read`, () => createClient(ResourceService, t).read({ identifiers: ["st-2", "nope", "st-1", "st-2"] }, h), ["st-2", "st-1"]],
-        [`${v1}ResourceService/Read`, () => createClient(ResourceServiceV1, t).read({ identifiers: ["st-1"] }, h), ["st-1"]],
-        [`${v2}ResourceService/History`, () => createClient(ResourceService, t).history({ identifier: "st-1" }, h), ["st-1"]],
-        [`${v1}ResourceService/History`, () => createClient(ResourceServiceV1, t).history({ identifier: "st-1", limit: 1 }, h), ["st-1"]],
-        [`${v1}LineageService/Children`, () => createClient(LineageServiceV1, t).children({ parentIdentifier: "pa-a", withPayloads: true }, h), ["st-1", "st-2"]],
-        [`${v2}LineageService/Parents`, () => createClient(LineageService, t).parents({ identifier: "st-2" }, h), ["pa-a", "ds-a"]],
-        [`${v1}LineageService/Parents`, () => createClient(LineageServiceV1, t).parents({ identifier: "sb-1" }, h), ["pa-b", "ds-b"]],
-        [`${v1}ArtefactService/Latest`, () => createClient(ArtefactService, t).latest({ repo: "r", branch: "main", path: "m.onnx" }, h), ["ar-1"]],
+        [
+          `${v2}ResourceService/Read`,
+          () => createClient(ResourceService, t).read({ identifiers: ["st-2", "nope", "st-1", "st-2"] }, h),
+          ["st-2", "st-1"],
+        ],
+        [
+          `${v1}ResourceService/Read`,
+          () => createClient(ResourceServiceV1, t).read({ identifiers: ["st-1"] }, h),
+          ["st-1"],
+        ],
+        [
+          `${v2}ResourceService/History`,
+          () => createClient(ResourceService, t).history({ identifier: "st-1" }, h),
+          ["st-1"],
+        ],
+        [
+          `${v1}ResourceService/History`,
+          () => createClient(ResourceServiceV1, t).history({ identifier: "st-1", limit: 1 }, h),
+          ["st-1"],
+        ],
+        [
+          `${v1}LineageService/Children`,
+          () => createClient(LineageServiceV1, t).children({ parentIdentifier: "pa-a", withPayloads: true }, h),
+          ["st-1", "st-2"],
+        ],
+        [
+          `${v2}LineageService/Parents`,
+          () => createClient(LineageService, t).parents({ identifier: "st-2" }, h),
+          ["pa-a", "ds-a"],
+        ],
+        [
+          `${v1}LineageService/Parents`,
+          () => createClient(LineageServiceV1, t).parents({ identifier: "sb-1" }, h),
+          ["pa-b", "ds-b"],
+        ],
+        [
+          `${v1}ArtefactService/Latest`,
+          () => createClient(ArtefactService, t).latest({ repo: "r", branch: "main", path: "m.onnx" }, h),
+          ["ar-1"],
+        ],
       ];
       for (const [method, call, ids] of cases) {
         const line = await lineOf(call);
@@ -147,12 +190,18 @@ describe("read audit lines on every surface and revision", () => {
     it(`lists only what a restricted caller was answered over ${wire}`, async () => {
       const t = transportOf(srv, wire);
       const h = { headers: ONLY_A };
-      const read = await lineOf(() => createClient(ResourceService, t).read({ identifiers: ["sb-1", "st-1", "ds-b"] }, h));
+      const read = await lineOf(() =>
+        createClient(ResourceService, t).read({ identifiers: ["sb-1", "st-1", "ds-b"] }, h),
+      );
       expect(read).toMatchObject({ actor: "narrow", outcome: "ok", identifiers: ["st-1"], count: 1 });
       // A history of a resource it may not see is not_found: no identifier answered.
       const hist = await lineOf(() => failure(createClient(ResourceService, t).history({ identifier: "sb-1" }, h)));
       expect(hist).toMatchObject({ actor: "narrow", outcome: "not_found", identifiers: [], count: 0 });
-      const children = await lineOf(() => createClient(LineageServiceV1, t).children({ parentIdentifier: "pa-b" }, h).catch(() => undefined));
+      const children = await lineOf(() =>
+        createClient(LineageServiceV1, t)
+          .children({ parentIdentifier: "pa-b" }, h)
+          .catch(() => undefined),
+      );
       expect(children.identifiers).toEqual([]);
       expect(children.count).toBe(0);
     });
@@ -162,13 +211,25 @@ describe("read audit lines on every surface and revision", () => {
       const h = { headers: FULL };
       const q = createClient(QueryService, t);
       const query = await lineOf(() => q.query({ payloadType: "study", parentIdentifier: "pa-a" }, h));
-      expect(query).toMatchObject({ method: "resourcestore.v2.QueryService/Query", request: { payload_type: "study", parent_identifier: "pa-a" }, count: 2 });
+      expect(query).toMatchObject({
+        method: "resourcestore.v2.QueryService/Query",
+        request: { payload_type: "study", parent_identifier: "pa-a" },
+        count: 2,
+      });
       expect(query.identifiers).toBeUndefined();
-      expect(await lineOf(() => q.count({ payloadType: "study" }, h))).toMatchObject({ method: "resourcestore.v2.QueryService/Count", request: { payload_type: "study" }, count: 3 });
+      expect(await lineOf(() => q.count({ payloadType: "study" }, h))).toMatchObject({
+        method: "resourcestore.v2.QueryService/Count",
+        request: { payload_type: "study" },
+        count: 3,
+      });
       const narrow = await lineOf(() => q.count({ payloadType: "study" }, { headers: ONLY_A }));
       expect(narrow).toMatchObject({ actor: "narrow", count: 2 });
       const stats = createClient(StatsService, t);
-      expect(await lineOf(() => stats.stats({}, h))).toMatchObject({ method: "resourcestore.v2.StatsService/Stats", request: {}, outcome: "ok" });
+      expect(await lineOf(() => stats.stats({}, h))).toMatchObject({
+        method: "resourcestore.v2.StatsService/Stats",
+        request: {},
+        outcome: "ok",
+      });
       expect(await lineOf(() => stats.detailedStats({ datasourceId: "ds-a" }, h))).toMatchObject({
         method: "resourcestore.v2.StatsService/DetailedStats",
         request: { datasource_id: "ds-a" },
@@ -176,15 +237,26 @@ describe("read audit lines on every surface and revision", () => {
       });
       // A stream's line is written when it starts, before its first byte: the request, count null.
       const parquet = await lineOf(() => drain(q.queryParquet({ payloadType: "study" }, h), 1000));
-      expect(parquet).toMatchObject({ method: "resourcestore.v2.QueryService/QueryParquet", request: { payload_type: "study" }, count: null });
+      expect(parquet).toMatchObject({
+        method: "resourcestore.v2.QueryService/QueryParquet",
+        request: { payload_type: "study" },
+        count: null,
+      });
       const abort = new AbortController();
       const before = written.length;
-      const watching = drain(createClient(EventService, t).watch({ payloadTypes: ["study"] }, { ...h, signal: abort.signal }), 1);
+      const watching = drain(
+        createClient(EventService, t).watch({ payloadTypes: ["study"] }, { ...h, signal: abort.signal }),
+        1,
+      );
       for (let i = 0; i < 100 && written.length === before; i++) await new Promise((r) => setTimeout(r, 50));
       abort.abort();
       await watching;
       expect(written.length).toBe(before + 1);
-      expect(lines()[before]).toMatchObject({ method: "resourcestore.v2.EventService/Watch", request: { payload_types: ["study"] }, count: null });
+      expect(lines()[before]).toMatchObject({
+        method: "resourcestore.v2.EventService/Watch",
+        request: { payload_types: ["study"] },
+        count: null,
+      });
     });
 
     it(`lists a registry call's identifier and never its external uid over ${wire}`, async () => {
@@ -192,13 +264,31 @@ describe("read audit lines on every surface and revision", () => {
       const h = { headers: FULL };
       const uid = `${UID}-${wire}`;
       const reg = await r.registerPatient({ datasourceId: "ds-a", externalUid: uid }, h);
-      expect(lines().at(-1)).toMatchObject({ method: "resourcestore.v2.RegistryService/RegisterPatient", identifiers: [reg.identifier], count: 1 });
-      expect(await lineOf(() => r.resolvePatient({ datasourceId: "ds-a", externalUid: uid }, h))).toMatchObject({ identifiers: [reg.identifier], count: 1 });
+      expect(lines().at(-1)).toMatchObject({
+        method: "resourcestore.v2.RegistryService/RegisterPatient",
+        identifiers: [reg.identifier],
+        count: 1,
+      });
+      expect(await lineOf(() => r.resolvePatient({ datasourceId: "ds-a", externalUid: uid }, h))).toMatchObject({
+        identifiers: [reg.identifier],
+        count: 1,
+      });
       const study = await r.registerStudy({ patientIdentifier: reg.identifier, externalUid: `${uid}-s` }, h);
-      expect(lines().at(-1)).toMatchObject({ method: "resourcestore.v2.RegistryService/RegisterStudy", identifiers: [study.identifier], count: 1 });
-      const resolved = await lineOf(() => r.resolveStudy({ patientIdentifier: reg.identifier, externalUid: `${uid}-s` }, h));
-      expect(resolved).toMatchObject({ method: "resourcestore.v2.RegistryService/ResolveStudy", identifiers: [study.identifier], count: 1 });
-      for (const l of lines()) expect(l.request).not.toEqual(expect.objectContaining({ external_uid: expect.anything() }));
+      expect(lines().at(-1)).toMatchObject({
+        method: "resourcestore.v2.RegistryService/RegisterStudy",
+        identifiers: [study.identifier],
+        count: 1,
+      });
+      const resolved = await lineOf(() =>
+        r.resolveStudy({ patientIdentifier: reg.identifier, externalUid: `${uid}-s` }, h),
+      );
+      expect(resolved).toMatchObject({
+        method: "resourcestore.v2.RegistryService/ResolveStudy",
+        identifiers: [study.identifier],
+        count: 1,
+      });
+      for (const l of lines())
+        expect(l.request).not.toEqual(expect.objectContaining({ external_uid: expect.anything() }));
     });
   }
 
@@ -207,7 +297,7 @@ describe("read audit lines on every surface and revision", () => {
     expect(written.length).toBeGreaterThan(40);
     expect(text).not.toContain(SECRET_VALUE);
     expect(text).not.toContain(UID);
-    expect(text).not.toContain("m.onnx\",\"status");
+    expect(text).not.toContain('m.onnx","status');
   });
 
   for (const wire of WIRES) {
@@ -221,7 +311,14 @@ describe("read audit lines on every surface and revision", () => {
           ["v1 History", () => createClient(ResourceServiceV1, t).history({ identifier: "st-1" }, h)],
           ["Query", () => createClient(QueryService, t).query({ payloadType: "study" }, h)],
           ["Children", () => createClient(LineageServiceV1, t).children({ parentIdentifier: "pa-a" }, h)],
-          ["ResolvePatient", () => createClient(RegistryService, t).resolvePatient({ datasourceId: "ds-a", externalUid: `${UID}-${wire}` }, h)],
+          [
+            "ResolvePatient",
+            () =>
+              createClient(RegistryService, t).resolvePatient(
+                { datasourceId: "ds-a", externalUid: `${UID}-${wire}` },
+                h,
+              ),
+          ],
         ];
         for (const [name, call] of unary) {
           const err = await failure(call());

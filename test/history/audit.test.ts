@@ -36,16 +36,28 @@ describe("read audit lines", () => {
       .split("\n")
       .filter((l) => l !== "")
       .map((l) => JSON.parse(l) as Line);
-  const call = async (method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; text: string }> => {
+  const call = async (
+    method: "GET" | "POST",
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; text: string }> => {
     const res = await fetch(srv.url + path, {
       method,
-      headers: { authorization: "Bearer tok", "x-request-id": "req-1", ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+      headers: {
+        authorization: "Bearer tok",
+        "x-request-id": "req-1",
+        ...(body !== undefined ? { "content-type": "application/json" } : {}),
+      },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     return { status: res.status, text: Buffer.from(await res.arrayBuffer()).toString("latin1") };
   };
   /** The one line a call added (written before the answer: it is there when the answer is). */
-  const lineOf = async (method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; line: Line; text: string }> => {
+  const lineOf = async (
+    method: "GET" | "POST",
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; line: Line; text: string }> => {
     const before = (await lines()).length;
     const { status, text } = await call(method, path, body);
     const after = await lines();
@@ -62,7 +74,14 @@ describe("read audit lines", () => {
         { identifier: "ds-a", payload_type: "datasource", name: "A", description: SECRET_VALUE },
         { identifier: "st-1", payload_type: "study", parent_identifier: "ds-a", description: SECRET_VALUE },
         { identifier: "st-2", payload_type: "study", parent_identifier: "ds-a" },
-        { identifier: "ar-1", payload_type: "artefact", repo: "r", branch: "main", path: "m.onnx", status: "succeeded" },
+        {
+          identifier: "ar-1",
+          payload_type: "artefact",
+          repo: "r",
+          branch: "main",
+          path: "m.onnx",
+          status: "succeeded",
+        },
       ],
     });
     expect(w.status).toBe(200);
@@ -74,7 +93,13 @@ describe("read audit lines", () => {
 
   it("names the identifiers answered and their count, for every read path", async () => {
     const cases: [method: "GET" | "POST", path: string, body: unknown, rpc: string, ids: string[]][] = [
-      ["POST", "/resources/read", { identifiers: ["st-1", "nope", "st-2", "st-1"] }, "ResourceService/Read", ["st-1", "st-2"]],
+      [
+        "POST",
+        "/resources/read",
+        { identifiers: ["st-1", "nope", "st-2", "st-1"] },
+        "ResourceService/Read",
+        ["st-1", "st-2"],
+      ],
       ["POST", "/v2/resources/history", { identifier: "st-1" }, "ResourceService/History", ["st-1"]],
       ["GET", "/children?parent_identifier=ds-a", undefined, "LineageService/Children", ["st-1", "st-2"]],
       ["GET", "/parents/st-2", undefined, "LineageService/Parents", ["ds-a"]],
@@ -84,7 +109,13 @@ describe("read audit lines", () => {
       const { status, line } = await lineOf(method, path, body);
       expect(status, path).toBe(200);
       expect(line.method.endsWith(rpc), path).toBe(true);
-      expect(line, path).toMatchObject({ actor: "auditor", outcome: "ok", request_id: "req-1", identifiers: ids, count: ids.length });
+      expect(line, path).toMatchObject({
+        actor: "auditor",
+        outcome: "ok",
+        request_id: "req-1",
+        identifiers: ids,
+        count: ids.length,
+      });
       expect(Number.isNaN(Date.parse(line.at))).toBe(false);
     }
   });
@@ -98,14 +129,21 @@ describe("read audit lines", () => {
     const exp = await lineOf("POST", "/query/parquet", q);
     expect(exp.status).toBe(200);
     expect(exp.line).toMatchObject({ method: "resourcestore.v2.QueryService/QueryParquet", request: q, count: null });
-    expect((await lineOf("GET", "/datasources/stats")).line).toMatchObject({ method: "resourcestore.v2.StatsService/Stats", count: 0 });
+    expect((await lineOf("GET", "/datasources/stats")).line).toMatchObject({
+      method: "resourcestore.v2.StatsService/Stats",
+      count: 0,
+    });
   });
 
   it("lists the identifier a registry call answered, never the external uid", async () => {
     const reg = await lineOf("POST", "/patients/register", { datasource_id: "ds-a", external_uid: UID });
     expect(reg.status).toBe(200);
     const patient = (JSON.parse(reg.text) as { identifier: string }).identifier;
-    expect(reg.line).toMatchObject({ method: "resourcestore.v2.RegistryService/RegisterPatient", identifiers: [patient], count: 1 });
+    expect(reg.line).toMatchObject({
+      method: "resourcestore.v2.RegistryService/RegisterPatient",
+      identifiers: [patient],
+      count: 1,
+    });
     expect(reg.line.request).toBeUndefined();
     const res = await lineOf("POST", "/patients/resolve", { datasource_id: "ds-a", external_uid: UID });
     expect(res.line).toMatchObject({ identifiers: [patient], count: 1 });
@@ -119,7 +157,9 @@ describe("read audit lines", () => {
 
   it("caps the identifiers at 1,000 and counts them all", async () => {
     const ids = Array.from({ length: 1200 }, (_, i) => `bulk-${String(i).padStart(4, "0")}`);
-    const w = await call("POST", "/resources/create", { resources: ids.map((identifier) => ({ identifier, payload_type: "study" })) });
+    const w = await call("POST", "/resources/create", {
+      resources: ids.map((identifier) => ({ identifier, payload_type: "study" })),
+    });
     expect(w.status).toBe(200);
     const { line } = await lineOf("POST", "/resources/read", { identifiers: ids, exclude_children: true });
     expect(line.identifiers).toEqual(ids.slice(0, 1000));

@@ -10,7 +10,9 @@ describe("history in the client and the CLI", () => {
   beforeAll(async () => {
     srv = await startTestServer({ API_TOKENS: "tok=read,write,actor:cli-user" });
     const client = createResourceStoreClient({ baseUrl: srv.url, token: "tok" });
-    await client.resources.create({ resources: [{ identifier: "h1", payload: { case: "study", value: { modality: "CT" } } }] });
+    await client.resources.create({
+      resources: [{ identifier: "h1", payload: { case: "study", value: { modality: "CT" } } }],
+    });
     for (let i = 0; i < 6; i++) await client.resources.update({ updates: { h1: { license: `L${i}` } } });
     await client.resources.delete({ identifiers: ["h1"] });
     await buildCli();
@@ -35,7 +37,15 @@ describe("history in the client and the CLI", () => {
     // stdout is NDJSON alone (`history ID | jq`); the summary is on stderr.
     const lines = run.stdout.trim().split("\n");
     expect(run.stderr).toMatch(/^(.*\n)*versions 8\n$/);
-    const versions = lines.map((l) => JSON.parse(l) as { version: number; actor: string; kind: string; resource: { license: string | null; payload_type: string } });
+    const versions = lines.map(
+      (l) =>
+        JSON.parse(l) as {
+          version: number;
+          actor: string;
+          kind: string;
+          resource: { license: string | null; payload_type: string };
+        },
+    );
     expect(versions.map((v) => v.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     expect(versions.every((v) => v.actor === "cli-user" && v.resource.payload_type === "study")).toBe(true);
     expect(versions[6]?.resource.license).toBe("L5");

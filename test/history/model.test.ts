@@ -20,11 +20,34 @@ type Op =
   | { kind: "restore"; i: number; cascade: boolean };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant("create" as const), i: fc.nat(N - 1), parent: fc.option(fc.nat(N - 1), { nil: null }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant("license" as const), i: fc.nat(N - 1), value: fc.option(fc.constantFrom("MIT", "CC0"), { nil: null }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant("setDeleted" as const), i: fc.nat(N - 1), value: fc.boolean() }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant("delete" as const), i: fc.nat(N - 1), cascade: fc.boolean() }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant("restore" as const), i: fc.nat(N - 1), cascade: fc.boolean() }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant("create" as const),
+      i: fc.nat(N - 1),
+      parent: fc.option(fc.nat(N - 1), { nil: null }),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant("license" as const),
+      i: fc.nat(N - 1),
+      value: fc.option(fc.constantFrom("MIT", "CC0"), { nil: null }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant("setDeleted" as const), i: fc.nat(N - 1), value: fc.boolean() }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant("delete" as const), i: fc.nat(N - 1), cascade: fc.boolean() }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant("restore" as const), i: fc.nat(N - 1), cascade: fc.boolean() }),
+  },
 );
 
 interface Row {
@@ -50,7 +73,15 @@ class Model {
   private write(id: string, row: Row, at: string, actor: string, kind: string): void {
     this.rows.set(id, row);
     const list = this.versions.get(id) ?? [];
-    list.push({ version: list.length + 1, at, actor, kind, parent: row.parent, license: row.license, createdAt: row.createdAt });
+    list.push({
+      version: list.length + 1,
+      at,
+      actor,
+      kind,
+      parent: row.parent,
+      license: row.license,
+      createdAt: row.createdAt,
+    });
     this.versions.set(id, list);
   }
   active(id: string): boolean {
@@ -65,7 +96,9 @@ class Model {
     const id = ids[op.i] as string;
     switch (op.kind) {
       case "create":
-        return !this.active(id) && (op.parent === null || (op.parent !== op.i && this.active(ids[op.parent] as string)));
+        return (
+          !this.active(id) && (op.parent === null || (op.parent !== op.i && this.active(ids[op.parent] as string)))
+        );
       case "license":
         return this.active(id);
       case "setDeleted":
@@ -79,14 +112,32 @@ class Model {
     const cur = this.rows.get(id);
     switch (op.kind) {
       case "create":
-        this.write(id, { parent: op.parent === null ? null : (ids[op.parent] as string), license: null, deleted: false, deletedBy: null, createdAt: at }, at, actor, "created");
+        this.write(
+          id,
+          {
+            parent: op.parent === null ? null : (ids[op.parent] as string),
+            license: null,
+            deleted: false,
+            deletedBy: null,
+            createdAt: at,
+          },
+          at,
+          actor,
+          "created",
+        );
         return;
       case "license":
         if (cur && cur.license !== op.value) this.write(id, { ...cur, license: op.value }, at, actor, "updated");
         return;
       case "setDeleted":
         if (cur && cur.deleted !== op.value) {
-          this.write(id, { ...cur, deleted: op.value, deletedBy: op.value ? at : null }, at, actor, op.value ? "deleted" : "restored");
+          this.write(
+            id,
+            { ...cur, deleted: op.value, deletedBy: op.value ? at : null },
+            at,
+            actor,
+            op.value ? "deleted" : "restored",
+          );
         }
         return;
       case "delete": {
@@ -97,7 +148,8 @@ class Model {
           if (op.cascade) for (const c of this.children(x)) if (this.active(c)) walk(c);
         };
         walk(id);
-        for (const x of sub) this.write(x, { ...(this.rows.get(x) as Row), deleted: true, deletedBy: at }, at, actor, "deleted");
+        for (const x of sub)
+          this.write(x, { ...(this.rows.get(x) as Row), deleted: true, deletedBy: at }, at, actor, "deleted");
         return;
       }
       case "restore": {
@@ -113,7 +165,8 @@ class Model {
           }
         };
         walk(id, cur.deletedBy);
-        for (const x of sub) this.write(x, { ...(this.rows.get(x) as Row), deleted: false, deletedBy: null }, at, actor, "restored");
+        for (const x of sub)
+          this.write(x, { ...(this.rows.get(x) as Row), deleted: false, deletedBy: null }, at, actor, "restored");
       }
     }
   }
@@ -136,7 +189,12 @@ async function run(store: ResourceStore, op: Op, ids: readonly string[], caller:
 }
 
 /** Every page of a history, following the cursors. */
-async function allPages(store: ResourceStore, id: string, limit: number, range: { since?: string; until?: string }): Promise<HistoryVersion[]> {
+async function allPages(
+  store: ResourceStore,
+  id: string,
+  limit: number,
+  range: { since?: string; until?: string },
+): Promise<HistoryVersion[]> {
   const out: HistoryVersion[] = [];
   let cursor: string | undefined;
   for (let pages = 0; pages < 1000; pages++) {
@@ -156,7 +214,10 @@ describeBackends("History equals a model of random histories", (backend) => {
     const { store } = backend();
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.record({ op: opArb, actor: fc.constantFrom("ann", "bob", "token#3") }), { minLength: 1, maxLength: 30 }),
+        fc.array(fc.record({ op: opArb, actor: fc.constantFrom("ann", "bob", "token#3") }), {
+          minLength: 1,
+          maxLength: 30,
+        }),
         fc.integer({ min: 1, max: 5 }),
         fc.nat(),
         fc.nat(),
@@ -191,10 +252,17 @@ describeBackends("History equals a model of random histories", (backend) => {
               createdAt: v.resource.createdAt,
             });
             expect(got.map(shape)).toEqual(want);
-            expect(got.every((v) => v.resource.identifier === id && v.resource.version === v.version && v.resource.updatedAt === v.at)).toBe(true);
+            expect(
+              got.every(
+                (v) =>
+                  v.resource.identifier === id && v.resource.version === v.version && v.resource.updatedAt === v.at,
+              ),
+            ).toBe(true);
             const range = { ...(since !== undefined ? { since } : {}), ...(until !== undefined ? { until } : {}) };
             const cut = await allPages(store, id, limit, range);
-            expect(cut.map(shape)).toEqual(want.filter((v) => (since === undefined || v.at >= since) && (until === undefined || v.at < until)));
+            expect(cut.map(shape)).toEqual(
+              want.filter((v) => (since === undefined || v.at >= since) && (until === undefined || v.at < until)),
+            );
           }
         },
       ),
@@ -212,10 +280,16 @@ describeBackends("History equals a model of random histories", (backend) => {
     const page = await store.history(`${p}a`, ALL_GRANTS, { limit: 1 });
     expect(page.versions.map((v) => v.kind)).toEqual(["created"]);
     const cursor = page.nextCursor as string;
-    expect((await store.history(`${p}a`, ALL_GRANTS, { limit: 1, cursor })).versions.map((v) => v.kind)).toEqual(["updated"]);
+    expect((await store.history(`${p}a`, ALL_GRANTS, { limit: 1, cursor })).versions.map((v) => v.kind)).toEqual([
+      "updated",
+    ]);
     await expect(store.history(`${p}b`, ALL_GRANTS, { limit: 1, cursor })).rejects.toMatchObject({ code: 3 });
-    await expect(store.history(`${p}a`, ALL_GRANTS, { limit: 1, cursor, since: page.versions[0]?.at as string })).rejects.toMatchObject({ code: 3 });
-    await expect(store.history(`${p}a`, ALL_GRANTS, { limit: 1, cursor: `${cursor.slice(0, -2)}AA` })).rejects.toMatchObject({ code: 3 });
+    await expect(
+      store.history(`${p}a`, ALL_GRANTS, { limit: 1, cursor, since: page.versions[0]?.at as string }),
+    ).rejects.toMatchObject({ code: 3 });
+    await expect(
+      store.history(`${p}a`, ALL_GRANTS, { limit: 1, cursor: `${cursor.slice(0, -2)}AA` }),
+    ).rejects.toMatchObject({ code: 3 });
     await expect(store.history(`${p}a`, ALL_GRANTS, { limit: 0 })).rejects.toMatchObject({ code: 3 });
   });
 });

@@ -32,7 +32,9 @@ describe.each([
       body: JSON.stringify(body),
     });
     const json = (await res.json()) as { reason?: string; message?: string };
-    return res.status === 200 ? "ok" : { status: res.status, reason: json.reason, names: json.message?.includes(id) === true };
+    return res.status === 200
+      ? "ok"
+      : { status: res.status, reason: json.reason, names: json.message?.includes(id) === true };
   };
   const grpc = async (call: Promise<unknown>, id: string): Promise<Outcome> => {
     try {
@@ -46,7 +48,10 @@ describe.each([
   beforeAll(async () => {
     if (!run) return;
     db = backend === "postgres" ? await createTestDatabase() : undefined;
-    srv = await startTestServer({ API_TOKENS: "tok-ann=read,write,actor:ann;tok-bob=read,write,actor:bob", ...(db ? { DATABASE_URL: db.url } : {}) });
+    srv = await startTestServer({
+      API_TOKENS: "tok-ann=read,write,actor:ann;tok-bob=read,write,actor:bob",
+      ...(db ? { DATABASE_URL: db.url } : {}),
+    });
   }, 60_000);
   afterAll(async () => {
     await srv?.close();
@@ -73,36 +78,69 @@ describe.each([
     return json.versions.map((v) => [v.version, v.actor, v.kind]);
   };
 
-  it.runIf(run)("an update over REST and one over gRPC: exactly one wins, the other is VERSION_MISMATCH", async () => {
-    const client = createClient(ResourceService, createGrpcTransport({ baseUrl: srv.url }));
-    const ids = await createAll("upd");
-    for (const id of ids) {
-      const [a, b] = await Promise.all([
-        rest("/resources/update", { updates: { [id]: { license: "ANN", expected_version: 1 } } }, id),
-        grpc(client.update({ updates: { [id]: { license: "BOB", expectedVersion: 1n } } }, { headers: { authorization: "Bearer tok-bob" } }), id),
-      ]);
-      expect([a, b].filter((o) => o === "ok"), id).toHaveLength(1);
-      const loser = a === "ok" ? b : a;
-      expect(loser).toEqual(a === "ok" ? { status: Code.Aborted, reason: "VERSION_MISMATCH", names: true } : { status: 409, reason: "VERSION_MISMATCH", names: true });
-      const winner = a === "ok" ? "ann" : "bob";
-      expect(await history(id)).toEqual([
-        [1, "ann", "created"],
-        [2, winner, "updated"],
-      ]);
-    }
-    // Not asserted that both sides won sometimes: which request reaches the database first is the scheduler's choice.
-  }, 120_000);
+  it.runIf(run)(
+    "an update over REST and one over gRPC: exactly one wins, the other is VERSION_MISMATCH",
+    async () => {
+      const client = createClient(ResourceService, createGrpcTransport({ baseUrl: srv.url }));
+      const ids = await createAll("upd");
+      for (const id of ids) {
+        const [a, b] = await Promise.all([
+          rest("/resources/update", { updates: { [id]: { license: "ANN", expected_version: 1 } } }, id),
+          grpc(
+            client.update(
+              { updates: { [id]: { license: "BOB", expectedVersion: 1n } } },
+              { headers: { authorization: "Bearer tok-bob" } },
+            ),
+            id,
+          ),
+        ]);
+        expect(
+          [a, b].filter((o) => o === "ok"),
+          id,
+        ).toHaveLength(1);
+        const loser = a === "ok" ? b : a;
+        expect(loser).toEqual(
+          a === "ok"
+            ? { status: Code.Aborted, reason: "VERSION_MISMATCH", names: true }
+            : { status: 409, reason: "VERSION_MISMATCH", names: true },
+        );
+        const winner = a === "ok" ? "ann" : "bob";
+        expect(await history(id)).toEqual([
+          [1, "ann", "created"],
+          [2, winner, "updated"],
+        ]);
+      }
+      // Not asserted that both sides won sometimes: which request reaches the database first is the scheduler's choice.
+    },
+    120_000,
+  );
 
-  it.runIf(run)("an update against a delete of the same version: exactly one wins", async () => {
-    const client = createClient(ResourceService, createGrpcTransport({ baseUrl: srv.url }));
-    const ids = await createAll("del");
-    for (const id of ids) {
-      const [a, b] = await Promise.all([
-        rest("/resources/update", { updates: { [id]: { license: "ANN", expected_version: 1 } } }, id),
-        grpc(client.delete({ identifiers: [id], expectedVersions: { [id]: 1n } }, { headers: { authorization: "Bearer tok-bob" } }), id),
-      ]);
-      expect([a, b].filter((o) => o === "ok"), id).toHaveLength(1);
-      expect(await history(id)).toEqual([[1, "ann", "created"], a === "ok" ? [2, "ann", "updated"] : [2, "bob", "deleted"]]);
-    }
-  }, 120_000);
+  it.runIf(run)(
+    "an update against a delete of the same version: exactly one wins",
+    async () => {
+      const client = createClient(ResourceService, createGrpcTransport({ baseUrl: srv.url }));
+      const ids = await createAll("del");
+      for (const id of ids) {
+        const [a, b] = await Promise.all([
+          rest("/resources/update", { updates: { [id]: { license: "ANN", expected_version: 1 } } }, id),
+          grpc(
+            client.delete(
+              { identifiers: [id], expectedVersions: { [id]: 1n } },
+              { headers: { authorization: "Bearer tok-bob" } },
+            ),
+            id,
+          ),
+        ]);
+        expect(
+          [a, b].filter((o) => o === "ok"),
+          id,
+        ).toHaveLength(1);
+        expect(await history(id)).toEqual([
+          [1, "ann", "created"],
+          a === "ok" ? [2, "ann", "updated"] : [2, "bob", "deleted"],
+        ]);
+      }
+    },
+    120_000,
+  );
 });

@@ -25,8 +25,20 @@ describe("history and expected versions over REST", () => {
         await post("/resources/create", {
           resources: [
             { identifier: "ds-a", payload_type: "datasource", name: "A", access_level: "public" },
-            { identifier: "p1", payload_type: "patient", datasource_id: "ds-a", parent_identifier: "ds-a", access_level: "public" },
-            { identifier: "s1", payload_type: "study", parent_identifier: "p1", modality: "CT", access_level: "public" },
+            {
+              identifier: "p1",
+              payload_type: "patient",
+              datasource_id: "ds-a",
+              parent_identifier: "ds-a",
+              access_level: "public",
+            },
+            {
+              identifier: "s1",
+              payload_type: "study",
+              parent_identifier: "p1",
+              modality: "CT",
+              access_level: "public",
+            },
           ],
         })
       ).status,
@@ -35,7 +47,9 @@ describe("history and expected versions over REST", () => {
   afterAll(async () => srv?.close());
 
   it("answers flat versions, oldest first, on both revisions, with next_cursor null at the end", async () => {
-    expect((await post("/resources/update", { updates: { s1: { modality: "MR", access_level: "internal" } } })).status).toBe(200);
+    expect(
+      (await post("/resources/update", { updates: { s1: { modality: "MR", access_level: "internal" } } })).status,
+    ).toBe(200);
     expect((await post("/resources/update", { updates: { s1: { access_level: "public" } } })).status).toBe(200);
     for (const path of ["/resources/history", "/v1/resources/history", "/v2/resources/history"]) {
       const { status, json } = await post(path, { identifier: "s1" });
@@ -47,7 +61,13 @@ describe("history and expected versions over REST", () => {
         [3, "updated", "token#1", "MR"],
       ]);
       const r = json.versions[0].resource;
-      expect(r).toMatchObject({ identifier: "s1", payload_type: "study", parent_identifier: "p1", version: 1, created_at: json.versions[0].at });
+      expect(r).toMatchObject({
+        identifier: "s1",
+        payload_type: "study",
+        parent_identifier: "p1",
+        version: 1,
+        created_at: json.versions[0].at,
+      });
       expect(r.children).toBeUndefined();
     }
     const first = await post("/resources/history", { identifier: "s1", limit: 2 });
@@ -56,15 +76,25 @@ describe("history and expected versions over REST", () => {
     const rest = await post("/resources/history", { identifier: "s1", limit: 2, cursor: first.json.next_cursor });
     expect(rest.json.versions.map((v: any) => v.version)).toEqual([3]);
     expect(rest.json.next_cursor).toBeNull();
-    const since = await post("/resources/history", { identifier: "s1", since: first.json.versions[1].at, until: rest.json.versions[0].at });
+    const since = await post("/resources/history", {
+      identifier: "s1",
+      since: first.json.versions[1].at,
+      until: rest.json.versions[0].at,
+    });
     expect(since.json.versions.map((v: any) => v.version)).toEqual([2]);
   });
 
   it("refuses a limit past MAX_QUERY_LIMIT and answers 404 for an identifier never created", async () => {
-    expect(await post("/resources/history", { identifier: "s1", limit: 51 })).toMatchObject({ status: 400, json: { reason: "LIMIT_OUT_OF_RANGE" } });
+    expect(await post("/resources/history", { identifier: "s1", limit: 51 })).toMatchObject({
+      status: 400,
+      json: { reason: "LIMIT_OUT_OF_RANGE" },
+    });
     expect(await post("/resources/history", { identifier: "s1", limit: 0 })).toMatchObject({ status: 400 });
     expect(await post("/resources/history", { identifier: "s1", since: "yesterday" })).toMatchObject({ status: 400 });
-    expect(await post("/resources/history", { identifier: "never" })).toMatchObject({ status: 404, json: { code: "not_found" } });
+    expect(await post("/resources/history", { identifier: "never" })).toMatchObject({
+      status: 404,
+      json: { code: "not_found" },
+    });
   });
 
   it("shows a restricted caller only what it may see: the stricter of then and now", async () => {
@@ -81,7 +111,9 @@ describe("history and expected versions over REST", () => {
   });
 
   it("refuses a stale expected_version or expected_versions with 409 aborted, writing nothing", async () => {
-    const stale = await post("/resources/update", { updates: { p1: { license: "MIT", expected_version: 7 }, "ds-a": { license: "MIT", expected_version: 1 } } });
+    const stale = await post("/resources/update", {
+      updates: { p1: { license: "MIT", expected_version: 7 }, "ds-a": { license: "MIT", expected_version: 1 } },
+    });
     expect(stale.status).toBe(409);
     expect(stale.json).toMatchObject({ code: "aborted", reason: "VERSION_MISMATCH" });
     expect(stale.json.message).toContain("p1");
@@ -92,9 +124,15 @@ describe("history and expected versions over REST", () => {
       ["p1", 1, null],
       ["ds-a", 1, null],
     ]);
-    expect((await post("/resources/update", { updates: { p1: { license: "MIT", expected_version: 1 } } })).json).toEqual({ updated: 1 });
-    expect((await post("/resources/delete", { identifiers: ["p1"], expected_versions: { p1: 2 } })).json).toEqual({ deleted: 2 });
+    expect(
+      (await post("/resources/update", { updates: { p1: { license: "MIT", expected_version: 1 } } })).json,
+    ).toEqual({ updated: 1 });
+    expect((await post("/resources/delete", { identifiers: ["p1"], expected_versions: { p1: 2 } })).json).toEqual({
+      deleted: 2,
+    });
     expect((await post("/resources/restore", { identifiers: ["p1"], expected_versions: { p1: 2 } })).status).toBe(409);
-    expect((await post("/v2/resources/restore", { identifiers: ["p1"], expected_versions: { p1: 3 } })).json).toEqual({ restored: 2 });
+    expect((await post("/v2/resources/restore", { identifiers: ["p1"], expected_versions: { p1: 3 } })).json).toEqual({
+      restored: 2,
+    });
   });
 });

@@ -20,7 +20,8 @@ interface PlanNode {
 const TREE_TABLES = new Set(["resources", "resource_versions", "tree_counts"]);
 
 function seqScans(node: PlanNode, out: string[] = []): string[] {
-  if (node["Node Type"] === "Seq Scan" && TREE_TABLES.has(node["Relation Name"] ?? "")) out.push(node["Relation Name"]!);
+  if (node["Node Type"] === "Seq Scan" && TREE_TABLES.has(node["Relation Name"] ?? ""))
+    out.push(node["Relation Name"]!);
   for (const child of node.Plans ?? []) seqScans(child, out);
   return out;
 }
@@ -57,9 +58,27 @@ describeBackends(
       for (const sql of BUILD) await db.exec(sql);
       // A small node written through the store: a study with three series, one of them holding two files.
       await store.create(LOCAL_CALLER, [
-        { identifier: "small-st", payloadType: "study", parentIdentifier: "big-p7", accessLevel: "internal", payload: { modality: "MR" } },
-        ...[1, 2, 3].map((i) => ({ identifier: `small-se${i}`, payloadType: "series", parentIdentifier: "small-st", accessLevel: "internal", payload: { modality: "MR" } })),
-        ...[1, 2].map((i) => ({ identifier: `small-f${i}`, payloadType: "file", parentIdentifier: "small-se1", accessLevel: i === 2 ? "restricted" : "internal", payload: { path: `s3://bucket/small/${i}` } })),
+        {
+          identifier: "small-st",
+          payloadType: "study",
+          parentIdentifier: "big-p7",
+          accessLevel: "internal",
+          payload: { modality: "MR" },
+        },
+        ...[1, 2, 3].map((i) => ({
+          identifier: `small-se${i}`,
+          payloadType: "series",
+          parentIdentifier: "small-st",
+          accessLevel: "internal",
+          payload: { modality: "MR" },
+        })),
+        ...[1, 2].map((i) => ({
+          identifier: `small-f${i}`,
+          payloadType: "file",
+          parentIdentifier: "small-se1",
+          accessLevel: i === 2 ? "restricted" : "internal",
+          payload: { path: `s3://bucket/small/${i}` },
+        })),
       ]);
       await db.exec("ANALYZE resources; ANALYZE resource_versions; ANALYZE tree_counts");
       const { rows: size } = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM resources");
@@ -69,7 +88,10 @@ describeBackends(
         const recorded: Recorded[] = [];
         const nodes = await listChildren(recording(db, recorded), grants, { parentIdentifier: "small-st" });
         const restricted = grants.clearance !== "restricted";
-        expect(nodes.map((n) => [n.identifier, n.childCount, n.descendantCount]), who).toEqual([
+        expect(
+          nodes.map((n) => [n.identifier, n.childCount, n.descendantCount]),
+          who,
+        ).toEqual([
           ["small-se1", restricted ? 1 : 2, restricted ? 1 : 2],
           ["small-se2", 0, 0],
           ["small-se3", 0, 0],

@@ -31,7 +31,9 @@ describeServices("GET /children", (svc) => {
     // a later batch comes after, although its identifier sorts first
     await store().create(LOCAL_CALLER, [study(`${p}s_0`, `${p}d`)]);
     const nodes = await children(`${p}d`);
-    expect(nodes.map((n) => [n.identifier, n.payloadType, n.parentIdentifier, n.childCount, n.descendantCount])).toEqual([
+    expect(
+      nodes.map((n) => [n.identifier, n.payloadType, n.parentIdentifier, n.childCount, n.descendantCount]),
+    ).toEqual([
       [`${p}s_a`, "study", `${p}d`, 0n, 0n],
       [`${p}s_b`, "study", `${p}d`, 1n, 3n],
       [`${p}s_0`, "study", `${p}d`, 0n, 0n],
@@ -56,14 +58,26 @@ describeServices("GET /children", (svc) => {
 
   it("leaves tombstoned children out of the listing and the counts; a walk stops at a tombstone", async () => {
     const p = uid();
-    await store().create(LOCAL_CALLER, [ds(`${p}d`), study(`${p}s`, `${p}d`), study(`${p}t`, `${p}s`), study(`${p}u`, `${p}t`), study(`${p}v`, `${p}s`)]);
-    expect((await children(`${p}d`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([[`${p}s`, 2n, 3n]]);
+    await store().create(LOCAL_CALLER, [
+      ds(`${p}d`),
+      study(`${p}s`, `${p}d`),
+      study(`${p}t`, `${p}s`),
+      study(`${p}u`, `${p}t`),
+      study(`${p}v`, `${p}s`),
+    ]);
+    expect((await children(`${p}d`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([
+      [`${p}s`, 2n, 3n],
+    ]);
     await store().delete(LOCAL_CALLER, [`${p}t`], { cascade: false });
     // u is still active but hangs under a tombstone: not reachable from s
-    expect((await children(`${p}d`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([[`${p}s`, 1n, 1n]]);
+    expect((await children(`${p}d`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([
+      [`${p}s`, 1n, 1n],
+    ]);
     expect((await children(`${p}s`)).map((n) => n.identifier)).toEqual([`${p}v`]);
     await store().restore(LOCAL_CALLER, [`${p}t`]);
-    expect((await children(`${p}d`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([[`${p}s`, 2n, 3n]]);
+    expect((await children(`${p}d`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([
+      [`${p}s`, 2n, 3n],
+    ]);
   });
 
   it("answers 404 for a parent that is not active at that time, 400 for a malformed one", async () => {
@@ -81,7 +95,9 @@ describeServices("GET /children", (svc) => {
 
   it("is exact at any as_of: moves, deletes, restores and the counts below", async () => {
     const p = uid();
-    const t1 = (await store().create(LOCAL_CALLER, [ds(`${p}a`), ds(`${p}b`), study(`${p}s`, `${p}a`), study(`${p}t`, `${p}s`)])).at;
+    const t1 = (
+      await store().create(LOCAL_CALLER, [ds(`${p}a`), ds(`${p}b`), study(`${p}s`, `${p}a`), study(`${p}t`, `${p}s`)])
+    ).at;
     const t2 = (await store().update(LOCAL_CALLER, [[`${p}s`, { parentIdentifier: `${p}b` }]])).at;
     const t3 = (await store().delete(LOCAL_CALLER, [`${p}t`])).at;
     const t4 = (await store().restore(LOCAL_CALLER, [`${p}t`])).at;
@@ -95,7 +111,9 @@ describeServices("GET /children", (svc) => {
     expect(await at(`${p}b`, t3)).toEqual([[`${p}s`, 0n, 0n]]);
     expect(await at(`${p}b`, t4)).toEqual([[`${p}s`, 1n, 1n]]);
     // the current answer agrees with the latest as_of
-    expect((await children(`${p}b`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([[`${p}s`, 1n, 1n]]);
+    expect((await children(`${p}b`)).map((n) => [n.identifier, n.childCount, n.descendantCount])).toEqual([
+      [`${p}s`, 1n, 1n],
+    ]);
   });
 });
 
@@ -105,16 +123,32 @@ describeBackends("GET /children without a parent lists the roots", (backend) => 
     const svc = await buildServices(backend());
     const s = backend().store;
     const roots = async (asOf?: string) =>
-      (await svc.lineage.children(asOf !== undefined ? { asOf } : {})).nodes.map((n) => [n.identifier, n.descendantCount]);
+      (await svc.lineage.children(asOf !== undefined ? { asOf } : {})).nodes.map((n) => [
+        n.identifier,
+        n.descendantCount,
+      ]);
     expect(await roots()).toEqual([]);
     const t1 = (await s.create(LOCAL_CALLER, [ds("r2"), ds("r1"), study("c1", "r1"), study("c2", "c1")])).at;
     const t2 = (await s.create(LOCAL_CALLER, [ds("r0")])).at;
     const t3 = (await s.delete(LOCAL_CALLER, ["r1"], { cascade: false })).at;
     // c1 hangs under a tombstone: it is not a root (it has a parent)
-    expect(await roots()).toEqual([["r2", 0n], ["r0", 0n]]);
-    expect(await roots(t1)).toEqual([["r1", 2n], ["r2", 0n]]);
-    expect(await roots(t2)).toEqual([["r1", 2n], ["r2", 0n], ["r0", 0n]]);
-    expect(await roots(t3)).toEqual([["r2", 0n], ["r0", 0n]]);
+    expect(await roots()).toEqual([
+      ["r2", 0n],
+      ["r0", 0n],
+    ]);
+    expect(await roots(t1)).toEqual([
+      ["r1", 2n],
+      ["r2", 0n],
+    ]);
+    expect(await roots(t2)).toEqual([
+      ["r1", 2n],
+      ["r2", 0n],
+      ["r0", 0n],
+    ]);
+    expect(await roots(t3)).toEqual([
+      ["r2", 0n],
+      ["r0", 0n],
+    ]);
     expect(await roots("2000-01-01T00:00:00Z")).toEqual([]);
     // only an absent parent_identifier means the roots; an empty one is malformed
     await expectCode(svc.lineage.children({ parentIdentifier: "" }), Code.InvalidArgument);

@@ -12,7 +12,14 @@ import * as v2Lineage from "../../gen/resourcestore/v2/lineage_service_pb.js";
 import * as v2Registry from "../../gen/resourcestore/v2/registry_service_pb.js";
 import * as v2Resource from "../../gen/resourcestore/v2/resource_service_pb.js";
 import * as v2Stats from "../../gen/resourcestore/v2/stats_service_pb.js";
-import { createAdminService, createArtefactService, createLineageService, createRegistryService, createResourceService, createStatsService } from "../../src/rpc/index.js";
+import {
+  createAdminService,
+  createArtefactService,
+  createLineageService,
+  createRegistryService,
+  createResourceService,
+  createStatsService,
+} from "../../src/rpc/index.js";
 import { createRegistry, loadRegistryKeys } from "../../src/store/index.js";
 import { describeBackends, type Backend } from "../store/backends.js";
 import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
@@ -34,7 +41,11 @@ export interface Services {
 /** The services over one migrated database, as one app instance would wire them. */
 export async function buildServices(backend: Backend): Promise<Services> {
   const { db, store } = backend;
-  const keys = await loadRegistryKeys({ configured: [{ id: "default", secret: TEST_REGISTRY_SECRET }], db, dataDir: undefined });
+  const keys = await loadRegistryKeys({
+    configured: [{ id: "default", secret: TEST_REGISTRY_SECRET }],
+    db,
+    dataDir: undefined,
+  });
   const resource = createResourceService({ store, limits: { maxBatchItems: 10_000, maxQueryLimit: 10_000 } });
   const lineage = createLineageService({ db });
   const registry = createRegistryService({ registry: createRegistry({ db, keys }) });

@@ -12,7 +12,12 @@ describeServices("GET /parents/{identifier}", (svc) => {
 
   it("answers the chain nearest first, itself excluded, on both revisions", async () => {
     const p = uid();
-    await store().create(LOCAL_CALLER, [ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}b`), study(`${p}d`, `${p}c`)]);
+    await store().create(LOCAL_CALLER, [
+      ds(`${p}a`),
+      study(`${p}b`, `${p}a`),
+      study(`${p}c`, `${p}b`),
+      study(`${p}d`, `${p}c`),
+    ]);
     expect(await parents(`${p}d`)).toEqual([`${p}c`, `${p}b`, `${p}a`]);
     expect(await parents(`${p}a`)).toEqual([]);
     expect((await svc().lineageV2.parents({ identifier: `${p}d` })).identifiers).toEqual([`${p}c`, `${p}b`, `${p}a`]);
@@ -31,7 +36,9 @@ describeServices("GET /parents/{identifier}", (svc) => {
 
   it("is exact at any as_of", async () => {
     const p = uid();
-    const t1 = (await store().create(LOCAL_CALLER, [ds(`${p}a`), ds(`${p}b`), study(`${p}s`, `${p}a`), study(`${p}t`, `${p}s`)])).at;
+    const t1 = (
+      await store().create(LOCAL_CALLER, [ds(`${p}a`), ds(`${p}b`), study(`${p}s`, `${p}a`), study(`${p}t`, `${p}s`)])
+    ).at;
     const t2 = (await store().update(LOCAL_CALLER, [[`${p}s`, { parentIdentifier: `${p}b` }]])).at;
     const t3 = (await store().delete(LOCAL_CALLER, [`${p}t`])).at;
     expect(await parents(`${p}t`, fromMicros(micros(t1) + 1n))).toEqual([`${p}s`, `${p}a`]);

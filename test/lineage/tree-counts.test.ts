@@ -67,7 +67,11 @@ function expectedFrom(rows: Row[]) {
     listing: (g: Grants, p: string | null) =>
       kids(p)
         .filter((k) => sees(g, k))
-        .map((k) => [k.identifier, kids(k.identifier).filter((x) => sees(g, x)).length, desc(k.identifier).filter((x) => sees(g, x)).length])
+        .map((k) => [
+          k.identifier,
+          kids(k.identifier).filter((x) => sees(g, x)).length,
+          desc(k.identifier).filter((x) => sees(g, x)).length,
+        ])
         .sort(),
     subtree: (g: Grants, p: string) => desc(p).filter((x) => sees(g, x)).length,
     visibleActive: (g: Grants, id: string) => {
@@ -98,13 +102,23 @@ describeBackends("tree counts kept by the writes", (backend) => {
     };
     const pick = <T>(xs: readonly T[]) => xs[rand(xs.length)] as T;
     // The datasources, a patient under each (of another datasource), then a forest of studies below.
-    await b.store.create(LOCAL_CALLER, DATASOURCES.map((d) => ds(d)));
-    await b.store.create(LOCAL_CALLER, DATASOURCES.map((d, i) => patient(`p-${d}`, d, DATASOURCES[(i + 1) % 3]!)));
+    await b.store.create(
+      LOCAL_CALLER,
+      DATASOURCES.map((d) => ds(d)),
+    );
+    await b.store.create(
+      LOCAL_CALLER,
+      DATASOURCES.map((d, i) => patient(`p-${d}`, d, DATASOURCES[(i + 1) % 3]!)),
+    );
     const ids = Array.from({ length: 24 }, (_, i) => `n${String(i).padStart(2, "0")}`);
     const placed: string[] = DATASOURCES.map((d) => `p-${d}`);
     const first: NewResource[] = [];
     for (const id of ids) {
-      first.push(rand(6) === 0 ? patient(id, pick(placed), pick(DATASOURCES)) : study(id, pick(placed), { accessLevel: pick(LEVELS) }));
+      first.push(
+        rand(6) === 0
+          ? patient(id, pick(placed), pick(DATASOURCES))
+          : study(id, pick(placed), { accessLevel: pick(LEVELS) }),
+      );
       placed.push(id);
     }
     await b.store.create(LOCAL_CALLER, first);
@@ -119,13 +133,21 @@ describeBackends("tree counts kept by the writes", (backend) => {
     const check = async (label: string) => {
       const model = expectedFrom(await rowsNow());
       for (const [who, g] of Object.entries(CALLERS)) {
-        const roots = (await listChildren(b.db, g, {})).map((n) => [n.identifier, n.childCount, n.descendantCount]).sort();
+        const roots = (await listChildren(b.db, g, {}))
+          .map((n) => [n.identifier, n.childCount, n.descendantCount])
+          .sort();
         expect(roots, `${label}, ${who}: roots`).toEqual(model.listing(g, null));
         for (const id of model.nodes) {
-          const count = await engine.count(planQuery(create(QueryRequestSchema, { parentIdentifier: id, includeIndirectParents: true })), g, undefined);
+          const count = await engine.count(
+            planQuery(create(QueryRequestSchema, { parentIdentifier: id, includeIndirectParents: true })),
+            g,
+            undefined,
+          );
           expect(Number(count), `${label}, ${who}: count below ${id}`).toBe(model.subtree(g, id));
           if (!model.visibleActive(g, id)) continue;
-          const listed = (await listChildren(b.db, g, { parentIdentifier: id })).map((n) => [n.identifier, n.childCount, n.descendantCount]).sort();
+          const listed = (await listChildren(b.db, g, { parentIdentifier: id }))
+            .map((n) => [n.identifier, n.childCount, n.descendantCount])
+            .sort();
           expect(listed, `${label}, ${who}: children of ${id}`).toEqual(model.listing(g, id));
         }
       }
@@ -134,13 +156,19 @@ describeBackends("tree counts kept by the writes", (backend) => {
     /** One change of the forest, drawn from the rows as they are: a move, a delete or restore (cascade or not), a level, a patient's datasource, a create. */
     const change = async (tag: string) => {
       const rows = await rowsNow();
-      const active = rows.filter((r) => !r.is_deleted).map((r) => r.identifier).filter((id) => !DATASOURCES.includes(id));
+      const active = rows
+        .filter((r) => !r.is_deleted)
+        .map((r) => r.identifier)
+        .filter((id) => !DATASOURCES.includes(id));
       const gone = rows.filter((r) => r.is_deleted).map((r) => r.identifier);
       const patients = rows.filter((r) => !r.is_deleted && r.payload_type === "patient").map((r) => r.identifier);
       try {
         switch (rand(7)) {
           case 0:
-            if (active.length > 1) await b.store.update(LOCAL_CALLER, [[pick(active), { parentIdentifier: rand(5) === 0 ? null : pick([...active, ...DATASOURCES]) }]]);
+            if (active.length > 1)
+              await b.store.update(LOCAL_CALLER, [
+                [pick(active), { parentIdentifier: rand(5) === 0 ? null : pick([...active, ...DATASOURCES]) }],
+              ]);
             break;
           case 1:
             if (active.length > 0) await b.store.delete(LOCAL_CALLER, [pick(active)], { cascade: rand(2) === 0 });
@@ -153,19 +181,27 @@ describeBackends("tree counts kept by the writes", (backend) => {
             break;
           case 4:
             if (patients.length > 0) {
-              await b.store.update(LOCAL_CALLER, [[pick(patients), { payload: { datasource_id: pick(DATASOURCES), sex: "female", birth_year: 1970 } }]]);
+              await b.store.update(LOCAL_CALLER, [
+                [pick(patients), { payload: { datasource_id: pick(DATASOURCES), sex: "female", birth_year: 1970 } }],
+              ]);
             }
             break;
           case 5: {
             // Two moves in one batch, whatever they touch.
             if (active.length > 3) {
               const [x, y] = [pick(active), pick(active)];
-              if (x !== y) await b.store.update(LOCAL_CALLER, [[x, { parentIdentifier: pick(active) }], [y, { parentIdentifier: pick(DATASOURCES) }]]);
+              if (x !== y)
+                await b.store.update(LOCAL_CALLER, [
+                  [x, { parentIdentifier: pick(active) }],
+                  [y, { parentIdentifier: pick(DATASOURCES) }],
+                ]);
             }
             break;
           }
           default:
-            await b.store.create(LOCAL_CALLER, [study(`${tag}-c${rand(1e6)}`, pick([...active, ...DATASOURCES]), { accessLevel: pick(LEVELS) })]);
+            await b.store.create(LOCAL_CALLER, [
+              study(`${tag}-c${rand(1e6)}`, pick([...active, ...DATASOURCES]), { accessLevel: pick(LEVELS) }),
+            ]);
         }
       } catch {
         // A refused change (a cycle, a parent deleted meanwhile by the other writer) writes nothing; the check still runs.
@@ -191,7 +227,11 @@ describeBackends("tree counts of statements that change many rows at once", (bac
   }
   /** The stored counts (zeros left out) and the same counts walked here from the rows: each active row counts at its parent and up while the node is active. */
   const storedAndModel = async (db: { query: <T>(sql: string) => Promise<{ rows: T[] }> }) => {
-    const rows = (await db.query<Placed>("SELECT identifier, parent_identifier, is_deleted, datasource_id, access_level, payload_type FROM resources")).rows;
+    const rows = (
+      await db.query<Placed>(
+        "SELECT identifier, parent_identifier, is_deleted, datasource_id, access_level, payload_type FROM resources",
+      )
+    ).rows;
     const byId = new Map(rows.map((r) => [r.identifier, r]));
     const model = new Map<string, [number, number]>();
     for (const r of rows) {
@@ -207,10 +247,21 @@ describeBackends("tree counts of statements that change many rows at once", (bac
       }
     }
     const stored = (
-      await db.query<{ node: string; datasource_id: string | null; access_level: string; payload_type: string; children: string; descendants: string }>(
+      await db.query<{
+        node: string;
+        datasource_id: string | null;
+        access_level: string;
+        payload_type: string;
+        children: string;
+        descendants: string;
+      }>(
         "SELECT node, datasource_id, access_level, payload_type, children, descendants FROM tree_counts WHERE children <> 0 OR descendants <> 0",
       )
-    ).rows.map((t) => [[t.node, t.datasource_id, t.access_level, t.payload_type].join("|"), Number(t.children), Number(t.descendants)]);
+    ).rows.map((t) => [
+      [t.node, t.datasource_id, t.access_level, t.payload_type].join("|"),
+      Number(t.children),
+      Number(t.descendants),
+    ]);
     return { stored: stored.sort(), model: [...model].map(([k, [c, d]]) => [k, c, d]).sort(), rows };
   };
 
@@ -242,7 +293,9 @@ describeBackends("tree counts of statements that change many rows at once", (bac
       const { rows } = await storedAndModel(b.db);
       const byId = new Map(rows.map((r) => [r.identifier, r]));
       const below = (id: string): string[] =>
-        rows.filter((r) => r.parent_identifier === id && !r.is_deleted).flatMap((r) => [r.identifier, ...below(r.identifier)]);
+        rows
+          .filter((r) => r.parent_identifier === id && !r.is_deleted)
+          .flatMap((r) => [r.identifier, ...below(r.identifier)]);
       const changes = new Map<string, { identifier: string; p: string | null; d: boolean; l: string }>();
       const put = (id: string, edit: Partial<{ p: string | null; d: boolean; l: string }>) => {
         const r = byId.get(id)!;
@@ -253,7 +306,9 @@ describeBackends("tree counts of statements that change many rows at once", (bac
       const top = ids[rand(ids.length)]!;
       if (byId.get(top)!.is_deleted) {
         const gone = (id: string): string[] =>
-          rows.filter((r) => r.parent_identifier === id && r.is_deleted).flatMap((r) => [r.identifier, ...gone(r.identifier)]);
+          rows
+            .filter((r) => r.parent_identifier === id && r.is_deleted)
+            .flatMap((r) => [r.identifier, ...gone(r.identifier)]);
         for (const id of [top, ...gone(top)]) put(id, { d: false });
       } else {
         for (const id of [top, ...below(top)]) put(id, { d: true });

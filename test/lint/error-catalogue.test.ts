@@ -26,11 +26,15 @@ const BODY = `export const body = JSON.stringify({ code: "not_found", message: "
 
 describe("errors only from the catalogue", () => {
   it("refuses new ConnectError( outside the catalogue", async () => {
-    expect(await refusals("src/rpc/some-lane.ts", MADE)).toEqual([expect.stringMatching(/^no-restricted-syntax: .*catalogue/)]);
+    expect(await refusals("src/rpc/some-lane.ts", MADE)).toEqual([
+      expect.stringMatching(/^no-restricted-syntax: .*catalogue/),
+    ]);
   });
 
   it("refuses a hand-built error body outside the catalogue's writer", async () => {
-    expect(await refusals("src/ui-assets.ts", BODY)).toEqual([expect.stringMatching(/^no-restricted-syntax: .*writeRestError/)]);
+    expect(await refusals("src/ui-assets.ts", BODY)).toEqual([
+      expect.stringMatching(/^no-restricted-syntax: .*writeRestError/),
+    ]);
   });
 
   it("lets the catalogue and its REST writer build them", async () => {

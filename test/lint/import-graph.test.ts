@@ -53,7 +53,8 @@ describe("import-graph lint rules", () => {
       await lint({
         "src/errors.ts": "export const e = 1;\n",
         "src/store/db.ts": 'import { e } from "../errors.js";\nexport const d = e;\n',
-        "src/rpc/service.ts": 'import { d } from "../store/db.js";\nimport type { e } from "../errors.js";\nexport const s = d;\n',
+        "src/rpc/service.ts":
+          'import { d } from "../store/db.js";\nimport type { e } from "../errors.js";\nexport const s = d;\n',
       }),
     ).toEqual([]);
   });
@@ -75,7 +76,8 @@ describe("import-graph lint rules", () => {
   it("fails on an import from a floor above, and on a file on no floor", async () => {
     const messages = await lint({
       "src/errors.ts": "export const e = 1;\n",
-      "src/store/db.ts": 'export const d = 1;\nexport async function later() { return (await import("../rpc/service.js")).s; }\n',
+      "src/store/db.ts":
+        'export const d = 1;\nexport async function later() { return (await import("../rpc/service.js")).s; }\n',
       "src/rpc/service.ts": "export const s = 1;\n",
       "src/stray.ts": "export const x = 1;\n",
     });

@@ -42,7 +42,11 @@ describe("constant documents", () => {
 
   it("schemas over REST are the schemas Connect answers", async () => {
     const rest = (await (await fetch(`${t.url}/schemas`)).json()) as Record<string, unknown>;
-    const connect = await fetch(`${t.url}/resourcestore.v1.SchemaService/Schemas`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    const connect = await fetch(`${t.url}/resourcestore.v1.SchemaService/Schemas`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
     expect(connect.status).toBe(200);
     expect(((await connect.json()) as { schemas: unknown }).schemas).toEqual(rest);
     expect(Object.keys(rest).length).toBeGreaterThan(0);
@@ -50,7 +54,10 @@ describe("constant documents", () => {
 });
 
 /** A GET with exactly these headers (fetch would add Accept-Encoding and undo the gzip). */
-function rawGet(url: string, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+function rawGet(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
   return new Promise((resolve, reject) => {
     const req = request(url, { headers }, (res) => {
       const chunks: Buffer[] = [];
@@ -70,35 +77,44 @@ describe("constant documents, gzipped for clients that accept it", () => {
   });
   afterAll(async () => t?.close());
 
-  it.each(["/openapi.json", "/schemas", "/v1/schemas"])("%s: the same document, its own tag, Vary kept beside CORS's", async (path) => {
-    const plain = await rawGet(`${t.url}${path}`, { origin: "https://app.example" });
-    expect(plain.status).toBe(200);
-    expect(plain.headers["content-encoding"]).toBeUndefined();
-    expect(plain.headers.vary).toBe("Origin, Accept-Encoding");
-    expect(plain.headers["access-control-allow-origin"]).toBe("https://app.example");
-    const gz = await rawGet(`${t.url}${path}`, { origin: "https://app.example", "accept-encoding": "br;q=1, gzip;q=0.8" });
-    expect(gz.status).toBe(200);
-    expect(gz.headers["content-encoding"]).toBe("gzip");
-    expect(gz.headers.vary).toBe("Origin, Accept-Encoding");
-    expect(Number(gz.headers["content-length"])).toBe(gz.body.length);
-    expect(gz.body.length).toBeLessThan(plain.body.length / 2);
-    expect(gunzipSync(gz.body).equals(plain.body)).toBe(true);
-    // Each representation has its own strong tag, and revalidates against its own.
-    expect(gz.headers.etag).not.toBe(plain.headers.etag);
-    const again = await rawGet(`${t.url}${path}`, { "accept-encoding": "gzip", "if-none-match": String(gz.headers.etag) });
-    expect(again.status).toBe(304);
-    expect(again.headers.etag).toBe(gz.headers.etag);
-    expect(again.headers["content-encoding"]).toBeUndefined();
-    expect(again.headers.vary).toBe("Origin, Accept-Encoding");
-    // The gzip tag does not revalidate the plain form: that client gets the document.
-    const crossed = await rawGet(`${t.url}${path}`, { "if-none-match": String(gz.headers.etag) });
-    expect(crossed.status).toBe(200);
-    expect(crossed.body.equals(plain.body)).toBe(true);
-    // q=0 refuses gzip.
-    const refused = await rawGet(`${t.url}${path}`, { "accept-encoding": "gzip;q=0, *" });
-    expect(refused.headers["content-encoding"]).toBeUndefined();
-    expect(refused.body.equals(plain.body)).toBe(true);
-  });
+  it.each(["/openapi.json", "/schemas", "/v1/schemas"])(
+    "%s: the same document, its own tag, Vary kept beside CORS's",
+    async (path) => {
+      const plain = await rawGet(`${t.url}${path}`, { origin: "https://app.example" });
+      expect(plain.status).toBe(200);
+      expect(plain.headers["content-encoding"]).toBeUndefined();
+      expect(plain.headers.vary).toBe("Origin, Accept-Encoding");
+      expect(plain.headers["access-control-allow-origin"]).toBe("https://app.example");
+      const gz = await rawGet(`${t.url}${path}`, {
+        origin: "https://app.example",
+        "accept-encoding": "br;q=1, gzip;q=0.8",
+      });
+      expect(gz.status).toBe(200);
+      expect(gz.headers["content-encoding"]).toBe("gzip");
+      expect(gz.headers.vary).toBe("Origin, Accept-Encoding");
+      expect(Number(gz.headers["content-length"])).toBe(gz.body.length);
+      expect(gz.body.length).toBeLessThan(plain.body.length / 2);
+      expect(gunzipSync(gz.body).equals(plain.body)).toBe(true);
+      // Each representation has its own strong tag, and revalidates against its own.
+      expect(gz.headers.etag).not.toBe(plain.headers.etag);
+      const again = await rawGet(`${t.url}${path}`, {
+        "accept-encoding": "gzip",
+        "if-none-match": String(gz.headers.etag),
+      });
+      expect(again.status).toBe(304);
+      expect(again.headers.etag).toBe(gz.headers.etag);
+      expect(again.headers["content-encoding"]).toBeUndefined();
+      expect(again.headers.vary).toBe("Origin, Accept-Encoding");
+      // The gzip tag does not revalidate the plain form: that client gets the document.
+      const crossed = await rawGet(`${t.url}${path}`, { "if-none-match": String(gz.headers.etag) });
+      expect(crossed.status).toBe(200);
+      expect(crossed.body.equals(plain.body)).toBe(true);
+      // q=0 refuses gzip.
+      const refused = await rawGet(`${t.url}${path}`, { "accept-encoding": "gzip;q=0, *" });
+      expect(refused.headers["content-encoding"]).toBeUndefined();
+      expect(refused.body.equals(plain.body)).toBe(true);
+    },
+  );
 
   it("over HTTP/2 (h2c on the same port) too", async () => {
     const session = connectH2(t.url);
@@ -109,7 +125,9 @@ describe("constant documents, gzipped for clients that accept it", () => {
         let head: Record<string, unknown> = {};
         stream.on("response", (h) => (head = h));
         stream.on("data", (c: Buffer) => chunks.push(c));
-        stream.on("end", () => resolve({ status: Number(head[":status"]), headers: head, body: Buffer.concat(chunks) }));
+        stream.on("end", () =>
+          resolve({ status: Number(head[":status"]), headers: head, body: Buffer.concat(chunks) }),
+        );
         stream.on("error", reject);
         stream.end();
       });
@@ -173,15 +191,24 @@ describe("constant documents in the call log and metrics", () => {
     const etag = first.headers.get("etag")!;
     await first.text();
     const ids = ["const-a", "const-b", "const-c"];
-    for (const id of ids.slice(0, 2)) expect((await fetch(`${t.url}${path}`, { headers: { "x-request-id": id } })).status).toBe(200);
-    expect((await fetch(`${t.url}${path}`, { headers: { "x-request-id": ids[2]!, "if-none-match": etag } })).status).toBe(304);
+    for (const id of ids.slice(0, 2))
+      expect((await fetch(`${t.url}${path}`, { headers: { "x-request-id": id } })).status).toBe(200);
+    expect(
+      (await fetch(`${t.url}${path}`, { headers: { "x-request-id": ids[2]!, "if-none-match": etag } })).status,
+    ).toBe(304);
     const calls = log.calls((r) => r.rpc === rpc);
     expect(calls).toHaveLength(4);
-    for (const id of ids) expect(calls.find((c) => c.request_id === id)).toMatchObject({ code: "ok", duration_ms: expect.any(Number) });
+    for (const id of ids)
+      expect(calls.find((c) => c.request_id === id)).toMatchObject({ code: "ok", duration_ms: expect.any(Number) });
     const text = await (await fetch(`${t.url}/metrics`)).text();
-    const count = new RegExp(`^rs_requests_total\\{route="/${rpc.replace(/\./g, "\\.")}",code="ok"\\} (\\d+)`, "m").exec(text)?.[1];
+    const count = new RegExp(
+      `^rs_requests_total\\{route="/${rpc.replace(/\./g, "\\.")}",code="ok"\\} (\\d+)`,
+      "m",
+    ).exec(text)?.[1];
     expect(Number(count)).toBe(4);
-    expect(text).toMatch(new RegExp(`^rs_request_duration_seconds_count\\{route="/${rpc.replace(/\./g, "\\.")}",code="ok"\\} 4$`, "m"));
+    expect(text).toMatch(
+      new RegExp(`^rs_request_duration_seconds_count\\{route="/${rpc.replace(/\./g, "\\.")}",code="ok"\\} 4$`, "m"),
+    );
   });
 });
 
@@ -198,8 +225,12 @@ describe("constant documents with authentication on", () => {
     const etag = ok.headers.get("etag")!;
     expect((await fetch(`${t.url}${path}`)).status).toBe(401);
     expect((await fetch(`${t.url}${path}`, { headers: { "if-none-match": etag } })).status).toBe(401);
-    expect((await fetch(`${t.url}${path}`, { headers: { authorization: "Bearer wrong", "if-none-match": etag } })).status).toBe(401);
-    expect((await fetch(`${t.url}${path}`, { headers: { authorization: "Bearer reader", "if-none-match": etag } })).status).toBe(304);
+    expect(
+      (await fetch(`${t.url}${path}`, { headers: { authorization: "Bearer wrong", "if-none-match": etag } })).status,
+    ).toBe(401);
+    expect(
+      (await fetch(`${t.url}${path}`, { headers: { authorization: "Bearer reader", "if-none-match": etag } })).status,
+    ).toBe(304);
   });
 });
 

@@ -23,16 +23,28 @@ describe.skipIf(!pgOk)("the load benchmark's floor server [postgres]", () => {
     const statements = JSON.stringify([
       { sql: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" },
       { sql: "SELECT $1::int + 1 AS n, current_setting('transaction_isolation') AS iso", params: [41] },
-      { sql: "SELECT $1::text AS s, txid_current_if_assigned() IS NULL AS read_only", params: ["x"], name: "floor_test_1" },
+      {
+        sql: "SELECT $1::text AS s, txid_current_if_assigned() IS NULL AS read_only",
+        params: ["x"],
+        name: "floor_test_1",
+      },
       { sql: "SELECT name, from_sql FROM pg_prepared_statements ORDER BY name" },
       { sql: "COMMIT" },
     ]);
     child = spawn(process.execPath, [ENTRY], {
-      env: { ...process.env, FLOOR_STATEMENTS: statements, DATABASE_URL: db.url, DATABASE_POOL_SIZE: "1", PG_OPTIONS: "-c jit=off" },
+      env: {
+        ...process.env,
+        FLOOR_STATEMENTS: statements,
+        DATABASE_URL: db.url,
+        DATABASE_POOL_SIZE: "1",
+        PG_OPTIONS: "-c jit=off",
+      },
       stdio: ["ignore", "pipe", "inherit"],
     });
     const port = await new Promise<number>((resolve, reject) => {
-      createInterface({ input: child.stdout! }).once("line", (line) => resolve((JSON.parse(line) as { port: number }).port));
+      createInterface({ input: child.stdout! }).once("line", (line) =>
+        resolve((JSON.parse(line) as { port: number }).port),
+      );
       child.once("exit", (code) => reject(new Error(`floor server exited with ${String(code)}`)));
     });
     url = `http://127.0.0.1:${port}/any/path`;
@@ -52,12 +64,20 @@ describe.skipIf(!pgOk)("the load benchmark's floor server [postgres]", () => {
     // the listing itself included (it is parsed before it runs); COMMIT comes after it on the first call.
     const prepared = (names: string[]) => names.map((name) => ({ name, from_sql: false }));
     for (let i = 0; i < 3; i++) {
-      const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ identifiers: ["a"] }) });
+      const res = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ identifiers: ["a"] }),
+      });
       expect(res.status).toBe(200);
       expect(await res.json()).toEqual([
         { n: 42, iso: "repeatable read" },
         { s: "x", read_only: true },
-        ...prepared(i === 0 ? ["floor_0", "floor_1", "floor_3", "floor_test_1"] : ["floor_0", "floor_1", "floor_3", "floor_4", "floor_test_1"]),
+        ...prepared(
+          i === 0
+            ? ["floor_0", "floor_1", "floor_3", "floor_test_1"]
+            : ["floor_0", "floor_1", "floor_3", "floor_4", "floor_test_1"],
+        ),
       ]);
     }
     const get = await fetch(url);

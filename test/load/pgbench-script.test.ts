@@ -22,8 +22,13 @@ describe("the load benchmark's pgbench script", () => {
     expect(
       pgbenchScript([
         { sql: "BEGIN", params: undefined },
-        { sql: "SELECT $1::text[] AS ids, $2::jsonb AS f, $3::int AS n, $10::text AS t, $4::text AS z", params: [["a", 'b"c'], { k: "v:w" }, 21, null, 5, 6, 7, 8, 9, "x'y"] },
+        {
+          sql: "SELECT $1::text[] AS ids, $2::jsonb AS f, $3::int AS n, $10::text AS t, $4::text AS z",
+          params: [["a", 'b"c'], { k: "v:w" }, 21, null, 5, 6, 7, 8, 9, "x'y"],
+        },
       ]),
-    ).toBe(`BEGIN;\nSELECT '{"a","b\\"c"}'::text[] AS ids, E'{"k"\\x3a"v\\x3aw"}'::jsonb AS f, 21::int AS n, 'x''y'::text AS t, NULL::text AS z;\n`);
+    ).toBe(
+      `BEGIN;\nSELECT '{"a","b\\"c"}'::text[] AS ids, E'{"k"\\x3a"v\\x3aw"}'::jsonb AS f, 21::int AS n, 'x''y'::text AS t, NULL::text AS z;\n`,
+    );
   });
 });

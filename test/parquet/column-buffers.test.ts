@@ -6,7 +6,9 @@ const enc = new TextEncoder();
 /** Each value read back from the buffers. */
 function decode(b: { offsets: Int32Array; data: Uint8Array }): string[] {
   const dec = new TextDecoder();
-  return Array.from({ length: b.offsets.length - 1 }, (_, i) => dec.decode(b.data.subarray(b.offsets[i], b.offsets[i + 1])));
+  return Array.from({ length: b.offsets.length - 1 }, (_, i) =>
+    dec.decode(b.data.subarray(b.offsets[i], b.offsets[i + 1])),
+  );
 }
 
 describe("utf8Buffers", () => {
@@ -90,7 +92,24 @@ describe("timestamps", () => {
 
 describe("int64Buffer", () => {
   it("holds decimal strings, numbers and bigints exactly, nulls as 0", () => {
-    const values = ["0", "1", "-1", "42", "-4294967296", "4294967297", "999999999999999", "-999999999999999", "9007199254740993", "-9223372036854775808", "9223372036854775807", 7, -(2 ** 40), 2 ** 53 - 1, 5n, null];
+    const values = [
+      "0",
+      "1",
+      "-1",
+      "42",
+      "-4294967296",
+      "4294967297",
+      "999999999999999",
+      "-999999999999999",
+      "9007199254740993",
+      "-9223372036854775808",
+      "9223372036854775807",
+      7,
+      -(2 ** 40),
+      2 ** 53 - 1,
+      5n,
+      null,
+    ];
     expect(Array.from(int64Buffer(values))).toEqual(values.map((v) => (v === null ? 0n : BigInt(v))));
   });
 

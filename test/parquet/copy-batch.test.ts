@@ -22,10 +22,24 @@ import {
   type ColumnSpec,
   type WireColumn,
 } from "../../src/parquet/index.js";
-import { openDatabase, planQuery, resourceColumns, type QueryField, type QueryRow, type SqlType } from "../../src/store/index.js";
+import {
+  openDatabase,
+  planQuery,
+  resourceColumns,
+  type QueryField,
+  type QueryRow,
+  type SqlType,
+} from "../../src/store/index.js";
 import { describeBackends, type Backend } from "../store/backends.js";
 
-const field = (name: string, type: SqlType): QueryField => ({ name, type, source: "payload", nullable: true, key: name, expr: () => "NULL" });
+const field = (name: string, type: SqlType): QueryField => ({
+  name,
+  type,
+  source: "payload",
+  nullable: true,
+  key: name,
+  expr: () => "NULL",
+});
 
 /** Metadata, the untyped payload as JSON, then one payload column of every kind. */
 const columns: ColumnSpec[] = [
@@ -42,7 +56,15 @@ const wire: WireColumn[] = columns.map((c) => ({ name: c.name, kind: c.kind, wir
 
 const PAYLOADS: Record<string, unknown>[] = [
   { s: "plain", i: 5, b: "123", f: 1.5, t: true, m: { a: 1.5 }, l: ["a", "b"] },
-  { s: 'quo"te\\back\nline ü 😀', i: -7, b: -42, f: "2.25", t: false, m: { 'k"ey': -0.5, z: 1e21 }, l: ['x"y', "", "ü\\"] },
+  {
+    s: 'quo"te\\back\nline ü 😀',
+    i: -7,
+    b: -42,
+    f: "2.25",
+    t: false,
+    m: { 'k"ey': -0.5, z: 1e21 },
+    l: ['x"y', "", "ü\\"],
+  },
   // BIG: a JSON number with more digits than a double holds (written into the text below).
   { s: 12, i: "9", b: "BIG", f: "abc", t: "true", m: null, l: "notalist" },
   {},
@@ -51,7 +73,12 @@ const PAYLOADS: Record<string, unknown>[] = [
   { b: 1e20, i: -2147483649, s: "x".repeat(300), l: ["y".repeat(100), "z"] },
   { b: "-999999999999999", f: "  7 ", s: "日本語のテキスト" },
 ];
-const STAMPS = ["2026-11-26T18:06:17.123456Z", "1999-12-31T23:59:59.999999Z", "1969-07-20T20:17:40.000001Z", "2000-01-01T00:00:00Z"];
+const STAMPS = [
+  "2026-11-26T18:06:17.123456Z",
+  "1999-12-31T23:59:59.999999Z",
+  "1969-07-20T20:17:40.000001Z",
+  "2000-01-01T00:00:00Z",
+];
 
 function asJson(ipc: Uint8Array): unknown {
   const t = arrow.tableFromIPC(ipc);
@@ -91,7 +118,8 @@ describeBackends(
       expect(rows).toHaveLength(PAYLOADS.length * 3);
       const fromRows = rowsToIpc(arrowSchema(columns), columns, rows);
       const split = new CopyRowSplitter(columns.length, 1000);
-      for (const c of await copyBytes(b, `SELECT ${exportSelect(columns)} FROM copy_src r ORDER BY identifier`)) expect(split.push(c)).toEqual([]);
+      for (const c of await copyBytes(b, `SELECT ${exportSelect(columns)} FROM copy_src r ORDER BY identifier`))
+        expect(split.push(c)).toEqual([]);
       const group = split.end();
       expect(group?.rows).toBe(rows.length);
       const fromCopy = copyTuplesToIpc(arrow, group?.data ?? new Uint8Array(), group?.rows ?? 0, wire);
@@ -111,7 +139,9 @@ describeBackends(
 
     it("cuts the stream into the same row groups wherever its pieces end", async () => {
       const b = backend();
-      const whole = Buffer.concat(await copyBytes(b, `SELECT ${exportSelect(columns)} FROM copy_src r ORDER BY identifier`));
+      const whole = Buffer.concat(
+        await copyBytes(b, `SELECT ${exportSelect(columns)} FROM copy_src r ORDER BY identifier`),
+      );
       const cut = (sizes: (i: number) => number) => {
         const sp = new CopyRowSplitter(columns.length, 5);
         const groups: { data: Uint8Array; rows: number }[] = [];
@@ -129,7 +159,8 @@ describeBackends(
       expect(cut(() => 1)).toEqual(once);
       expect(cut((i) => 1 + ((i * 7919) % 23))).toEqual(once);
       // Every row group is rows the worker reads back whole.
-      for (const g of once) expect(() => copyTuplesToIpc(arrow, Buffer.from(g.data, "hex"), g.rows, wire)).not.toThrow();
+      for (const g of once)
+        expect(() => copyTuplesToIpc(arrow, Buffer.from(g.data, "hex"), g.rows, wire)).not.toThrow();
       const noTrailer = new CopyRowSplitter(columns.length, 5);
       noTrailer.push(whole.subarray(0, whole.length - 2));
       expect(() => noTrailer.end()).toThrow(CopyFormatError);
@@ -139,14 +170,27 @@ describeBackends(
       const b = backend();
       const sql = `SELECT $1::text AS a, array_to_string($2::text[], '|', '<null>') AS b, ($3::int8)::text AS c, ($4::jsonb)::text AS d,
         '$1' AS e, ($5::text IS NULL)::text AS f, $6::timestamptz::text AS g`;
-      const params = ["it's \\ \"q\" ü", ['a"b', null, "c\\d", "", "{x}"], "-9007199254740993", JSON.stringify({ "k'": ["\\", "$1"] }), null, "2026-01-02T03:04:05.678901Z"];
+      const params = [
+        'it\'s \\ "q" ü',
+        ['a"b', null, "c\\d", "", "{x}"],
+        "-9007199254740993",
+        JSON.stringify({ "k'": ["\\", "$1"] }),
+        null,
+        "2026-01-02T03:04:05.678901Z",
+      ];
       const { rows } = await b.db.query<Record<string, string>>(sql, params);
       const sp = new CopyRowSplitter(7, 10);
       for (const c of await copyBytes(b, sql, params)) sp.push(c);
       const g = sp.end();
-      const text: WireColumn[] = ["a", "b", "c", "d", "e", "f", "g"].map((name) => ({ name, kind: "utf8", wire: "text" }));
-      const got = arrow.tableFromIPC(copyTuplesToIpc(arrow, g?.data ?? new Uint8Array(), g?.rows ?? 0, text)).toArray()[0] as Record<string, unknown>;
-      expect(rows[0]?.a).toBe("it's \\ \"q\" ü");
+      const text: WireColumn[] = ["a", "b", "c", "d", "e", "f", "g"].map((name) => ({
+        name,
+        kind: "utf8",
+        wire: "text",
+      }));
+      const got = arrow
+        .tableFromIPC(copyTuplesToIpc(arrow, g?.data ?? new Uint8Array(), g?.rows ?? 0, text))
+        .toArray()[0] as Record<string, unknown>;
+      expect(rows[0]?.a).toBe('it\'s \\ "q" ü');
       expect(rows[0]?.e).toBe("$1");
       for (const k of ["a", "b", "c", "d", "e", "f", "g"]) expect(got[k]).toBe(rows[0]?.[k]);
     });
@@ -157,7 +201,10 @@ describeBackends(
       try {
         // One statement longer than the timeout, its rows coming steadily: not ended. (PostgreSQL
         // sends COPY data in 8 kB flushes: rows of 9,000 bytes go out one by one.)
-        const steady = await copyBytes({ ...b, db }, "SELECT repeat('x', 9000), pg_sleep(0.1)::text FROM generate_series(1, 8) g");
+        const steady = await copyBytes(
+          { ...b, db },
+          "SELECT repeat('x', 9000), pg_sleep(0.1)::text FROM generate_series(1, 8) g",
+        );
         const sp = new CopyRowSplitter(2, 100);
         for (const c of steady) sp.push(c);
         expect(sp.end()?.rows).toBe(8);

@@ -46,7 +46,9 @@ describe("CopyRowSplitter", () => {
     const last = sp.end();
     if (last) groups.push(last);
     expect(groups.map((g) => g.rows)).toEqual([5, 5, 5, 5, 3]);
-    groups.forEach((g, k) => expect(Buffer.from(g.data).equals(Buffer.concat(tuples.slice(k * 5, k * 5 + 5)))).toBe(true));
+    groups.forEach((g, k) =>
+      expect(Buffer.from(g.data).equals(Buffer.concat(tuples.slice(k * 5, k * 5 + 5)))).toBe(true),
+    );
     const owned = groups.map((g) => g.data.buffer as ArrayBuffer);
     for (const b of owned) expect(given.has(b)).toBe(true);
     expect(new Set(owned).size).toBe(groups.length);

@@ -39,12 +39,20 @@ function withEncode(p: EncoderPool, encode: EncoderPool["encode"]): EncoderPool 
 }
 
 function rowsOf(prefix: string, n: number): QueryRow[] {
-  return Array.from({ length: n }, (_, i) => ({ identifier: `${prefix}-${String(i).padStart(6, "0")}`, version: String(i + 1) }) as unknown as QueryRow);
+  return Array.from(
+    { length: n },
+    (_, i) =>
+      ({ identifier: `${prefix}-${String(i).padStart(6, "0")}`, version: String(i + 1) }) as unknown as QueryRow,
+  );
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function exportOf(pool: EncoderPool, rows: QueryRow[], opts: { beforeBatch?: (i: number) => Promise<void>; onError?: (err: unknown) => void } = {}): Promise<Uint8Array> {
+async function exportOf(
+  pool: EncoderPool,
+  rows: QueryRow[],
+  opts: { beforeBatch?: (i: number) => Promise<void>; onError?: (err: unknown) => void } = {},
+): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
   for await (const c of parquetExport({
     columns,
@@ -87,7 +95,9 @@ describe("parquet encoder pool", () => {
     const files = await Promise.all(inputs.map((rows) => exportOf(pool as EncoderPool, rows)));
     for (const [k, file] of files.entries()) {
       expect(await identifiers(file)).toEqual(inputs[k]?.map((r) => r.identifier));
-      const meta = parquetMetadata(file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength) as ArrayBuffer);
+      const meta = parquetMetadata(
+        file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength) as ArrayBuffer,
+      );
       expect(meta.row_groups.length).toBe(Math.ceil((inputs[k] as QueryRow[]).length / 1000));
     }
     expect(threads.made - before.made).toBe(2);
@@ -109,7 +119,8 @@ describe("parquet encoder pool", () => {
     });
     const bRows = rowsOf("b", 5000);
     const b = exportOf(p, bRows, { beforeBatch: async (i) => (i === 2 ? bWaits : undefined) });
-    for (let i = 0; i < 500 && !(p.stats().started >= 1 && p.stats().busy === 0 && p.stats().queued === 0); i++) await sleep(10);
+    for (let i = 0; i < 500 && !(p.stats().started >= 1 && p.stats().busy === 0 && p.stats().queued === 0); i++)
+      await sleep(10);
     await sleep(50);
 
     // A: its first row group goes to the first idle worker, which is told to
@@ -175,23 +186,35 @@ describe("parquet encoder pool", () => {
     pool = createEncoderPool(1);
     const p = pool;
     const chunks: Uint8Array[] = [];
-    for await (const c of parquetExport({ columns, encoders: p, produce: async (write) => write(rowsOf("v", 10)) })) chunks.push(c);
+    for await (const c of parquetExport({ columns, encoders: p, produce: async (write) => write(rowsOf("v", 10)) }))
+      chunks.push(c);
     const file = Buffer.concat(chunks);
-    expect(Number(parquetMetadata(file.buffer.slice(file.byteOffset, file.byteOffset + file.length)).num_rows)).toBe(10);
+    expect(Number(parquetMetadata(file.buffer.slice(file.byteOffset, file.byteOffset + file.length)).num_rows)).toBe(
+      10,
+    );
     // The same IPC stream twice, as two views of one buffer.
     const { arrowSchema, rowsToIpc } = await import("../../src/parquet/index.js");
     const ipc = rowsToIpc(arrowSchema(columns), columns, rowsOf("w", 5));
     const shared = new Uint8Array(ipc.length * 2);
     shared.set(ipc, 0);
     shared.set(ipc, ipc.length);
-    const part = await p.encode({ options: { rowGroupRows: 100, dataPageBytes: 65536, dictionaryColumns: [] }, batches: [shared.subarray(0, ipc.length), shared.subarray(ipc.length)] });
-    expect(Number(parquetMetadata(part.buffer.slice(part.byteOffset, part.byteOffset + part.length) as ArrayBuffer).num_rows)).toBe(10);
+    const part = await p.encode({
+      options: { rowGroupRows: 100, dataPageBytes: 65536, dictionaryColumns: [] },
+      batches: [shared.subarray(0, ipc.length), shared.subarray(ipc.length)],
+    });
+    expect(
+      Number(
+        parquetMetadata(part.buffer.slice(part.byteOffset, part.byteOffset + part.length) as ArrayBuffer).num_rows,
+      ),
+    ).toBe(10);
   });
 
   it("hands a COPY job's whole buffer back once its rows are read, before the job settles", async () => {
     pool = createEncoderPool(1);
     // Two rows of one text column as binary COPY tuples, in a buffer with room to spare.
-    const tuples = Buffer.concat(["a", "bc"].map((v) => Buffer.concat([Buffer.from([0, 1, 0, 0, 0, v.length]), Buffer.from(v)])));
+    const tuples = Buffer.concat(
+      ["a", "bc"].map((v) => Buffer.concat([Buffer.from([0, 1, 0, 0, 0, v.length]), Buffer.from(v)])),
+    );
     const data = new Uint8Array(new ArrayBuffer(tuples.length + 100), 0, tuples.length);
     data.set(tuples);
     const events: string[] = [];
@@ -213,7 +236,9 @@ describe("parquet encoder pool", () => {
     expect(events).toEqual(["back", "file"]);
     expect(back?.byteLength).toBe(tuples.length + 100);
     expect(Buffer.from(back?.subarray(0, tuples.length) ?? []).equals(tuples)).toBe(true);
-    const rows = await parquetReadObjects({ file: part.buffer.slice(part.byteOffset, part.byteOffset + part.byteLength) as ArrayBuffer });
+    const rows = await parquetReadObjects({
+      file: part.buffer.slice(part.byteOffset, part.byteOffset + part.byteLength) as ArrayBuffer,
+    });
     expect(rows.map((r) => r.identifier)).toEqual(["a", "bc"]);
   });
 
@@ -221,7 +246,10 @@ describe("parquet encoder pool", () => {
     pool = createEncoderPool(1);
     const p = pool;
     const { arrowSchema, rowsToIpc } = await import("../../src/parquet/index.js");
-    const wide: ColumnSpec[] = [...columns, { name: "blob", kind: "utf8", lowCardinality: false, get: (r) => `${r.identifier}:${"x".repeat(200)}` }];
+    const wide: ColumnSpec[] = [
+      ...columns,
+      { name: "blob", kind: "utf8", lowCardinality: false, get: (r) => `${r.identifier}:${"x".repeat(200)}` },
+    ];
     const schema = arrowSchema(wide);
     const job = (k: number) => ({
       options: { rowGroupRows: 10_000, dataPageBytes: 65536, dictionaryColumns: [] },

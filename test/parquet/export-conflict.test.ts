@@ -35,10 +35,14 @@ function injectConflict(bodyStarted: Promise<void>): { restore: () => void; fire
   let fired = false;
   proto.query = function (this: pg.Client, ...args: unknown[]) {
     // The COPY the export reads on PostgreSQL: its end is replaced by the conflict, once the body started.
-    const q = args[0] as { handleCopyData?: unknown; handleReadyForQuery?: () => void; handleError?: (e: unknown) => void } | undefined;
+    const q = args[0] as
+      { handleCopyData?: unknown; handleReadyForQuery?: () => void; handleError?: (e: unknown) => void } | undefined;
     if (typeof q === "object" && q !== null && typeof q.handleCopyData === "function" && !fired) {
       fired = true;
-      const err = Object.assign(new Error("canceling statement due to conflict with recovery"), { code: "40001", severity: "ERROR" });
+      const err = Object.assign(new Error("canceling statement due to conflict with recovery"), {
+        code: "40001",
+        severity: "ERROR",
+      });
       q.handleReadyForQuery = () => void bodyStarted.then(() => q.handleError?.(err));
       return original.apply(this, args);
     }
@@ -67,25 +71,34 @@ function parses(file: Buffer): boolean {
 }
 
 /** The whole answer, and whether it was cut off instead of ending. */
-function post(port: number, path: string, type: string, body: string | Buffer, onFirstData: () => void = () => undefined): Promise<{ status: number; body: Buffer; aborted: boolean }> {
+function post(
+  port: number,
+  path: string,
+  type: string,
+  body: string | Buffer,
+  onFirstData: () => void = () => undefined,
+): Promise<{ status: number; body: Buffer; aborted: boolean }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port, method: "POST", path, headers: { "content-type": type } }, (res) => {
-      const chunks: Buffer[] = [];
-      let settled = false;
-      const finish = (aborted: boolean) => {
-        if (settled) return;
-        settled = true;
-        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), aborted });
-      };
-      res.on("data", (d: Buffer) => {
-        if (chunks.length === 0) onFirstData();
-        chunks.push(d);
-      });
-      res.once("end", () => finish(false));
-      res.once("aborted", () => finish(true));
-      res.once("error", () => finish(true));
-      res.once("close", () => finish(!res.complete));
-    });
+    const req = http.request(
+      { host: "127.0.0.1", port, method: "POST", path, headers: { "content-type": type } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let settled = false;
+        const finish = (aborted: boolean) => {
+          if (settled) return;
+          settled = true;
+          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), aborted });
+        };
+        res.on("data", (d: Buffer) => {
+          if (chunks.length === 0) onFirstData();
+          chunks.push(d);
+        });
+        res.once("end", () => finish(false));
+        res.once("aborted", () => finish(true));
+        res.once("error", () => finish(true));
+        res.once("close", () => finish(!res.complete));
+      },
+    );
     req.on("error", reject);
     req.end(body);
   });
@@ -100,8 +113,16 @@ describe.skipIf(!havePg && !REQUIRE_POSTGRES)("an export cancelled by a recovery
     pgdb = await createTestDatabase();
     srv = await startTestServer({ DATABASE_URL: pgdb.url, REGISTRY_SECRET: TEST_REGISTRY_SECRET });
     for (let k = 0; k < ROWS; k += 10_000) {
-      const resources = Array.from({ length: 10_000 }, (_, i) => ({ identifier: `row-${k + i}`, payload_type: "annotation", label: randomBytes(16).toString("hex") }));
-      const res = await fetch(`${srv.url}/resources/create`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ resources }) });
+      const resources = Array.from({ length: 10_000 }, (_, i) => ({
+        identifier: `row-${k + i}`,
+        payload_type: "annotation",
+        label: randomBytes(16).toString("hex"),
+      }));
+      const res = await fetch(`${srv.url}/resources/create`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ resources }),
+      });
       expect(res.status).toBe(200);
     }
   }, 300_000);
@@ -138,13 +159,21 @@ describe.skipIf(!havePg && !REQUIRE_POSTGRES)("an export cancelled by a recovery
     const payload = Buffer.from(query);
     const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), payload]);
     envelope.writeUInt32BE(payload.length, 1);
-    const out = await post(srv.port, "/resourcestore.v2.QueryService/QueryParquet", "application/connect+json", envelope, () => started());
+    const out = await post(
+      srv.port,
+      "/resourcestore.v2.QueryService/QueryParquet",
+      "application/connect+json",
+      envelope,
+      () => started(),
+    );
     expect(injected.fired()).toBe(true);
     // Data envelopes went out first; the last one ends the stream (flag 0b10) with the error.
     const text = out.body.toString("latin1");
     const end = text.lastIndexOf('{"error"');
     expect(end).toBeGreaterThan(1000);
     expect(out.body[end - 5]).toBe(0b10);
-    expect(JSON.parse(text.slice(end)) as unknown).toMatchObject({ error: { code: "unavailable", message: expect.stringContaining("recovery") } });
+    expect(JSON.parse(text.slice(end)) as unknown).toMatchObject({
+      error: { code: "unavailable", message: expect.stringContaining("recovery") },
+    });
   }, 120_000);
 });

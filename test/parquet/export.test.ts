@@ -49,14 +49,26 @@ describeBackends("parquet export", (backend) => {
       }),
     });
     await c.resources.create({
-      resources: [{ identifier: `${p}-file`, payload: { case: "file", value: { path: "s3://b/x", sizeBytes: 9007199254740993n } } }],
+      resources: [
+        {
+          identifier: `${p}-file`,
+          payload: { case: "file", value: { path: "s3://b/x", sizeBytes: 9007199254740993n } },
+        },
+      ],
     });
   });
 
-  const base = (): Req => ({ filters: [{ field: "identifier", op: "starts_with", value: { kind: { case: "stringValue", value: p } } }] });
+  const base = (): Req => ({
+    filters: [{ field: "identifier", op: "starts_with", value: { kind: { case: "stringValue", value: p } } }],
+  });
 
   it("streams one file with typed columns in query order", async () => {
-    const { buf, chunks, types } = await fileOf(c, { ...base(), payloadType: "artefact", sortBy: "identifier", sortOrder: "desc" });
+    const { buf, chunks, types } = await fileOf(c, {
+      ...base(),
+      payloadType: "artefact",
+      sortBy: "identifier",
+      sortOrder: "desc",
+    });
     expect(chunks).toBeGreaterThan(1);
     expect(new Set(types)).toEqual(new Set(["application/octet-stream"]));
     const meta = parquetMetadata(buf);
@@ -65,15 +77,31 @@ describeBackends("parquet export", (backend) => {
     const schema = parquetSchema(meta);
     const names = schema.children.map((ch) => ch.element.name);
     expect(names).toEqual([
-      "identifier", "payload_type", "parent_identifier", "license", "access_level", "derived_from", "created_at", "updated_at", "version",
-      "repo", "branch", "path", "commit", "status", "uri", "metrics",
+      "identifier",
+      "payload_type",
+      "parent_identifier",
+      "license",
+      "access_level",
+      "derived_from",
+      "created_at",
+      "updated_at",
+      "version",
+      "repo",
+      "branch",
+      "path",
+      "commit",
+      "status",
+      "uri",
+      "metrics",
     ]);
     const el = (n: string) => schema.children.find((ch) => ch.element.name === n)?.element;
     expect(el("version")?.type).toBe("INT64");
     expect(el("created_at")?.type).toBe("INT64");
     expect(el("created_at")?.logical_type?.type).toBe("TIMESTAMP");
     const rows = await parquetReadObjects({ file: buf });
-    expect(rows.map((r) => r.identifier)).toEqual(Array.from({ length: N }, (_, i) => `${p}-${String(N - 1 - i).padStart(5, "0")}`));
+    expect(rows.map((r) => r.identifier)).toEqual(
+      Array.from({ length: N }, (_, i) => `${p}-${String(N - 1 - i).padStart(5, "0")}`),
+    );
     const r7 = rows.find((r) => r.identifier === `${p}-00007`) as Record<string, unknown>;
     expect(r7.license).toBe("L0");
     expect(r7.derived_from).toEqual([`${p}-a`, `${p}-b7`]);
@@ -91,13 +119,25 @@ describeBackends("parquet export", (backend) => {
 
   it("honours select_columns, limit and cursors, and writes untyped payloads as JSON", async () => {
     const page = await c.query.query({ ...base(), sortBy: "identifier", sortOrder: "asc", limit: 10 });
-    const { buf } = await fileOf(c, { ...base(), sortBy: "identifier", sortOrder: "asc", cursor: page.nextCursor ?? "", limit: 5, selectColumns: ["version"] });
+    const { buf } = await fileOf(c, {
+      ...base(),
+      sortBy: "identifier",
+      sortOrder: "asc",
+      cursor: page.nextCursor ?? "",
+      limit: 5,
+      selectColumns: ["version"],
+    });
     const rows = await parquetReadObjects({ file: buf });
     expect(rows.map((r) => Object.keys(r))).toEqual(Array(5).fill(["identifier", "payload_type", "version"]));
-    expect(rows.map((r) => r.identifier)).toEqual(Array.from({ length: 5 }, (_, i) => `${p}-${String(10 + i).padStart(5, "0")}`));
+    expect(rows.map((r) => r.identifier)).toEqual(
+      Array.from({ length: 5 }, (_, i) => `${p}-${String(10 + i).padStart(5, "0")}`),
+    );
     const file = await fileOf(c, { ...base(), identifiers: [`${p}-file`] });
     const [row] = await parquetReadObjects({ file: file.buf });
-    expect(JSON.parse((row as Record<string, string>).payload ?? "")).toEqual({ path: "s3://b/x", size_bytes: "9007199254740993" });
+    expect(JSON.parse((row as Record<string, string>).payload ?? "")).toEqual({
+      path: "s3://b/x",
+      size_bytes: "9007199254740993",
+    });
   });
 
   it("writes a valid empty file and rejects bad requests", async () => {

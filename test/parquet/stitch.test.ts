@@ -11,7 +11,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readParquet } from "parquet-wasm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEncoderPool, parquetExport, ParquetStitcher, readStruct, StitchError, writeStruct, type ColumnSpec, type EncoderPool } from "../../src/parquet/index.js";
+import {
+  createEncoderPool,
+  parquetExport,
+  ParquetStitcher,
+  readStruct,
+  StitchError,
+  writeStruct,
+  type ColumnSpec,
+  type EncoderPool,
+} from "../../src/parquet/index.js";
 import type { QueryRow } from "../../src/store/index.js";
 
 type Row = {
@@ -32,7 +41,9 @@ const BIG = 2n ** 60n;
 
 function row(i: number): Row {
   const micros = 1_700_000_000_000_000 + i * 1_000_003;
-  const at = new Date(Math.floor(micros / 1000)).toISOString().replace("Z", `${String(micros % 1000).padStart(3, "0")}Z`);
+  const at = new Date(Math.floor(micros / 1000))
+    .toISOString()
+    .replace("Z", `${String(micros % 1000).padStart(3, "0")}Z`);
   return {
     id: `r-${String(i).padStart(6, "0")}`,
     kind: ["file", "series", "study"][i % 3] as string,
@@ -46,7 +57,12 @@ function row(i: number): Row {
   };
 }
 
-const col = (name: string, kind: ColumnSpec["kind"], lowCardinality: boolean, get: (r: Row) => ReturnType<ColumnSpec["get"]>): ColumnSpec => ({
+const col = (
+  name: string,
+  kind: ColumnSpec["kind"],
+  lowCardinality: boolean,
+  get: (r: Row) => ReturnType<ColumnSpec["get"]>,
+): ColumnSpec => ({
   name,
   kind,
   lowCardinality,
@@ -66,7 +82,8 @@ const columns: ColumnSpec[] = [
 ];
 
 const rows = Array.from({ length: N }, (_, i) => row(i));
-const microsOf = (at: string | null): bigint | null => (at === null ? null : BigInt(Date.parse(at.slice(0, 23) + "Z")) * 1000n + BigInt(at.slice(23, 26)));
+const microsOf = (at: string | null): bigint | null =>
+  at === null ? null : BigInt(Date.parse(at.slice(0, 23) + "Z")) * 1000n + BigInt(at.slice(23, 26));
 
 let pool: EncoderPool;
 let file: Uint8Array;
@@ -126,9 +143,15 @@ describe("stitched parquet export", () => {
     // Every offset index entry points at a page header inside its column chunk.
     for (const g of meta.row_groups) {
       for (const c of g.columns) {
-        const oi = readOffsetIndex({ view: new DataView(buf, Number(c.offset_index_offset), Number(c.offset_index_length)), offset: 0 });
+        const oi = readOffsetIndex({
+          view: new DataView(buf, Number(c.offset_index_offset), Number(c.offset_index_length)),
+          offset: 0,
+        });
         expect(Number(oi.page_locations[0]?.offset)).toBe(Number(c.meta_data?.data_page_offset));
-        const ci = readColumnIndex({ view: new DataView(buf, Number(c.column_index_offset), Number(c.column_index_length)), offset: 0 }, meta.schema.find((s) => s.name === c.meta_data?.path_in_schema.at(-1)) as never);
+        const ci = readColumnIndex(
+          { view: new DataView(buf, Number(c.column_index_offset), Number(c.column_index_length)), offset: 0 },
+          meta.schema.find((s) => s.name === c.meta_data?.path_in_schema.at(-1)) as never,
+        );
         expect(ci.null_pages.length).toBe(oi.page_locations.length);
       }
     }
@@ -136,7 +159,11 @@ describe("stitched parquet export", () => {
 
   it("reads back value for value with hyparquet, through the offset index too", async () => {
     for (const useOffsetIndex of [false, true]) {
-      const back = await parquetReadObjects({ file: buf, useOffsetIndex, ...(useOffsetIndex ? { rowStart: 2500, rowEnd: 4100 } : {}) });
+      const back = await parquetReadObjects({
+        file: buf,
+        useOffsetIndex,
+        ...(useOffsetIndex ? { rowStart: 2500, rowEnd: 4100 } : {}),
+      });
       const from = useOffsetIndex ? 2500 : 0;
       expect(back.length).toBe(useOffsetIndex ? 1600 : N);
       back.forEach((b, k) => {
@@ -148,7 +175,9 @@ describe("stitched parquet export", () => {
         expect(b.n64).toBe(r.n64 === null ? null : BigInt(r.n64));
         expect(b.f).toBe(r.f);
         expect(b.ok).toBe(r.ok);
-        expect(b.at === null ? null : (b.at as Date).toISOString().slice(0, 23)).toBe(r.at === null ? null : r.at.slice(0, 23));
+        expect(b.at === null ? null : (b.at as Date).toISOString().slice(0, 23)).toBe(
+          r.at === null ? null : r.at.slice(0, 23),
+        );
         // hyparquet reads a null list as undefined.
         expect(b.tags ?? null).toEqual(r.tags);
       });
@@ -178,10 +207,12 @@ describe("stitched parquet export", () => {
         rows.reduce((n, r) => n + (r.tags?.length ?? 0), 0),
         3,
       ];
-      expect(agg?.map((v, i) => (i === 5 ? Math.round(Number(v) * 1000) : typeof v === "bigint" ? Number(v) : v))).toEqual(
-        expected.map((v, i) => (i === 5 ? Math.round(Number(v) * 1000) : v)),
+      expect(
+        agg?.map((v, i) => (i === 5 ? Math.round(Number(v) * 1000) : typeof v === "bigint" ? Number(v) : v)),
+      ).toEqual(expected.map((v, i) => (i === 5 ? Math.round(Number(v) * 1000) : v)));
+      const [one] = await q(
+        `SELECT id, epoch_us("at")::VARCHAR, tags::VARCHAR FROM read_parquet('${path}') WHERE id = 'r-004321'`,
       );
-      const [one] = await q(`SELECT id, epoch_us("at")::VARCHAR, tags::VARCHAR FROM read_parquet('${path}') WHERE id = 'r-004321'`);
       const r = rows[4321] as Row;
       expect(one).toEqual([r.id, String(microsOf(r.at)), `[${(r.tags ?? []).join(", ")}]`]);
       const groups = await q(`SELECT count(DISTINCT row_group_id) FROM parquet_metadata('${path}')`);

@@ -10,7 +10,12 @@ import { revisions } from "../schema/revisions.js";
 
 type Init = Record<string, unknown>;
 
-const text = fc.oneof(fc.constant(""), fc.string(), fc.string({ unit: "binary" }), fc.string({ unit: "grapheme", maxLength: 40 }));
+const text = fc.oneof(
+  fc.constant(""),
+  fc.string(),
+  fc.string({ unit: "binary" }),
+  fc.string({ unit: "grapheme", maxLength: 40 }),
+);
 
 function scalarArb(type: ScalarType): fc.Arbitrary<unknown> {
   switch (type) {
@@ -25,14 +30,20 @@ function scalarArb(type: ScalarType): fc.Arbitrary<unknown> {
     case ScalarType.INT32:
     case ScalarType.SINT32:
     case ScalarType.SFIXED32:
-      return fc.oneof(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.constantFrom(0, -1, 127, 128, 2 ** 31 - 1, -(2 ** 31)));
+      return fc.oneof(
+        fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }),
+        fc.constantFrom(0, -1, 127, 128, 2 ** 31 - 1, -(2 ** 31)),
+      );
     case ScalarType.UINT32:
     case ScalarType.FIXED32:
       return fc.oneof(fc.integer({ min: 0, max: 2 ** 32 - 1 }), fc.constantFrom(0, 127, 128, 2 ** 32 - 1));
     case ScalarType.INT64:
     case ScalarType.SINT64:
     case ScalarType.SFIXED64:
-      return fc.oneof(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.constantFrom(0n, -1n, 127n, 128n, 2n ** 63n - 1n, -(2n ** 63n)));
+      return fc.oneof(
+        fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+        fc.constantFrom(0n, -1n, 127n, 128n, 2n ** 63n - 1n, -(2n ** 63n)),
+      );
     case ScalarType.UINT64:
     case ScalarType.FIXED64:
       return fc.bigInt({ min: 0n, max: 2n ** 64n - 1n });
@@ -58,15 +69,31 @@ function fieldArb(f: DescField, depth: number): fc.Arbitrary<unknown> | undefine
   switch (f.fieldKind) {
     case "list": {
       const item =
-        f.listKind === "scalar" ? scalarArb(f.scalar) : f.listKind === "enum" ? fc.integer({ min: -3, max: 3 }) : depth > 0 ? messageArb(f.message, depth - 1) : undefined;
+        f.listKind === "scalar"
+          ? scalarArb(f.scalar)
+          : f.listKind === "enum"
+            ? fc.integer({ min: -3, max: 3 })
+            : depth > 0
+              ? messageArb(f.message, depth - 1)
+              : undefined;
       return item === undefined ? undefined : fc.array(item, { maxLength: 4 });
     }
     case "map": {
       const value =
-        f.mapKind === "scalar" ? scalarArb(f.scalar) : f.mapKind === "enum" ? fc.integer({ min: -3, max: 3 }) : depth > 0 ? messageArb(f.message, depth - 1) : undefined;
+        f.mapKind === "scalar"
+          ? scalarArb(f.scalar)
+          : f.mapKind === "enum"
+            ? fc.integer({ min: -3, max: 3 })
+            : depth > 0
+              ? messageArb(f.message, depth - 1)
+              : undefined;
       if (value === undefined) return undefined;
       const key =
-        f.mapKey === ScalarType.STRING ? text : f.mapKey === ScalarType.BOOL ? fc.constantFrom("true", "false") : fc.integer({ min: -1000, max: 1000 }).map(String);
+        f.mapKey === ScalarType.STRING
+          ? text
+          : f.mapKey === ScalarType.BOOL
+            ? fc.constantFrom("true", "false")
+            : fc.integer({ min: -1000, max: 1000 }).map(String);
       return fc.dictionary(key, value, { maxKeys: 3 });
     }
     default:
@@ -86,7 +113,10 @@ export function messageArb(desc: DescMessage, depth = 3): fc.Arbitrary<Message> 
     if (f.oneof) continue;
     const a = fieldArb(f, depth);
     if (a === undefined) continue;
-    parts[f.localName] = f.presence === FeatureSet_FieldPresence.IMPLICIT || f.fieldKind === "list" || f.fieldKind === "map" ? a : fc.option(a, { nil: undefined });
+    parts[f.localName] =
+      f.presence === FeatureSet_FieldPresence.IMPLICIT || f.fieldKind === "list" || f.fieldKind === "map"
+        ? a
+        : fc.option(a, { nil: undefined });
   }
   for (const o of desc.oneofs) {
     const members = o.fields.flatMap((f) => {
@@ -121,4 +151,3 @@ export function reachable(): DescMessage[] {
   }
   return [...seen.values()];
 }
-

@@ -7,7 +7,11 @@
 import { create, toBinary, type DescMessage, type Message } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CreateRequestSchema, ReadResponseSchema, ResourceSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
+import {
+  CreateRequestSchema,
+  ReadResponseSchema,
+  ResourceSchema,
+} from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { createPlannedRequestInterceptor, encodedMessage, plannedToBinary } from "../../src/protobuf/index.js";
 import { payloadTypes } from "../../src/schema/payload-registry.js";
 import { messageArb, reachable } from "./arbitrary-messages.js";
@@ -16,7 +20,9 @@ function same(desc: DescMessage, msg: Message): void {
   const want = toBinary(desc, msg);
   expect(Buffer.from(plannedToBinary(desc, msg as never)).equals(Buffer.from(want))).toBe(true);
   // What connect serializes when the interceptor hands it the bytes.
-  expect(Buffer.from(toBinary(desc, encodedMessage(desc, plannedToBinary(desc, msg as never)))).equals(Buffer.from(want))).toBe(true);
+  expect(
+    Buffer.from(toBinary(desc, encodedMessage(desc, plannedToBinary(desc, msg as never)))).equals(Buffer.from(want)),
+  ).toBe(true);
 }
 
 describe("plannedToBinary", () => {
@@ -34,18 +40,23 @@ describe("plannedToBinary", () => {
     );
   });
 
-  it.each([...payloadTypes.values()].map((t) => [t.name, t] as const))("writes a read answer of %s resources as toBinary does", (_name, type) => {
-    const resource = messageArb(ResourceSchema).chain((r) =>
-      messageArb(type.message).map((payload) => {
-        (r as unknown as { payload: unknown }).payload = { case: type.name, value: payload };
-        return r;
-      }),
-    );
-    fc.assert(
-      fc.property(fc.array(resource, { maxLength: 5 }), (resources) => same(ReadResponseSchema, create(ReadResponseSchema, { resources: resources as never }))),
-      { numRuns: 100 },
-    );
-  });
+  it.each([...payloadTypes.values()].map((t) => [t.name, t] as const))(
+    "writes a read answer of %s resources as toBinary does",
+    (_name, type) => {
+      const resource = messageArb(ResourceSchema).chain((r) =>
+        messageArb(type.message).map((payload) => {
+          (r as unknown as { payload: unknown }).payload = { case: type.name, value: payload };
+          return r;
+        }),
+      );
+      fc.assert(
+        fc.property(fc.array(resource, { maxLength: 5 }), (resources) =>
+          same(ReadResponseSchema, create(ReadResponseSchema, { resources: resources as never })),
+        ),
+        { numRuns: 100 },
+      );
+    },
+  );
 
   it("keeps unknown fields, after the known ones", () => {
     const msg = create(ResourceSchema, { identifier: "a", version: 3n });
@@ -60,7 +71,9 @@ describe("plannedToBinary", () => {
     expect(() => plannedToBinary(ResourceSchema, bad)).toThrow();
     const long = create(ResourceSchema, { identifier: "a" });
     (long as unknown as { version: unknown }).version = "12"; // a string int64 toBinary accepts
-    expect(Buffer.from(plannedToBinary(ResourceSchema, long)).equals(Buffer.from(toBinary(ResourceSchema, long)))).toBe(true);
+    expect(Buffer.from(plannedToBinary(ResourceSchema, long)).equals(Buffer.from(toBinary(ResourceSchema, long)))).toBe(
+      true,
+    );
   });
 
   it("encodes an empty message as no bytes", () => {
@@ -84,15 +97,25 @@ describe("createPlannedRequestInterceptor (the client's requests)", () => {
   it("hands the transport the planned bytes of a unary request: the same bytes toBinary writes", async () => {
     const message = create(CreateRequestSchema, {
       resources: [
-        create(ResourceSchema, { identifier: "a", parentIdentifier: "p", payload: { case: "annotation", value: { label: "é ☃" } } as never }),
-        create(ResourceSchema, { identifier: "b", derivedFrom: ["a"], payload: { case: "study", value: { modality: "CT" } } as never }),
+        create(ResourceSchema, {
+          identifier: "a",
+          parentIdentifier: "p",
+          payload: { case: "annotation", value: { label: "é ☃" } } as never,
+        }),
+        create(ResourceSchema, {
+          identifier: "b",
+          derivedFrom: ["a"],
+          payload: { case: "study", value: { modality: "CT" } } as never,
+        }),
       ],
     });
     const sent = await run({ stream: false, method: { input: CreateRequestSchema }, message });
     const shell = sent.message as typeof message;
     // A shell with no fields of its own: what it serializes to is the plan's output.
     expect(shell.resources).toHaveLength(0);
-    expect(Buffer.from(toBinary(CreateRequestSchema, shell)).equals(Buffer.from(toBinary(CreateRequestSchema, message)))).toBe(true);
+    expect(
+      Buffer.from(toBinary(CreateRequestSchema, shell)).equals(Buffer.from(toBinary(CreateRequestSchema, message))),
+    ).toBe(true);
   });
 
   it("leaves a streaming request alone", async () => {

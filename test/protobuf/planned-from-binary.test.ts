@@ -9,7 +9,11 @@
 import { create, fromBinary, ScalarType, toBinary, type DescMessage } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CreateRequestSchema, ResourceSchema, UpdateRequestSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
+import {
+  CreateRequestSchema,
+  ResourceSchema,
+  UpdateRequestSchema,
+} from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { decodesByPlan, plannedFromBinary } from "../../src/protobuf/index.js";
 import { payloadTypes } from "../../src/schema/payload-registry.js";
 import { messageArb, reachable } from "./arbitrary-messages.js";
@@ -67,20 +71,26 @@ describe("plannedFromBinary", () => {
     );
   });
 
-  it.each([...payloadTypes.values()].map((t) => [t.name, t] as const))("decodes a create request of %s resources as fromBinary does", (_name, type) => {
-    const resource = messageArb(ResourceSchema).chain((r) =>
-      messageArb(type.message).map((payload) => {
-        (r as unknown as { payload: unknown }).payload = { case: type.name, value: payload };
-        return r;
-      }),
-    );
-    fc.assert(
-      fc.property(fc.array(resource, { maxLength: 5 }), (resources) =>
-        same(CreateRequestSchema, toBinary(CreateRequestSchema, create(CreateRequestSchema, { resources: resources as never }))),
-      ),
-      { numRuns: 100 },
-    );
-  });
+  it.each([...payloadTypes.values()].map((t) => [t.name, t] as const))(
+    "decodes a create request of %s resources as fromBinary does",
+    (_name, type) => {
+      const resource = messageArb(ResourceSchema).chain((r) =>
+        messageArb(type.message).map((payload) => {
+          (r as unknown as { payload: unknown }).payload = { case: type.name, value: payload };
+          return r;
+        }),
+      );
+      fc.assert(
+        fc.property(fc.array(resource, { maxLength: 5 }), (resources) =>
+          same(
+            CreateRequestSchema,
+            toBinary(CreateRequestSchema, create(CreateRequestSchema, { resources: resources as never })),
+          ),
+        ),
+        { numRuns: 100 },
+      );
+    },
+  );
 
   it("decodes input in the forms the encoder does not write as fromBinary does", () => {
     const f = ResourceSchema.fields;
@@ -93,7 +103,15 @@ describe("plannedFromBinary", () => {
     const fileString = fileFields.find((x) => x.fieldKind === "scalar" && x.scalar === ScalarType.STRING)!;
     const cases: number[][] = [
       // fields out of order, a scalar repeated (the last wins), a list item split around other fields
-      [...str(derived, "b"), ...str(no("identifier"), "x"), ...tag(version, 0), 5, ...str(derived, "c"), ...tag(version, 0), 7],
+      [
+        ...str(derived, "b"),
+        ...str(no("identifier"), "x"),
+        ...tag(version, 0),
+        5,
+        ...str(derived, "c"),
+        ...tag(version, 0),
+        7,
+      ],
       // the oneof's message met twice: merged
       [...nested(fileNo, str(fileString.number, "one")), ...nested(fileNo, [])],
       [...nested(fileNo, []), ...nested(fileNo, str(fileString.number, "two"))],
@@ -110,7 +128,11 @@ describe("plannedFromBinary", () => {
     const withMap = types.flatMap((d) => d.fields.filter((x) => x.fieldKind === "map").map((x) => [d, x] as const));
     expect(withMap.length).toBeGreaterThan(0);
     for (const [desc, field] of withMap) {
-      const entries = [nested(field.number, str(1, "k")), nested(field.number, []), nested(field.number, [...str(1, "k"), ...str(1, "k")])];
+      const entries = [
+        nested(field.number, str(1, "k")),
+        nested(field.number, []),
+        nested(field.number, [...str(1, "k"), ...str(1, "k")]),
+      ];
       for (const e of entries) same(desc, new Uint8Array(e));
     }
   });

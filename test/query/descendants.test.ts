@@ -15,7 +15,13 @@ describeBackends("descendant queries", (backend) => {
     payload: { case: "study" as const, value: {} },
   });
   const below = async (root: string, asOf?: string) => {
-    const r = await c.query.query({ parentIdentifier: root, includeIndirectParents: true, sortBy: "identifier", sortOrder: "asc", ...(asOf ? { asOf } : {}) });
+    const r = await c.query.query({
+      parentIdentifier: root,
+      includeIndirectParents: true,
+      sortBy: "identifier",
+      sortOrder: "asc",
+      ...(asOf ? { asOf } : {}),
+    });
     const n = await c.query.count({ parentIdentifier: root, includeIndirectParents: true, ...(asOf ? { asOf } : {}) });
     expect(n.count).toBe(BigInt(r.results.length));
     return r.results.map((x) => x.identifier.slice(p.length));
@@ -25,7 +31,15 @@ describeBackends("descendant queries", (backend) => {
     c = clients(backend());
     p = uid("dq");
     // root -> a -> b -> c, root -> d
-    await c.resources.create({ resources: [study(`${p}root`), study(`${p}a`, `${p}root`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}b`), study(`${p}d`, `${p}root`)] });
+    await c.resources.create({
+      resources: [
+        study(`${p}root`),
+        study(`${p}a`, `${p}root`),
+        study(`${p}b`, `${p}a`),
+        study(`${p}c`, `${p}b`),
+        study(`${p}d`, `${p}root`),
+      ],
+    });
   });
 
   it("walks every depth, and stops at a tombstone that was deleted without cascade", async () => {
@@ -42,7 +56,9 @@ describeBackends("descendant queries", (backend) => {
   });
 
   it("counts what it lists after a move, from the stored counts, at once", async () => {
-    await c.resources.update({ updates: { [`${p}c`]: { parentIdentifier: `${p}d`, updateMask: { paths: ["parent_identifier"] } } } });
+    await c.resources.update({
+      updates: { [`${p}c`]: { parentIdentifier: `${p}d`, updateMask: { paths: ["parent_identifier"] } } },
+    });
     expect(await below(`${p}d`)).toEqual(["c"]);
     expect(await below(`${p}b`)).toEqual([]);
     expect(await below(`${p}root`)).toEqual(["a", "b", "c", "d"]);

@@ -14,7 +14,10 @@ export interface Clients {
 export function clients(backend: Backend, extra: Partial<QueryServiceDeps> = {}): Clients {
   const transport = createRouterTransport((router) => {
     router.service(QueryService, createQueryService({ db: backend.db, ...extra }));
-    router.service(ResourceService, createResourceService({ store: backend.store, limits: { maxBatchItems: 10_000, maxQueryLimit: 10_000 } }));
+    router.service(
+      ResourceService,
+      createResourceService({ store: backend.store, limits: { maxBatchItems: 10_000, maxQueryLimit: 10_000 } }),
+    );
   }, routerAs());
   return { query: createClient(QueryService, transport), resources: createClient(ResourceService, transport) };
 }

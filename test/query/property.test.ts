@@ -11,10 +11,37 @@ import { OPS, queryMetadataNames } from "../../src/store/index.js";
 import { describeBackends, uid } from "../store/backends.js";
 import { clients, type Clients } from "./harness.js";
 
-const allFieldNames = [...new Set([...queryMetadataNames, ...[...payloadTypes.values()].flatMap((t) => t.fields.map((f) => f.name)), "children"])];
-const nasty = fc.constantFrom("'; DROP TABLE resources; --", '"', "\\", "%_", "$1", "a'b", "\u00e9", "NaN", "Infinity", "2024-02-30", "2026-01-01T00:00:00Z", "9223372036854775808", "-1");
-const name = fc.oneof({ weight: 12, arbitrary: fc.constantFrom(...allFieldNames) }, { weight: 1, arbitrary: fc.string({ maxLength: 12 }) }, { weight: 1, arbitrary: nasty });
-const op = fc.oneof({ weight: 12, arbitrary: fc.constantFrom(...OPS) }, { weight: 1, arbitrary: fc.string({ maxLength: 6 }) });
+const allFieldNames = [
+  ...new Set([
+    ...queryMetadataNames,
+    ...[...payloadTypes.values()].flatMap((t) => t.fields.map((f) => f.name)),
+    "children",
+  ]),
+];
+const nasty = fc.constantFrom(
+  "'; DROP TABLE resources; --",
+  '"',
+  "\\",
+  "%_",
+  "$1",
+  "a'b",
+  "\u00e9",
+  "NaN",
+  "Infinity",
+  "2024-02-30",
+  "2026-01-01T00:00:00Z",
+  "9223372036854775808",
+  "-1",
+);
+const name = fc.oneof(
+  { weight: 12, arbitrary: fc.constantFrom(...allFieldNames) },
+  { weight: 1, arbitrary: fc.string({ maxLength: 12 }) },
+  { weight: 1, arbitrary: nasty },
+);
+const op = fc.oneof(
+  { weight: 12, arbitrary: fc.constantFrom(...OPS) },
+  { weight: 1, arbitrary: fc.string({ maxLength: 6 }) },
+);
 const scalar: fc.Arbitrary<JsonValue> = fc.oneof(
   fc.string({ maxLength: 10 }).filter((s) => !s.includes("\u0000")),
   nasty,
@@ -32,16 +59,31 @@ const value: fc.Arbitrary<JsonValue | undefined> = fc.oneof(
 );
 
 type Cond = { field: string; op: string; value?: ReturnType<typeof fromJson<typeof ValueSchema>>; any?: Cond[] };
-const leaf: fc.Arbitrary<Cond> = fc.record({ field: name, op, value }).map(({ field, op, value }) => ({ field, op, ...(value !== undefined ? { value: fromJson(ValueSchema, value) } : {}) }));
-const condition: fc.Arbitrary<Cond> = fc.oneof({ weight: 4, arbitrary: leaf }, { weight: 1, arbitrary: fc.array(leaf, { minLength: 1, maxLength: 3 }).map((any) => ({ field: "", op: "", any })) });
+const leaf: fc.Arbitrary<Cond> = fc
+  .record({ field: name, op, value })
+  .map(({ field, op, value }) => ({
+    field,
+    op,
+    ...(value !== undefined ? { value: fromJson(ValueSchema, value) } : {}),
+  }));
+const condition: fc.Arbitrary<Cond> = fc.oneof(
+  { weight: 4, arbitrary: leaf },
+  { weight: 1, arbitrary: fc.array(leaf, { minLength: 1, maxLength: 3 }).map((any) => ({ field: "", op: "", any })) },
+);
 
 const anyRequest = fc.record(
   {
-    payloadType: fc.oneof({ weight: 12, arbitrary: fc.constantFrom(...payloadTypeNames) }, { weight: 1, arbitrary: fc.string({ maxLength: 5 }) }),
+    payloadType: fc.oneof(
+      { weight: 12, arbitrary: fc.constantFrom(...payloadTypeNames) },
+      { weight: 1, arbitrary: fc.string({ maxLength: 5 }) },
+    ),
     filters: fc.array(condition, { maxLength: 2 }),
     sortBy: name,
     sortOrder: fc.constantFrom("asc", "DESC", "Desc", "desc", "sideways"),
-    limit: fc.oneof({ weight: 8, arbitrary: fc.integer({ min: 1, max: 10_000 }) }, { weight: 1, arbitrary: fc.integer({ min: -1, max: 10_001 }) }),
+    limit: fc.oneof(
+      { weight: 8, arbitrary: fc.integer({ min: 1, max: 10_000 }) },
+      { weight: 1, arbitrary: fc.integer({ min: -1, max: 10_001 }) },
+    ),
     selectColumns: fc.array(name, { maxLength: 1 }),
     parentIdentifier: fc.oneof(fc.constant("p1"), nasty),
     includeIndirectParents: fc.boolean(),
@@ -58,7 +100,10 @@ const wellFormed = fc.record({
       .record({
         field: fc.constantFrom("identifier", "license", "parent_identifier"),
         op: fc.constantFrom("eq", "ne", "lt", "gte", "contains", "starts_with"),
-        value: fc.oneof(fc.string({ maxLength: 8 }).filter((t) => !t.includes("\u0000")), nasty),
+        value: fc.oneof(
+          fc.string({ maxLength: 8 }).filter((t) => !t.includes("\u0000")),
+          nasty,
+        ),
       })
       .map(({ field, op, value }) => ({ field, op, value: fromJson(ValueSchema, value) })),
     { maxLength: 2 },

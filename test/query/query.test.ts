@@ -8,7 +8,11 @@ import { expectCode } from "../store/helpers.js";
 import { clients, type Clients } from "./harness.js";
 
 const v = (x: JsonValue) => fromJson(ValueSchema, x);
-const cond = (field: string, op: string, value?: JsonValue) => ({ field, op, ...(value !== undefined ? { value: v(value) } : {}) });
+const cond = (field: string, op: string, value?: JsonValue) => ({
+  field,
+  op,
+  ...(value !== undefined ? { value: v(value) } : {}),
+});
 
 describeBackends("query", (backend) => {
   let c: Clients;
@@ -27,9 +31,20 @@ describeBackends("query", (backend) => {
           parentIdentifier: i < 6 ? root : `${p}-s00`,
           license: i % 3 === 0 ? undefined : i % 3 === 1 ? "MIT" : "a_b%c",
           derivedFrom: i % 2 === 0 ? [`${p}-src`] : [],
-          payload: { case: "series" as const, value: { modality: i % 2 ? "CT" : "MR", seriesNumber: i % 4 === 0 ? undefined : i * 10, description: `d${i}` } },
+          payload: {
+            case: "series" as const,
+            value: {
+              modality: i % 2 ? "CT" : "MR",
+              seriesNumber: i % 4 === 0 ? undefined : i * 10,
+              description: `d${i}`,
+            },
+          },
         })),
-        { identifier: `${p}-f1`, parentIdentifier: `${p}-s01`, payload: { case: "file", value: { path: "s3://b/k", sizeBytes: 9007199254740993n } } },
+        {
+          identifier: `${p}-f1`,
+          parentIdentifier: `${p}-s01`,
+          payload: { case: "file", value: { path: "s3://b/k", sizeBytes: 9007199254740993n } },
+        },
       ],
     });
   });
@@ -37,32 +52,64 @@ describeBackends("query", (backend) => {
   const base = () => ({ filters: [cond("identifier", "starts_with", p)] });
 
   it("filters with typed comparisons, any groups and every op", async () => {
-    const r = await c.query.query({ ...base(), payloadType: "series", filters: [...base().filters, cond("series_number", "gte", 50)], sortBy: "series_number", sortOrder: "ASC" });
+    const r = await c.query.query({
+      ...base(),
+      payloadType: "series",
+      filters: [...base().filters, cond("series_number", "gte", 50)],
+      sortBy: "series_number",
+      sortOrder: "ASC",
+    });
     expect(ids(r)).toEqual([`${p}-s05`, `${p}-s06`, `${p}-s07`, `${p}-s09`, `${p}-s10`, `${p}-s11`]);
     // numbers compare as numbers: 100 > 90 (text would say otherwise)
-    const big = await c.query.query({ ...base(), payloadType: "series", filters: [...base().filters, cond("series_number", "gt", 90)] });
+    const big = await c.query.query({
+      ...base(),
+      payloadType: "series",
+      filters: [...base().filters, cond("series_number", "gt", 90)],
+    });
     expect(ids(big).sort()).toEqual([`${p}-s10`, `${p}-s11`]);
     const anyGroup = await c.query.query({
       ...base(),
       payloadType: "series",
-      filters: [...base().filters, { field: "", op: "", any: [cond("series_number", "eq", 10), cond("modality", "eq", "MR")] }],
+      filters: [
+        ...base().filters,
+        { field: "", op: "", any: [cond("series_number", "eq", 10), cond("modality", "eq", "MR")] },
+      ],
       sortBy: "identifier",
       sortOrder: "asc",
     });
     expect(ids(anyGroup)).toEqual([`${p}-s00`, `${p}-s01`, `${p}-s02`, `${p}-s04`, `${p}-s06`, `${p}-s08`, `${p}-s10`]);
-    const isNull = await c.query.query({ ...base(), payloadType: "series", filters: [...base().filters, cond("series_number", "is_null")], sortBy: "identifier", sortOrder: "asc" });
+    const isNull = await c.query.query({
+      ...base(),
+      payloadType: "series",
+      filters: [...base().filters, cond("series_number", "is_null")],
+      sortBy: "identifier",
+      sortOrder: "asc",
+    });
     expect(ids(isNull)).toEqual([`${p}-s00`, `${p}-s04`, `${p}-s08`]);
     const like = await c.query.query({ ...base(), filters: [...base().filters, cond("license", "contains", "_b%")] });
     expect(ids(like).length).toBe(4);
-    const notIn = await c.query.query({ ...base(), filters: [...base().filters, cond("license", "not_in", ["MIT"]), cond("payload_type", "in", ["series"])] });
+    const notIn = await c.query.query({
+      ...base(),
+      filters: [...base().filters, cond("license", "not_in", ["MIT"]), cond("payload_type", "in", ["series"])],
+    });
     expect(ids(notIn).length).toBe(8);
     const ne = await c.query.query({ ...base(), filters: [...base().filters, cond("license", "ne", "MIT")] });
     expect(ids(ne).length).toBe(10);
-    const member = await c.query.query({ ...base(), filters: [...base().filters, cond("derived_from", "contains", `${p}-src`)] });
+    const member = await c.query.query({
+      ...base(),
+      filters: [...base().filters, cond("derived_from", "contains", `${p}-src`)],
+    });
     expect(ids(member).length).toBe(6);
-    const int64 = await c.query.query({ ...base(), payloadType: "file", filters: [...base().filters, cond("size_bytes", "gt", "9007199254740992")] });
+    const int64 = await c.query.query({
+      ...base(),
+      payloadType: "file",
+      filters: [...base().filters, cond("size_bytes", "gt", "9007199254740992")],
+    });
     expect(ids(int64)).toEqual([`${p}-f1`]);
-    const ts = await c.query.query({ ...base(), filters: [...base().filters, cond("created_at", "lt", "2000-01-01T00:00:00+01:00")] });
+    const ts = await c.query.query({
+      ...base(),
+      filters: [...base().filters, cond("created_at", "lt", "2000-01-01T00:00:00+01:00")],
+    });
     expect(ids(ts)).toEqual([]);
   });
 
@@ -84,13 +131,26 @@ describeBackends("query", (backend) => {
     expect(direct.results.length).toBe(6);
     const all = await c.query.query({ parentIdentifier: `${p}-root`, includeIndirectParents: true });
     expect(all.results.length).toBe(13);
-    const some = await c.query.query({ identifiers: [`${p}-s01`, `${p}-f1`, `${p}-none`], sortBy: "identifier", sortOrder: "asc" });
+    const some = await c.query.query({
+      identifiers: [`${p}-s01`, `${p}-f1`, `${p}-none`],
+      sortBy: "identifier",
+      sortOrder: "asc",
+    });
     expect(ids(some)).toEqual([`${p}-f1`, `${p}-s01`]);
-    expect((await c.query.count({ parentIdentifier: `${p}-root`, includeIndirectParents: true, limit: 1 })).count).toBe(13n);
+    expect((await c.query.count({ parentIdentifier: `${p}-root`, includeIndirectParents: true, limit: 1 })).count).toBe(
+      13n,
+    );
   });
 
   it("returns only selected columns", async () => {
-    const r = await c.query.query({ ...base(), payloadType: "series", selectColumns: ["modality", "license"], limit: 1, sortBy: "identifier", sortOrder: "asc" });
+    const r = await c.query.query({
+      ...base(),
+      payloadType: "series",
+      selectColumns: ["modality", "license"],
+      limit: 1,
+      sortBy: "identifier",
+      sortOrder: "asc",
+    });
     const first = r.results[0];
     expect(first?.identifier).toBe(`${p}-s00`);
     expect(first?.createdAt).toBe("");
@@ -110,7 +170,11 @@ describeBackends("query", (backend) => {
     const seen: string[] = [];
     let page = await c.query.query({ ...req, limit: 5 });
     seen.push(...ids(page));
-    await c.resources.create({ resources: [{ identifier: `${p}-late`, license: "ZZZ", payload: { case: "datasource", value: { name: "late" } } }] });
+    await c.resources.create({
+      resources: [
+        { identifier: `${p}-late`, license: "ZZZ", payload: { case: "datasource", value: { name: "late" } } },
+      ],
+    });
     while (page.nextCursor !== undefined) {
       page = await c.query.query({ ...req, limit: 4, cursor: page.nextCursor });
       seen.push(...ids(page));

@@ -84,7 +84,10 @@ eachBackend("registry key order", (fresh) => {
     const db = await fresh();
     const [a, b] = [key("a"), key("b")];
     const uids = Array.from({ length: 5 }, (_, i) => `MRN-${i}`);
-    const before = createRegistry({ db, keys: await loadRegistryKeys({ configured: [{ id: "a", secret: a.secret.toString() }], db, dataDir: undefined }) });
+    const before = createRegistry({
+      db,
+      keys: await loadRegistryKeys({ configured: [{ id: "a", secret: a.secret.toString() }], db, dataDir: undefined }),
+    });
     const known = new Map<string, string>();
     for (const u of uids) known.set(u, await before.registerPatient(ALL_GRANTS, "ds", u));
     const study = await before.registerStudy(ALL_GRANTS, known.get("MRN-0") as string, "1.2.3");
@@ -134,22 +137,32 @@ eachBackend("registry key fingerprints and start-up checks", (fresh) => {
   it("refuses a known id with another key, and a list without a key stored rows need, naming the id and never a key", async () => {
     const db = await fresh();
     const [a, b] = [key("prod"), key("next")];
-    const keys = await loadRegistryKeys({ configured: [{ id: "prod", secret: a.secret.toString() }], db, dataDir: undefined });
+    const keys = await loadRegistryKeys({
+      configured: [{ id: "prod", secret: a.secret.toString() }],
+      db,
+      dataDir: undefined,
+    });
     await createRegistry({ db, keys }).registerPatient(ALL_GRANTS, "ds", "MRN-1");
-    const { rows } = await db.query<{ key_id: string; fingerprint: Uint8Array }>("SELECT key_id, fingerprint FROM registry_keys");
+    const { rows } = await db.query<{ key_id: string; fingerprint: Uint8Array }>(
+      "SELECT key_id, fingerprint FROM registry_keys",
+    );
     expect(rows.map((r) => r.key_id)).toEqual(["prod"]);
     const fingerprint = Buffer.from(rows[0]!.fingerprint);
     expect(fingerprint.length).toBe(32);
     expect(fingerprint.includes(a.secret)).toBe(false);
 
     const impostor = randomBytes(32).toString("base64url");
-    const mismatch = await refusal(loadRegistryKeys({ configured: [{ id: "prod", secret: impostor }], db, dataDir: undefined }));
+    const mismatch = await refusal(
+      loadRegistryKeys({ configured: [{ id: "prod", secret: impostor }], db, dataDir: undefined }),
+    );
     expect(mismatch.message).toBe(keyFingerprintMessage("prod"));
     expect(mismatch.message).toMatch(/registry key prod /);
     expect(mismatch.message).not.toContain(impostor);
 
     // The key rows need, left out of the list: refused by name.
-    const missing = await refusal(loadRegistryKeys({ configured: [{ id: "next", secret: b.secret.toString() }], db, dataDir: undefined }));
+    const missing = await refusal(
+      loadRegistryKeys({ configured: [{ id: "next", secret: b.secret.toString() }], db, dataDir: undefined }),
+    );
     expect(missing.message).toBe(keyNotConfiguredMessage("prod"));
     expect(missing.message).not.toContain(b.secret.toString());
     // A refused start-up records nothing: "next" is still unknown.
@@ -181,8 +194,16 @@ eachBackend("registry key fingerprints and start-up checks", (fresh) => {
     expect(status.find((s) => s.id === "old")?.rows).toBe(7);
 
     // Re-derived from the uids, most rows need "new" alone.
-    const listed = [...uids.slice(0, 5).map((u) => ({ datasourceId: "ds", externalUid: u })), { patientIdentifier: p0, externalUid: "1.2.3" }];
-    const re = await rederiveRegistry(db, [b, a], [...listed, { datasourceId: "ds", externalUid: "MRN-never" }, listed[0]!], { batchSize: 2 });
+    const listed = [
+      ...uids.slice(0, 5).map((u) => ({ datasourceId: "ds", externalUid: u })),
+      { patientIdentifier: p0, externalUid: "1.2.3" },
+    ];
+    const re = await rederiveRegistry(
+      db,
+      [b, a],
+      [...listed, { datasourceId: "ds", externalUid: "MRN-never" }, listed[0]!],
+      { batchSize: 2 },
+    );
     expect(re).toEqual({ patients: 5, studies: 1, unchanged: 1, notFound: 1 });
     expect(await rowsByChain(db)).toEqual({ "old>new": 1, new: 6 });
     await refusal(checkRegistryKeys(db, [b]));
@@ -217,9 +238,18 @@ eachBackend("registry key fingerprints and start-up checks", (fresh) => {
       return h.digest();
     };
     const wrapN = (h: Buffer) => createHmac("sha256", n.secret).update(h).digest();
-    await db.query("INSERT INTO registry_patients (identifier, datasource_id, uid_hash, key_id) VALUES ('pat_1', 'ds', $1, 'default')", [link0("patient", "ds", "MRN-1")]);
-    await db.query("INSERT INTO registry_patients (identifier, datasource_id, uid_hash, key_id) VALUES ('pat_2', 'ds', $1, 'new')", [wrapN(link0("patient", "ds", "MRN-2"))]);
-    await db.query("INSERT INTO registry_studies (identifier, patient_identifier, uid_hash, key_id) VALUES ('stu_1', 'pat_2', $1, 'new')", [wrapN(link0("study", "pat_2", "1.2"))]);
+    await db.query(
+      "INSERT INTO registry_patients (identifier, datasource_id, uid_hash, key_id) VALUES ('pat_1', 'ds', $1, 'default')",
+      [link0("patient", "ds", "MRN-1")],
+    );
+    await db.query(
+      "INSERT INTO registry_patients (identifier, datasource_id, uid_hash, key_id) VALUES ('pat_2', 'ds', $1, 'new')",
+      [wrapN(link0("patient", "ds", "MRN-2"))],
+    );
+    await db.query(
+      "INSERT INTO registry_studies (identifier, patient_identifier, uid_hash, key_id) VALUES ('stu_1', 'pat_2', $1, 'new')",
+      [wrapN(link0("study", "pat_2", "1.2"))],
+    );
     await migrate(db);
 
     // Without "new" (which rows were recorded under), refused by name, and nothing recorded.
@@ -243,7 +273,11 @@ eachBackend("registry key fingerprints and start-up checks", (fresh) => {
 });
 
 function loadRegistryKeysOf(db: Db, keys: readonly RegistryKey[]): Promise<RegistryKey[]> {
-  return loadRegistryKeys({ configured: keys.map((k) => ({ id: k.id, secret: k.secret.toString() })), db, dataDir: undefined });
+  return loadRegistryKeys({
+    configured: keys.map((k) => ({ id: k.id, secret: k.secret.toString() })),
+    db,
+    dataDir: undefined,
+  });
 }
 
 describe.skipIf(!pgOk)("registrations while processes disagree on the first key (mid-way through a restart)", () => {
@@ -265,10 +299,13 @@ describe.skipIf(!pgOk)("registrations while processes disagree on the first key 
     await checkRegistryKeys(two!, [b, a]);
     const registries = [createRegistry({ db: one!, keys: [a, b] }), createRegistry({ db: two!, keys: [b, a] })];
     for (let u = 0; u < 5; u++) {
-      const results = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => registries[i % 2]!.registerPatient(ALL_GRANTS, "ds", `MRN-${u}`)));
+      const results = await Promise.allSettled(
+        Array.from({ length: 40 }, (_, i) => registries[i % 2]!.registerPatient(ALL_GRANTS, "ds", `MRN-${u}`)),
+      );
       const ok = results.filter((r) => r.status === "fulfilled");
       expect(ok.length, `MRN-${u}`).toBe(1);
-      for (const r of results) if (r.status === "rejected") expect((r.reason as { code?: unknown }).code).toBe(Code.FailedPrecondition);
+      for (const r of results)
+        if (r.status === "rejected") expect((r.reason as { code?: unknown }).code).toBe(Code.FailedPrecondition);
       const id = (ok[0] as PromiseFulfilledResult<string>).value;
       for (const reg of registries) expect(await reg.resolvePatient(ALL_GRANTS, "ds", `MRN-${u}`)).toBe(id);
     }
@@ -307,7 +344,12 @@ describe.skipIf(!pgOk)("registrations while processes disagree on the first key 
         if (again) failures.push(again);
       } while (running);
     };
-    const rederive = rederiveRegistry(one!, [b, a], [...known.keys()].map((u) => ({ datasourceId: "ds", externalUid: u })), { batchSize: 2 }).finally(() => {
+    const rederive = rederiveRegistry(
+      one!,
+      [b, a],
+      [...known.keys()].map((u) => ({ datasourceId: "ds", externalUid: u })),
+      { batchSize: 2 },
+    ).finally(() => {
       running = false;
     });
     const [done] = await Promise.all([rederive, resolver()]);

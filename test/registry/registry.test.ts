@@ -3,7 +3,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRegistry, loadRegistryKeys, REGISTRY_SECRET_FILE, createResourceStore, migrate, openDatabase, type Db } from "../../src/store/index.js";
+import {
+  createRegistry,
+  loadRegistryKeys,
+  REGISTRY_SECRET_FILE,
+  createResourceStore,
+  migrate,
+  openDatabase,
+  type Db,
+} from "../../src/store/index.js";
 import { uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
@@ -22,9 +30,14 @@ describeServices("patient and study registry", (svc) => {
     const { identifier } = await reg().registerPatient({ datasourceId: d, externalUid: "MRN-0001" });
     expect(identifier).toMatch(PATIENT_ID);
     expect((await reg().resolvePatient({ datasourceId: d, externalUid: "MRN-0001" })).identifier).toBe(identifier);
-    expect((await svc().registryV2.resolvePatient({ datasourceId: d, externalUid: "MRN-0001" })).identifier).toBe(identifier);
+    expect((await svc().registryV2.resolvePatient({ datasourceId: d, externalUid: "MRN-0001" })).identifier).toBe(
+      identifier,
+    );
     await expectCode(reg().registerPatient({ datasourceId: d, externalUid: "MRN-0001" }), Code.FailedPrecondition);
-    await expectCode(svc().registryV2.registerPatient({ datasourceId: d, externalUid: "MRN-0001" }), Code.FailedPrecondition);
+    await expectCode(
+      svc().registryV2.registerPatient({ datasourceId: d, externalUid: "MRN-0001" }),
+      Code.FailedPrecondition,
+    );
     await expectCode(reg().resolvePatient({ datasourceId: d, externalUid: "MRN-0002" }), Code.FailedPrecondition);
     // the same uid in another datasource is another patient
     const other = await reg().registerPatient({ datasourceId: uid("ds"), externalUid: "MRN-0001" });
@@ -35,15 +48,26 @@ describeServices("patient and study registry", (svc) => {
   it("registers studies under registered patients only", async () => {
     const d = uid("ds");
     const { identifier: patient } = await reg().registerPatient({ datasourceId: d, externalUid: "p" });
-    await expectCode(reg().registerStudy({ patientIdentifier: "pat_unregistered", externalUid: "1.2.3" }), Code.FailedPrecondition);
+    await expectCode(
+      reg().registerStudy({ patientIdentifier: "pat_unregistered", externalUid: "1.2.3" }),
+      Code.FailedPrecondition,
+    );
     const { identifier: studyId } = await reg().registerStudy({ patientIdentifier: patient, externalUid: "1.2.3" });
     expect(studyId).toMatch(STUDY_ID);
     expect((await reg().resolveStudy({ patientIdentifier: patient, externalUid: "1.2.3" })).identifier).toBe(studyId);
-    await expectCode(reg().registerStudy({ patientIdentifier: patient, externalUid: "1.2.3" }), Code.FailedPrecondition);
+    await expectCode(
+      reg().registerStudy({ patientIdentifier: patient, externalUid: "1.2.3" }),
+      Code.FailedPrecondition,
+    );
     await expectCode(reg().resolveStudy({ patientIdentifier: patient, externalUid: "9.9.9" }), Code.FailedPrecondition);
     const { identifier: patient2 } = await reg().registerPatient({ datasourceId: d, externalUid: "q" });
-    await expectCode(reg().resolveStudy({ patientIdentifier: patient2, externalUid: "1.2.3" }), Code.FailedPrecondition);
-    expect((await reg().registerStudy({ patientIdentifier: patient2, externalUid: "1.2.3" })).identifier).not.toBe(studyId);
+    await expectCode(
+      reg().resolveStudy({ patientIdentifier: patient2, externalUid: "1.2.3" }),
+      Code.FailedPrecondition,
+    );
+    expect((await reg().registerStudy({ patientIdentifier: patient2, externalUid: "1.2.3" })).identifier).not.toBe(
+      studyId,
+    );
   });
 
   it("refuses empty and malformed values with invalid_argument", async () => {
@@ -96,7 +120,13 @@ describe("the registry secret", () => {
   });
 
   const secretOf = async (configured: string | undefined, on: Db) =>
-    (await loadRegistryKeys({ configured: configured === undefined ? undefined : [{ id: "default", secret: configured }], db: on, dataDir: dir }))[0]?.secret.toString();
+    (
+      await loadRegistryKeys({
+        configured: configured === undefined ? undefined : [{ id: "default", secret: configured }],
+        db: on,
+        dataDir: dir,
+      })
+    )[0]?.secret.toString();
 
   it("REGISTRY_SECRET wins; otherwise the embedded store keeps one generated key under DATA_DIR, mode 0600", async () => {
     expect(await secretOf("configured", other)).toBe("configured");
@@ -152,13 +182,21 @@ describe.skipIf(!pgReachable)("registry on PostgreSQL with two app instances", (
     const instances = [sa, sb] as Services[];
     /** 50 attempts alternating between the instances; answers the one identifier allocated. */
     const race = async (table: string, attempt: (s: Services) => Promise<{ identifier: string }>): Promise<string> => {
-      const results = await Promise.allSettled(Array.from({ length: 50 }, (_, i) => attempt(instances[i % 2] as Services)));
+      const results = await Promise.allSettled(
+        Array.from({ length: 50 }, (_, i) => attempt(instances[i % 2] as Services)),
+      );
       const ok = results.filter((r) => r.status === "fulfilled").map((r) => r.value.identifier);
       const failed = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
       expect(ok.length, table).toBe(1);
-      expect(failed.map((r) => (r.reason as { code?: unknown }).code), table).toEqual(Array(49).fill(Code.FailedPrecondition));
+      expect(
+        failed.map((r) => (r.reason as { code?: unknown }).code),
+        table,
+      ).toEqual(Array(49).fill(Code.FailedPrecondition));
       const { rows } = await a.query<{ identifier: string }>(`SELECT identifier FROM ${table}`);
-      expect(rows.map((r) => r.identifier), table).toEqual(ok);
+      expect(
+        rows.map((r) => r.identifier),
+        table,
+      ).toEqual(ok);
       return ok[0] as string;
     };
     const pair = { datasourceId: "ds-race", externalUid: "MRN-race" };

@@ -49,15 +49,21 @@ describe("registry key configuration", () => {
     try {
       const one = join(dir, "one");
       await writeFile(one, "c2VjcmV0LWtleQ\n");
-      expect(loadConfig({ REGISTRY_SECRET_FILE: one }).registryKeys).toEqual([{ id: "default", secret: "c2VjcmV0LWtleQ" }]);
+      expect(loadConfig({ REGISTRY_SECRET_FILE: one }).registryKeys).toEqual([
+        { id: "default", secret: "c2VjcmV0LWtleQ" },
+      ]);
       const list = join(dir, "list");
       await writeFile(list, "# the first hashes new rows\nnew:kn\ndefault:kd\n");
       expect(loadConfig({ REGISTRY_SECRETS_FILE: list }).registryKeys).toEqual([
         { id: "new", secret: "kn" },
         { id: "default", secret: "kd" },
       ]);
-      expect(() => loadConfig({ REGISTRY_SECRET_FILE: join(dir, "missing") })).toThrow(/REGISTRY_SECRET_FILE cannot be read/);
-      expect(() => loadConfig({ REGISTRY_SECRETS_FILE: join(dir, "missing") })).toThrow(/REGISTRY_SECRETS_FILE cannot be read/);
+      expect(() => loadConfig({ REGISTRY_SECRET_FILE: join(dir, "missing") })).toThrow(
+        /REGISTRY_SECRET_FILE cannot be read/,
+      );
+      expect(() => loadConfig({ REGISTRY_SECRETS_FILE: join(dir, "missing") })).toThrow(
+        /REGISTRY_SECRETS_FILE cannot be read/,
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -73,7 +79,10 @@ describe("registry key configuration", () => {
         expect(fromVariable).toEqual([{ id: "default", secret: value }]);
         expect(loadConfig({ REGISTRY_SECRET_FILE: file }).registryKeys).toEqual(fromVariable);
         // And a list means the same in REGISTRY_SECRETS and its file.
-        if (/^\w+:/.test(value)) expect(loadConfig({ REGISTRY_SECRETS_FILE: file }).registryKeys).toEqual(loadConfig({ REGISTRY_SECRETS: value }).registryKeys);
+        if (/^\w+:/.test(value))
+          expect(loadConfig({ REGISTRY_SECRETS_FILE: file }).registryKeys).toEqual(
+            loadConfig({ REGISTRY_SECRETS: value }).registryKeys,
+          );
       }
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -91,10 +100,19 @@ describe("registry key configuration", () => {
       [{ REGISTRY_SECRETS: "a b:SECRETVALUE" }, /REGISTRY_SECRETS entry 1/],
       [{ REGISTRY_SECRETS: "a>b:SECRETVALUE" }, /REGISTRY_SECRETS entry 1/],
       [{ REGISTRY_SECRETS: "a:" }, /REGISTRY_SECRETS entry 1/],
-      [{ REGISTRY_SECRET: "SECRETVALUE", REGISTRY_SECRETS: "a:SECRETVALUE" }, /REGISTRY_SECRETS cannot be set together with REGISTRY_SECRET/],
-      [{ REGISTRY_SECRET_FILE: listFile, REGISTRY_SECRETS_FILE: listFile }, /REGISTRY_SECRETS_FILE cannot be set together with REGISTRY_SECRET_FILE/],
+      [
+        { REGISTRY_SECRET: "SECRETVALUE", REGISTRY_SECRETS: "a:SECRETVALUE" },
+        /REGISTRY_SECRETS cannot be set together with REGISTRY_SECRET/,
+      ],
+      [
+        { REGISTRY_SECRET_FILE: listFile, REGISTRY_SECRETS_FILE: listFile },
+        /REGISTRY_SECRETS_FILE cannot be set together with REGISTRY_SECRET_FILE/,
+      ],
       [{ REGISTRY_SECRET_FILE: listFile }, /REGISTRY_SECRET_FILE holds more than one line: .*REGISTRY_SECRETS_FILE/],
-      [{ REGISTRY_SECRET: "SECRETVALUE\nSECRETVALUE2" }, /REGISTRY_SECRET holds more than one line: .*REGISTRY_SECRETS$/],
+      [
+        { REGISTRY_SECRET: "SECRETVALUE\nSECRETVALUE2" },
+        /REGISTRY_SECRET holds more than one line: .*REGISTRY_SECRETS$/,
+      ],
     ];
     try {
       for (const [env, message] of cases) {
@@ -135,12 +153,14 @@ describeBackends("registry key rotation", (backend) => {
     expect(await rotated.resolveStudy(ALL_GRANTS, p0, "1.2.3")).toBe(study);
     const fresh = await rotated.registerPatient(ALL_GRANTS, ds, "MRN-new");
     const keyChains = async () =>
-      (await db.query<{ key_chain: string; n: string }>(
-        `SELECT key_chain, count(*)::text AS n FROM (SELECT key_chain FROM registry_patients WHERE datasource_id = $1
+      (
+        await db.query<{ key_chain: string; n: string }>(
+          `SELECT key_chain, count(*)::text AS n FROM (SELECT key_chain FROM registry_patients WHERE datasource_id = $1
            UNION ALL SELECT s.key_chain FROM registry_studies s JOIN registry_patients p ON p.identifier = s.patient_identifier
             WHERE p.datasource_id = $1) k GROUP BY key_chain ORDER BY key_chain`,
-        [ds],
-      )).rows;
+          [ds],
+        )
+      ).rows;
     expect(await keyChains()).toEqual([
       { key_chain: "a", n: "8" },
       { key_chain: "b", n: "1" },
@@ -165,8 +185,13 @@ describeBackends("registry key rotation", (backend) => {
     expect(await rotated.resolvePatient(ALL_GRANTS, ds, "MRN-new")).toBe(fresh);
     expect(await rotated.resolveStudy(ALL_GRANTS, p0, "1.2.3")).toBe(study);
     // The old key alone finds nothing any more, nor does the new one alone: both say which key they lack.
-    expect((await expectCode(old.resolvePatient(ALL_GRANTS, ds, "MRN-1"), Code.Unavailable)).message).toMatch(/key b\b/);
-    expect((await expectCode(createRegistry({ db, keys: [b] }).resolvePatient(ALL_GRANTS, ds, "MRN-1"), Code.Unavailable)).message).toMatch(/key a\b/);
+    expect((await expectCode(old.resolvePatient(ALL_GRANTS, ds, "MRN-1"), Code.Unavailable)).message).toMatch(
+      /key b\b/,
+    );
+    expect(
+      (await expectCode(createRegistry({ db, keys: [b] }).resolvePatient(ALL_GRANTS, ds, "MRN-1"), Code.Unavailable))
+        .message,
+    ).toMatch(/key a\b/);
     // Nothing left to move.
     expect(await rehashRegistry(db, [b, a])).toEqual({ patients: 0, studies: 0 });
   });
@@ -191,9 +216,14 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
     const dataDir = await mkdtemp(join(tmpdir(), "rs-keys-"));
     try {
       const start = (env: Record<string, string>) =>
-        createApp(loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: testDb.url, ...env }), createLogger("silent"));
+        createApp(
+          loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: testDb.url, ...env }),
+          createLogger("silent"),
+        );
       await expect(start({})).rejects.toThrow(MISSING_KEY_MESSAGE);
-      expect(MISSING_KEY_MESSAGE).toMatch(/REGISTRY_SECRET or REGISTRY_SECRET_FILE .*REGISTRY_SECRETS or REGISTRY_SECRETS_FILE/);
+      expect(MISSING_KEY_MESSAGE).toMatch(
+        /REGISTRY_SECRET or REGISTRY_SECRET_FILE .*REGISTRY_SECRETS or REGISTRY_SECRETS_FILE/,
+      );
 
       // What an earlier version left behind.
       const legacy = randomBytes(32).toString("base64url");
@@ -206,7 +236,8 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       expect(KEY_IN_DATABASE_MESSAGE).toMatch(/resource-store registry move-key-out/);
       expect(KEY_IN_DATABASE_MESSAGE).not.toContain(legacy);
 
-      const stored = async () => (await db.query<{ secret: string }>("SELECT secret FROM registry_secret")).rows.map((r) => r.secret);
+      const stored = async () =>
+        (await db.query<{ secret: string }>("SELECT secret FROM registry_secret")).rows.map((r) => r.secret);
       // A failure to print it (a closed pipe) leaves it in the database.
       const broken = registryCommand({
         env: { DATABASE_URL: testDb.url },
@@ -234,13 +265,19 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       expect(await stored()).toEqual([]);
       expect(err.join("")).toMatch(/REGISTRY_SECRET_FILE/);
       expect(err.join("")).not.toContain(legacy);
-      expect(await runMoveKeyOut({ DATABASE_URL: testDb.url }, () => Promise.reject(new Error("never shown")))).toBe(false);
+      expect(await runMoveKeyOut({ DATABASE_URL: testDb.url }, () => Promise.reject(new Error("never shown")))).toBe(
+        false,
+      );
       expect(await moveRegistryKeyOut(db, () => Promise.reject(new Error("never shown")))).toBe(false);
 
       // Moved out, the same key (id "default") serves the rows it hashed.
       const app = await start({ REGISTRY_SECRET: legacy });
       try {
-        const keys = await loadRegistryKeys({ configured: [{ id: "default", secret: legacy }], db, dataDir: undefined });
+        const keys = await loadRegistryKeys({
+          configured: [{ id: "default", secret: legacy }],
+          db,
+          dataDir: undefined,
+        });
         expect(await createRegistry({ db, keys }).resolvePatient(ALL_GRANTS, "ds-legacy", "MRN-legacy")).toBe(patient);
       } finally {
         await app.close();
@@ -278,16 +315,28 @@ describe.skipIf(!pgOk)("registry key on PostgreSQL", () => {
       const uidFile = join(dataDir, "uids.ndjson");
       await writeFile(uidFile, `${JSON.stringify({ datasource_id: "ds-legacy", external_uid: "MRN-legacy" })}\n\n`);
       const rederived: string[] = [];
-      await registryCommand({ env, stdout: (t) => void rederived.push(t), stderr: () => {} }).parseAsync(["rehash", "--uids", uidFile], { from: "user" });
-      expect(rederived).toEqual(["re-derived 1 patients and 0 studies under key next (0 already under it alone, 0 not registered)\n"]);
+      await registryCommand({ env, stdout: (t) => void rederived.push(t), stderr: () => {} }).parseAsync(
+        ["rehash", "--uids", uidFile],
+        { from: "user" },
+      );
+      expect(rederived).toEqual([
+        "re-derived 1 patients and 0 studies under key next (0 already under it alone, 0 not registered)\n",
+      ]);
       const after: string[] = [];
       await registryCommand({ env, stdout: (t) => void after.push(t) }).parseAsync(["keys"], { from: "user" });
-      expect(after.join("")).toMatch(/^default\tlisted\tfingerprint recorded\t0 rows depend on it \(can be dropped\)\n/m);
+      expect(after.join("")).toMatch(
+        /^default\tlisted\tfingerprint recorded\t0 rows depend on it \(can be dropped\)\n/m,
+      );
       await (await start({ REGISTRY_SECRETS: `next:${newest}` })).close();
       const keysNext = await loadRegistryKeys({ configured: [{ id: "next", secret: newest }], db, dataDir: undefined });
-      expect(await createRegistry({ db, keys: keysNext }).resolvePatient(ALL_GRANTS, "ds-legacy", "MRN-legacy")).toBe(patient);
+      expect(await createRegistry({ db, keys: keysNext }).resolvePatient(ALL_GRANTS, "ds-legacy", "MRN-legacy")).toBe(
+        patient,
+      );
       // A malformed line is refused by its number, never quoted.
-      await writeFile(uidFile, '{"datasource_id": "ds-legacy", "external_uid": "MRN-legacy"}\n{"external_uid": "MRN-SECRET"}\n');
+      await writeFile(
+        uidFile,
+        '{"datasource_id": "ds-legacy", "external_uid": "MRN-legacy"}\n{"external_uid": "MRN-SECRET"}\n',
+      );
       const bad = await runRederive(env, uidFile, { batchSize: 10 }).catch((e: unknown) => e);
       expect((bad as Error).message).toMatch(/^line 2 is not/);
       expect((bad as Error).message).not.toContain("MRN-SECRET");
@@ -310,7 +359,11 @@ describe.skipIf(!pgOk)("rehash while two app instances register and resolve", ()
     testDb = await createTestDatabase();
     const [a, b] = [key("a"), key("b")];
     const post = async (s: TestServer, path: string, body: unknown) => {
-      const res = await fetch(`${s.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      const res = await fetch(`${s.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
       return { status: res.status, body: (await res.json()) as { identifier?: string; code?: string } };
     };
     // Registered under the old key alone.
@@ -348,9 +401,17 @@ describe.skipIf(!pgOk)("rehash while two app instances register and resolve", ()
       // Every new uid registered from both instances at once; every old one re-registered (must be refused).
       for (let i = 0; i < 40; i++) {
         const u = `NEW-${i}`;
-        const answers = await Promise.all([s1, s2].map((s) => post(s, "/patients/register", { datasource_id: "ds", external_uid: u })));
-        registered.set(u, answers.filter((r) => r.status === 200).map((r) => r.body.identifier as string));
-        const again = await post(i % 2 === 0 ? s1 : s2, "/patients/register", { datasource_id: "ds", external_uid: `OLD-${i}` });
+        const answers = await Promise.all(
+          [s1, s2].map((s) => post(s, "/patients/register", { datasource_id: "ds", external_uid: u })),
+        );
+        registered.set(
+          u,
+          answers.filter((r) => r.status === 200).map((r) => r.body.identifier as string),
+        );
+        const again = await post(i % 2 === 0 ? s1 : s2, "/patients/register", {
+          datasource_id: "ds",
+          external_uid: `OLD-${i}`,
+        });
         if (again.status !== 400) wrongAnswers.push(`OLD-${i} registered twice`);
       }
     };
@@ -376,6 +437,7 @@ describe.skipIf(!pgOk)("rehash while two app instances register and resolve", ()
       { key_chain: "a>b", n: String(OLD) },
       { key_chain: "b", n: "40" },
     ]);
-    for (const [u, id] of known) expect((await post(s2, "/patients/resolve", { datasource_id: "ds", external_uid: u })).body.identifier).toBe(id);
+    for (const [u, id] of known)
+      expect((await post(s2, "/patients/resolve", { datasource_id: "ds", external_uid: u })).body.identifier).toBe(id);
   }, 120_000);
 });

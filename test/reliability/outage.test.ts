@@ -33,7 +33,9 @@ afterAll(async () => {
 });
 
 const create1 = (identifier: string) =>
-  callRest(srv.url, "POST", "/resources/create", { body: JSON.stringify({ resources: [{ identifier, payload_type: "annotation", label: "l" }] }) });
+  callRest(srv.url, "POST", "/resources/create", {
+    body: JSON.stringify({ resources: [{ identifier, payload_type: "annotation", label: "l" }] }),
+  });
 
 async function until(cond: () => Promise<boolean>, ms: number): Promise<void> {
   const end = Date.now() + ms;
@@ -71,12 +73,25 @@ describe.skipIf(!pgOk)("database outage", () => {
     await new Promise((r) => setTimeout(r, 300));
 
     const write = await create1("while-down");
-    expect([write.status, write.json]).toEqual([503, { code: "unavailable", message: expect.any(String), reason: "DATABASE_UNAVAILABLE" }]);
-    const read = await callRest(srv.url, "POST", "/resources/read", { body: JSON.stringify({ identifiers: ["before-0"] }) });
+    expect([write.status, write.json]).toEqual([
+      503,
+      { code: "unavailable", message: expect.any(String), reason: "DATABASE_UNAVAILABLE" },
+    ]);
+    const read = await callRest(srv.url, "POST", "/resources/read", {
+      body: JSON.stringify({ identifiers: ["before-0"] }),
+    });
     expect(read.status).toBe(503);
-    const rpc = await callRpc(transportFor(srv.url, "connect-json"), ResourceService.method.read, create(ReadRequestSchema, { identifiers: ["before-0"] }));
+    const rpc = await callRpc(
+      transportFor(srv.url, "connect-json"),
+      ResourceService.method.read,
+      create(ReadRequestSchema, { identifiers: ["before-0"] }),
+    );
     expect(rpc.code).toBe(Code.Unavailable);
-    const grpc = await callRpc(transportFor(srv.url, "grpc"), ResourceService.method.read, create(ReadRequestSchema, { identifiers: ["before-0"] }));
+    const grpc = await callRpc(
+      transportFor(srv.url, "grpc"),
+      ResourceService.method.read,
+      create(ReadRequestSchema, { identifiers: ["before-0"] }),
+    );
     expect(grpc.code).toBe(Code.Unavailable);
     expect((await fetch(`${srv.url}/readyz`)).status).toBe(503);
     expect((await fetch(`${srv.url}/healthz`)).status).toBe(200);
@@ -88,10 +103,14 @@ describe.skipIf(!pgOk)("database outage", () => {
     await writer;
     expect(outcomes.get(503) ?? 0).toBeGreaterThan(0);
 
-    const back = await callRest(srv.url, "POST", "/resources/read", { body: JSON.stringify({ identifiers: acked, exclude_children: true }) });
+    const back = await callRest(srv.url, "POST", "/resources/read", {
+      body: JSON.stringify({ identifiers: acked, exclude_children: true }),
+    });
     expect(back.status).toBe(200);
     expect((back.json as { identifier: string }[]).map((r) => r.identifier)).toEqual(acked);
-    const refused = await callRest(srv.url, "POST", "/resources/read", { body: JSON.stringify({ identifiers: ["while-down"] }) });
+    const refused = await callRest(srv.url, "POST", "/resources/read", {
+      body: JSON.stringify({ identifiers: ["while-down"] }),
+    });
     expect(refused.json).toEqual([]);
   }, 90_000);
 });

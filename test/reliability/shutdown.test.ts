@@ -25,14 +25,25 @@ describe("the process", () => {
     const child = start({});
     try {
       const port = await listeningPort(child);
-      const body = JSON.stringify({ resources: [{ identifier: "drained", payload_type: "annotation", label: "slow" }] });
+      const body = JSON.stringify({
+        resources: [{ identifier: "drained", payload_type: "annotation", label: "slow" }],
+      });
       const half = Math.floor(body.length / 2);
       const answer = new Promise<{ status: number; text: string }>((resolve, reject) => {
-        const req = http.request({ port, host: "127.0.0.1", method: "POST", path: "/resources/create", headers: { "content-type": "application/json" } }, (res) => {
-          let text = "";
-          res.on("data", (d: Buffer) => (text += d.toString()));
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-        });
+        const req = http.request(
+          {
+            port,
+            host: "127.0.0.1",
+            method: "POST",
+            path: "/resources/create",
+            headers: { "content-type": "application/json" },
+          },
+          (res) => {
+            let text = "";
+            res.on("data", (d: Buffer) => (text += d.toString()));
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+          },
+        );
         req.on("error", reject);
         req.write(body.slice(0, half));
         // The rest arrives after the signal.
@@ -63,7 +74,9 @@ describe("the process", () => {
       const port = await listeningPort(child);
       const res = await fetch(`http://127.0.0.1:${port}/schemas`);
       expect(res.status).toBe(401);
-      const ok = await fetch(`http://127.0.0.1:${port}/schemas`, { headers: { authorization: "Bearer t0ken-for-test" } });
+      const ok = await fetch(`http://127.0.0.1:${port}/schemas`, {
+        headers: { authorization: "Bearer t0ken-for-test" },
+      });
       expect(ok.status).toBe(200);
       // The token never reaches the log.
       child.proc.kill("SIGTERM");

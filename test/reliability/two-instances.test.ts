@@ -22,7 +22,8 @@ afterAll(async () => {
   await db?.drop();
 });
 
-const post = (srv: TestServer, path: string, body: unknown) => callRest(srv.url, "POST", path, { body: JSON.stringify(body), timeoutMs: 60_000 });
+const post = (srv: TestServer, path: string, body: unknown) =>
+  callRest(srv.url, "POST", path, { body: JSON.stringify(body), timeoutMs: 60_000 });
 const pick = (i: number) => (i % 2 === 0 ? a : b);
 
 interface Flat {
@@ -34,7 +35,11 @@ interface Flat {
 }
 
 async function readAll(srv: TestServer, identifiers: string[], asOf?: string): Promise<Flat[]> {
-  const r = await post(srv, "/resources/read", { identifiers, exclude_children: true, ...(asOf ? { as_of: asOf } : {}) });
+  const r = await post(srv, "/resources/read", {
+    identifiers,
+    exclude_children: true,
+    ...(asOf ? { as_of: asOf } : {}),
+  });
   expect(r.status).toBe(200);
   return r.json as Flat[];
 }
@@ -59,7 +64,9 @@ describe.skipIf(!pgOk)("two instances, one database", () => {
     });
     const results = await Promise.all(
       batches.map(async (batch, i) => {
-        const r = await post(pick(i), "/resources/create", { resources: batch.ids.map((identifier) => ({ identifier, payload_type: "annotation", label: batch.label })) });
+        const r = await post(pick(i), "/resources/create", {
+          resources: batch.ids.map((identifier) => ({ identifier, payload_type: "annotation", label: batch.label })),
+        });
         return { batch, status: r.status, json: r.json as { created?: number; code?: string } };
       }),
     );
@@ -86,26 +93,41 @@ describe.skipIf(!pgOk)("two instances, one database", () => {
   it("one winner when both create the same identifier at once", async () => {
     for (let round = 0; round < 10; round++) {
       const id = `race-${round}`;
-      const rs = await Promise.all([a, b, a, b].map((s, i) => post(s, "/resources/create", { resources: [{ identifier: id, payload_type: "annotation", label: `w${i}` }] })));
+      const rs = await Promise.all(
+        [a, b, a, b].map((s, i) =>
+          post(s, "/resources/create", { resources: [{ identifier: id, payload_type: "annotation", label: `w${i}` }] }),
+        ),
+      );
       expect(rs.filter((r) => r.status === 200)).toHaveLength(1);
-      for (const r of rs.filter((x) => x.status !== 200)) expect((r.json as { code: string }).code).toBe("failed_precondition");
+      for (const r of rs.filter((x) => x.status !== 200))
+        expect((r.json as { code: string }).code).toBe("failed_precondition");
     }
   }, 60_000);
 
   it("as_of reads are exact whichever instance wrote and whichever reads", async () => {
     const ids = Array.from({ length: 6 }, (_, i) => `clock-${i}`);
-    expect((await post(a, "/resources/create", { resources: ids.map((identifier) => ({ identifier, payload_type: "annotation", label: "v1" })) })).status).toBe(200);
+    expect(
+      (
+        await post(a, "/resources/create", {
+          resources: ids.map((identifier) => ({ identifier, payload_type: "annotation", label: "v1" })),
+        })
+      ).status,
+    ).toBe(200);
     // Both instances update the same resources concurrently; each version's
     // state is recorded by reading it back at its own updated_at.
     await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
-        post(pick(i), "/resources/update", { updates: { [ids[i % ids.length]!]: { label: `u${i}` } } }).then((r) => expect(r.status).toBe(200)),
+        post(pick(i), "/resources/update", { updates: { [ids[i % ids.length]!]: { label: `u${i}` } } }).then((r) =>
+          expect(r.status).toBe(200),
+        ),
       ),
     );
     const now = await readAll(b, ids);
     for (const r of now) {
       // 1 create + one version per acknowledged update of this resource.
-      const updates = Array.from({ length: 40 }, (_, i) => i).filter((i) => ids[i % ids.length] === r.identifier).length;
+      const updates = Array.from({ length: 40 }, (_, i) => i).filter(
+        (i) => ids[i % ids.length] === r.identifier,
+      ).length;
       expect(r.version).toBe(1 + updates);
       for (const srv of [a, b]) {
         const [at] = await readAll(srv, [r.identifier], r.updated_at);
@@ -120,11 +142,18 @@ describe.skipIf(!pgOk)("two instances, one database", () => {
   it("registering one pair from both at once yields one identifier", async (ctx) => {
     const probe = await post(a, "/patients/register", { datasource_id: "ds-probe", external_uid: "probe" });
     if (probe.status === 501) ctx.skip(); // the registry has not landed on this branch
-    const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => post(pick(i), "/patients/register", { datasource_id: "ds-2", external_uid: "uid-race" })));
+    const rs = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        post(pick(i), "/patients/register", { datasource_id: "ds-2", external_uid: "uid-race" }),
+      ),
+    );
     const ok = rs.filter((r) => r.status === 200);
     expect(ok).toHaveLength(1);
-    for (const r of rs.filter((x) => x.status !== 200)) expect((r.json as { code: string }).code).toBe("failed_precondition");
-    const resolved = await Promise.all([a, b].map((s) => post(s, "/patients/resolve", { datasource_id: "ds-2", external_uid: "uid-race" })));
+    for (const r of rs.filter((x) => x.status !== 200))
+      expect((r.json as { code: string }).code).toBe("failed_precondition");
+    const resolved = await Promise.all(
+      [a, b].map((s) => post(s, "/patients/resolve", { datasource_id: "ds-2", external_uid: "uid-race" })),
+    );
     for (const r of resolved) expect(r.json).toEqual(ok[0]!.json);
   }, 60_000);
 });

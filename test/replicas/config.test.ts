@@ -20,7 +20,11 @@ describe("read standby configuration", () => {
       DATABASE_READ_TIMEOUT_MS: "250",
       DATABASE_READ_STAMP_TTL_MS: "0",
     });
-    expect(c.readReplicas).toEqual({ urls: ["postgres://standby-a/rs", "postgresql://standby-b:5433/rs"], timeoutMs: 250, stampTtlMs: 0 });
+    expect(c.readReplicas).toEqual({
+      urls: ["postgres://standby-a/rs", "postgresql://standby-b:5433/rs"],
+      timeoutMs: 250,
+      stampTtlMs: 0,
+    });
   });
 
   it.each([
@@ -42,8 +46,8 @@ describe("read standby configuration", () => {
   });
 
   it("never quotes an entry, which may carry a password", () => {
-    expect(() => loadConfig({ ...primary, DATABASE_READ_URLS: "postgres://u:hunter2@a/rs,postgres://u:hunter2@ b" })).toThrow(
-      /^(?!.*hunter2)/,
-    );
+    expect(() =>
+      loadConfig({ ...primary, DATABASE_READ_URLS: "postgres://u:hunter2@a/rs,postgres://u:hunter2@ b" }),
+    ).toThrow(/^(?!.*hunter2)/);
   });
 });

@@ -56,7 +56,10 @@ function setup(opts: { ttl?: number; timeout?: number } = {}) {
   const primary = fake("primary", T(30));
   const a = fake("a", T(10));
   const b = fake("b", T(20));
-  const db = primaryWithStandbys(primary.db, [a.db, b.db], { timeoutMs: opts.timeout ?? 50, stampTtlMs: opts.ttl ?? 60_000 });
+  const db = primaryWithStandbys(primary.db, [a.db, b.db], {
+    timeoutMs: opts.timeout ?? 50,
+    stampTtlMs: opts.ttl ?? 60_000,
+  });
   return { primary, a, b, db };
 }
 
@@ -116,7 +119,9 @@ describe("read routing among standbys", () => {
     await ranOn(db2, T(5));
     a2.down = true;
     const on = await readerFor(db2, T(5));
-    expect(await on.transaction(async (tx) => (await tx.query<{ ran_on: string }>("SELECT 1 AS ran_on")).rows[0]!.ran_on)).toBe("primary");
+    expect(
+      await on.transaction(async (tx) => (await tx.query<{ ran_on: string }>("SELECT 1 AS ran_on")).rows[0]!.ran_on),
+    ).toBe("primary");
   });
 
   it("never runs a transaction again once it has begun on the standby (it may have sent rows on)", async () => {

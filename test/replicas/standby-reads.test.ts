@@ -14,11 +14,14 @@ const bin = findPostgresBin();
 type Json = Record<string, any>;
 
 async function call(srv: TestServer, method: string, body: unknown): Promise<Json> {
-  const res = await fetch(`${srv.url}/resourcestore.${method.startsWith("LineageService/Children") ? "v1" : "v2"}.${method}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
+  const res = await fetch(
+    `${srv.url}/resourcestore.${method.startsWith("LineageService/Children") ? "v1" : "v2"}.${method}`,
+    {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    },
+  );
   const json = (await res.json()) as Json;
   if (res.status !== 200) throw new Error(`${method}: ${res.status} ${JSON.stringify(json)}`);
   return json;
@@ -35,7 +38,10 @@ async function readsBy(srv: TestServer): Promise<{ primary: number; standby: num
 }
 
 /** Runs fn and says where its reads ran (differences of the counters). */
-async function where<T>(srv: TestServer, fn: () => Promise<T>): Promise<{ result: T; primary: number; standby: number }> {
+async function where<T>(
+  srv: TestServer,
+  fn: () => Promise<T>,
+): Promise<{ result: T; primary: number; standby: number }> {
   const before = await readsBy(srv);
   const result = await fn();
   const after = await readsBy(srv);
@@ -74,7 +80,9 @@ describe.skipIf(bin === undefined && !REQUIRE_POSTGRES)("reads on a streaming-re
 
   beforeAll(async () => {
     if (bin === undefined) {
-      throw new Error("REQUIRE_POSTGRES=1 but no PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup, postgres) were found; set PG_BIN");
+      throw new Error(
+        "REQUIRE_POSTGRES=1 but no PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup, postgres) were found; set PG_BIN",
+      );
     }
     cluster = await startPgCluster(bin);
     direct = await startTestServer({ DATABASE_URL: cluster.primaryUrl });
@@ -88,14 +96,21 @@ describe.skipIf(bin === undefined && !REQUIRE_POSTGRES)("reads on a streaming-re
     await call(directSrv(), "ResourceService/Create", {
       resources: [
         { identifier: "ds-1", datasource: { name: "A" } },
-        ...ids.map((id) => ({ identifier: id, parentIdentifier: "ds-1", patient: { datasourceId: "ds-1", birthYear: 1950 } })),
+        ...ids.map((id) => ({
+          identifier: id,
+          parentIdentifier: "ds-1",
+          patient: { datasourceId: "ds-1", birthYear: 1950 },
+        })),
         { identifier: "st-1", parentIdentifier: "pt-10", study: { modality: "CT" } },
       ],
     });
     t1 = (await call(directSrv(), "ResourceService/Read", { identifiers: ["ds-1"] })).resources[0].updated_at as string;
     await call(directSrv(), "ResourceService/Delete", { identifiers: ids.slice(0, 3) });
-    await call(directSrv(), "ResourceService/Create", { resources: [{ identifier: "pt-new", parentIdentifier: "ds-1", patient: { datasourceId: "ds-1" } }] });
-    t2 = (await call(directSrv(), "ResourceService/Read", { identifiers: ["pt-new"] })).resources[0].updated_at as string;
+    await call(directSrv(), "ResourceService/Create", {
+      resources: [{ identifier: "pt-new", parentIdentifier: "ds-1", patient: { datasourceId: "ds-1" } }],
+    });
+    t2 = (await call(directSrv(), "ResourceService/Read", { identifiers: ["pt-new"] })).resources[0]
+      .updated_at as string;
     await call(directSrv(), "ResourceService/Delete", { identifiers: ["pt-05"] });
     expect([t1, t2].every((t) => /^\d{4}-.*Z$/.test(t))).toBe(true);
     await standby().caughtUp();
@@ -147,7 +162,12 @@ describe.skipIf(bin === undefined && !REQUIRE_POSTGRES)("reads on a streaming-re
       const seen: string[] = [];
       let cursor: string | undefined;
       do {
-        const page = await call(srv, "QueryService/Query", { payloadType: "patient", limit: 4, asOf: t2, ...(cursor ? { cursor } : {}) });
+        const page = await call(srv, "QueryService/Query", {
+          payloadType: "patient",
+          limit: 4,
+          asOf: t2,
+          ...(cursor ? { cursor } : {}),
+        });
         seen.push(...(page.results as Json[]).map((r) => r.identifier as string));
         cursor = page.nextCursor as string | undefined;
       } while (cursor);
@@ -166,29 +186,43 @@ describe.skipIf(bin === undefined && !REQUIRE_POSTGRES)("reads on a streaming-re
 
     await standby().standbySql("SELECT pg_wal_replay_pause()");
     try {
-      await call(routedSrv(), "ResourceService/Create", { resources: [{ identifier: "pt-late", parentIdentifier: "ds-1", patient: { datasourceId: "ds-1" } }] });
+      await call(routedSrv(), "ResourceService/Create", {
+        resources: [{ identifier: "pt-late", parentIdentifier: "ds-1", patient: { datasourceId: "ds-1" } }],
+      });
       // Read-your-writes: the standby has not replayed the write, so the read runs on the primary.
-      const mine = await where(routedSrv(), () => call(routedSrv(), "ResourceService/Read", { identifiers: ["pt-late"] }));
+      const mine = await where(routedSrv(), () =>
+        call(routedSrv(), "ResourceService/Read", { identifiers: ["pt-late"] }),
+      );
       expect(mine.result.resources.map((r: Json) => r.identifier)).toEqual(["pt-late"]);
       expect(mine.primary).toBe(1);
       expect(mine.standby).toBe(0);
       const late = mine.result.resources[0].updated_at as string;
       // The standby really lacks it: read there directly, the resource is not there.
-      const [row] = await standby().standbySql<{ n: string }>("SELECT count(*)::text AS n FROM resources WHERE identifier = 'pt-late'");
+      const [row] = await standby().standbySql<{ n: string }>(
+        "SELECT count(*)::text AS n FROM resources WHERE identifier = 'pt-late'",
+      );
       expect(row?.n).toBe("0");
 
       // as_of at the write: past the standby's point, so the primary answers, with the write.
-      const past = await where(routedSrv(), () => call(routedSrv(), "QueryService/Count", { payloadType: "patient", asOf: late }));
-      expect(past.result).toEqual(await call(directSrv(), "QueryService/Count", { payloadType: "patient", asOf: late }));
+      const past = await where(routedSrv(), () =>
+        call(routedSrv(), "QueryService/Count", { payloadType: "patient", asOf: late }),
+      );
+      expect(past.result).toEqual(
+        await call(directSrv(), "QueryService/Count", { payloadType: "patient", asOf: late }),
+      );
       expect(past.primary).toBe(1);
       // ...while a point the standby holds is still read there.
-      const before = await where(routedSrv(), () => call(routedSrv(), "QueryService/Count", { payloadType: "patient", asOf: t2 }));
+      const before = await where(routedSrv(), () =>
+        call(routedSrv(), "QueryService/Count", { payloadType: "patient", asOf: t2 }),
+      );
       expect(before, JSON.stringify(before)).toMatchObject({ standby: 1 });
     } finally {
       await standby().standbySql("SELECT pg_wal_replay_resume()");
     }
     await standby().caughtUp();
-    const again = await where(routedSrv(), () => call(routedSrv(), "ResourceService/Read", { identifiers: ["pt-late"] }));
+    const again = await where(routedSrv(), () =>
+      call(routedSrv(), "ResourceService/Read", { identifiers: ["pt-late"] }),
+    );
     expect(again.result.resources.map((r: Json) => r.identifier)).toEqual(["pt-late"]);
     expect(again.standby).toBe(1);
   });
@@ -197,15 +231,18 @@ describe.skipIf(bin === undefined && !REQUIRE_POSTGRES)("reads on a streaming-re
     const expectedPast = await runReads(directSrv(), t1);
     const expectedNow = await runReads(directSrv(), undefined);
     await standby().stopStandby();
-    const { result, primary, standby: onStandby } = await where(routedSrv(), async () => [
-      await runReads(routedSrv(), t1),
-      await runReads(routedSrv(), undefined),
-    ]);
+    const {
+      result,
+      primary,
+      standby: onStandby,
+    } = await where(routedSrv(), async () => [await runReads(routedSrv(), t1), await runReads(routedSrv(), undefined)]);
     expect(result).toEqual([expectedPast, expectedNow]);
     expect(primary).toBe(2 * reads(t1).length);
     expect(onStandby).toBe(0);
     // Writes were never the standby's business.
-    await call(routedSrv(), "ResourceService/Create", { resources: [{ identifier: "pt-after", parentIdentifier: "ds-1", patient: { datasourceId: "ds-1" } }] });
+    await call(routedSrv(), "ResourceService/Create", {
+      resources: [{ identifier: "pt-after", parentIdentifier: "ds-1", patient: { datasourceId: "ds-1" } }],
+    });
     expect((await call(routedSrv(), "ResourceService/Read", { identifiers: ["pt-after"] })).resources).toHaveLength(1);
   });
 });

@@ -35,11 +35,16 @@ import * as v2Stats from "../../gen/resourcestore/v2/stats_service_pb.js";
 import * as v2Storage from "../../gen/resourcestore/v2/storage_service_pb.js";
 
 function servicesOf(...modules: object[]): DescService[] {
-  return modules.flatMap((m) => Object.values(m).filter((v): v is DescService => (v as { kind?: string }).kind === "service"));
+  return modules.flatMap((m) =>
+    Object.values(m).filter((v): v is DescService => (v as { kind?: string }).kind === "service"),
+  );
 }
 
 const revisions: Revision[] = [
-  { name: "v1", services: servicesOf(v1Admin, v1Artefact, v1Lineage, v1Query, v1Registry, v1Resource, v1Schema, v1Stats, v1Storage) },
+  {
+    name: "v1",
+    services: servicesOf(v1Admin, v1Artefact, v1Lineage, v1Query, v1Registry, v1Resource, v1Schema, v1Stats, v1Storage),
+  },
   { name: "v2", services: servicesOf(v2Lineage, v2Query, v2Registry, v2Resource, v2Schema, v2Stats, v2Storage) },
 ];
 
@@ -70,15 +75,33 @@ const answers: Record<string, (req: never, ctx: HandlerContext) => unknown> = {
   Count: () => ({ count: 42n }),
   Parents: (req: ParentsRequest) => {
     if (req.identifier === "crash") throw new Error("SELECT secret FROM vault at /srv/app/store.ts:12");
-    if (req.identifier === "internal") throw new ConnectError("pq: relation secrets does not exist", codeFromString("internal"));
+    if (req.identifier === "internal")
+      throw new ConnectError("pq: relation secrets does not exist", codeFromString("internal"));
     const code = codeFromString(req.identifier);
     if (code !== undefined) throw new ConnectError(`handler says ${req.identifier}`, code);
     return { identifiers: ["p1", "p0"] };
   },
-  Children: () => ({ nodes: [{ identifier: "c1", payloadType: "study", createdAt: "t", childCount: 3n, descendantCount: 7n }] }),
-  Latest: () => ({ resource: { identifier: "a1", payload: { case: "artefact", value: { repo: "r", status: "succeeded", metrics: { auc: 0.9 } } } } }),
+  Children: () => ({
+    nodes: [{ identifier: "c1", payloadType: "study", createdAt: "t", childCount: 3n, descendantCount: 7n }],
+  }),
+  Latest: () => ({
+    resource: {
+      identifier: "a1",
+      payload: { case: "artefact", value: { repo: "r", status: "succeeded", metrics: { auc: 0.9 } } },
+    },
+  }),
   DetailedStats: () => ({
-    datasources: [{ datasourceId: "ds", patients: 2n, studies: 3n, resources: 5n, byPayloadType: { study: 3n }, byAccessLevel: {}, totalBytes: "123" }],
+    datasources: [
+      {
+        datasourceId: "ds",
+        patients: 2n,
+        studies: 3n,
+        resources: 5n,
+        byPayloadType: { study: 3n },
+        byAccessLevel: {},
+        totalBytes: "123",
+      },
+    ],
   }),
   Schemas: () => ({ schemas: { study: { type: "object", additionalProperties: false } } }),
   ParquetPreview: () => ({ columns: ["a"], totalRows: 10n, returnedRows: 1n, offset: 0n, data: [{ a: 1, b: "x" }] }),
@@ -86,7 +109,8 @@ const answers: Record<string, (req: never, ctx: HandlerContext) => unknown> = {
 };
 
 async function* parquetStream(req: QueryRequest, ctx: HandlerContext) {
-  if (req.payloadType === "fail-early") throw new ConnectError("no such payload type", codeFromString("invalid_argument"));
+  if (req.payloadType === "fail-early")
+    throw new ConnectError("no such payload type", codeFromString("invalid_argument"));
   yield create(HttpBodySchema, { contentType: "application/vnd.apache.parquet" });
   yield create(HttpBodySchema, { data: new TextEncoder().encode("PAR1") });
   if (req.payloadType === "fail-late") throw new Error("encoder died");
@@ -106,7 +130,10 @@ async function* parquetStream(req: QueryRequest, ctx: HandlerContext) {
 function echo(method: DescMethod, req: unknown, ctx: HandlerContext): void {
   calls.push(`${method.parent.typeName}.${method.name}`);
   ctx.responseHeader.set("x-echo-method", `${method.parent.typeName}.${method.name}`);
-  ctx.responseHeader.set("x-echo", encodeURIComponent(toJsonString(method.input, req as never, { useProtoFieldName: true })));
+  ctx.responseHeader.set(
+    "x-echo",
+    encodeURIComponent(toJsonString(method.input, req as never, { useProtoFieldName: true })),
+  );
   ctx.responseHeader.set("x-echo-auth", ctx.requestHeader.get("authorization") ?? "");
   ctx.responseHeader.set("x-echo-request-id", ctx.requestHeader.get("x-request-id") ?? "");
   ctx.responseHeader.set("x-echo-cookie", ctx.requestHeader.get("cookie") ?? "");
@@ -137,7 +164,12 @@ let server: Server;
 let base: string;
 
 beforeAll(async () => {
-  const handler = createRestHandler({ revisions, transport, maxBodyBytes: MAX_BODY, acceptCompression: ACCEPT_COMPRESSION });
+  const handler = createRestHandler({
+    revisions,
+    transport,
+    maxBodyBytes: MAX_BODY,
+    acceptCompression: ACCEPT_COMPRESSION,
+  });
   server = createServer((req, res) => {
     void handler(req, res).then((handled) => {
       if (!handled) {
@@ -156,7 +188,11 @@ afterAll(async () => {
 });
 
 function post(path: string, body: unknown, headers: Record<string, string> = {}) {
-  return fetch(base + path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: typeof body === "string" ? body : JSON.stringify(body) });
+  return fetch(base + path, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
 }
 
 function echoed(res: Response): Record<string, unknown> {
@@ -177,16 +213,41 @@ async function expectError(res: Response, status: number, code: string, mention?
 
 describe("revision strictness", () => {
   const only: { rev: "v1" | "v2"; method: string; path: string; body?: unknown; rpc: string }[] = [
-    { rev: "v2", method: "POST", path: "/resources/restore", body: { identifiers: ["a"] }, rpc: "ResourceService.Restore" },
+    {
+      rev: "v2",
+      method: "POST",
+      path: "/resources/restore",
+      body: { identifiers: ["a"] },
+      rpc: "ResourceService.Restore",
+    },
     { rev: "v1", method: "GET", path: "/children?parent_identifier=p", rpc: "LineageService.Children" },
-    { rev: "v1", method: "GET", path: "/artefacts/latest?repo=r&branch=main&path=m.onnx", rpc: "ArtefactService.Latest" },
-    { rev: "v1", method: "POST", path: "/admin/materialized-views/refresh", rpc: "AdminService.RefreshMaterializedViews" },
-    { rev: "v2", method: "POST", path: "/s3/presign/upload-dir", body: { group: "g", relpaths: ["a.txt"] }, rpc: "StorageService.PresignUploadDir" },
+    {
+      rev: "v1",
+      method: "GET",
+      path: "/artefacts/latest?repo=r&branch=main&path=m.onnx",
+      rpc: "ArtefactService.Latest",
+    },
+    {
+      rev: "v1",
+      method: "POST",
+      path: "/admin/materialized-views/refresh",
+      rpc: "AdminService.RefreshMaterializedViews",
+    },
+    {
+      rev: "v2",
+      method: "POST",
+      path: "/s3/presign/upload-dir",
+      body: { group: "g", relpaths: ["a.txt"] },
+      rpc: "StorageService.PresignUploadDir",
+    },
     { rev: "v2", method: "GET", path: "/s3/list?prefix=s3://bucket/k", rpc: "StorageService.List" },
   ];
 
   const send = (method: string, path: string, body: unknown) =>
-    fetch(base + path, { method, ...(body !== undefined ? { body: JSON.stringify(body), headers: { "content-type": "application/json" } } : {}) });
+    fetch(base + path, {
+      method,
+      ...(body !== undefined ? { body: JSON.stringify(body), headers: { "content-type": "application/json" } } : {}),
+    });
 
   it.each(only)("$method $path exists only in $rev", async ({ rev, method, path, body, rpc }) => {
     const other = rev === "v1" ? "v2" : "v1";
@@ -199,9 +260,15 @@ describe("revision strictness", () => {
   });
 
   it("serves an operation of both revisions unprefixed from the last one", async () => {
-    expect((await post("/resources/delete", { identifiers: [] })).headers.get("x-echo-method")).toBe("resourcestore.v2.ResourceService.Delete");
-    expect((await post("/v1/resources/delete", { identifiers: [] })).headers.get("x-echo-method")).toBe("resourcestore.v1.ResourceService.Delete");
-    expect((await post("/v2/resources/delete", { identifiers: [] })).headers.get("x-echo-method")).toBe("resourcestore.v2.ResourceService.Delete");
+    expect((await post("/resources/delete", { identifiers: [] })).headers.get("x-echo-method")).toBe(
+      "resourcestore.v2.ResourceService.Delete",
+    );
+    expect((await post("/v1/resources/delete", { identifiers: [] })).headers.get("x-echo-method")).toBe(
+      "resourcestore.v1.ResourceService.Delete",
+    );
+    expect((await post("/v2/resources/delete", { identifiers: [] })).headers.get("x-echo-method")).toBe(
+      "resourcestore.v2.ResourceService.Delete",
+    );
   });
 
   it("leaves unknown unprefixed paths to the next handler, answers unknown revision paths itself", async () => {
@@ -225,7 +292,13 @@ describe("requests and responses", () => {
     const res = await post("/resources/create", {
       resources: [
         { identifier: "s1", payload_type: "study", modality: "CT", license: null, created_at: "ignored", version: 9 },
-        { identifier: "f1", payload_type: "file", path: "s3://b/k", size_bytes: "9007199254740993", parent_identifier: "s1" },
+        {
+          identifier: "f1",
+          payload_type: "file",
+          path: "s3://b/k",
+          size_bytes: "9007199254740993",
+          parent_identifier: "s1",
+        },
       ],
     });
     expect(res.status).toBe(200);
@@ -240,9 +313,13 @@ describe("requests and responses", () => {
   });
 
   it("updates with a mask built from the keys of each flat update", async () => {
-    const res = await post("/resources/update", { updates: { s1: { license: null, modality: "MR", payload_type: "study", is_deleted: false } } });
+    const res = await post("/resources/update", {
+      updates: { s1: { license: null, modality: "MR", payload_type: "study", is_deleted: false } },
+    });
     expect(await res.json()).toEqual({ updated: 1 });
-    expect(echoed(res)).toEqual({ updates: { s1: { is_deleted: false, study: { modality: "MR" }, update_mask: "license,modality" } } });
+    expect(echoed(res)).toEqual({
+      updates: { s1: { is_deleted: false, study: { modality: "MR" }, update_mask: "license,modality" } },
+    });
   });
 
   it("reads as a bare array of flat resources, with children unless excluded", async () => {
@@ -262,12 +339,18 @@ describe("requests and responses", () => {
       path: "s3://b/k",
       size_bytes: "9007199254740993",
     });
-    const without = (await (await post("/resources/read", { identifiers: ["f1"], exclude_children: true })).json()) as Record<string, unknown>[];
+    const without = (await (
+      await post("/resources/read", { identifiers: ["f1"], exclude_children: true })
+    ).json()) as Record<string, unknown>[];
     expect(without[0]).not.toHaveProperty("children");
   });
 
   it("queries with select_columns, nullable next_cursor and limit, and counts as numbers", async () => {
-    const res = await post("/query", { payload_type: "study", select_columns: ["modality"], filters: [{ field: "modality", op: "in", value: ["CT", "MR"] }] });
+    const res = await post("/query", {
+      payload_type: "study",
+      select_columns: ["modality"],
+      filters: [{ field: "modality", op: "in", value: ["CT", "MR"] }],
+    });
     expect(await res.json()).toEqual({
       results: [
         { identifier: "s1", payload_type: "study", modality: "CT" },
@@ -291,7 +374,14 @@ describe("requests and responses", () => {
     const children = await fetch(`${base}/children?with_payloads=true`);
     expect(echoed(children)).toEqual({ with_payloads: true });
     expect(await children.json()).toEqual([
-      { identifier: "c1", payload_type: "study", parent_identifier: null, created_at: "t", child_count: 3, descendant_count: 7 },
+      {
+        identifier: "c1",
+        payload_type: "study",
+        parent_identifier: null,
+        created_at: "t",
+        child_count: 3,
+        descendant_count: 7,
+      },
     ]);
 
     // Statistics at an instant (docs/lineage.md): as_of on both, beside datasource_id.
@@ -304,14 +394,32 @@ describe("requests and responses", () => {
 
     const preview = await fetch(`${base}/s3/parquet?path=s3://b/x.parquet&limit=5&offset=10`);
     expect(echoed(preview)).toEqual({ path: "s3://b/x.parquet", limit: 5, offset: "10" });
-    expect(await preview.json()).toEqual({ columns: ["a"], schema: [], total_rows: 10, returned_rows: 1, offset: 0, data: [{ a: 1, b: "x" }] });
+    expect(await preview.json()).toEqual({
+      columns: ["a"],
+      schema: [],
+      total_rows: 10,
+      returned_rows: 1,
+      offset: 0,
+      data: [{ a: 1, b: "x" }],
+    });
   });
 
   it("writes maps, Structs and nullable fields per the contract", async () => {
     expect(await (await fetch(`${base}/datasources/detailed-stats?datasource_id=ds`)).json()).toEqual([
-      { datasource_id: "ds", patients: 2, studies: 3, resources: 5, by_payload_type: { study: 3 }, by_access_level: {}, total_bytes: "123", last_updated_at: null },
+      {
+        datasource_id: "ds",
+        patients: 2,
+        studies: 3,
+        resources: 5,
+        by_payload_type: { study: 3 },
+        by_access_level: {},
+        total_bytes: "123",
+        last_updated_at: null,
+      },
     ]);
-    expect(await (await fetch(`${base}/schemas`)).json()).toEqual({ study: { type: "object", additionalProperties: false } });
+    expect(await (await fetch(`${base}/schemas`)).json()).toEqual({
+      study: { type: "object", additionalProperties: false },
+    });
     expect(await (await fetch(`${base}/s3/config`)).json()).toEqual({ s3_endpoint: "http://s3", s3_bucket: "bucket" });
     expect(await (await fetch(`${base}/artefacts/latest?repo=r&branch=b&path=p`)).json()).toEqual({
       identifier: "a1",
@@ -329,7 +437,9 @@ describe("requests and responses", () => {
   });
 
   it("forwards authorization and x- headers to the interceptors, nothing else", async () => {
-    const res = await fetch(`${base}/s3/config`, { headers: { authorization: "Bearer t0k", "x-request-id": "req-7", cookie: "session=1" } });
+    const res = await fetch(`${base}/s3/config`, {
+      headers: { authorization: "Bearer t0k", "x-request-id": "req-7", cookie: "session=1" },
+    });
     expect(res.headers.get("x-echo-auth")).toBe("Bearer t0k");
     expect(res.headers.get("x-echo-request-id")).toBe("req-7");
     expect(res.headers.get("x-echo-cookie")).toBe("");
@@ -344,14 +454,39 @@ describe("client mistakes", () => {
     await expectError(await post("/resources/read", "null"), 400, "invalid_argument", "object");
     await expectError(await post("/query/count", "null"), 400, "invalid_argument", "object");
     await expectError(await post("/resources/read", { identifiers: "f1" }), 400, "invalid_argument", "identifiers");
-    await expectError(await post("/resources/read", { identifiers: [], exclude_children: "yes" }), 400, "invalid_argument", "exclude_children");
+    await expectError(
+      await post("/resources/read", { identifiers: [], exclude_children: "yes" }),
+      400,
+      "invalid_argument",
+      "exclude_children",
+    );
   });
 
   it("answers 400 naming unknown keys and unknown query parameters", async () => {
-    await expectError(await post("/resources/read", { identifiers: [], colour: "red" }), 400, "invalid_argument", '"colour"');
-    await expectError(await post("/resources/create", { resources: [{ identifier: "a", payload_type: "study", size_bytes: 1 }] }), 400, "invalid_argument", '"size_bytes"');
-    await expectError(await post("/resources/create", { resources: [{ identifier: "a" }] }), 400, "invalid_argument", "payload_type");
-    await expectError(await post("/resources/update", { updates: { a: { update_mask: "license" } } }), 400, "invalid_argument", "update_mask");
+    await expectError(
+      await post("/resources/read", { identifiers: [], colour: "red" }),
+      400,
+      "invalid_argument",
+      '"colour"',
+    );
+    await expectError(
+      await post("/resources/create", { resources: [{ identifier: "a", payload_type: "study", size_bytes: 1 }] }),
+      400,
+      "invalid_argument",
+      '"size_bytes"',
+    );
+    await expectError(
+      await post("/resources/create", { resources: [{ identifier: "a" }] }),
+      400,
+      "invalid_argument",
+      "payload_type",
+    );
+    await expectError(
+      await post("/resources/update", { updates: { a: { update_mask: "license" } } }),
+      400,
+      "invalid_argument",
+      "update_mask",
+    );
     await expectError(await fetch(`${base}/children?colour=red`), 400, "invalid_argument", '"colour"');
     await expectError(await fetch(`${base}/children?with_payloads=maybe`), 400, "invalid_argument", "with_payloads");
     await expectError(await post("/resources/read?as_of=now", { identifiers: [] }), 400, "invalid_argument", "as_of");
@@ -361,7 +496,11 @@ describe("client mistakes", () => {
     const before = calls.length;
     const big = JSON.stringify({ identifiers: ["x".repeat(MAX_BODY)] });
     await expectError(await post("/resources/read", big), 413, "resource_exhausted");
-    const chunks = [new TextEncoder().encode('{"identifiers":["'), new TextEncoder().encode("y".repeat(MAX_BODY)), new TextEncoder().encode('"]}')];
+    const chunks = [
+      new TextEncoder().encode('{"identifiers":["'),
+      new TextEncoder().encode("y".repeat(MAX_BODY)),
+      new TextEncoder().encode('"]}'),
+    ];
     const stream = new ReadableStream<Uint8Array>({
       pull(controller) {
         const next = chunks.shift();
@@ -369,7 +508,12 @@ describe("client mistakes", () => {
         else controller.close();
       },
     });
-    const res = await fetch(`${base}/resources/read`, { method: "POST", headers: { "content-type": "application/json" }, body: stream, duplex: "half" });
+    const res = await fetch(`${base}/resources/read`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: stream,
+      duplex: "half",
+    });
     await expectError(res, 413, "resource_exhausted");
     expect(calls.length).toBe(before);
   });
@@ -413,13 +557,20 @@ describe("streamed HttpBody", () => {
   });
 
   it("answers a JSON error when the stream fails before the first byte", async () => {
-    await expectError(await post("/query/parquet", { payload_type: "fail-early" }), 400, "invalid_argument", "no such payload type");
+    await expectError(
+      await post("/query/parquet", { payload_type: "fail-early" }),
+      400,
+      "invalid_argument",
+      "no such payload type",
+    );
   });
 
   it("breaks the transfer when the stream fails after bytes were sent", async () => {
     // Depending on timing the headers may or may not have left: either the
     // response or its body fails, never a complete-looking file.
-    await expect(post("/query/parquet", { payload_type: "fail-late" }).then((res) => res.arrayBuffer())).rejects.toThrow();
+    await expect(
+      post("/query/parquet", { payload_type: "fail-late" }).then((res) => res.arrayBuffer()),
+    ).rejects.toThrow();
   });
 
   it("gives the client an error, not a short file, when bytes already arrived", async () => {

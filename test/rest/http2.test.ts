@@ -15,7 +15,12 @@ import { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.
 
 const transport = createRouterTransport((router) => {
   router.service(ResourceService, {
-    read: (req) => ({ resources: req.identifiers.map((identifier) => ({ identifier, payload: { case: "study", value: { modality: "CT" } } })) }),
+    read: (req) => ({
+      resources: req.identifiers.map((identifier) => ({
+        identifier,
+        payload: { case: "study", value: { modality: "CT" } },
+      })),
+    }),
     delete: () => {
       throw new ConnectError("dangling parent", Code.FailedPrecondition);
     },
@@ -23,7 +28,10 @@ const transport = createRouterTransport((router) => {
   router.service(QueryService, {
     queryParquet: () =>
       createAsyncIterable([
-        create(HttpBodySchema, { contentType: "application/vnd.apache.parquet", data: new TextEncoder().encode("PAR1") }),
+        create(HttpBodySchema, {
+          contentType: "application/vnd.apache.parquet",
+          data: new TextEncoder().encode("PAR1"),
+        }),
         create(HttpBodySchema, { data: new TextEncoder().encode("PAR1") }),
       ]),
   });
@@ -33,7 +41,12 @@ let server: Http2Server;
 let session: ClientHttp2Session;
 
 beforeAll(async () => {
-  const handler = createRestHandler({ revisions: [{ name: "v2", services: [ResourceService, QueryService] }], transport, maxBodyBytes: 64, acceptCompression: ACCEPT_COMPRESSION });
+  const handler = createRestHandler({
+    revisions: [{ name: "v2", services: [ResourceService, QueryService] }],
+    transport,
+    maxBodyBytes: 64,
+    acceptCompression: ACCEPT_COMPRESSION,
+  });
   server = createServer((req, res) => {
     void handler(req, res).then((handled) => {
       if (!handled) {
@@ -70,14 +83,28 @@ describe("REST over HTTP/2", () => {
     expect(res.status).toBe(200);
     expect(res.headers["content-type"]).toBe("application/json");
     expect(JSON.parse(res.body.toString())).toEqual([
-      { identifier: "s1", parent_identifier: null, license: null, derived_from: [], created_at: "", updated_at: "", version: 0, payload_type: "study", modality: "CT" },
+      {
+        identifier: "s1",
+        parent_identifier: null,
+        license: null,
+        derived_from: [],
+        created_at: "",
+        updated_at: "",
+        version: 0,
+        payload_type: "study",
+        modality: "CT",
+      },
     ]);
   });
 
   it("answers errors and 413 without a connection header", async () => {
     const failed = await request("/v2/resources/delete", "{}");
     expect(failed.status).toBe(400);
-    expect(JSON.parse(failed.body.toString())).toEqual({ code: "failed_precondition", message: "dangling parent", reason: "FAILED_PRECONDITION" });
+    expect(JSON.parse(failed.body.toString())).toEqual({
+      code: "failed_precondition",
+      message: "dangling parent",
+      reason: "FAILED_PRECONDITION",
+    });
     const big = await request("/resources/read", JSON.stringify({ identifiers: ["x".repeat(100)] }));
     expect(big.status).toBe(413);
     expect(JSON.parse(big.body.toString())).toMatchObject({ code: "resource_exhausted" });

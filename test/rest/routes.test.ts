@@ -8,7 +8,8 @@ const scanAll: RouteTable = { ...table, byLead: new Map(), rest: table.routes };
 
 function summary(t: RouteTable, verb: string, path: string) {
   const m = findRoute(t, verb, path);
-  if (m.kind === "found") return { kind: m.kind, template: m.route.template.source, revision: m.route.revision, bindings: m.bindings };
+  if (m.kind === "found")
+    return { kind: m.kind, template: m.route.template.source, revision: m.route.revision, bindings: m.bindings };
   return m;
 }
 
@@ -48,7 +49,8 @@ describe("route lookup by leading segments", () => {
   ];
   for (const verb of ["GET", "POST", "PUT", "DELETE", "PATCH"]) {
     it(`finds for ${verb} what a search of the whole table finds`, () => {
-      for (const path of paths) expect(summary(table, verb, path), `${verb} ${path}`).toEqual(summary(scanAll, verb, path));
+      for (const path of paths)
+        expect(summary(table, verb, path), `${verb} ${path}`).toEqual(summary(scanAll, verb, path));
     });
   }
 

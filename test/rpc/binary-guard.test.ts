@@ -42,7 +42,12 @@ const frame = (b: Uint8Array): Uint8Array => {
   return out;
 };
 const listServices = (host: string): Uint8Array =>
-  frame(toBinary(ServerReflectionRequestSchema, create(ServerReflectionRequestSchema, { host, messageRequest: { case: "listServices", value: "" } })));
+  frame(
+    toBinary(
+      ServerReflectionRequestSchema,
+      create(ServerReflectionRequestSchema, { host, messageRequest: { case: "listServices", value: "" } }),
+    ),
+  );
 
 /** A bidi handler behind the guard that answers each request with its host. */
 function guardedEcho() {

@@ -22,7 +22,10 @@ function viaCreate(row: StoredResource): Resource {
     updatedAt: row.updatedAt,
     version: BigInt(row.version),
     children: row.children ?? [],
-    payload: { case: type.name, value: fromJson(type.message, row.payload, { ignoreUnknownFields: true }) } as Resource["payload"],
+    payload: {
+      case: type.name,
+      value: fromJson(type.message, row.payload, { ignoreUnknownFields: true }),
+    } as Resource["payload"],
   });
 }
 

@@ -23,7 +23,10 @@ describeBackends("ResourceService", (backend) => {
   let v1: Client<typeof V1>;
   const clients = () => {
     if (!v2) {
-      const impl = createResourceService({ store: backend().store, limits: { maxBatchItems: 4, maxQueryLimit: 10_000 } });
+      const impl = createResourceService({
+        store: backend().store,
+        limits: { maxBatchItems: 4, maxQueryLimit: 10_000 },
+      });
       const transport = createRouterTransport((router) => {
         router.service(V2, impl);
         router.service(V1, impl);
@@ -39,8 +42,13 @@ describeBackends("ResourceService", (backend) => {
     const p = uid();
     const res = await v2.create({
       resources: [
-        { identifier: `${p}f`, parentIdentifier: `${p}d`, license: "MIT", derivedFrom: [`${p}d`],
-          payload: { case: "file", value: { path: "s3://b/k", sizeBytes: 9007199254740993n } } },
+        {
+          identifier: `${p}f`,
+          parentIdentifier: `${p}d`,
+          license: "MIT",
+          derivedFrom: [`${p}d`],
+          payload: { case: "file", value: { path: "s3://b/k", sizeBytes: 9007199254740993n } },
+        },
         { identifier: `${p}d`, payload: { case: "datasource", value: { name: "D", country: "NL" } } },
       ],
     });
@@ -66,14 +74,32 @@ describeBackends("ResourceService", (backend) => {
     const { v2 } = clients();
     const p = uid();
     expect(await code(v2.create({ resources: [{ identifier: `${p}a` }] }))).toBe(Code.InvalidArgument);
-    expect(await code(v2.create({ resources: [{ identifier: `${p}a`, payload: { case: "datasource", value: {} } }] }))).toBe(Code.InvalidArgument);
-    expect(await code(v2.create({ resources: [{ identifier: `${p}a`, accessLevel: "top", payload: { case: "datasource", value: { name: "x" } } }] }))).toBe(Code.InvalidArgument);
+    expect(
+      await code(v2.create({ resources: [{ identifier: `${p}a`, payload: { case: "datasource", value: {} } }] })),
+    ).toBe(Code.InvalidArgument);
+    expect(
+      await code(
+        v2.create({
+          resources: [
+            { identifier: `${p}a`, accessLevel: "top", payload: { case: "datasource", value: { name: "x" } } },
+          ],
+        }),
+      ),
+    ).toBe(Code.InvalidArgument);
     const five = ["1", "2", "3", "4", "5"].map((x) => `${p}${x}`);
-    expect(await code(v2.create({ resources: five.map((identifier) => ({ identifier, payload: { case: "datasource", value: { name: "x" } } })) }))).toBe(Code.InvalidArgument);
+    expect(
+      await code(
+        v2.create({
+          resources: five.map((identifier) => ({ identifier, payload: { case: "datasource", value: { name: "x" } } })),
+        }),
+      ),
+    ).toBe(Code.InvalidArgument);
     expect(await code(v2.read({ identifiers: five }))).toBe(Code.InvalidArgument);
     expect(await code(v2.delete({ identifiers: five }))).toBe(Code.InvalidArgument);
     expect(await code(v2.restore({ identifiers: five }))).toBe(Code.InvalidArgument);
-    expect(await code(v2.update({ updates: Object.fromEntries(five.map((id) => [id, { license: "x" }])) }))).toBe(Code.InvalidArgument);
+    expect(await code(v2.update({ updates: Object.fromEntries(five.map((id) => [id, { license: "x" }])) }))).toBe(
+      Code.InvalidArgument,
+    );
     expect(await code(v2.read({ identifiers: ["bad id"] }))).toBe(Code.InvalidArgument);
     expect(await code(v2.read({ identifiers: [`${p}1`], asOf: "yesterday" }))).toBe(Code.InvalidArgument);
     expect(await code(v2.read({ identifiers: [`${p}1`], asOf: "2026-01-01T00:00:00+01:00" }))).toBe("ok");
@@ -85,22 +111,40 @@ describeBackends("ResourceService", (backend) => {
     await v2.create({
       resources: [
         { identifier: `${p}r`, payload: { case: "datasource", value: { name: "R" } } },
-        { identifier: `${p}s`, license: "MIT", payload: { case: "series", value: { modality: "CT", seriesNumber: 4 } } },
+        {
+          identifier: `${p}s`,
+          license: "MIT",
+          payload: { case: "series", value: { modality: "CT", seriesNumber: 4 } },
+        },
       ],
     });
     // mask: license cleared, series_number cleared, modality from the member
     expect(
-      (await v2.update({ updates: { [`${p}s`]: { payload: { case: "series", value: { modality: "MR" } }, updateMask: { paths: ["license", "modality", "series_number"] } } } })).updated,
+      (
+        await v2.update({
+          updates: {
+            [`${p}s`]: {
+              payload: { case: "series", value: { modality: "MR" } },
+              updateMask: { paths: ["license", "modality", "series_number"] },
+            },
+          },
+        })
+      ).updated,
     ).toBe(1n);
     let [s] = (await v2.read({ identifiers: [`${p}s`] })).resources;
     expect(s?.license).toBeUndefined();
     expect(s?.payload).toMatchObject({ case: "series", value: { modality: "MR" } });
     expect(s?.payload.case === "series" && s.payload.value.seriesNumber).toBeUndefined();
     // no mask: the fields that are set; payload_fields read against the stored type
-    await v2.update({ updates: { [`${p}s`]: { parentIdentifier: `${p}r`, payloadFields: { instance_count: 12, description: "d" } } } });
+    await v2.update({
+      updates: { [`${p}s`]: { parentIdentifier: `${p}r`, payloadFields: { instance_count: 12, description: "d" } } },
+    });
     [s] = (await v2.read({ identifiers: [`${p}s`] })).resources;
     expect(s?.parentIdentifier).toBe(`${p}r`);
-    expect(s?.payload).toMatchObject({ case: "series", value: { modality: "MR", instanceCount: 12, description: "d" } });
+    expect(s?.payload).toMatchObject({
+      case: "series",
+      value: { modality: "MR", instanceCount: 12, description: "d" },
+    });
     expect(s?.version).toBe(3n);
     // payload_fields: null clears
     await v2.update({ updates: { [`${p}s`]: { payloadFields: { description: null } } } });
@@ -126,7 +170,9 @@ describeBackends("ResourceService", (backend) => {
     const { v2 } = clients();
     const p = uid();
     const ds = (identifier: string, parentIdentifier?: string) => ({
-      identifier, ...(parentIdentifier ? { parentIdentifier } : {}), payload: { case: "datasource" as const, value: { name: identifier } },
+      identifier,
+      ...(parentIdentifier ? { parentIdentifier } : {}),
+      payload: { case: "datasource" as const, value: { name: identifier } },
     });
     await v2.create({ resources: [ds(`${p}a`), ds(`${p}b`, `${p}a`), ds(`${p}c`, `${p}b`)] });
     expect((await v2.delete({ identifiers: [`${p}b`], cascade: false })).deleted).toBe(1n);
@@ -135,7 +181,10 @@ describeBackends("ResourceService", (backend) => {
     expect((await v2.restore({ identifiers: [`${p}a`], cascade: false })).restored).toBe(1n);
     expect((await v2.restore({ identifiers: [`${p}b`] })).restored).toBe(2n);
     expect((await v2.update({ updates: { [`${p}c`]: { isDeleted: true } } })).updated).toBe(1n);
-    expect((await v2.read({ identifiers: [`${p}a`, `${p}b`, `${p}c`] })).resources.map((r) => r.identifier)).toEqual([`${p}a`, `${p}b`]);
+    expect((await v2.read({ identifiers: [`${p}a`, `${p}b`, `${p}c`] })).resources.map((r) => r.identifier)).toEqual([
+      `${p}a`,
+      `${p}b`,
+    ]);
     expect(await code(v2.update({ updates: { [`${p}c`]: { license: "x" } } }))).toBe(Code.FailedPrecondition);
     expect((await v2.update({ updates: { [`${p}c`]: { isDeleted: false, license: "x" } } })).updated).toBe(1n);
   });
@@ -143,13 +192,23 @@ describeBackends("ResourceService", (backend) => {
   it("serves the same handlers as resourcestore.v1", async () => {
     const { v1 } = clients();
     const p = uid();
-    expect((await v1.create({ resources: [{ identifier: `${p}a`, payload: { case: "patient", value: { datasourceId: "ds", sex: "other" } } }] })).created).toBe(1n);
+    expect(
+      (
+        await v1.create({
+          resources: [
+            { identifier: `${p}a`, payload: { case: "patient", value: { datasourceId: "ds", sex: "other" } } },
+          ],
+        })
+      ).created,
+    ).toBe(1n);
     const at = (await v1.read({ identifiers: [`${p}a`] })).resources[0]?.updatedAt ?? "";
     expect((await v1.update({ updates: { [`${p}a`]: { payloadFields: { birth_year: 1970 } } } })).updated).toBe(1n);
     const old = await v1.read({ identifiers: [`${p}a`], asOf: at });
     expect(old.resources[0]?.payload).toMatchObject({ case: "patient", value: { datasourceId: "ds" } });
     expect(old.resources[0]?.payload.case === "patient" && old.resources[0].payload.value.birthYear).toBeUndefined();
     expect((await v1.delete({ identifiers: [`${p}a`] })).deleted).toBe(1n);
-    expect(await code(v1.update({ updates: { [`${p}a`]: { payloadFields: { sex: "unknown" } } } }))).toBe(Code.FailedPrecondition);
+    expect(await code(v1.update({ updates: { [`${p}a`]: { payloadFields: { sex: "unknown" } } } }))).toBe(
+      Code.FailedPrecondition,
+    );
   });
 });

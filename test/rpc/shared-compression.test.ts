@@ -29,7 +29,11 @@ describe("sharedCompression", () => {
   it("compresses equal inputs once, also when they arrive together and in different buffers", async () => {
     const base = countingBase();
     const c = sharedCompression(base);
-    const outs = await Promise.all([c.compress(bytesOf("the same message")), c.compress(bytesOf("the same message")), c.compress(bytesOf("the same message"))]);
+    const outs = await Promise.all([
+      c.compress(bytesOf("the same message")),
+      c.compress(bytesOf("the same message")),
+      c.compress(bytesOf("the same message")),
+    ]);
     expect(base.calls).toBe(1);
     expect(outs[1]).toBe(outs[0]);
     expect(Buffer.from(outs[0]).toString()).toBe("egassem emas eht");

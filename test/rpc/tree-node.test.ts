@@ -5,9 +5,31 @@ import { treeNode } from "../../src/rpc/index.js";
 import type { TreeNodeRow } from "../../src/store/index.js";
 
 const rows: TreeNodeRow[] = [
-  { identifier: "s-1", payloadType: "series", parentIdentifier: "stu-1", createdAt: "2026-01-02T03:04:05.000006Z", childCount: 3, descendantCount: 9 },
-  { identifier: "p-1", payloadType: "patient", parentIdentifier: null, createdAt: "2026-01-02T03:04:05.000000Z", childCount: 0, descendantCount: 0 },
-  { identifier: "f-1", payloadType: "file", parentIdentifier: "s-1", createdAt: "2026-01-02T03:04:05.123456Z", childCount: 0, descendantCount: 0, payload: { path: "a/b.dcm", size: "12", tags: ["x"] } },
+  {
+    identifier: "s-1",
+    payloadType: "series",
+    parentIdentifier: "stu-1",
+    createdAt: "2026-01-02T03:04:05.000006Z",
+    childCount: 3,
+    descendantCount: 9,
+  },
+  {
+    identifier: "p-1",
+    payloadType: "patient",
+    parentIdentifier: null,
+    createdAt: "2026-01-02T03:04:05.000000Z",
+    childCount: 0,
+    descendantCount: 0,
+  },
+  {
+    identifier: "f-1",
+    payloadType: "file",
+    parentIdentifier: "s-1",
+    createdAt: "2026-01-02T03:04:05.123456Z",
+    childCount: 0,
+    descendantCount: 0,
+    payload: { path: "a/b.dcm", size: "12", tags: ["x"] },
+  },
 ];
 
 describe("TreeNode messages built from rows", () => {

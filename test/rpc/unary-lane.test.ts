@@ -23,7 +23,11 @@ beforeAll(async () => {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({
-      resources: ids.map((identifier) => ({ identifier, payload_type: "study", description: `a study whose description makes the answer longer ${identifier}` })),
+      resources: ids.map((identifier) => ({
+        identifier,
+        payload_type: "study",
+        description: `a study whose description makes the answer longer ${identifier}`,
+      })),
     }),
   });
   expect(res.status).toBe(200);
@@ -39,7 +43,8 @@ const READ = "/resourcestore.v1.ResourceService/Read";
 type Answer = H2Answer;
 
 /** One HTTP/2 request on the file's session. */
-const h2 = (path: string, headers: Record<string, string>, body: Uint8Array): Promise<Answer> => h2Request(session, path, headers, body);
+const h2 = (path: string, headers: Record<string, string>, body: Uint8Array): Promise<Answer> =>
+  h2Request(session, path, headers, body);
 
 /** The two answers agree on everything but the request id (each call gets its own) and the date. */
 function comparable(a: Answer): unknown {
@@ -55,19 +60,43 @@ describe("Connect unary: lane and connect answer alike", () => {
   // paths (the lane, and the guard in front of connect): a request id, a
   // reason and a log line, with connect's own message.
   const variants: [string, Record<string, string>, Uint8Array][] = [
-    ["JSON read", { "content-type": "application/json" }, Buffer.from(JSON.stringify({ identifiers: ids.slice(0, 2) }))],
-    ["JSON read, gzip accepted (answer over 1 KiB)", { "content-type": "application/json", "accept-encoding": "gzip" }, Buffer.from(JSON.stringify({ identifiers: ids }))],
-    ["JSON not found", { "content-type": "application/json" }, Buffer.from(JSON.stringify({ identifiers: ["lane-missing"] }))],
-    ["JSON invalid identifier", { "content-type": "application/json" }, Buffer.from(JSON.stringify({ identifiers: ["bad id!"] }))],
+    [
+      "JSON read",
+      { "content-type": "application/json" },
+      Buffer.from(JSON.stringify({ identifiers: ids.slice(0, 2) })),
+    ],
+    [
+      "JSON read, gzip accepted (answer over 1 KiB)",
+      { "content-type": "application/json", "accept-encoding": "gzip" },
+      Buffer.from(JSON.stringify({ identifiers: ids })),
+    ],
+    [
+      "JSON not found",
+      { "content-type": "application/json" },
+      Buffer.from(JSON.stringify({ identifiers: ["lane-missing"] })),
+    ],
+    [
+      "JSON invalid identifier",
+      { "content-type": "application/json" },
+      Buffer.from(JSON.stringify({ identifiers: ["bad id!"] })),
+    ],
     ["JSON that does not parse", { "content-type": "application/json" }, Buffer.from("{not json")],
-    ["JSON of the wrong shape", { "content-type": "application/json" }, Buffer.from(JSON.stringify({ identifiers: 7 }))],
+    [
+      "JSON of the wrong shape",
+      { "content-type": "application/json" },
+      Buffer.from(JSON.stringify({ identifiers: 7 })),
+    ],
     ["proto read", { "content-type": "application/proto" }, readRequest(ids.slice(0, 3))],
     ["proto that does not parse", { "content-type": "application/proto" }, Buffer.from([0xff, 0xff, 0xff])],
   ];
   for (const [name, headers, body] of variants) {
     it(name, async () => {
       const lane = await h2(READ, { ...headers, "content-length": String(body.length) }, body);
-      const viaConnect = await h2(READ, { ...headers, "content-length": String(body.length), "connect-timeout-ms": "60000" }, body);
+      const viaConnect = await h2(
+        READ,
+        { ...headers, "content-length": String(body.length), "connect-timeout-ms": "60000" },
+        body,
+      );
       expect(lane.headers["x-request-id"]).toMatch(/./);
       expect(viaConnect.headers["x-request-id"]).toMatch(/./);
       expect(comparable(lane)).toEqual(comparable(viaConnect));
@@ -77,7 +106,11 @@ describe("Connect unary: lane and connect answer alike", () => {
 
   it("compresses a large answer the client accepts gzip for, and answers the read", async () => {
     const body = Buffer.from(JSON.stringify({ identifiers: ids }));
-    const lane = await h2(READ, { "content-type": "application/json", "accept-encoding": "gzip", "content-length": String(body.length) }, body);
+    const lane = await h2(
+      READ,
+      { "content-type": "application/json", "accept-encoding": "gzip", "content-length": String(body.length) },
+      body,
+    );
     expect(lane.headers["content-encoding"]).toBe("gzip");
     const json = JSON.parse(gunzipSync(lane.body).toString()) as { resources: { identifier: string }[] };
     expect(json.resources.map((r) => r.identifier)).toEqual(ids);
@@ -85,7 +118,11 @@ describe("Connect unary: lane and connect answer alike", () => {
 
   it("the same over HTTP/1.1", async () => {
     const ask = (extra: Record<string, string>) =>
-      fetch(srv.url + READ, { method: "POST", headers: { "content-type": "application/json", ...extra }, body: JSON.stringify({ identifiers: ["lane-missing", ids[0]] }) });
+      fetch(srv.url + READ, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...extra },
+        body: JSON.stringify({ identifiers: ["lane-missing", ids[0]] }),
+      });
     const [a, b] = await Promise.all([ask({}), ask({ "connect-timeout-ms": "60000" })]);
     expect(a.status).toBe(b.status);
     expect(await a.text()).toBe(await b.text());
@@ -96,7 +133,11 @@ describe("gRPC unary over HTTP/2: lane and connect answer alike", () => {
   const grpcHeaders = { "content-type": "application/grpc", te: "trailers" };
   const variants: [string, Record<string, string>, Buffer][] = [
     ["read", {}, envelope(readRequest(ids.slice(0, 2)))],
-    ["read, gzip accepted (answer over 1 KiB)", { "grpc-accept-encoding": "identity,deflate,gzip" }, envelope(readRequest(ids))],
+    [
+      "read, gzip accepted (answer over 1 KiB)",
+      { "grpc-accept-encoding": "identity,deflate,gzip" },
+      envelope(readRequest(ids)),
+    ],
     ["not found (trailers with status, message and details)", {}, envelope(readRequest(["lane-missing"]))],
     ["invalid identifier", {}, envelope(readRequest(["bad id!"]))],
   ];
@@ -122,7 +163,13 @@ describe("gRPC unary over HTTP/2: lane and connect answer alike", () => {
 
   it("a body that is not exactly one message is invalid_argument, never internal", async () => {
     const message = readRequest(ids.slice(0, 1));
-    const bodies = [Buffer.alloc(0), Buffer.from([0, 0, 0]), envelope(Buffer.from([0xff, 0xff, 0xff])), Buffer.concat([envelope(message), envelope(message)]), envelope(message).subarray(0, 8)];
+    const bodies = [
+      Buffer.alloc(0),
+      Buffer.from([0, 0, 0]),
+      envelope(Buffer.from([0xff, 0xff, 0xff])),
+      Buffer.concat([envelope(message), envelope(message)]),
+      envelope(message).subarray(0, 8),
+    ];
     for (const body of bodies) {
       const a = await h2(READ, grpcHeaders, body);
       expect(a.status).toBe(200);

@@ -51,7 +51,9 @@ describe("/schemas agrees with the service's validation", () => {
     expect(await exists(r.id)).toBe(true);
   });
 
-  const invalid = Object.entries(invalidSamples).flatMap(([type, list]) => list.map((s) => [type, s.why, s.payload] as const));
+  const invalid = Object.entries(invalidSamples).flatMap(([type, list]) =>
+    list.map((s) => [type, s.why, s.payload] as const),
+  );
   it.each(invalid)("%s invalid (%s): schema refuses and the service answers 400", async (type, _why, payload) => {
     const validate = strictAjv().compile(schemas[type]!);
     expect(validate(payload)).toBe(false);

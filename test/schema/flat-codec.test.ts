@@ -2,7 +2,12 @@ import { describe, expect, it } from "vitest";
 import { clone, create, equals, fromJson } from "@bufbuild/protobuf";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { flatResourceToProtoJson, flatUpdateToProtoJson, resourceToFlat, updateToFlat } from "../../src/schema/flat-codec.js";
+import {
+  flatResourceToProtoJson,
+  flatUpdateToProtoJson,
+  resourceToFlat,
+  updateToFlat,
+} from "../../src/schema/flat-codec.js";
 import { metadataFields, payloadTypes } from "../../src/schema/payload-registry.js";
 import type { FieldInfo, PayloadType } from "../../src/schema/payload-registry.js";
 import { ResourceSchema, ResourceUpdateSchema } from "../../gen/resourcestore/type/v1/resource_pb.js";
@@ -96,14 +101,23 @@ describe.each([...payloadTypes.values()])("flat resource of payload_type $name",
       payload: { case: pt.member.localName, value: create(pt.message) } as Resource["payload"],
     });
     const flat = resourceToFlat(bare, { children: false });
-    expect(flat).toMatchObject({ identifier: "x", parent_identifier: null, license: null, derived_from: [], payload_type: pt.name });
+    expect(flat).toMatchObject({
+      identifier: "x",
+      parent_identifier: null,
+      license: null,
+      derived_from: [],
+      payload_type: pt.name,
+    });
     expect(flat).not.toHaveProperty("children");
     for (const f of pt.fields) expect(flat).not.toHaveProperty(f.name);
   });
 
   it("round-trips an update naming its payload_type, with the mask from the keys", () => {
     const flat: JsonObject = { payload_type: pt.name, license: null, derived_from: ["a"], is_deleted: false };
-    for (const f of pt.fields) flat[f.name] = JSON.parse(JSON.stringify(sampleValue(f), (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)));
+    for (const f of pt.fields)
+      flat[f.name] = JSON.parse(
+        JSON.stringify(sampleValue(f), (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)),
+      );
     const decoded = decodeUpdate(flat);
     expect(decoded.updateMask?.paths).toEqual(["license", "derived_from", ...pt.fields.map((f) => f.name)]);
     expect(decoded.payload.case).toBe(pt.member.localName);
@@ -122,7 +136,14 @@ describe("flat resource decoding", () => {
   });
 
   it("takes null as absent", () => {
-    const r = decodeResource({ identifier: "p", payload_type: "patient", parent_identifier: null, license: null, sex: null, datasource_id: "ds" });
+    const r = decodeResource({
+      identifier: "p",
+      payload_type: "patient",
+      parent_identifier: null,
+      license: null,
+      sex: null,
+      datasource_id: "ds",
+    });
     expect(r.parentIdentifier).toBeUndefined();
     expect(r.license).toBeUndefined();
     expect(r.payload.case === "patient" && r.payload.value.sex).toBeUndefined();
@@ -136,9 +157,15 @@ describe("flat resource decoding", () => {
 
   it("rejects a key that is neither metadata nor a field of the payload type, naming it", () => {
     // `modality` is a study field, not a file field.
-    expectInvalid(() => flatResourceToProtoJson({ identifier: "a", payload_type: "file", path: "s3://b/k", modality: "CT" }), '"modality"');
+    expectInvalid(
+      () => flatResourceToProtoJson({ identifier: "a", payload_type: "file", path: "s3://b/k", modality: "CT" }),
+      '"modality"',
+    );
     // camelCase is not a REST name.
-    expectInvalid(() => flatResourceToProtoJson({ identifier: "a", payload_type: "file", sizeBytes: 1 }), '"sizeBytes"');
+    expectInvalid(
+      () => flatResourceToProtoJson({ identifier: "a", payload_type: "file", sizeBytes: 1 }),
+      '"sizeBytes"',
+    );
   });
 
   it("rejects a resource that is not an object", () => {
@@ -147,7 +174,9 @@ describe("flat resource decoding", () => {
   });
 
   it("leaves value type checks to the strict proto3 JSON reader", () => {
-    expect(() => decodeResource({ identifier: "a", payload_type: "patient", birth_year: "nineteen" })).toThrow(/birth_year/);
+    expect(() => decodeResource({ identifier: "a", payload_type: "patient", birth_year: "nineteen" })).toThrow(
+      /birth_year/,
+    );
   });
 });
 

@@ -100,7 +100,8 @@ describe("int64 strings", () => {
   });
 
   it("reject what is not a decimal integer", () => {
-    for (const text of ["", "-", "+5", " 12", "0x10", "1e3", "1.0", "12 "]) expect(pattern.test(text), text).toBe(false);
+    for (const text of ["", "-", "+5", " 12", "0x10", "1e3", "1.0", "12 "])
+      expect(pattern.test(text), text).toBe(false);
   });
 });
 

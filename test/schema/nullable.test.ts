@@ -17,10 +17,12 @@ function messages(): DescMessage[] {
     seen.set(d.typeName, d);
     for (const f of d.fields) if (f.message) visit(f.message);
   };
-  for (const rev of revisions) for (const svc of rev.services) for (const m of svc.methods) {
-    visit(m.input);
-    visit(m.output);
-  }
+  for (const rev of revisions)
+    for (const svc of rev.services)
+      for (const m of svc.methods) {
+        visit(m.input);
+        visit(m.output);
+      }
   return [...seen.values()];
 }
 

@@ -112,7 +112,9 @@ describe("buildOpenApi", () => {
     }
     const error = (doc["components"] as { schemas: Record<string, JsonObject> }).schemas["Error"];
     const codes = (error?.["properties"] as Record<string, JsonObject>)["code"]?.["enum"];
-    expect(codes).toEqual(expect.arrayContaining(["invalid_argument", "failed_precondition", "not_found", "unavailable"]));
+    expect(codes).toEqual(
+      expect.arrayContaining(["invalid_argument", "failed_precondition", "not_found", "unavailable"]),
+    );
   });
 
   it("answers QueryParquet as application/octet-stream", () => {
@@ -177,7 +179,9 @@ describe("the document's schemas", () => {
     expect(check("CreateRequest", { resources: [{ identifier: "r1", name: "x" }] })).toBe(false);
     expect(check("CreateRequest", { resources: [{ identifier: "r1", payload_type: "nope" }] })).toBe(false);
     expect(check("CreateRequest", { resources: [{ payload_type: "study" }] })).toBe(false);
-    expect(check("CreateRequest", { resources: [{ identifier: "r1", payload_type: "study", version: 3 }] })).toBe(false);
+    expect(check("CreateRequest", { resources: [{ identifier: "r1", payload_type: "study", version: 3 }] })).toBe(
+      false,
+    );
     expect(check("CreateRequest", { resources: [], extra: 1 })).toBe(false);
   });
 
@@ -193,10 +197,16 @@ describe("the document's schemas", () => {
   });
 
   it("let query results carry only the selected columns", () => {
-    const page = { results: [{ identifier: "s1", payload_type: "study", modality: "CT" }], next_cursor: null, limit: null };
+    const page = {
+      results: [{ identifier: "s1", payload_type: "study", modality: "CT" }],
+      next_cursor: null,
+      limit: null,
+    };
     expect(check("QueryResponse", page)).toBe(true);
     expect(check("QueryResponse", { ...page, next_cursor: undefined })).toBe(false);
-    expect(check("QueryResponse", { ...page, results: [{ identifier: "s1", payload_type: "study", path: "x" }] })).toBe(false);
+    expect(check("QueryResponse", { ...page, results: [{ identifier: "s1", payload_type: "study", path: "x" }] })).toBe(
+      false,
+    );
   });
 
   it("describe updates as flat changes in which null clears, but not a required payload field", () => {

@@ -15,7 +15,7 @@ import { validSamples } from "./samples.js";
 function edgeValues(f: FieldInfo): unknown[] {
   switch (f.kind) {
     case "string":
-      return ["", "x", "ünïcödé \u{1F600}", "\"quoted\"\n"];
+      return ["", "x", "ünïcödé \u{1F600}", '"quoted"\n'];
     case "int32":
       return [0, 1, -1, 2147483647, -2147483648];
     case "int64":
@@ -62,7 +62,9 @@ describe("payloadJsonToMessage", () => {
     const type = payloadTypes.get(typeName)!;
     const want = fromJson(type.message, json, { ignoreUnknownFields: true });
     const got = payloadJsonToMessage(type, json);
-    expect(toJson(type.message, got as never, { useProtoFieldName: true })).toStrictEqual(toJson(type.message, want, { useProtoFieldName: true }));
+    expect(toJson(type.message, got as never, { useProtoFieldName: true })).toStrictEqual(
+      toJson(type.message, want, { useProtoFieldName: true }),
+    );
     expect(toBinary(type.message, got as never)).toStrictEqual(toBinary(type.message, want));
     // The same object too: the same properties present, the same prototype (it is built without create()).
     expect(got).toStrictEqual(want);
@@ -72,11 +74,16 @@ describe("payloadJsonToMessage", () => {
     it(`${type.name}: the message fromJson reads, from stored (canonical) JSON`, () => {
       expectRead(type.name, {});
       for (const sample of validSamples[type.name] ?? []) {
-        expectRead(type.name, toJson(type.message, fromJson(type.message, sample), { useProtoFieldName: true }) as JsonObject);
+        expectRead(
+          type.name,
+          toJson(type.message, fromJson(type.message, sample), { useProtoFieldName: true }) as JsonObject,
+        );
       }
       for (const f of type.fields) {
         for (const v of edgeValues(f)) {
-          const stored = toJson(type.message, fromJson(type.message, { [f.name]: v } as JsonObject), { useProtoFieldName: true }) as JsonObject;
+          const stored = toJson(type.message, fromJson(type.message, { [f.name]: v } as JsonObject), {
+            useProtoFieldName: true,
+          }) as JsonObject;
           expectRead(type.name, stored);
           // Zero values written out (an explicit field set to its zero value is stored that way).
           expectRead(type.name, { [f.name]: v } as JsonObject);
@@ -90,7 +97,8 @@ describe("payloadJsonToMessage", () => {
       const a = payloadJsonToMessage(type, {}) as unknown as Record<string, unknown>;
       const b = payloadJsonToMessage(type, {}) as unknown as Record<string, unknown>;
       for (const f of type.fields) {
-        if (f.kind === "string_list" || f.kind === "double_map") expect(a[f.desc.localName], `${type.name}.${f.name}`).not.toBe(b[f.desc.localName]);
+        if (f.kind === "string_list" || f.kind === "double_map")
+          expect(a[f.desc.localName], `${type.name}.${f.name}`).not.toBe(b[f.desc.localName]);
       }
     }
   });
@@ -102,7 +110,15 @@ describe("payloadJsonToMessage", () => {
         json[f.name] = null;
         expectRead(type.name, json);
         const alt: JsonValue | undefined =
-          f.kind === "int64" ? 42 : f.kind === "int32" ? "7" : f.kind === "double" ? "1.5" : f.kind === "double_map" ? { a: "2" } : undefined;
+          f.kind === "int64"
+            ? 42
+            : f.kind === "int32"
+              ? "7"
+              : f.kind === "double"
+                ? "1.5"
+                : f.kind === "double_map"
+                  ? { a: "2" }
+                  : undefined;
         if (alt !== undefined) expectRead(type.name, { [f.name]: alt });
       }
     }

@@ -90,7 +90,10 @@ export const invalidSamples: Readonly<Record<string, readonly InvalidSample[]>> 
   file: [
     { why: "missing required path", payload: { size_bytes: "1" } },
     { why: "path not s3://", payload: { path: "/local/file" } },
-    { why: "sha256 upper case", payload: { path: "s3://b/k", sha256: "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF" } },
+    {
+      why: "sha256 upper case",
+      payload: { path: "s3://b/k", sha256: "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF" },
+    },
     { why: "sha256 too short", payload: { path: "s3://b/k", sha256: "abc" } },
     { why: "size_bytes beyond int64", payload: { path: "s3://b/k", size_bytes: "9223372036854775808" } },
     { why: "size_bytes below int64", payload: { path: "s3://b/k", size_bytes: "-9223372036854775809" } },
@@ -109,8 +112,14 @@ export const invalidSamples: Readonly<Record<string, readonly InvalidSample[]>> 
     { why: "missing required branch", payload: { repo: "r", path: "m.onnx", status: "failed" } },
     { why: "status not in the list", payload: { repo: "r", branch: "main", path: "m.onnx", status: "done" } },
     { why: "uri not s3://", payload: { repo: "r", branch: "main", path: "m.onnx", status: "failed", uri: "http://x" } },
-    { why: "metrics value a string", payload: { repo: "r", branch: "main", path: "m.onnx", status: "running", metrics: { dice: "high" } } },
-    { why: "metrics not an object", payload: { repo: "r", branch: "main", path: "m.onnx", status: "running", metrics: [0.5] } },
+    {
+      why: "metrics value a string",
+      payload: { repo: "r", branch: "main", path: "m.onnx", status: "running", metrics: { dice: "high" } },
+    },
+    {
+      why: "metrics not an object",
+      payload: { repo: "r", branch: "main", path: "m.onnx", status: "running", metrics: [0.5] },
+    },
     { why: "unknown key", payload: { repo: "r", branch: "main", path: "m.onnx", status: "running", owner: "me" } },
   ],
   dataset: [

@@ -20,11 +20,18 @@ const PATH = "/resourcestore.v2.ResourceService/Read";
 const GARBAGE = Uint8Array.from([0x00, 0xff, 0xff, 0xff, 0xff, 0x0f]);
 const frame = (b: Uint8Array) => Buffer.concat([Buffer.from([0, 0, 0, 0, b.length]), b]);
 
-function grpcCall(body: Uint8Array): Promise<{ status: string | undefined; message: string | undefined; data: Buffer }> {
+function grpcCall(
+  body: Uint8Array,
+): Promise<{ status: string | undefined; message: string | undefined; data: Buffer }> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(srv.url);
     session.on("error", reject);
-    const req = session.request({ ":method": "POST", ":path": PATH, "content-type": "application/grpc+proto", te: "trailers" });
+    const req = session.request({
+      ":method": "POST",
+      ":path": PATH,
+      "content-type": "application/grpc+proto",
+      te: "trailers",
+    });
     const chunks: Buffer[] = [];
     let headers: http2.IncomingHttpHeaders = {};
     req.on("response", (h) => (headers = h));
@@ -32,7 +39,11 @@ function grpcCall(body: Uint8Array): Promise<{ status: string | undefined; messa
     req.on("trailers", (t) => (headers = { ...headers, ...t }));
     req.on("end", () => {
       session.close();
-      resolve({ status: headers["grpc-status"] as string | undefined, message: headers["grpc-message"] as string | undefined, data: Buffer.concat(chunks) });
+      resolve({
+        status: headers["grpc-status"] as string | undefined,
+        message: headers["grpc-message"] as string | undefined,
+        data: Buffer.concat(chunks),
+      });
     });
     req.on("error", reject);
     req.end(frame(body));
@@ -41,9 +52,16 @@ function grpcCall(body: Uint8Array): Promise<{ status: string | undefined; messa
 
 describe("binary garbage", () => {
   it("Connect: 400 invalid_argument", async () => {
-    const res = await fetch(srv.url + PATH, { method: "POST", headers: { "content-type": "application/proto" }, body: GARBAGE });
+    const res = await fetch(srv.url + PATH, {
+      method: "POST",
+      headers: { "content-type": "application/proto" },
+      body: GARBAGE,
+    });
     expect(res.status).toBe(400);
-    expect(await res.json()).toMatchObject({ code: "invalid_argument", message: expect.stringContaining("ReadRequest") });
+    expect(await res.json()).toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringContaining("ReadRequest"),
+    });
   });
 
   it("gRPC: status 3 (invalid_argument)", async () => {
@@ -52,14 +70,22 @@ describe("binary garbage", () => {
   });
 
   it("gRPC-web: status 3 in the trailer frame", async () => {
-    const res = await fetch(srv.url + PATH, { method: "POST", headers: { "content-type": "application/grpc-web+proto" }, body: frame(GARBAGE) });
+    const res = await fetch(srv.url + PATH, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto" },
+      body: frame(GARBAGE),
+    });
     const text = Buffer.from(await res.arrayBuffer()).toString("latin1");
     expect(res.headers.get("grpc-status") ?? /grpc-status:\s*(\d+)/.exec(text)?.[1]).toBe("3");
   });
 
   it("a valid binary message still goes through, over Connect and gRPC", async () => {
     const msg = toBinary(ReadRequestSchema, create(ReadRequestSchema, { identifiers: ["nothing-here"] }));
-    const res = await fetch(srv.url + PATH, { method: "POST", headers: { "content-type": "application/proto" }, body: msg });
+    const res = await fetch(srv.url + PATH, {
+      method: "POST",
+      headers: { "content-type": "application/proto" },
+      body: msg,
+    });
     expect(res.status).toBe(200);
     expect(fromBinary(ReadResponseSchema, new Uint8Array(await res.arrayBuffer())).resources).toEqual([]);
     const r = await grpcCall(msg);

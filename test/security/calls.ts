@@ -23,7 +23,8 @@ export function isEndless(method: DescMethod): boolean {
  * Connect or gRPC) only what the first read brings, then the call is cancelled.
  */
 export async function readAnswer(res: Response, endless: boolean): Promise<Uint8Array> {
-  if (!endless && !(res.headers.get("content-type") ?? "").startsWith("text/event-stream")) return new Uint8Array(await res.arrayBuffer());
+  if (!endless && !(res.headers.get("content-type") ?? "").startsWith("text/event-stream"))
+    return new Uint8Array(await res.arrayBuffer());
   const reader = res.body?.getReader();
   if (!reader) return new Uint8Array();
   const first = await reader.read();
@@ -47,7 +48,13 @@ export async function callRpc(
     if (method.methodKind === "unary") {
       await transport.unary(method as DescMethodUnary, undefined, timeoutMs, headers, message as never);
     } else {
-      const res = await transport.stream(method as DescMethodServerStreaming, undefined, timeoutMs, headers, createAsyncIterable([message as never]));
+      const res = await transport.stream(
+        method as DescMethodServerStreaming,
+        undefined,
+        timeoutMs,
+        headers,
+        createAsyncIterable([message as never]),
+      );
       for await (const _ of res.message) {
         // drain; a change feed never ends: its first message says the call got through
         if (isEndless(method)) break;

@@ -45,14 +45,24 @@ interface Answer {
 }
 
 /** An HTTP/1.1 request with the Host given (the path as written). */
-function h1(port: number, host: string, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<Answer> {
+function h1(
+  port: number,
+  host: string,
+  method: string,
+  path: string,
+  body?: string,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port, method, path, setHost: false, headers: { host, ...headers }, timeout: ANSWER_MS }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (text += d));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
-    });
+    const req = http.request(
+      { host: "127.0.0.1", port, method, path, setHost: false, headers: { host, ...headers }, timeout: ANSWER_MS },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (text += d));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+      },
+    );
     req.on("timeout", () => req.destroy(new Error("no answer in time")));
     req.on("error", reject);
     req.end(body);
@@ -60,7 +70,12 @@ function h1(port: number, host: string, method: string, path: string, body?: str
 }
 
 /** An HTTP/2 request with the :authority given; resolves the response headers (and body), the request body never sent when `body` is undefined. */
-function h2(port: number, authority: string, headers: http2.OutgoingHttpHeaders, body?: string): Promise<{ headers: http2.IncomingHttpHeaders; text: string }> {
+function h2(
+  port: number,
+  authority: string,
+  headers: http2.OutgoingHttpHeaders,
+  body?: string,
+): Promise<{ headers: http2.IncomingHttpHeaders; text: string }> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(`http://127.0.0.1:${port}`);
     session.on("error", () => undefined);
@@ -96,21 +111,51 @@ function reasonOf(text: string): unknown {
 }
 
 describe("Host with authentication off (DNS rebinding)", () => {
-  it.each(["127.0.0.1", "localhost", "LOCALHOST:8080", "[::1]:1234", "api.example.org", "api.example.org:443", "10.0.0.5:8080"])("Host %s is answered", async (host) => {
+  it.each([
+    "127.0.0.1",
+    "localhost",
+    "LOCALHOST:8080",
+    "[::1]:1234",
+    "api.example.org",
+    "api.example.org:443",
+    "10.0.0.5:8080",
+  ])("Host %s is answered", async (host) => {
     const res = await h1(open.port, host, "GET", "/healthz");
     expect(res.status).toBe(200);
   });
 
-  it.each(["evil.example", "127.0.0.1.evil.example", "localhost.evil.example:8080", "10.0.0.5:9090", "[::2]", "api.example.org.evil"])("Host %s is 421 on every surface, nothing runs", async (host) => {
+  it.each([
+    "evil.example",
+    "127.0.0.1.evil.example",
+    "localhost.evil.example:8080",
+    "10.0.0.5:9090",
+    "[::2]",
+    "api.example.org.evil",
+  ])("Host %s is 421 on every surface, nothing runs", async (host) => {
     const before = await storeFingerprint(open.app.db);
     for (const [method, path, body, headers] of [
       ["GET", "/healthz", undefined, {}],
       ["GET", "/openapi.json", undefined, {}],
       ["GET", "/ui/", undefined, {}],
       ["GET", "/events", undefined, {}],
-      ["POST", "/resources/create", JSON.stringify({ resources: [{ identifier: "rebound", payload_type: "annotation", label: "x" }] }), { "content-type": "application/json" }],
-      ["POST", "/resourcestore.v2.ResourceService/Create", JSON.stringify({ resources: [{ identifier: "rebound", payload_type: "annotation", label: "x" }] }), { "content-type": "application/json" }],
-      ["OPTIONS", "/resources/create", undefined, { origin: "http://evil.example", "access-control-request-method": "POST" }],
+      [
+        "POST",
+        "/resources/create",
+        JSON.stringify({ resources: [{ identifier: "rebound", payload_type: "annotation", label: "x" }] }),
+        { "content-type": "application/json" },
+      ],
+      [
+        "POST",
+        "/resourcestore.v2.ResourceService/Create",
+        JSON.stringify({ resources: [{ identifier: "rebound", payload_type: "annotation", label: "x" }] }),
+        { "content-type": "application/json" },
+      ],
+      [
+        "OPTIONS",
+        "/resources/create",
+        undefined,
+        { origin: "http://evil.example", "access-control-request-method": "POST" },
+      ],
     ] as const) {
       const res = await h1(open.port, host, method, path, body, headers);
       expect([path, res.status, res.headers["content-type"]]).toEqual([path, 421, "application/json"]);
@@ -121,14 +166,33 @@ describe("Host with authentication off (DNS rebinding)", () => {
   });
 
   it("HTTP/2 uses :authority: REST 421, gRPC refused (permission_denied, MISDIRECTED_REQUEST) before its body", async () => {
-    const rest = await h2(open.port, "evil.example", { ":path": "/resources/read", "content-type": "application/json" }, JSON.stringify({ identifiers: [] }));
+    const rest = await h2(
+      open.port,
+      "evil.example",
+      { ":path": "/resources/read", "content-type": "application/json" },
+      JSON.stringify({ identifiers: [] }),
+    );
     expect(rest.headers[":status"]).toBe(421);
     expect(reasonOf(rest.text)).toBe("MISDIRECTED_REQUEST");
     // No body is sent: the refusal must not wait for one.
-    const grpc = await h2(open.port, "evil.example:80", { ":path": "/resourcestore.v2.ResourceService/Create", "content-type": "application/grpc", te: "trailers" });
-    expect([grpc.headers["grpc-status"], grpc.headers["grpc-message"]]).toEqual(["7", expect.stringContaining("ALLOWED_HOSTS")]);
-    expect(Buffer.from(String(grpc.headers["grpc-status-details-bin"]), "base64").toString("latin1")).toContain("MISDIRECTED_REQUEST");
-    const local = await h2(open.port, "127.0.0.1", { ":path": "/resources/read", "content-type": "application/json" }, JSON.stringify({ identifiers: [] }));
+    const grpc = await h2(open.port, "evil.example:80", {
+      ":path": "/resourcestore.v2.ResourceService/Create",
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
+    expect([grpc.headers["grpc-status"], grpc.headers["grpc-message"]]).toEqual([
+      "7",
+      expect.stringContaining("ALLOWED_HOSTS"),
+    ]);
+    expect(Buffer.from(String(grpc.headers["grpc-status-details-bin"]), "base64").toString("latin1")).toContain(
+      "MISDIRECTED_REQUEST",
+    );
+    const local = await h2(
+      open.port,
+      "127.0.0.1",
+      { ":path": "/resources/read", "content-type": "application/json" },
+      JSON.stringify({ identifiers: [] }),
+    );
     expect(local.headers[":status"]).toBe(200);
   });
 
@@ -136,7 +200,9 @@ describe("Host with authentication off (DNS rebinding)", () => {
     const auth = { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" };
     const read = JSON.stringify({ identifiers: [] });
     expect((await h1(locked.port, "evil.example", "POST", "/resources/read", read, auth)).status).toBe(200);
-    expect((await h1(lockedHosts.port, "api.example.org:8443", "POST", "/resources/read", read, auth)).status).toBe(200);
+    expect((await h1(lockedHosts.port, "api.example.org:8443", "POST", "/resources/read", read, auth)).status).toBe(
+      200,
+    );
     const refused = await h1(lockedHosts.port, "evil.example", "POST", "/resources/read", read, auth);
     expect([refused.status, reasonOf(refused.text)]).toEqual([421, "MISDIRECTED_REQUEST"]);
     // Only the listed names: loopback is not implied once authentication is on.
@@ -146,7 +212,11 @@ describe("Host with authentication off (DNS rebinding)", () => {
 
 describe("ALLOWED_HOSTS and CORS_ORIGINS at start-up", () => {
   it("ALLOWED_HOSTS is read as names with optional ports and refuses anything else, naming itself", () => {
-    expect(loadConfig({ ALLOWED_HOSTS: "API.example.org, 10.0.0.5:8080,[fd00::1]" }).allowedHosts).toEqual(["api.example.org", "10.0.0.5:8080", "[fd00::1]"]);
+    expect(loadConfig({ ALLOWED_HOSTS: "API.example.org, 10.0.0.5:8080,[fd00::1]" }).allowedHosts).toEqual([
+      "api.example.org",
+      "10.0.0.5:8080",
+      "[fd00::1]",
+    ]);
     expect(loadConfig({}).allowedHosts).toBeUndefined();
     for (const bad of ["*", "http://x.org", "x.org/path", " , ", "a..b"]) {
       expect(() => loadConfig({ ALLOWED_HOSTS: bad })).toThrow(ConfigError);
@@ -165,7 +235,12 @@ describe("ALLOWED_HOSTS and CORS_ORIGINS at start-up", () => {
     const refused = startMain({ CORS_ORIGINS: "*", DATA_DIR: "/nonexistent-never-opened" });
     expect(await refused.exited).toBe(2);
     expect(refused.lines.join("\n")).toMatch(/CORS_ORIGINS/);
-    const started = startMain({ CORS_ORIGINS: "*", API_TOKENS: `${TOKEN}=admin`, DATA_DIR: "/nonexistent-never-opened", DATABASE_URL: "postgres://127.0.0.1:1/none" });
+    const started = startMain({
+      CORS_ORIGINS: "*",
+      API_TOKENS: `${TOKEN}=admin`,
+      DATA_DIR: "/nonexistent-never-opened",
+      DATABASE_URL: "postgres://127.0.0.1:1/none",
+    });
     // Past the configuration checks: it fails later, on the database it cannot reach, not on CORS_ORIGINS.
     expect(await started.exited).not.toBe(2);
     expect(started.lines.join("\n")).not.toMatch(/CORS_ORIGINS/);
@@ -176,7 +251,9 @@ describe("ALLOWED_HOSTS and CORS_ORIGINS at start-up", () => {
 function headOnly(port: number, method: string, path: string, headers: Record<string, string>): Promise<string> {
   return new Promise((resolve) => {
     const socket = net.connect(port, "127.0.0.1", () => {
-      const lines = Object.entries({ host: "127.0.0.1", "content-length": String(60 * 1024 * 1024), ...headers }).map(([k, v]) => `${k}: ${v}`);
+      const lines = Object.entries({ host: "127.0.0.1", "content-length": String(60 * 1024 * 1024), ...headers }).map(
+        ([k, v]) => `${k}: ${v}`,
+      );
       socket.write(`${method} ${path} HTTP/1.1\r\n${lines.join("\r\n")}\r\n\r\n`);
     });
     const timer = setTimeout(() => {
@@ -201,8 +278,18 @@ describe("every surface is authenticated before its body (authentication on)", (
     ["REST", "POST", "/resources/create", "application/json"],
     ["Connect", "POST", "/resourcestore.v2.ResourceService/Create", "application/json"],
     ["gRPC-Web", "POST", "/resourcestore.v2.ResourceService/Create", "application/grpc-web+proto"],
-    ["reflection v1 (gRPC-Web)", "POST", "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "application/grpc-web+proto"],
-    ["reflection v1alpha (gRPC-Web)", "POST", "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", "application/grpc-web+proto"],
+    [
+      "reflection v1 (gRPC-Web)",
+      "POST",
+      "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+      "application/grpc-web+proto",
+    ],
+    [
+      "reflection v1alpha (gRPC-Web)",
+      "POST",
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      "application/grpc-web+proto",
+    ],
     ["/events with a body", "GET", "/events", "application/json"],
     ["a path no route knows", "POST", "/no/such/path", "application/json"],
     ["an open path with a body", "POST", "/healthz", "application/json"],
@@ -218,7 +305,11 @@ describe("every surface is authenticated before its body (authentication on)", (
     ["reflection v1alpha", "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"],
     ["a unary call", "/resourcestore.v2.ResourceService/Create"],
   ])("gRPC %s over HTTP/2: unauthenticated before a byte of the request is sent", async (_name, path) => {
-    const res = await h2(locked.port, "127.0.0.1", { ":path": path, "content-type": "application/grpc", te: "trailers" });
+    const res = await h2(locked.port, "127.0.0.1", {
+      ":path": path,
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
     expect(res.headers["grpc-status"]).toBe("16");
   });
 
@@ -232,11 +323,17 @@ describe("every surface is authenticated before its body (authentication on)", (
       expect([path, (await h1(locked.port, "127.0.0.1", "GET", path)).status]).toEqual([path, 200]);
     }
     // The explorer's files: 200 once `npm run build` made them, 404 before; never 401.
-    for (const path of ["/ui/", "/ui/main.js"]) expect([path, (await h1(locked.port, "127.0.0.1", "GET", path)).status]).toEqual([path, expect.toBeOneOf([200, 404])]);
+    for (const path of ["/ui/", "/ui/main.js"])
+      expect([path, (await h1(locked.port, "127.0.0.1", "GET", path)).status]).toEqual([
+        path,
+        expect.toBeOneOf([200, 404]),
+      ]);
     expect((await h1(locked.port, "127.0.0.1", "GET", "/")).status).toBe(302);
     const unknown = await h1(locked.port, "127.0.0.1", "GET", "/no/such/path");
     expect([unknown.status, reasonOf(unknown.text)]).toEqual([401, "UNAUTHENTICATED"]);
-    const withToken = await h1(locked.port, "127.0.0.1", "GET", "/no/such/path", undefined, { authorization: `Bearer ${TOKEN}` });
+    const withToken = await h1(locked.port, "127.0.0.1", "GET", "/no/such/path", undefined, {
+      authorization: `Bearer ${TOKEN}`,
+    });
     expect(withToken.status).toBe(404);
   });
 });

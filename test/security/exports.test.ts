@@ -8,7 +8,13 @@
 // Every export shares the process's PARQUET_ENCODER_WORKERS encoder threads.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { randomBytes } from "node:crypto";
-import { connect, constants, type ClientHttp2Session, type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http2";
+import {
+  connect,
+  constants,
+  type ClientHttp2Session,
+  type IncomingHttpHeaders,
+  type OutgoingHttpHeaders,
+} from "node:http2";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
@@ -26,7 +32,11 @@ let db: TestDatabase;
 const closed = new Set<ClientHttp2Session>();
 
 async function post(path: string, body: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${srv.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await fetch(`${srv.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, json: await res.json().catch(() => undefined) };
 }
 
@@ -41,7 +51,11 @@ function stalledExport(): Promise<{ session: ClientHttp2Session; status: number 
   return new Promise((resolve) => {
     const session = connect(srv.url);
     session.on("error", () => undefined);
-    const stream = session.request({ ":method": "POST", ":path": "/query/parquet", "content-type": "application/json" });
+    const stream = session.request({
+      ":method": "POST",
+      ":path": "/query/parquet",
+      "content-type": "application/json",
+    });
     stream.end(JSON.stringify({ payload_type: "annotation" }));
     stream.on("error", () => undefined);
     stream.once("response", (h) => {
@@ -70,7 +84,11 @@ const RPC_HEADERS = {
 } as const;
 
 /** One request on `session`, read to its end. */
-function h2Call(session: ClientHttp2Session, headers: OutgoingHttpHeaders, body?: string): Promise<{ status: number; text: string }> {
+function h2Call(
+  session: ClientHttp2Session,
+  headers: OutgoingHttpHeaders,
+  body?: string,
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const stream = session.request(headers);
     let status = 0;
@@ -95,7 +113,9 @@ function stalledRpcStream(session: ClientHttp2Session, headers: OutgoingHttpHead
   return new Promise((resolve, reject) => {
     const stream = session.request({ ":method": "POST", ":path": QUERY_PARQUET, ...headers });
     stream.on("error", () => undefined);
-    const closed = new Promise<{ at: number; rstCode: number }>((done) => stream.once("close", () => done({ at: Date.now(), rstCode: stream.rstCode })));
+    const closed = new Promise<{ at: number; rstCode: number }>((done) =>
+      stream.once("close", () => done({ at: Date.now(), rstCode: stream.rstCode })),
+    );
     stream.once("response", (h) => {
       if (h[":status"] !== 200) reject(new Error(`export answered ${String(h[":status"])}`));
     });
@@ -118,7 +138,11 @@ function stalledRpcSocket(headers: Record<string, string>): Promise<StalledCall 
     const body = exportRequest();
     const socket = net.connect(srv.port, "127.0.0.1");
     socket.once("error", reject);
-    const lines = Object.entries({ host: `127.0.0.1:${srv.port}`, ...headers, "content-length": String(body.length) }).map(([k, v]) => `${k}: ${v}\r\n`);
+    const lines = Object.entries({
+      host: `127.0.0.1:${srv.port}`,
+      ...headers,
+      "content-length": String(body.length),
+    }).map(([k, v]) => `${k}: ${v}\r\n`);
     socket.write(`POST ${QUERY_PARQUET} HTTP/1.1\r\n${lines.join("")}\r\n`);
     socket.write(body);
     socket.once("data", (first: Buffer) => {
@@ -201,7 +225,11 @@ describe.runIf(reachable)("parquet export limits on PostgreSQL", () => {
       let status = 0;
       for (let i = 0; i < 100 && status !== 200; i++) {
         await new Promise((r) => setTimeout(r, 200));
-        const res = await fetch(`${srv.url}/query/parquet`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ payload_type: "annotation", limit: 1 }) });
+        const res = await fetch(`${srv.url}/query/parquet`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ payload_type: "annotation", limit: 1 }),
+        });
         status = res.status;
         await res.arrayBuffer();
       }
@@ -213,7 +241,9 @@ describe.runIf(reachable)("parquet export limits on PostgreSQL", () => {
       try {
         let open = -1;
         for (let i = 0; i < 100 && open !== 0; i++) {
-          const { rows } = await c.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'");
+          const { rows } = await c.query(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+          );
           open = rows[0].n;
           if (open !== 0) await new Promise((r) => setTimeout(r, 100));
         }
@@ -274,12 +304,18 @@ describe.runIf(reachable)("parquet export limits on PostgreSQL", () => {
     const { parquetMetadata, parquetReadObjects } = await import("hyparquet");
     const files = await Promise.all(
       Array.from({ length: STALLED }, async () => {
-        const res = await fetch(`${srv.url}/query/parquet`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ payload_type: "annotation", sort_by: "identifier", sort_order: "asc" }) });
+        const res = await fetch(`${srv.url}/query/parquet`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ payload_type: "annotation", sort_by: "identifier", sort_order: "asc" }),
+        });
         expect(res.status).toBe(200);
         return res.arrayBuffer();
       }),
     );
-    const expected = Array.from({ length: 8 }, (_, b) => Array.from({ length: 500 }, (_, i) => `ex-${b}-${i}`)).flat().sort();
+    const expected = Array.from({ length: 8 }, (_, b) => Array.from({ length: 500 }, (_, i) => `ex-${b}-${i}`))
+      .flat()
+      .sort();
     for (const buf of files) {
       expect(Number(parquetMetadata(buf).num_rows)).toBe(4000);
       const rows = await parquetReadObjects({ file: buf, columns: ["identifier"] });

@@ -27,29 +27,46 @@ beforeAll(async () => {
     body: JSON.stringify({ resources: [{ identifier: "gone", payload_type: "annotation", label: "x" }] }),
   });
   expect(made.status).toBe(200);
-  expect((await callRest(open.url, "POST", "/resources/delete", { body: JSON.stringify({ identifiers: ["gone"] }) })).status).toBe(200);
+  expect(
+    (await callRest(open.url, "POST", "/resources/delete", { body: JSON.stringify({ identifiers: ["gone"] }) })).status,
+  ).toBe(200);
 });
 afterAll(async () => {
   await Promise.all([open?.close(), locked?.close()]);
 });
 
 /** A raw request: the path goes on the wire exactly as written here. */
-function raw(port: number, method: string, path: string, body: string | undefined, headers: Record<string, string> = {}): Promise<{ status: number; json: unknown }> {
+function raw(
+  port: number,
+  method: string,
+  path: string,
+  body: string | undefined,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: unknown }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port, method, path, headers: { ...headers, ...(body !== undefined ? { "content-length": Buffer.byteLength(body) } : {}) } }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (text += d));
-      res.on("end", () => {
-        let json: unknown;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = text;
-        }
-        resolve({ status: res.statusCode ?? 0, json });
-      });
-    });
+    const req = http.request(
+      {
+        host: "127.0.0.1",
+        port,
+        method,
+        path,
+        headers: { ...headers, ...(body !== undefined ? { "content-length": Buffer.byteLength(body) } : {}) },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (text += d));
+        res.on("end", () => {
+          let json: unknown;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = text;
+          }
+          resolve({ status: res.statusCode ?? 0, json });
+        });
+      },
+    );
     req.on("error", reject);
     req.end(body);
   });
@@ -74,25 +91,32 @@ describe("paths are matched as sent", () => {
   });
 
   it("the same call on its real path is served", async () => {
-    const res = await raw(open.port, "POST", "/v1/resources/read", JSON.stringify({ identifiers: ["gone"] }), { "content-type": "application/json" });
+    const res = await raw(open.port, "POST", "/v1/resources/read", JSON.stringify({ identifiers: ["gone"] }), {
+      "content-type": "application/json",
+    });
     expect(res.status).toBe(200);
   });
 });
 
 describe("REST bodies must be application/json (section 15)", () => {
   const body = JSON.stringify({ resources: [{ identifier: "plain", payload_type: "annotation", label: "x" }] });
-  it.each(["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx", ""])(
-    "content type %j is 415 invalid_argument and writes nothing",
-    async (type) => {
-      const before = await storeFingerprint(open.app.db);
-      const res = await raw(open.port, "POST", "/resources/create", body, type === "" ? {} : { "content-type": type });
-      expect([res.status, (res.json as { code?: string }).code]).toEqual([415, "invalid_argument"]);
-      expect(await storeFingerprint(open.app.db)).toBe(before);
-    },
-  );
+  it.each([
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    "application/jsonx",
+    "",
+  ])("content type %j is 415 invalid_argument and writes nothing", async (type) => {
+    const before = await storeFingerprint(open.app.db);
+    const res = await raw(open.port, "POST", "/resources/create", body, type === "" ? {} : { "content-type": type });
+    expect([res.status, (res.json as { code?: string }).code]).toEqual([415, "invalid_argument"]);
+    expect(await storeFingerprint(open.app.db)).toBe(before);
+  });
 
   it("application/json with a charset is served", async () => {
-    const res = await raw(open.port, "POST", "/resources/create", body, { "content-type": "application/json; charset=utf-8" });
+    const res = await raw(open.port, "POST", "/resources/create", body, {
+      "content-type": "application/json; charset=utf-8",
+    });
     expect([res.status, res.json]).toEqual([200, { created: 1 }]);
   });
 });
@@ -101,7 +125,9 @@ describe("REST bodies must be application/json (section 15)", () => {
 function headOnly(port: number, path: string, headers: Record<string, string>): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, "127.0.0.1", () => {
-      const lines = Object.entries({ host: "x", "content-length": String(60 * 1024 * 1024), ...headers }).map(([k, v]) => `${k}: ${v}`);
+      const lines = Object.entries({ host: "x", "content-length": String(60 * 1024 * 1024), ...headers }).map(
+        ([k, v]) => `${k}: ${v}`,
+      );
       socket.write(`POST ${path} HTTP/1.1\r\n${lines.join("\r\n")}\r\n\r\n`);
     });
     let got = "";
@@ -120,16 +146,26 @@ describe("credentials before the body", () => {
   it("REST and Connect without a token: 401 before a byte of the 60 MiB body is sent", async () => {
     const rest = await headOnly(locked.port, "/resources/create", { "content-type": "application/json" });
     expect(rest).toMatch(/^HTTP\/1\.1 401 /);
-    const connect = await headOnly(locked.port, "/resourcestore.v2.ResourceService/Create", { "content-type": "application/json" });
+    const connect = await headOnly(locked.port, "/resourcestore.v2.ResourceService/Create", {
+      "content-type": "application/json",
+    });
     expect(connect).toMatch(/^HTTP\/1\.1 401 /);
-    const badToken = await headOnly(locked.port, "/resources/create", { "content-type": "application/json", authorization: "Bearer nope" });
+    const badToken = await headOnly(locked.port, "/resources/create", {
+      "content-type": "application/json",
+      authorization: "Bearer nope",
+    });
     expect(badToken).toMatch(/^HTTP\/1\.1 401 /);
   });
 
   it("gRPC without a token: unauthenticated in the response headers, the stream ended", async () => {
     const session = http2.connect(locked.url);
     session.on("error", () => undefined);
-    const stream = session.request({ ":method": "POST", ":path": "/resourcestore.v2.ResourceService/Create", "content-type": "application/grpc", te: "trailers" });
+    const stream = session.request({
+      ":method": "POST",
+      ":path": "/resourcestore.v2.ResourceService/Create",
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
     stream.on("error", () => undefined);
     // The body never comes: the answer must not wait for it.
     const headers = await new Promise<http2.IncomingHttpHeaders>((resolve) => stream.on("response", resolve));
@@ -146,7 +182,10 @@ describe("credentials before the body", () => {
   });
 
   it("with a token the same calls are served; open paths stay open", async () => {
-    const res = await callRest(locked.url, "POST", "/resources/read", { body: JSON.stringify({ identifiers: [] }), headers: { authorization: `Bearer ${TOKEN}` } });
+    const res = await callRest(locked.url, "POST", "/resources/read", {
+      body: JSON.stringify({ identifiers: [] }),
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(res.status).toBe(200);
     expect((await fetch(`${locked.url}/healthz`)).status).toBe(200);
   });
@@ -159,7 +198,13 @@ describe("a 60 MiB body without credentials costs the server near nothing", () =
     // One process (no tsx wrapper) so its /proc figures are the server's.
     const proc = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
       cwd: root,
-      env: { PATH: process.env.PATH ?? "", DATA_DIR: dataDir, PORT: "0", LOG_LEVEL: "info", API_TOKENS: `${TOKEN}=admin` },
+      env: {
+        PATH: process.env.PATH ?? "",
+        DATA_DIR: dataDir,
+        PORT: "0",
+        LOG_LEVEL: "info",
+        API_TOKENS: `${TOKEN}=admin`,
+      },
       stdio: ["ignore", "pipe", "inherit"],
     });
     try {
@@ -191,7 +236,9 @@ describe("a 60 MiB body without credentials costs the server near nothing", () =
           let got = "";
           let written = 0;
           socket.on("connect", () => {
-            socket.write(`POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: ${type}\r\ncontent-length: ${body.length}\r\n\r\n`);
+            socket.write(
+              `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: ${type}\r\ncontent-length: ${body.length}\r\n\r\n`,
+            );
             const pump = () => {
               while (written < body.length && !socket.destroyed) {
                 const part = body.subarray(written, written + 65536);
@@ -210,7 +257,12 @@ describe("a 60 MiB body without credentials costs the server near nothing", () =
       const grpc = await new Promise<string>((resolve) => {
         const session = http2.connect(`http://127.0.0.1:${port}`);
         session.on("error", () => undefined);
-        const stream = session.request({ ":method": "POST", ":path": "/resourcestore.v2.ResourceService/Create", "content-type": "application/grpc", te: "trailers" });
+        const stream = session.request({
+          ":method": "POST",
+          ":path": "/resourcestore.v2.ResourceService/Create",
+          "content-type": "application/grpc",
+          te: "trailers",
+        });
         stream.on("error", () => undefined);
         stream.on("response", (h) => {
           resolve(String(h["grpc-status"]));
@@ -225,7 +277,9 @@ describe("a 60 MiB body without credentials costs the server near nothing", () =
       expect(grpc).toBe("16");
       const cpuMs = ((after.ticks - before.ticks) * 1000) / 100;
       const rssGrowthMb = (after.hwmKb - before.hwmKb) / 1024;
-      console.log(`server for three unauthenticated 60 MiB bodies: cpu ${cpuMs} ms, peak rss +${rssGrowthMb.toFixed(1)} MiB, rss ${(after.rssKb / 1024).toFixed(0)} MiB; client wrote ${rest.written} and ${connect.written} bytes before the close`);
+      console.log(
+        `server for three unauthenticated 60 MiB bodies: cpu ${cpuMs} ms, peak rss +${rssGrowthMb.toFixed(1)} MiB, rss ${(after.rssKb / 1024).toFixed(0)} MiB; client wrote ${rest.written} and ${connect.written} bytes before the close`,
+      );
       // Near zero: nowhere near the body's size in memory, and no parsing.
       expect(rssGrowthMb).toBeLessThan(16);
       expect(cpuMs).toBeLessThan(1000);

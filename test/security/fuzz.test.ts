@@ -46,20 +46,24 @@ beforeAll(async () => {
     env.REGISTRY_SECRET = TEST_REGISTRY_SECRET;
   }
   srv = await startTestServer(env);
-  const seed = await send("POST", "/resources/create", JSON.stringify({
-    resources: [
-      { identifier: "root", payload_type: "datasource", name: "ds" },
-      { identifier: "child", parent_identifier: "root", payload_type: "patient", datasource_id: "root" },
-      { identifier: "gone", payload_type: "annotation", label: "l" },
-      // A chain as deep as MAX_TREE_DEPTH allows: chain-i has i ancestors.
-      ...Array.from({ length: MAX_TREE_DEPTH + 1 }, (_, i) => ({
-        identifier: `chain-${i}`,
-        payload_type: "annotation",
-        label: "l",
-        ...(i > 0 ? { parent_identifier: `chain-${i - 1}` } : {}),
-      })),
-    ],
-  }));
+  const seed = await send(
+    "POST",
+    "/resources/create",
+    JSON.stringify({
+      resources: [
+        { identifier: "root", payload_type: "datasource", name: "ds" },
+        { identifier: "child", parent_identifier: "root", payload_type: "patient", datasource_id: "root" },
+        { identifier: "gone", payload_type: "annotation", label: "l" },
+        // A chain as deep as MAX_TREE_DEPTH allows: chain-i has i ancestors.
+        ...Array.from({ length: MAX_TREE_DEPTH + 1 }, (_, i) => ({
+          identifier: `chain-${i}`,
+          payload_type: "annotation",
+          label: "l",
+          ...(i > 0 ? { parent_identifier: `chain-${i - 1}` } : {}),
+        })),
+      ],
+    }),
+  );
   expect(seed.status).toBe(200);
   expect((await send("POST", "/resources/delete", JSON.stringify({ identifiers: ["gone"] }))).status).toBe(200);
 }, 60_000);
@@ -94,8 +98,17 @@ interface Answer {
   headers: Headers;
 }
 
-async function send(method: string, path: string, body?: string | Uint8Array, headers: Record<string, string> = {}): Promise<Answer> {
-  const all: Record<string, string> = { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers };
+async function send(
+  method: string,
+  path: string,
+  body?: string | Uint8Array,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  const all: Record<string, string> = {
+    authorization: `Bearer ${TOKEN}`,
+    ...(body !== undefined ? { "content-type": "application/json" } : {}),
+    ...headers,
+  };
   if (all.authorization === "") delete all.authorization;
   const res = await fetch(srv.url + path, {
     method,
@@ -109,13 +122,16 @@ async function send(method: string, path: string, body?: string | Uint8Array, he
 
 function checkAnswer(a: Answer, requestText: string, where: string): void {
   // 501: an operation not implemented yet; 503: an outage. Neither is a crash.
-  if (a.status >= 500 && a.status !== 501 && a.status !== 503) throw new Error(`${where}: HTTP ${a.status} ${a.text.slice(0, 300)}`);
+  if (a.status >= 500 && a.status !== 501 && a.status !== 503)
+    throw new Error(`${where}: HTTP ${a.status} ${a.text.slice(0, 300)}`);
   // gRPC-web and gRPC carry the code in grpc-status (a header or the trailer frame).
   const grpc = a.headers.get("grpc-status") ?? /grpc-status:\s*(\d+)/.exec(a.text)?.[1];
   if (grpc === "13" || grpc === "2") throw new Error(`${where}: grpc-status ${grpc} ${a.text.slice(0, 300)}`);
-  if (/"code"\s*:\s*"(internal|unknown)"/.test(a.text)) throw new Error(`${where}: internal error ${a.text.slice(0, 300)}`);
+  if (/"code"\s*:\s*"(internal|unknown)"/.test(a.text))
+    throw new Error(`${where}: internal error ${a.text.slice(0, 300)}`);
   for (const leak of LEAKS) {
-    if (leak.test(a.text) && !leak.test(requestText)) throw new Error(`${where}: leaks ${leak}: ${a.text.slice(0, 300)}`);
+    if (leak.test(a.text) && !leak.test(requestText))
+      throw new Error(`${where}: leaks ${leak}: ${a.text.slice(0, 300)}`);
   }
 }
 
@@ -133,7 +149,14 @@ const mutating = (op: Operation) => declaredScope(op.method) !== "read";
 function sendRaw(method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: "127.0.0.1", port: srv.port, method, path, headers: { authorization: `Bearer ${TOKEN}`, ...headers }, timeout: TIMEOUT_MS },
+      {
+        host: "127.0.0.1",
+        port: srv.port,
+        method,
+        path,
+        headers: { authorization: `Bearer ${TOKEN}`, ...headers },
+        timeout: TIMEOUT_MS,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
@@ -159,18 +182,31 @@ function sendRaw(method: string, path: string, body?: string, headers: Record<st
 let stored = "";
 
 /** Sends, checks the answer, and for a mutation that failed, that nothing changed; without valid credentials, that it was refused. */
-async function probe(op: Operation | undefined, method: string, path: string, body?: string | Uint8Array, headers?: Record<string, string>, cred: Cred = "valid"): Promise<Answer> {
+async function probe(
+  op: Operation | undefined,
+  method: string,
+  path: string,
+  body?: string | Uint8Array,
+  headers?: Record<string, string>,
+  cred: Cred = "valid",
+): Promise<Answer> {
   const watch = op === undefined || mutating(op);
   const before = watch ? await storeFingerprint(srv.app.db) : "";
   const a = await send(method, path, body, { ...headers, ...credHeader(cred) });
   const requestText = `${path} ${safeDecode(path)} ${body === undefined ? "" : typeof body === "string" ? body : Buffer.from(body).toString("latin1")}`;
   checkAnswer(a, `${requestText} ${stored}`, `${method} ${path.slice(0, 120)}`);
-  const ok = a.status === 200 && !/grpc-status:\s*[1-9]/.test(a.text) && (a.headers.get("grpc-status") ?? "0") === "0" && !/^[\s\S]{0,5}\{"error":\{"code"/.test(a.text);
+  const ok =
+    a.status === 200 &&
+    !/grpc-status:\s*[1-9]/.test(a.text) &&
+    (a.headers.get("grpc-status") ?? "0") === "0" &&
+    !/^[\s\S]{0,5}\{"error":\{"code"/.test(a.text);
   if (watch && ok) stored += ` ${requestText}`;
-  if (cred !== "valid" && ok) throw new Error(`${method} ${path} with ${cred} credentials was served: ${a.status} ${a.text.slice(0, 200)}`);
+  if (cred !== "valid" && ok)
+    throw new Error(`${method} ${path} with ${cred} credentials was served: ${a.status} ${a.text.slice(0, 200)}`);
   if (watch && !ok) {
     const after = await storeFingerprint(srv.app.db);
-    if (after !== before) throw new Error(`${method} ${path}: failed with ${a.status} but changed the store: ${a.text.slice(0, 200)}`);
+    if (after !== before)
+      throw new Error(`${method} ${path}: failed with ${a.status} but changed the store: ${a.text.slice(0, 200)}`);
   }
   return a;
 }
@@ -178,16 +214,37 @@ async function probe(op: Operation | undefined, method: string, path: string, bo
 const fieldNames = (op: Operation) => op.method.input.fields.map((f) => f.name);
 const opArb = fc.constantFrom(...operations);
 /** Each REST route under its revision prefix and, for the last revision that has it, unprefixed. */
-const restPath = (op: Operation, unprefixed: boolean) => (unprefixed ? op.rest.path.replace(/^\/v[12]/, "") : op.rest.path);
+const restPath = (op: Operation, unprefixed: boolean) =>
+  unprefixed ? op.rest.path.replace(/^\/v[12]/, "") : op.rest.path;
 
 let serial = 0;
 /** A create batch of valid items with one hostile item among them: any write of it would be partial. */
 const mixedCreate = fc
-  .tuple(fc.constantFrom(...Object.keys(fullSamples)), fc.nat(3), fc.oneof(hostileObject(["identifier", "payload_type", "parent_identifier", "license", "access_level", "derived_from", "label", "path", "name"]), hostileValue))
+  .tuple(
+    fc.constantFrom(...Object.keys(fullSamples)),
+    fc.nat(3),
+    fc.oneof(
+      hostileObject([
+        "identifier",
+        "payload_type",
+        "parent_identifier",
+        "license",
+        "access_level",
+        "derived_from",
+        "label",
+        "path",
+        "name",
+      ]),
+      hostileValue,
+    ),
+  )
   .map(([type, at, bad]) => {
     const n = ++serial;
     const valid = [0, 1, 2].map((i) => ({ identifier: `mix-${n}-${i}`, payload_type: type, ...fullSamples[type] }));
-    const hostile = typeof bad === "object" && bad !== null && !Array.isArray(bad) ? { ...valid[0], identifier: `mix-${n}-h`, ...bad } : bad;
+    const hostile =
+      typeof bad === "object" && bad !== null && !Array.isArray(bad)
+        ? { ...valid[0], identifier: `mix-${n}-h`, ...bad }
+        : bad;
     valid.splice(at % 3, 0, hostile as never);
     return JSON.stringify({ resources: valid });
   });
@@ -195,12 +252,21 @@ const mixedCreate = fc
 describe("fuzz: no 500, no hang, no partial write, no leak", () => {
   it("REST bodies on every route", async () => {
     await fc.assert(
-      fc.asyncProperty(opArb, fc.boolean(), fc.oneof(rawGarbage, hostileValue.map((v) => JSON.stringify(v) ?? "null")), credArb, async (op, bare, body, cred) => {
-        const { verb } = op.rest;
-        await probe(op, verb === "GET" ? "POST" : verb, restPath(op, bare), body, {}, cred);
-        const obj = fc.sample(hostileObject(fieldNames(op)), 1)[0];
-        await probe(op, verb, restPath(op, bare), verb === "GET" ? undefined : JSON.stringify(obj), {}, cred);
-      }),
+      fc.asyncProperty(
+        opArb,
+        fc.boolean(),
+        fc.oneof(
+          rawGarbage,
+          hostileValue.map((v) => JSON.stringify(v) ?? "null"),
+        ),
+        credArb,
+        async (op, bare, body, cred) => {
+          const { verb } = op.rest;
+          await probe(op, verb === "GET" ? "POST" : verb, restPath(op, bare), body, {}, cred);
+          const obj = fc.sample(hostileObject(fieldNames(op)), 1)[0];
+          await probe(op, verb, restPath(op, bare), verb === "GET" ? undefined : JSON.stringify(obj), {}, cred);
+        },
+      ),
       { numRuns: 400 },
     );
   }, 120_000);
@@ -217,13 +283,24 @@ describe("fuzz: no 500, no hang, no partial write, no leak", () => {
 
   it("query strings and paths", async () => {
     await fc.assert(
-      fc.asyncProperty(opArb, hostileQuery(["identifier"]), fc.array(hostileSegment, { minLength: 1, maxLength: 3 }), fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH"), async (op, q, segs, verb) => {
-        const template = op.rest.path;
-        await probe(op, op.rest.verb, `${template}?${q}`, op.rest.hasBody ? "{}" : undefined);
-        await probe(op, op.rest.verb, `${fillTemplate(template.replace(/\/x$/, "/{id}"), segs.join("/"))}?${q}`, op.rest.hasBody ? "{}" : undefined);
-        await probe(undefined, verb, `/${segs.join("/")}?${q}`);
-        await probe(undefined, verb, `/v${segs.length}/${segs.join("/")}`);
-      }),
+      fc.asyncProperty(
+        opArb,
+        hostileQuery(["identifier"]),
+        fc.array(hostileSegment, { minLength: 1, maxLength: 3 }),
+        fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH"),
+        async (op, q, segs, verb) => {
+          const template = op.rest.path;
+          await probe(op, op.rest.verb, `${template}?${q}`, op.rest.hasBody ? "{}" : undefined);
+          await probe(
+            op,
+            op.rest.verb,
+            `${fillTemplate(template.replace(/\/x$/, "/{id}"), segs.join("/"))}?${q}`,
+            op.rest.hasBody ? "{}" : undefined,
+          );
+          await probe(undefined, verb, `/${segs.join("/")}?${q}`);
+          await probe(undefined, verb, `/v${segs.length}/${segs.join("/")}`);
+        },
+      ),
       { numRuns: 250 },
     );
   }, 120_000);
@@ -236,7 +313,10 @@ describe("fuzz: no 500, no hang, no partial write, no leak", () => {
         const json = streaming ? "application/connect+json" : "application/json";
         const proto = streaming ? "application/connect+proto" : "application/proto";
         await probe(op, "POST", path, text, { "content-type": json }, cred);
-        const obj = fc.sample(hostileObject(op.method.input.fields.map((f) => f.jsonName).concat(fieldNames(op))), 1)[0];
+        const obj = fc.sample(
+          hostileObject(op.method.input.fields.map((f) => f.jsonName).concat(fieldNames(op))),
+          1,
+        )[0];
         await probe(op, "POST", path, JSON.stringify(obj), { "content-type": json }, cred);
         await probe(op, "POST", path, bytes, { "content-type": proto }, cred);
         const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, bytes.length]), bytes]);
@@ -248,31 +328,45 @@ describe("fuzz: no 500, no hang, no partial write, no leak", () => {
 
   it("hostile credentials are 401, never 500", async () => {
     await fc.assert(
-      fc.asyncProperty(opArb, fc.string({ maxLength: 300 }).filter((s) => !/[\r\n\0]/.test(s)), async (op, junk) => {
-        let a: Answer;
-        try {
-          a = await send(op.rest.verb, op.rest.path, op.rest.hasBody ? "{}" : undefined, { authorization: `Bearer ${junk}` });
-        } catch (err) {
-          // fetch itself refuses some header values: nothing was sent.
-          if (err instanceof TypeError && !/timeout|abort/i.test(String(err))) return;
-          throw err;
-        }
-        checkAnswer(a, junk, op.label);
-        expect(a.status).toBe(401);
-      }),
+      fc.asyncProperty(
+        opArb,
+        fc.string({ maxLength: 300 }).filter((s) => !/[\r\n\0]/.test(s)),
+        async (op, junk) => {
+          let a: Answer;
+          try {
+            a = await send(op.rest.verb, op.rest.path, op.rest.hasBody ? "{}" : undefined, {
+              authorization: `Bearer ${junk}`,
+            });
+          } catch (err) {
+            // fetch itself refuses some header values: nothing was sent.
+            if (err instanceof TypeError && !/timeout|abort/i.test(String(err))) return;
+            throw err;
+          }
+          checkAnswer(a, junk, op.label);
+          expect(a.status).toBe(401);
+        },
+      ),
       { numRuns: 200 },
     );
   }, 120_000);
   // Built as text: JSON.stringify itself recurses.
-  const nested = (depth: number, leaf: unknown): string => `${'{"any":['.repeat(depth)}${JSON.stringify(leaf) ?? "null"}${"]}".repeat(depth)}`;
+  const nested = (depth: number, leaf: unknown): string =>
+    `${'{"any":['.repeat(depth)}${JSON.stringify(leaf) ?? "null"}${"]}".repeat(depth)}`;
   it("nested any groups up to MAX_FILTER_DEPTH and beyond", async () => {
     const query = operations.find((o) => o.method.name === "Query" && o.revision === "v2")!;
     await fc.assert(
-      fc.asyncProperty(fc.oneof(fc.integer({ min: 1, max: MAX_FILTER_DEPTH + 3 }), fc.constantFrom(50, 3_000)), fc.oneof(hostileValue, fc.constant({ field: "identifier", op: "eq", value: "root" })), fc.boolean(), credArb, async (depth, leaf, rest, cred) => {
+      fc.asyncProperty(
+        fc.oneof(fc.integer({ min: 1, max: MAX_FILTER_DEPTH + 3 }), fc.constantFrom(50, 3_000)),
+        fc.oneof(hostileValue, fc.constant({ field: "identifier", op: "eq", value: "root" })),
+        fc.boolean(),
+        credArb,
+        async (depth, leaf, rest, cred) => {
           const path = rest ? "/query" : `/${query.service.typeName}/${query.method.name}`;
           const a = await probe(query, "POST", path, `{"filters":[${nested(depth, leaf)}]}`, {}, cred);
-          if (cred === "valid" && depth > MAX_FILTER_DEPTH) expect([a.status, a.text]).toEqual([400, expect.stringContaining("invalid_argument")]);
-        }),
+          if (cred === "valid" && depth > MAX_FILTER_DEPTH)
+            expect([a.status, a.text]).toEqual([400, expect.stringContaining("invalid_argument")]);
+        },
+      ),
       { numRuns: 60 },
     );
   }, 120_000);
@@ -280,14 +374,32 @@ describe("fuzz: no 500, no hang, no partial write, no leak", () => {
   it("non-JSON content types on REST bodies are 415 (401 without credentials)", async () => {
     const withBody = operations.filter((o) => o.rest.hasBody);
     const type = fc.oneof(
-      fc.constantFrom("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", "application/proto", "application/jsonx", "application/octet-stream"),
+      fc.constantFrom(
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+        "application/proto",
+        "application/jsonx",
+        "application/octet-stream",
+      ),
       fc.stringMatching(/^[a-z]{1,8}\/[a-z+.-]{1,12}$/).filter((t) => !/^application\/json$/.test(t)),
     );
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...withBody), fc.boolean(), type, fc.oneof(rawGarbage.filter((b) => b.length > 0), mixedCreate), credArb, async (op, bare, ctype, body, cred) => {
-        const a = await probe(op, op.rest.verb, restPath(op, bare), body, { "content-type": ctype }, cred);
-        if (cred === "valid") expect(a.status).toBe(415);
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...withBody),
+        fc.boolean(),
+        type,
+        fc.oneof(
+          rawGarbage.filter((b) => b.length > 0),
+          mixedCreate,
+        ),
+        credArb,
+        async (op, bare, ctype, body, cred) => {
+          const a = await probe(op, op.rest.verb, restPath(op, bare), body, { "content-type": ctype }, cred);
+          if (cred === "valid") expect(a.status).toBe(415);
+        },
+      ),
       { numRuns: 80 },
     );
   }, 120_000);
@@ -301,7 +413,9 @@ describe("fuzz: no 500, no hang, no partial write, no leak", () => {
         segs.splice(i, 0, bad);
         const path = segs.join("/");
         const before = await storeFingerprint(srv.app.db);
-        const a = await sendRaw(op.rest.verb, path, op.rest.hasBody ? "{}" : undefined, { "content-type": "application/json" });
+        const a = await sendRaw(op.rest.verb, path, op.rest.hasBody ? "{}" : undefined, {
+          "content-type": "application/json",
+        });
         checkAnswer(a, path, `${op.rest.verb} ${path}`);
         expect(a.status, path).toBe(404);
         expect(await storeFingerprint(srv.app.db)).toBe(before);
@@ -312,21 +426,26 @@ describe("fuzz: no 500, no hang, no partial write, no leak", () => {
 
   it("parent chains around MAX_TREE_DEPTH: deeper is refused with nothing written", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 0, max: MAX_TREE_DEPTH }), fc.integer({ min: 1, max: 4 }), credArb, async (at, length, cred) => {
-        const n = ++serial;
-        const resources = Array.from({ length }, (_, i) => ({
-          identifier: `deep-${n}-${i}`,
-          payload_type: "annotation",
-          label: "l",
-          parent_identifier: i === 0 ? `chain-${at}` : `deep-${n}-${i - 1}`,
-        }));
-        const create = operations.find((o) => o.method.name === "Create" && o.revision === "v2")!;
-        const a = await probe(create, "POST", "/resources/create", JSON.stringify({ resources }), {}, cred);
-        // The last new resource has at + length ancestors.
-        const tooDeep = at + length > MAX_TREE_DEPTH;
-        if (cred === "valid") expect(a.status, a.text).toBe(tooDeep ? 400 : 200);
-        if (cred === "valid" && tooDeep) expect(a.text).toContain("failed_precondition");
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: MAX_TREE_DEPTH }),
+        fc.integer({ min: 1, max: 4 }),
+        credArb,
+        async (at, length, cred) => {
+          const n = ++serial;
+          const resources = Array.from({ length }, (_, i) => ({
+            identifier: `deep-${n}-${i}`,
+            payload_type: "annotation",
+            label: "l",
+            parent_identifier: i === 0 ? `chain-${at}` : `deep-${n}-${i - 1}`,
+          }));
+          const create = operations.find((o) => o.method.name === "Create" && o.revision === "v2")!;
+          const a = await probe(create, "POST", "/resources/create", JSON.stringify({ resources }), {}, cred);
+          // The last new resource has at + length ancestors.
+          const tooDeep = at + length > MAX_TREE_DEPTH;
+          if (cred === "valid") expect(a.status, a.text).toBe(tooDeep ? 400 : 200);
+          if (cred === "valid" && tooDeep) expect(a.text).toContain("failed_precondition");
+        },
+      ),
       { numRuns: 40 },
     );
   }, 120_000);

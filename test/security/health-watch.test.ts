@@ -17,7 +17,10 @@ it("many watchers cost one probe", async () => {
   });
   const abort = new AbortController();
   const ctx = { signal: abort.signal } as unknown as HandlerContext;
-  const watchers = Array.from({ length: 50 }, () => health.watch({ service: "" } as never, ctx) as AsyncGenerator<{ status: Status }>);
+  const watchers = Array.from(
+    { length: 50 },
+    () => health.watch({ service: "" } as never, ctx) as AsyncGenerator<{ status: Status }>,
+  );
   const first = await Promise.all(watchers.map((w) => w.next()));
   for (const f of first) expect(f.value?.status).toBe(Status.SERVING);
   expect(probes).toBe(1);

@@ -5,7 +5,7 @@ import fc from "fast-check";
 
 export const hostileStrings = [
   "'; DROP TABLE resources; --",
-  "\" OR 1=1 --",
+  '" OR 1=1 --',
   "x' UNION SELECT * FROM pg_shadow --",
   "\u0000",
   "a\u0000b",
@@ -77,7 +77,10 @@ export const hostileValue: fc.Arbitrary<unknown> = fc.letrec<{ v: unknown }>((ti
 
 /** An object whose keys are mostly the message's own field names. */
 export function hostileObject(fieldNames: readonly string[]): fc.Arbitrary<Record<string, unknown>> {
-  const key = fieldNames.length > 0 ? fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...fieldNames) }, { weight: 1, arbitrary: hostileString }) : hostileString;
+  const key =
+    fieldNames.length > 0
+      ? fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...fieldNames) }, { weight: 1, arbitrary: hostileString })
+      : hostileString;
   return fc.dictionary(key, hostileValue, { maxKeys: 5 });
 }
 
@@ -104,13 +107,13 @@ export const rawGarbage = fc.oneof(
     "[1,2,3]",
     '"string"',
     "1e99999",
-    "{\"a\":1,\"a\":2}",
-    "{\"__proto__\":{\"polluted\":true}}",
+    '{"a":1,"a":2}',
+    '{"__proto__":{"polluted":true}}',
     deep(5000),
     deepObject(5000),
     "\u0000\u0001\u0002",
     "\ufeff{}",
-    "{\"resources\": [" + "{},".repeat(2000) + "{}]}",
+    '{"resources": [' + "{},".repeat(2000) + "{}]}",
   ),
   fc.string({ unit: "binary", maxLength: 200 }),
   fc.json({ maxDepth: 4 }),
@@ -118,7 +121,20 @@ export const rawGarbage = fc.oneof(
 
 /** Hostile path segments and query pairs. */
 export const hostileSegment = fc.oneof(
-  fc.constantFrom("..", ".", "%2e%2e", "%2F", "%00", "%zz", "%", "//", "a%2Fb", "\u00e9", safeEncode("'; DROP TABLE x; --"), "x".repeat(5000)),
+  fc.constantFrom(
+    "..",
+    ".",
+    "%2e%2e",
+    "%2F",
+    "%00",
+    "%zz",
+    "%",
+    "//",
+    "a%2Fb",
+    "\u00e9",
+    safeEncode("'; DROP TABLE x; --"),
+    "x".repeat(5000),
+  ),
   fc.webSegment(),
   fc.string({ maxLength: 12 }).map(safeEncode),
 );

@@ -33,7 +33,8 @@ afterAll(async () => {
 });
 
 const ids = (n: number, p = "lim") => Array.from({ length: n }, (_, i) => `${p}-${i}`);
-const annotations = (n: number, p = "lim") => ids(n, p).map((identifier) => ({ identifier, payload_type: "annotation", label: "l" }));
+const annotations = (n: number, p = "lim") =>
+  ids(n, p).map((identifier) => ({ identifier, payload_type: "annotation", label: "l" }));
 
 const overLimit: [string, unknown][] = [
   ["/resources/create", { resources: annotations(MAX_ITEMS + 1) }],
@@ -55,19 +56,27 @@ describe("batch limits", () => {
   });
 
   it("a batch of exactly the limit is served", async () => {
-    const res = await callRest(srv.url, "POST", "/resources/create", { body: JSON.stringify({ resources: annotations(MAX_ITEMS, "exact") }) });
+    const res = await callRest(srv.url, "POST", "/resources/create", {
+      body: JSON.stringify({ resources: annotations(MAX_ITEMS, "exact") }),
+    });
     expect([res.status, res.json]).toEqual([200, { created: MAX_ITEMS }]);
   });
 
-  it.each<Protocol>(["connect-json", "connect-binary", "grpc"])("too many items over %s is invalid_argument", async (protocol) => {
-    const before = await storeFingerprint(srv.app.db);
-    const msg = create(CreateRequestSchema, {
-      resources: ids(MAX_ITEMS + 1, protocol).map((identifier) => ({ identifier, payload: { case: "annotation" as const, value: { label: "l" } } })),
-    });
-    const out = await callRpc(transportFor(srv.url, protocol), ResourceService.method.create, msg);
-    expect(out.code).toBe(Code.InvalidArgument);
-    expect(await storeFingerprint(srv.app.db)).toBe(before);
-  });
+  it.each<Protocol>(["connect-json", "connect-binary", "grpc"])(
+    "too many items over %s is invalid_argument",
+    async (protocol) => {
+      const before = await storeFingerprint(srv.app.db);
+      const msg = create(CreateRequestSchema, {
+        resources: ids(MAX_ITEMS + 1, protocol).map((identifier) => ({
+          identifier,
+          payload: { case: "annotation" as const, value: { label: "l" } },
+        })),
+      });
+      const out = await callRpc(transportFor(srv.url, protocol), ResourceService.method.create, msg);
+      expect(out.code).toBe(Code.InvalidArgument);
+      expect(await storeFingerprint(srv.app.db)).toBe(before);
+    },
+  );
 });
 
 describe("body limit", () => {
@@ -91,18 +100,21 @@ describe("body limit", () => {
     expect(await storeFingerprint(srv.app.db)).toBe(before);
   });
 
-  it.each<Protocol>(["connect-json", "connect-binary", "grpc"])("%s: resource_exhausted, nothing written", async (protocol) => {
-    const before = await storeFingerprint(srv.app.db);
-    const msg = create(CreateRequestSchema, {
-      resources: ids(3, `big-${protocol}`).map((identifier) => ({
-        identifier,
-        payload: { case: "annotation" as const, value: { label: "l", text: "x".repeat(MAX_BODY) } },
-      })),
-    });
-    const out = await callRpc(transportFor(srv.url, protocol), ResourceService.method.create, msg);
-    expect(out.code).toBe(Code.ResourceExhausted);
-    expect(await storeFingerprint(srv.app.db)).toBe(before);
-  });
+  it.each<Protocol>(["connect-json", "connect-binary", "grpc"])(
+    "%s: resource_exhausted, nothing written",
+    async (protocol) => {
+      const before = await storeFingerprint(srv.app.db);
+      const msg = create(CreateRequestSchema, {
+        resources: ids(3, `big-${protocol}`).map((identifier) => ({
+          identifier,
+          payload: { case: "annotation" as const, value: { label: "l", text: "x".repeat(MAX_BODY) } },
+        })),
+      });
+      const out = await callRpc(transportFor(srv.url, protocol), ResourceService.method.create, msg);
+      expect(out.code).toBe(Code.ResourceExhausted);
+      expect(await storeFingerprint(srv.app.db)).toBe(before);
+    },
+  );
 });
 
 describe("query limit", () => {
@@ -126,10 +138,13 @@ describe("preview and list limits", () => {
   });
 
   it("a listing over MAX_LIST_KEYS is 400, under it the keys", async () => {
-    const presign = await callRest(srv.url, "POST", "/s3/presign/upload-dir", { body: JSON.stringify({ group: "lst", relpaths: ["a", "b", "c"] }) });
+    const presign = await callRest(srv.url, "POST", "/s3/presign/upload-dir", {
+      body: JSON.stringify({ group: "lst", relpaths: ["a", "b", "c"] }),
+    });
     expect(presign.status).toBe(200);
     const { root, items } = presign.json as { root: string; items: { url: string }[] };
-    for (const item of items.slice(0, 2)) expect((await fetch(item.url, { method: "PUT", body: "x" })).status).toBe(200);
+    for (const item of items.slice(0, 2))
+      expect((await fetch(item.url, { method: "PUT", body: "x" })).status).toBe(200);
     const ok = await callRest(srv.url, "GET", `/s3/list?prefix=${encodeURIComponent(root)}`);
     expect(ok.status).toBe(200);
     expect((ok.json as { keys: string[] }).keys).toHaveLength(2);
@@ -144,18 +159,25 @@ describe("filter nesting (MAX_FILTER_DEPTH, section 16)", () => {
   const nested = (depth: number): string =>
     `{"filters":[${'{"any":['.repeat(depth)}{"field":"identifier","op":"eq","value":"x"}${"]}".repeat(depth)}]}`;
   // 8 groups are served; every deeper one, up to 20,000 (500 before), is 400 invalid_argument.
-  it.each([9, 20, 200, 2_000, 20_000])("%i nested any groups: 400 invalid_argument over REST and Connect JSON", async (depth) => {
-    const big = await startTestServer({ MAX_BODY_BYTES: String(8 * 1024 * 1024) }).catch(() => undefined);
-    const target = big ?? srv;
-    try {
-      const body = nested(depth);
-      const rest = await callRest(target.url, "POST", "/query", { body });
-      expect([rest.status, (rest.json as { code: string }).code]).toEqual([400, "invalid_argument"]);
-      const connect = await fetch(`${target.url}/resourcestore.v2.QueryService/Query`, { method: "POST", headers: { "content-type": "application/json" }, body });
-      expect([connect.status, ((await connect.json()) as { code: string }).code]).toEqual([400, "invalid_argument"]);
-      expect((await callRest(target.url, "POST", "/query", { body: nested(8) })).status).toBe(200);
-    } finally {
-      await big?.close();
-    }
-  });
+  it.each([9, 20, 200, 2_000, 20_000])(
+    "%i nested any groups: 400 invalid_argument over REST and Connect JSON",
+    async (depth) => {
+      const big = await startTestServer({ MAX_BODY_BYTES: String(8 * 1024 * 1024) }).catch(() => undefined);
+      const target = big ?? srv;
+      try {
+        const body = nested(depth);
+        const rest = await callRest(target.url, "POST", "/query", { body });
+        expect([rest.status, (rest.json as { code: string }).code]).toEqual([400, "invalid_argument"]);
+        const connect = await fetch(`${target.url}/resourcestore.v2.QueryService/Query`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body,
+        });
+        expect([connect.status, ((await connect.json()) as { code: string }).code]).toEqual([400, "invalid_argument"]);
+        expect((await callRest(target.url, "POST", "/query", { body: nested(8) })).status).toBe(200);
+      } finally {
+        await big?.close();
+      }
+    },
+  );
 });

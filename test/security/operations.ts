@@ -31,7 +31,11 @@ export const operations: readonly Operation[] = revisions.flatMap((rev) =>
         service,
         method,
         label: `${rev.name} ${service.name}.${method.name}`,
-        rest: { verb: p.case.toUpperCase(), path: `/${rev.name}${fillTemplate(p.value, "x")}`, hasBody: rule.body !== "" },
+        rest: {
+          verb: p.case.toUpperCase(),
+          path: `/${rev.name}${fillTemplate(p.value, "x")}`,
+          hasBody: rule.body !== "",
+        },
       };
     }),
   ),

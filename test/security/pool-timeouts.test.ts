@@ -13,7 +13,11 @@ describe.runIf(reachable)("PostgreSQL pool session timeouts", () => {
   let db: Db;
   beforeAll(async () => {
     tdb = await createTestDatabase();
-    const config = loadConfig({ DATABASE_URL: tdb.url, DATABASE_STATEMENT_TIMEOUT_MS: "4321", DATABASE_IDLE_IN_TRANSACTION_MS: "1234" });
+    const config = loadConfig({
+      DATABASE_URL: tdb.url,
+      DATABASE_STATEMENT_TIMEOUT_MS: "4321",
+      DATABASE_IDLE_IN_TRANSACTION_MS: "1234",
+    });
     db = await openDatabase({
       databaseUrl: tdb.url,
       poolSize: 2,
@@ -29,8 +33,8 @@ describe.runIf(reachable)("PostgreSQL pool session timeouts", () => {
   it("SHOWs the configured timeouts on pool connections, inside and outside a transaction", async () => {
     const show = async (q: Pick<Db, "query">) => ({
       statement: (await q.query<{ statement_timeout: string }>("SHOW statement_timeout")).rows[0]?.statement_timeout,
-      idle: (await q.query<{ idle_in_transaction_session_timeout: string }>("SHOW idle_in_transaction_session_timeout")).rows[0]
-        ?.idle_in_transaction_session_timeout,
+      idle: (await q.query<{ idle_in_transaction_session_timeout: string }>("SHOW idle_in_transaction_session_timeout"))
+        .rows[0]?.idle_in_transaction_session_timeout,
     });
     const expected = { statement: "4321ms", idle: "1234ms" };
     expect(await show(db)).toEqual(expected);

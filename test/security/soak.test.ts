@@ -105,7 +105,9 @@ async function call(t: Tally, path: string, body: unknown): Promise<Response | u
     return res;
   } catch (err) {
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    t.transportErrors.push(`${path} after ${Math.round(performance.now() - start)} ms: ${String(err)}${cause ? ` (${cause.code ?? ""} ${cause.message ?? ""})` : ""}`);
+    t.transportErrors.push(
+      `${path} after ${Math.round(performance.now() - start)} ms: ${String(err)}${cause ? ` (${cause.code ?? ""} ${cause.message ?? ""})` : ""}`,
+    );
     return undefined;
   }
 }
@@ -144,9 +146,13 @@ async function brokenClient(until: number): Promise<number> {
   let n = 0;
   while (Date.now() < until) {
     await new Promise<void>((resolve) => {
-      const body = JSON.stringify({ resources: [{ identifier: `broken-${n}-${Math.random()}`, payload_type: "annotation", label: "b" }] });
+      const body = JSON.stringify({
+        resources: [{ identifier: `broken-${n}-${Math.random()}`, payload_type: "annotation", label: "b" }],
+      });
       const s = net.connect(srv.port, "127.0.0.1", () => {
-        s.write(`POST /resources/create HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, body.length >> 1)}`);
+        s.write(
+          `POST /resources/create HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, body.length >> 1)}`,
+        );
         setTimeout(() => {
           s.destroy();
           resolve();
@@ -183,7 +189,10 @@ async function waitForStreams(ok: (n: number) => boolean, ms: number): Promise<n
 /** A watch client process per surface (test/events/watch-client.ts), its streams open; started before the load. */
 async function startWatchers(): Promise<{ child: ReturnType<typeof spawn>; exited: Promise<unknown> }[]> {
   const watchers = WATCH_SURFACES.map((surface) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "test/events/watch-client.ts", surface, srv.url], { cwd: root, stdio: "ignore" });
+    const child = spawn(process.execPath, ["--import", "tsx", "test/events/watch-client.ts", surface, srv.url], {
+      cwd: root,
+      stdio: "ignore",
+    });
     return { child, exited: new Promise((r) => child.once("exit", r)) };
   });
   // Both revisions' streams of each.
@@ -192,7 +201,10 @@ async function startWatchers(): Promise<{ child: ReturnType<typeof spawn>; exite
 }
 
 /** Kills (SIGKILL) one watch client after another, spread over the run until `until`; answers how many. */
-async function killWatchers(watchers: { child: ReturnType<typeof spawn>; exited: Promise<unknown> }[], until: number): Promise<number> {
+async function killWatchers(
+  watchers: { child: ReturnType<typeof spawn>; exited: Promise<unknown> }[],
+  until: number,
+): Promise<number> {
   const gap = Math.max(0, until - Date.now()) / (watchers.length + 1);
   for (const w of watchers) {
     await new Promise((r) => setTimeout(r, gap));
@@ -223,118 +235,146 @@ function memory(label: string): Memory {
 }
 
 describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
-  it("mixed load: every acknowledged write reads back, no 500, heap back near its start", async () => {
-    // The server, its clients and the slow connections' stopwatches share this
-    // process's event loop: a timer can fire no sooner than the loop gets to
-    // it. The close bound allows twice the longest stall the loop had (the
-    // server's timer, then the client's close event), nothing more.
-    const loop = monitorEventLoopDelay({ resolution: 10 });
-    loop.enable();
-    const samples: Memory[] = [memory("start")];
-    // Open files once the load has warmed the server (its pool connections, the encoder workers' pipes).
-    let filesWarm = Number.NaN;
-    const t: Tally = { requests: 0, statuses: new Map(), fiveHundreds: [], transportErrors: [], latencies: [] };
-    const acked: string[] = [];
-    let exports = 0;
-    // Change-feed clients of every kind, killed mid-stream during the load (spawned before it: starting them costs CPU).
-    const watchers = await startWatchers();
-    const started = Date.now();
-    const until = started + SECONDS * 1000;
-    const quarters = [1, 2, 3].map((q) =>
-      setTimeout(() => {
-        samples.push(memory(`${q * 25}%`));
-        if (q === 1) filesWarm = openFiles();
-      }, (q * SECONDS * 1000) / 4),
-    );
+  it(
+    "mixed load: every acknowledged write reads back, no 500, heap back near its start",
+    async () => {
+      // The server, its clients and the slow connections' stopwatches share this
+      // process's event loop: a timer can fire no sooner than the loop gets to
+      // it. The close bound allows twice the longest stall the loop had (the
+      // server's timer, then the client's close event), nothing more.
+      const loop = monitorEventLoopDelay({ resolution: 10 });
+      loop.enable();
+      const samples: Memory[] = [memory("start")];
+      // Open files once the load has warmed the server (its pool connections, the encoder workers' pipes).
+      let filesWarm = Number.NaN;
+      const t: Tally = { requests: 0, statuses: new Map(), fiveHundreds: [], transportErrors: [], latencies: [] };
+      const acked: string[] = [];
+      let exports = 0;
+      // Change-feed clients of every kind, killed mid-stream during the load (spawned before it: starting them costs CPU).
+      const watchers = await startWatchers();
+      const started = Date.now();
+      const until = started + SECONDS * 1000;
+      const quarters = [1, 2, 3].map((q) =>
+        setTimeout(
+          () => {
+            samples.push(memory(`${q * 25}%`));
+            if (q === 1) filesWarm = openFiles();
+          },
+          (q * SECONDS * 1000) / 4,
+        ),
+      );
 
-    const worker = async (w: number): Promise<void> => {
-      let i = 0;
-      while (Date.now() < until) {
-        i++;
-        const pick = (w * 7 + i) % 10;
-        if (pick < 4) {
-          const ids = [0, 1].map((k) => `soak-${w}-${i}-${k}`);
-          const res = await call(t, "/resources/create", { resources: ids.map((identifier) => ({ identifier, payload_type: "annotation", label: `w${w}` })) });
-          if (res?.status === 200) acked.push(...ids);
-        } else if (pick < 7) {
-          const id = acked[Math.floor(Math.random() * acked.length)] ?? "missing";
-          await call(t, "/resources/read", { identifiers: [id] });
-        } else if (pick < 9 || exports >= 2 * SECONDS) {
-          await call(t, "/query", { payload_type: "annotation", filters: [{ any: [{ field: "label", op: "eq", value: `w${w}` }, { field: "identifier", op: "starts_with", value: "soak-1-" }] }], limit: 20 });
-        } else {
-          exports++;
-          await call(t, "/query/parquet", { payload_type: "annotation", limit: 200 });
+      const worker = async (w: number): Promise<void> => {
+        let i = 0;
+        while (Date.now() < until) {
+          i++;
+          const pick = (w * 7 + i) % 10;
+          if (pick < 4) {
+            const ids = [0, 1].map((k) => `soak-${w}-${i}-${k}`);
+            const res = await call(t, "/resources/create", {
+              resources: ids.map((identifier) => ({ identifier, payload_type: "annotation", label: `w${w}` })),
+            });
+            if (res?.status === 200) acked.push(...ids);
+          } else if (pick < 7) {
+            const id = acked[Math.floor(Math.random() * acked.length)] ?? "missing";
+            await call(t, "/resources/read", { identifiers: [id] });
+          } else if (pick < 9 || exports >= 2 * SECONDS) {
+            await call(t, "/query", {
+              payload_type: "annotation",
+              filters: [
+                {
+                  any: [
+                    { field: "label", op: "eq", value: `w${w}` },
+                    { field: "identifier", op: "starts_with", value: "soak-1-" },
+                  ],
+                },
+              ],
+              limit: 20,
+            });
+          } else {
+            exports++;
+            await call(t, "/query/parquet", { payload_type: "annotation", limit: 200 });
+          }
         }
+      };
+
+      const [, slow, broken, killed] = await Promise.all([
+        Promise.all(Array.from({ length: CLIENTS }, (_, w) => worker(w))),
+        Promise.all(Array.from({ length: SLOW_CLIENTS }, () => slowClient(until))),
+        Promise.all(Array.from({ length: BROKEN_CLIENTS }, () => brokenClient(until))),
+        killWatchers(watchers, until),
+      ]);
+      const elapsed = (Date.now() - started) / 1000;
+      quarters.forEach(clearTimeout);
+      samples.push(memory("end"));
+
+      expect(t.fiveHundreds).toEqual([]);
+      expect(t.transportErrors).toEqual([]);
+      expect(acked.length).toBeGreaterThan(0);
+
+      // Every acknowledged write is there.
+      const missing: string[] = [];
+      for (let k = 0; k < acked.length; k += 50) {
+        const batch = acked.slice(k, k + 50);
+        const res = await fetch(`${srv.url}/resources/read`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ identifiers: batch }),
+        });
+        expect(res.status).toBe(200);
+        const got = new Set(((await res.json()) as { identifier: string }[]).map((r) => r.identifier));
+        missing.push(...batch.filter((id) => !got.has(id)));
       }
-    };
+      expect(missing).toEqual([]);
 
-    const [, slow, broken, killed] = await Promise.all([
-      Promise.all(Array.from({ length: CLIENTS }, (_, w) => worker(w))),
-      Promise.all(Array.from({ length: SLOW_CLIENTS }, () => slowClient(until))),
-      Promise.all(Array.from({ length: BROKEN_CLIENTS }, () => brokenClient(until))),
-      killWatchers(watchers, until),
-    ]);
-    const elapsed = (Date.now() - started) / 1000;
-    quarters.forEach(clearTimeout);
-    samples.push(memory("end"));
-
-    expect(t.fiveHundreds).toEqual([]);
-    expect(t.transportErrors).toEqual([]);
-    expect(acked.length).toBeGreaterThan(0);
-
-    // Every acknowledged write is there.
-    const missing: string[] = [];
-    for (let k = 0; k < acked.length; k += 50) {
-      const batch = acked.slice(k, k + 50);
-      const res = await fetch(`${srv.url}/resources/read`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ identifiers: batch }) });
-      expect(res.status).toBe(200);
-      const got = new Set(((await res.json()) as { identifier: string }[]).map((r) => r.identifier));
-      missing.push(...batch.filter((id) => !got.has(id)));
-    }
-    expect(missing).toEqual([]);
-
-    await new Promise((r) => setTimeout(r, Number(process.env.SOAK_IDLE_SECONDS ?? "3") * 1000));
-    samples.push(memory("idle"));
-    const filesAtIdle = openFiles();
-    const streamsLeft = await waitForStreams((n) => n === 0, 2000);
-    const start = samples[0] as Memory;
-    const idle = samples.at(-1) as Memory;
-    const mb = (b: number) => Math.round(b / 1024 / 1024);
-    console.log(
-      `soak: ${elapsed.toFixed(1)} s, ${t.requests} requests (${(t.requests / elapsed).toFixed(0)}/s), p50 ${percentile(t.latencies, 50).toFixed(1)} ms, ` +
-        `p99 ${percentile(t.latencies, 99).toFixed(1)} ms, statuses ${JSON.stringify(Object.fromEntries(t.statuses))}, 5xx ${t.fiveHundreds.length}, ` +
-        `transport errors ${t.transportErrors.length}, acknowledged writes ${acked.length}, exports ${exports}, slow connections ${slow.reduce((a, b) => a + b, 0)}, ` +
-        `slowest close ${Math.max(0, ...slowCloseMs).toFixed(0)} ms (quickest ${Math.min(...slowCloseMs).toFixed(0)}), broken connections ${broken.reduce((a, b) => a + b, 0)}; after GC, heap used / RSS (MB): ` +
-        samples.map((m) => `${m.label} ${mb(m.heapUsed)} / ${mb(m.rss)}`).join(", "),
-    );
-    console.log(`soak: watch clients killed ${killed}, streams open at the end ${streamsLeft}, open files ${filesWarm} at 25%, ${filesAtIdle} idle`);
-    // The printed figures, held to bounds that follow from the configuration (not from the machine's speed):
-    // every slow connection closed within its window of HEADERS_TIMEOUT_MS ...
-    const slowCount = slow.reduce((a, b) => a + b, 0);
-    expect(slowCloseMs.length).toBe(slowCount);
-    loop.disable();
-    const stallMs = loop.max / 1e6;
-    const latestMs = SLOW_LATEST_MS + 2 * stallMs;
-    console.log(`soak: longest event-loop stall ${stallMs.toFixed(0)} ms; slow closes allowed up to ${latestMs.toFixed(0)} ms`);
-    expect({ slowest: Math.max(...slowCloseMs), quickest: Math.min(...slowCloseMs) }).toEqual({
-      slowest: expect.toSatisfy((ms: number) => ms <= latestMs) as number,
-      quickest: expect.toSatisfy((ms: number) => ms >= SLOW_EARLIEST_MS) as number,
-    });
-    // ... so each slow client went round as often as the window allows, no more, no fewer;
-    const runMs = SECONDS * 1000;
-    expect(slowCount).toBeGreaterThanOrEqual(SLOW_CLIENTS * Math.floor(runMs / latestMs));
-    expect(slowCount).toBeLessThanOrEqual(SLOW_CLIENTS * (Math.ceil(runMs / SLOW_EARLIEST_MS) + 1));
-    // every answer was a success, or a wait for an export slot refused (MAX_CONCURRENT_EXPORTS);
-    expect([...t.statuses.keys()].filter((s) => s !== 200 && s !== 429)).toEqual([]);
-    expect(t.requests).toBe(t.latencies.length);
-    expect(exports).toBeGreaterThan(0);
-    // every broken client got through at least one round; the heap is back near its start.
-    expect(broken.every((n) => n > 0)).toBe(true);
-    expect(idle.heapUsed).toBeLessThan(start.heapUsed + HEAP_SLACK);
-    expect(idle.rss).toBeLessThan(start.rss + RSS_SLACK);
-    // Every killed watch client's streams ended; no file (socket) is left behind by them.
-    expect(killed).toBeGreaterThanOrEqual(WATCH_SURFACES.length);
-    expect(streamsLeft).toBe(0);
-    expect(filesAtIdle).toBeLessThanOrEqual(filesWarm + FD_SLACK);
-  }, (SECONDS + 110) * 1000);
+      await new Promise((r) => setTimeout(r, Number(process.env.SOAK_IDLE_SECONDS ?? "3") * 1000));
+      samples.push(memory("idle"));
+      const filesAtIdle = openFiles();
+      const streamsLeft = await waitForStreams((n) => n === 0, 2000);
+      const start = samples[0] as Memory;
+      const idle = samples.at(-1) as Memory;
+      const mb = (b: number) => Math.round(b / 1024 / 1024);
+      console.log(
+        `soak: ${elapsed.toFixed(1)} s, ${t.requests} requests (${(t.requests / elapsed).toFixed(0)}/s), p50 ${percentile(t.latencies, 50).toFixed(1)} ms, ` +
+          `p99 ${percentile(t.latencies, 99).toFixed(1)} ms, statuses ${JSON.stringify(Object.fromEntries(t.statuses))}, 5xx ${t.fiveHundreds.length}, ` +
+          `transport errors ${t.transportErrors.length}, acknowledged writes ${acked.length}, exports ${exports}, slow connections ${slow.reduce((a, b) => a + b, 0)}, ` +
+          `slowest close ${Math.max(0, ...slowCloseMs).toFixed(0)} ms (quickest ${Math.min(...slowCloseMs).toFixed(0)}), broken connections ${broken.reduce((a, b) => a + b, 0)}; after GC, heap used / RSS (MB): ` +
+          samples.map((m) => `${m.label} ${mb(m.heapUsed)} / ${mb(m.rss)}`).join(", "),
+      );
+      console.log(
+        `soak: watch clients killed ${killed}, streams open at the end ${streamsLeft}, open files ${filesWarm} at 25%, ${filesAtIdle} idle`,
+      );
+      // The printed figures, held to bounds that follow from the configuration (not from the machine's speed):
+      // every slow connection closed within its window of HEADERS_TIMEOUT_MS ...
+      const slowCount = slow.reduce((a, b) => a + b, 0);
+      expect(slowCloseMs.length).toBe(slowCount);
+      loop.disable();
+      const stallMs = loop.max / 1e6;
+      const latestMs = SLOW_LATEST_MS + 2 * stallMs;
+      console.log(
+        `soak: longest event-loop stall ${stallMs.toFixed(0)} ms; slow closes allowed up to ${latestMs.toFixed(0)} ms`,
+      );
+      expect({ slowest: Math.max(...slowCloseMs), quickest: Math.min(...slowCloseMs) }).toEqual({
+        slowest: expect.toSatisfy((ms: number) => ms <= latestMs) as number,
+        quickest: expect.toSatisfy((ms: number) => ms >= SLOW_EARLIEST_MS) as number,
+      });
+      // ... so each slow client went round as often as the window allows, no more, no fewer;
+      const runMs = SECONDS * 1000;
+      expect(slowCount).toBeGreaterThanOrEqual(SLOW_CLIENTS * Math.floor(runMs / latestMs));
+      expect(slowCount).toBeLessThanOrEqual(SLOW_CLIENTS * (Math.ceil(runMs / SLOW_EARLIEST_MS) + 1));
+      // every answer was a success, or a wait for an export slot refused (MAX_CONCURRENT_EXPORTS);
+      expect([...t.statuses.keys()].filter((s) => s !== 200 && s !== 429)).toEqual([]);
+      expect(t.requests).toBe(t.latencies.length);
+      expect(exports).toBeGreaterThan(0);
+      // every broken client got through at least one round; the heap is back near its start.
+      expect(broken.every((n) => n > 0)).toBe(true);
+      expect(idle.heapUsed).toBeLessThan(start.heapUsed + HEAP_SLACK);
+      expect(idle.rss).toBeLessThan(start.rss + RSS_SLACK);
+      // Every killed watch client's streams ended; no file (socket) is left behind by them.
+      expect(killed).toBeGreaterThanOrEqual(WATCH_SURFACES.length);
+      expect(streamsLeft).toBe(0);
+      expect(filesAtIdle).toBeLessThanOrEqual(filesWarm + FD_SLACK);
+    },
+    (SECONDS + 110) * 1000,
+  );
 });

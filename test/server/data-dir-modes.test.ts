@@ -19,7 +19,15 @@ function startUnderUmask022(env: Record<string, string>): MainProcess {
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: string[] = [];
-  for (const s of [proc.stdout, proc.stderr]) s.on("data", (d: Buffer) => lines.push(...d.toString().split("\n").filter((l) => l !== "")));
+  for (const s of [proc.stdout, proc.stderr])
+    s.on("data", (d: Buffer) =>
+      lines.push(
+        ...d
+          .toString()
+          .split("\n")
+          .filter((l) => l !== ""),
+      ),
+    );
   const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
   return { proc, lines, exited };
 }
@@ -55,9 +63,21 @@ describe("DATA_DIR's modes", () => {
       const port = await listeningPort(child, 120_000);
       // A write, and a registration (the registry key is in use).
       const post = (path: string, body: unknown) =>
-        fetch(`http://127.0.0.1:${port}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-      expect((await post("/resources/create", { resources: [{ identifier: "m1", payload_type: "datasource", name: "modes" }] })).status).toBe(200);
-      expect((await post("/patients/register", { datasource_id: "m1", external_uid: "MRN-1" })).status).toBeLessThan(500);
+        fetch(`http://127.0.0.1:${port}${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+      expect(
+        (
+          await post("/resources/create", {
+            resources: [{ identifier: "m1", payload_type: "datasource", name: "modes" }],
+          })
+        ).status,
+      ).toBe(200);
+      expect((await post("/patients/register", { datasource_id: "m1", external_uid: "MRN-1" })).status).toBeLessThan(
+        500,
+      );
     } finally {
       await stop(child);
     }
@@ -65,7 +85,9 @@ describe("DATA_DIR's modes", () => {
     expect(entries.some((e) => e.path.endsWith("registry-secret"))).toBe(true);
     expect(entries.some((e) => e.path.includes(`${join(dataDir, "s3")}`))).toBe(true);
     expect(entries.length).toBeGreaterThan(100);
-    const open = entries.filter((e) => (e.mode & 0o077) !== 0).map((e) => `${e.path.slice(dataDir.length)} ${e.mode.toString(8)}`);
+    const open = entries
+      .filter((e) => (e.mode & 0o077) !== 0)
+      .map((e) => `${e.path.slice(dataDir.length)} ${e.mode.toString(8)}`);
     expect(open).toEqual([]);
   });
 
@@ -77,13 +99,17 @@ describe("DATA_DIR's modes", () => {
     let line: { corrected?: number; msg?: string } | undefined;
     try {
       await listeningPort(child, 120_000);
-      line = child.lines.map((l) => JSON.parse(l) as { corrected?: number; msg?: string }).find((j) => j.corrected !== undefined);
+      line = child.lines
+        .map((l) => JSON.parse(l) as { corrected?: number; msg?: string })
+        .find((j) => j.corrected !== undefined);
     } finally {
       await stop(child);
     }
     expect(line?.msg).toMatch(/owner-only/);
     expect(line?.corrected).toBeGreaterThanOrEqual(before.length);
-    const open = (await modes(dataDir)).filter((e) => (e.mode & 0o077) !== 0).map((e) => `${e.path.slice(dataDir.length)} ${e.mode.toString(8)}`);
+    const open = (await modes(dataDir))
+      .filter((e) => (e.mode & 0o077) !== 0)
+      .map((e) => `${e.path.slice(dataDir.length)} ${e.mode.toString(8)}`);
     expect(open).toEqual([]);
   });
 });

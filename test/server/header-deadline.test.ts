@@ -20,7 +20,10 @@ import { listeningPort, startMain, type MainProcess } from "../support/main-proc
 
 const LIMITS = { HEADERS_TIMEOUT_MS: "1000", REQUEST_TIMEOUT_MS: "3000", IDLE_TIMEOUT_MS: "5000" };
 const HEADERS_MS = Number(LIMITS.HEADERS_TIMEOUT_MS);
-const INTERVAL_MS = checkIntervalMs({ headersTimeoutMs: HEADERS_MS, requestTimeoutMs: Number(LIMITS.REQUEST_TIMEOUT_MS) });
+const INTERVAL_MS = checkIntervalMs({
+  headersTimeoutMs: HEADERS_MS,
+  requestTimeoutMs: Number(LIMITS.REQUEST_TIMEOUT_MS),
+});
 /** The latest a close may come, from the moment the request stopped. */
 const LATEST_MS = HEADERS_MS + INTERVAL_MS;
 /**
@@ -34,7 +37,12 @@ const PREFACE = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /** An empty SETTINGS frame: what a client sends right after the preface. */
 const SETTINGS = Buffer.from([0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
 /** HPACK of :method GET, :scheme http, :path /healthz (literal), :authority 127.0.0.1 (literal). */
-const HPACK = Buffer.concat([Buffer.from([0x82, 0x86, 0x04, 0x08]), Buffer.from("/healthz"), Buffer.from([0x01, 0x09]), Buffer.from("127.0.0.1")]);
+const HPACK = Buffer.concat([
+  Buffer.from([0x82, 0x86, 0x04, 0x08]),
+  Buffer.from("/healthz"),
+  Buffer.from([0x01, 0x09]),
+  Buffer.from("127.0.0.1"),
+]);
 /** A HEADERS frame on stream 1 with END_STREAM but without END_HEADERS: the server must wait for a CONTINUATION that never comes. */
 const HEADERS_NO_END = Buffer.concat([Buffer.from([0, 0, HPACK.length, 0x1, 0x1, 0, 0, 0, 1]), HPACK]);
 /** A HEADERS frame that announces more payload than is sent. */
@@ -73,7 +81,8 @@ function stopAndWait(port: number, send: (socket: net.Socket) => Promise<void>):
   });
 }
 
-const write = (socket: net.Socket, bytes: string | Buffer): Promise<void> => new Promise((resolve) => socket.write(bytes, () => resolve()));
+const write = (socket: net.Socket, bytes: string | Buffer): Promise<void> =>
+  new Promise((resolve) => socket.write(bytes, () => resolve()));
 
 /** Sends a whole request, waits for its whole response (the body of /healthz), then sends `rest`. */
 async function afterResponse(socket: net.Socket, rest: string): Promise<void> {
@@ -100,15 +109,51 @@ const cases: readonly Case[] = [
   ["undecided: inside the HTTP/2 preface", (s) => write(s, "PRI * HTTP/2"), NOTHING],
   ["HTTP/1.1: inside the request line", (s) => write(s, "GET /heal"), TIMED_OUT],
   ["HTTP/1.1: after the request line", (s) => write(s, "GET /healthz HTTP/1.1\r\n"), TIMED_OUT],
-  ["HTTP/1.1: after a complete header line", (s) => write(s, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"), TIMED_OUT],
-  ["HTTP/1.1: inside a header line", (s) => write(s, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: abc"), TIMED_OUT],
-  ["HTTP/1.1: a POST whose headers stop before the blank line", (s) => write(s, "POST /resources/read HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"), TIMED_OUT],
-  ["HTTP/1.1 kept alive: after the previous response, inside the next request line", (s) => afterResponse(s, "GET /hea"), /^HTTP\/1\.1 200 [^]*HTTP\/1\.1 408 /],
-  ["HTTP/1.1 kept alive: after the previous response, inside the next headers", (s) => afterResponse(s, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Sl"), /^HTTP\/1\.1 200 [^]*HTTP\/1\.1 408 /],
+  [
+    "HTTP/1.1: after a complete header line",
+    (s) => write(s, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"),
+    TIMED_OUT,
+  ],
+  [
+    "HTTP/1.1: inside a header line",
+    (s) => write(s, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: abc"),
+    TIMED_OUT,
+  ],
+  [
+    "HTTP/1.1: a POST whose headers stop before the blank line",
+    (s) =>
+      write(
+        s,
+        "POST /resources/read HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n",
+      ),
+    TIMED_OUT,
+  ],
+  [
+    "HTTP/1.1 kept alive: after the previous response, inside the next request line",
+    (s) => afterResponse(s, "GET /hea"),
+    /^HTTP\/1\.1 200 [^]*HTTP\/1\.1 408 /,
+  ],
+  [
+    "HTTP/1.1 kept alive: after the previous response, inside the next headers",
+    (s) => afterResponse(s, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Sl"),
+    /^HTTP\/1\.1 200 [^]*HTTP\/1\.1 408 /,
+  ],
   ["HTTP/2: the preface, then nothing", (s) => write(s, PREFACE), /^[^]*$/],
-  ["HTTP/2: the preface and SETTINGS, then nothing", (s) => write(s, Buffer.concat([Buffer.from(PREFACE), SETTINGS])), /^[^]*$/],
-  ["HTTP/2: inside a HEADERS block (no CONTINUATION)", (s) => write(s, Buffer.concat([Buffer.from(PREFACE), SETTINGS, HEADERS_NO_END])), /^[^]*$/],
-  ["HTTP/2: inside a HEADERS frame (payload cut)", (s) => write(s, Buffer.concat([Buffer.from(PREFACE), SETTINGS, HEADERS_CUT])), /^[^]*$/],
+  [
+    "HTTP/2: the preface and SETTINGS, then nothing",
+    (s) => write(s, Buffer.concat([Buffer.from(PREFACE), SETTINGS])),
+    /^[^]*$/,
+  ],
+  [
+    "HTTP/2: inside a HEADERS block (no CONTINUATION)",
+    (s) => write(s, Buffer.concat([Buffer.from(PREFACE), SETTINGS, HEADERS_NO_END])),
+    /^[^]*$/,
+  ],
+  [
+    "HTTP/2: inside a HEADERS frame (payload cut)",
+    (s) => write(s, Buffer.concat([Buffer.from(PREFACE), SETTINGS, HEADERS_CUT])),
+    /^[^]*$/,
+  ],
 ];
 
 /** One HTTP/1.1 and one HTTP/2 request, so that the first use of each path (module loading, compilation) is not timed below. */
@@ -132,7 +177,12 @@ async function checkAll(port: number): Promise<void> {
   const results = await Promise.all(cases.map(([, send]) => stopAndWait(port, send)));
   const report = cases.map(([name, , answer], i) => {
     const r = results[i] as Closed;
-    return { name, ms: Math.round(r.afterStopMs), inWindow: r.afterStopMs >= EARLIEST_MS && r.afterStopMs <= LATEST_MS, answered: answer.test(r.received) };
+    return {
+      name,
+      ms: Math.round(r.afterStopMs),
+      inWindow: r.afterStopMs >= EARLIEST_MS && r.afterStopMs <= LATEST_MS,
+      answered: answer.test(r.received),
+    };
   });
   if (process.env.DEADLINE_TRACE) console.log(JSON.stringify(report));
   expect(report.filter((r) => !r.inWindow || !r.answered)).toEqual([]);

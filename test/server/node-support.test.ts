@@ -5,13 +5,20 @@ import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { AWS_SDK_NODE_NOTICE_SWITCH, nodeMajor, quietAwsSdkNodeNotice, SUPPORTED_NODE_MAJORS } from "../../src/node-support.js";
+import {
+  AWS_SDK_NODE_NOTICE_SWITCH,
+  nodeMajor,
+  quietAwsSdkNodeNotice,
+  SUPPORTED_NODE_MAJORS,
+} from "../../src/node-support.js";
 
 const run = promisify(execFile);
 
 describe("supported Node versions", () => {
   it("package.json engines names exactly the supported majors, and this Node is one of them", async () => {
-    const pkg = JSON.parse(await readFile(new URL("../../package.json", import.meta.url), "utf8")) as { engines: { node: string } };
+    const pkg = JSON.parse(await readFile(new URL("../../package.json", import.meta.url), "utf8")) as {
+      engines: { node: string };
+    };
     const majors = pkg.engines.node.split("||").map((range) => nodeMajor(range.trim().replace(/^[\^~]/, "")));
     expect(majors).toEqual([...SUPPORTED_NODE_MAJORS]);
     expect(SUPPORTED_NODE_MAJORS).toContain(nodeMajor(process.version));

@@ -32,7 +32,13 @@ async function start(handler: RequestHandler): Promise<number> {
     port: 0,
     host: "127.0.0.1",
     handler,
-    limits: { headersTimeoutMs: 500, requestTimeoutMs: 800, idleTimeoutMs: 5000, maxConnections: 100, maxConcurrentStreams: 100 },
+    limits: {
+      headersTimeoutMs: 500,
+      requestTimeoutMs: 800,
+      idleTimeoutMs: 5000,
+      maxConnections: 100,
+      maxConcurrentStreams: 100,
+    },
   });
   return srv.port;
 }
@@ -63,7 +69,11 @@ describe("the listener's 408", () => {
     socket.on("connect", () => socket.write("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
     await new Promise((resolve) => socket.once("close", resolve));
     expect(received).toMatch(/^HTTP\/1\.1 408 /);
-    expect(bodyOf(received)).toEqual({ code: "deadline_exceeded", message: expect.any(String), reason: "REQUEST_TIMEOUT" });
+    expect(bodyOf(received)).toEqual({
+      code: "deadline_exceeded",
+      message: expect.any(String),
+      reason: "REQUEST_TIMEOUT",
+    });
   });
 
   it("carries REQUEST_TIMEOUT over HTTP/2 when the body never completes", async () => {
@@ -81,21 +91,31 @@ describe("the listener's 408", () => {
     clearInterval(trickle);
     session.destroy();
     expect(await status).toBe(408);
-    expect(JSON.parse(text)).toEqual({ code: "deadline_exceeded", message: expect.stringMatching(/not complete within 800 ms/), reason: "REQUEST_TIMEOUT" });
+    expect(JSON.parse(text)).toEqual({
+      code: "deadline_exceeded",
+      message: expect.stringMatching(/not complete within 800 ms/),
+      reason: "REQUEST_TIMEOUT",
+    });
   });
 });
 
 describe("the explorer's refusals", () => {
   it("answers NOT_FOUND when the explorer is not built", async () => {
     const port = await start(withUi(join(await tempDir(), "missing"), fallback));
-    expect(await get(port, "/ui/")).toEqual({ status: 404, body: { code: "not_found", message: expect.stringMatching(/not built/), reason: "NOT_FOUND" } });
+    expect(await get(port, "/ui/")).toEqual({
+      status: 404,
+      body: { code: "not_found", message: expect.stringMatching(/not built/), reason: "NOT_FOUND" },
+    });
   });
 
   it("answers NOT_FOUND for a file the build does not have", async () => {
     const dir = await tempDir();
     await writeFile(join(dir, "index.html"), "<!doctype html>");
     const port = await start(withUi(dir, fallback));
-    expect(await get(port, "/ui/nothing.js")).toEqual({ status: 404, body: { code: "not_found", message: "no explorer file nothing.js", reason: "NOT_FOUND" } });
+    expect(await get(port, "/ui/nothing.js")).toEqual({
+      status: 404,
+      body: { code: "not_found", message: "no explorer file nothing.js", reason: "NOT_FOUND" },
+    });
   });
 
   it("answers INTERNAL when the explorer's files cannot be read", async () => {
@@ -104,6 +124,9 @@ describe("the explorer's refusals", () => {
     // A folder named like a script: listed, but reading it fails.
     await mkdir(join(dir, "broken.js"));
     const port = await start(withUi(dir, fallback));
-    expect(await get(port, "/ui/")).toEqual({ status: 500, body: { code: "internal", message: "internal error", reason: "INTERNAL" } });
+    expect(await get(port, "/ui/")).toEqual({
+      status: 500,
+      body: { code: "internal", message: "internal error", reason: "INTERNAL" },
+    });
   });
 });

@@ -10,7 +10,14 @@
 import http2 from "node:http2";
 import net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { checkIntervalMs, KEEP_ALIVE_MARGIN_MS, startServer, type ListenerLimits, type RequestHandler, type RunningServer } from "../../src/server.js";
+import {
+  checkIntervalMs,
+  KEEP_ALIVE_MARGIN_MS,
+  startServer,
+  type ListenerLimits,
+  type RequestHandler,
+  type RunningServer,
+} from "../../src/server.js";
 
 const handler: RequestHandler = (req, res) => {
   const answer = () => {
@@ -27,12 +34,23 @@ const handler: RequestHandler = (req, res) => {
   req.once("end", answer);
 };
 
-const SMALL: ListenerLimits = { headersTimeoutMs: 1000, requestTimeoutMs: 2000, idleTimeoutMs: 1500, maxConnections: 10_000, maxConcurrentStreams: 100 };
+const SMALL: ListenerLimits = {
+  headersTimeoutMs: 1000,
+  requestTimeoutMs: 2000,
+  idleTimeoutMs: 1500,
+  maxConnections: 10_000,
+  maxConcurrentStreams: 100,
+};
 const INTERVAL = checkIntervalMs(SMALL);
 
 /** Asserts that `ms` (from when the client stopped) lies in the window of `limit`. */
 function inWindow(what: string, ms: number, limit: number): void {
-  expect({ what, ms: Math.round(ms), earliest: limit * 0.9, latest: limit + INTERVAL }).toEqual({ what, ms: expect.toSatisfy((x: number) => x >= limit * 0.9 && x <= limit + INTERVAL) as number, earliest: limit * 0.9, latest: limit + INTERVAL });
+  expect({ what, ms: Math.round(ms), earliest: limit * 0.9, latest: limit + INTERVAL }).toEqual({
+    what,
+    ms: expect.toSatisfy((x: number) => x >= limit * 0.9 && x <= limit + INTERVAL) as number,
+    earliest: limit * 0.9,
+    latest: limit + INTERVAL,
+  });
 }
 
 let srv: RunningServer | undefined;
@@ -47,7 +65,11 @@ async function start(limits: Partial<ListenerLimits> = {}): Promise<RunningServe
 }
 
 /** Opens a socket, writes `first`, and resolves what the server sent before it closed the connection; `ms()` is how long after the connect it closed. */
-function openSocket(port: number, first: string | undefined, trickle?: string): { closed: Promise<string>; socket: net.Socket; ms: () => number } {
+function openSocket(
+  port: number,
+  first: string | undefined,
+  trickle?: string,
+): { closed: Promise<string>; socket: net.Socket; ms: () => number } {
   const socket = net.connect(port, "127.0.0.1");
   let received = "";
   let timer: NodeJS.Timeout | undefined;
@@ -131,7 +153,9 @@ describe("listener timeouts", () => {
     const session = http2.connect(`http://127.0.0.1:${port}`);
     session.on("error", () => undefined);
     let answeredAt = 0;
-    const sessionClosed = new Promise<number>((resolve) => session.once("close", () => resolve(performance.now() - answeredAt)));
+    const sessionClosed = new Promise<number>((resolve) =>
+      session.once("close", () => resolve(performance.now() - answeredAt)),
+    );
     const status = await new Promise<number>((resolve, reject) => {
       const stream = session.request({ ":path": "/" });
       stream.on("response", (h) => resolve(Number(h[":status"])));
@@ -168,7 +192,12 @@ describe("listener timeouts", () => {
 
 describe("connection and stream caps", () => {
   it("refuses connections beyond MAX_CONNECTIONS and recovers when others close", async () => {
-    const { port } = await start({ maxConnections: 5, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000, idleTimeoutMs: 60_000 });
+    const { port } = await start({
+      maxConnections: 5,
+      headersTimeoutMs: 60_000,
+      requestTimeoutMs: 60_000,
+      idleTimeoutMs: 60_000,
+    });
     const held = Array.from({ length: 5 }, () => openSocket(port, "GET /some"));
     await new Promise((r) => setTimeout(r, 100));
     const refused = openSocket(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -180,7 +209,12 @@ describe("connection and stream caps", () => {
   });
 
   it("refuses HTTP/2 streams beyond MAX_CONCURRENT_STREAMS with REFUSED_STREAM", async () => {
-    const { port } = await start({ maxConcurrentStreams: 2, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000, idleTimeoutMs: 60_000 });
+    const { port } = await start({
+      maxConcurrentStreams: 2,
+      headersTimeoutMs: 60_000,
+      requestTimeoutMs: 60_000,
+      idleTimeoutMs: 60_000,
+    });
     const session = http2.connect(`http://127.0.0.1:${port}`);
     session.on("error", () => undefined);
     // Sent at once, before the client hears the server's settings.

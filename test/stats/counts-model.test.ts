@@ -55,7 +55,19 @@ function expected(then: Model, now: Model, g: Grants, prefix: string): Expected[
   const out = new Map<string, Expected & { bytes: bigint }>();
   const entry = (ds: string) => {
     let e = out.get(ds);
-    if (!e) out.set(ds, (e = { datasourceId: ds, resources: 0, byPayloadType: {}, byAccessLevel: {}, totalBytes: "0", counted: [], bytes: 0n }));
+    if (!e)
+      out.set(
+        ds,
+        (e = {
+          datasourceId: ds,
+          resources: 0,
+          byPayloadType: {},
+          byAccessLevel: {},
+          totalBytes: "0",
+          counted: [],
+          bytes: 0n,
+        }),
+      );
     return e;
   };
   const visible = (id: string, n: Node) => {
@@ -63,7 +75,8 @@ function expected(then: Model, now: Model, g: Grants, prefix: string): Expected[
     return sees(g, attribution(then, id), n.level) && sees(g, attribution(now, id), cur.level);
   };
   // Listed: the datasources of the active patients the caller sees (this test registers none).
-  for (const [id, n] of then) if (!n.deleted && n.type === "patient" && n.ds !== undefined && visible(id, n)) entry(n.ds);
+  for (const [id, n] of then)
+    if (!n.deleted && n.type === "patient" && n.ds !== undefined && visible(id, n)) entry(n.ds);
   for (const [id, n] of then) {
     if (n.deleted || n.type === "datasource") continue;
     const ds = attribution(then, id);
@@ -99,10 +112,23 @@ describeBackends("statistics against a model, now and at every past point", (bac
         parentIdentifier: parent === null ? null : `${p}${parent}`,
         accessLevel: level,
         payload:
-          type === "patient" ? { datasource_id: extra?.ds } : type === "file" ? { path: `s3://b/${p}${id}`, size_bytes: String(extra?.size ?? 0) } : type === "datasource" ? { name: id } : {},
+          type === "patient"
+            ? { datasource_id: extra?.ds }
+            : type === "file"
+              ? { path: `s3://b/${p}${id}`, size_bytes: String(extra?.size ?? 0) }
+              : type === "datasource"
+                ? { name: id }
+                : {},
       }));
       for (const [id, type, parent, level, extra] of items) {
-        m.set(`${p}${id}`, { type, parent: parent === null ? null : `${p}${parent}`, level, ...(extra?.ds !== undefined ? { ds: extra.ds } : {}), size: BigInt(extra?.size ?? 0), deleted: false });
+        m.set(`${p}${id}`, {
+          type,
+          parent: parent === null ? null : `${p}${parent}`,
+          level,
+          ...(extra?.ds !== undefined ? { ds: extra.ds } : {}),
+          size: BigInt(extra?.size ?? 0),
+          deleted: false,
+        });
       }
       return (await store.create(LOCAL_CALLER, batch)).at;
     };
@@ -147,16 +173,34 @@ describeBackends("statistics against a model, now and at every past point", (bac
         const want = expected(then, m, g, p);
         const label = `${at ?? "now"} ${JSON.stringify({ ds: g.datasources === "all" ? "all" : [...g.datasources], c: g.clearance })}`;
         expect(
-          got.map((r) => ({ datasourceId: r.datasourceId, resources: r.resources, byPayloadType: r.byPayloadType, byAccessLevel: r.byAccessLevel, totalBytes: r.totalBytes })),
+          got.map((r) => ({
+            datasourceId: r.datasourceId,
+            resources: r.resources,
+            byPayloadType: r.byPayloadType,
+            byAccessLevel: r.byAccessLevel,
+            totalBytes: r.totalBytes,
+          })),
           label,
         ).toEqual(want.map(({ counted: _c, ...e }) => e));
         // The last change among the counted resources, as they read at that point.
         for (const [i, w] of want.entries()) {
-          const read = await store.read(ALL_GRANTS, w.counted, { excludeChildren: true, ...(at !== undefined ? { asOf: at } : {}) });
-          expect(got[i]?.lastUpdatedAt ?? null, label).toBe(read.map((r) => r.updatedAt).sort().at(-1) ?? null);
+          const read = await store.read(ALL_GRANTS, w.counted, {
+            excludeChildren: true,
+            ...(at !== undefined ? { asOf: at } : {}),
+          });
+          expect(got[i]?.lastUpdatedAt ?? null, label).toBe(
+            read
+              .map((r) => r.updatedAt)
+              .sort()
+              .at(-1) ?? null,
+          );
         }
         // One datasource alone answers the same entry.
-        for (const r of got) expect(await datasourceStats(db, g, { datasourceId: r.datasourceId, ...(at !== undefined ? { asOf: at } : {}) }), label).toEqual([r]);
+        for (const r of got)
+          expect(
+            await datasourceStats(db, g, { datasourceId: r.datasourceId, ...(at !== undefined ? { asOf: at } : {}) }),
+            label,
+          ).toEqual([r]);
       }
     };
     const step = async (at: string) => {
@@ -194,7 +238,12 @@ describeBackends("statistics against a model, now and at every past point", (bac
     await step(await restore("sa2"));
     await step(await update("xa1", { parentIdentifier: null })); // to no datasource
     await step(await update("xa1", { parentIdentifier: `${p}sa2` })); // back under A
-    await step(await create([["fa4", "file", "xa1", "public", { size: 7 }], ["pa3", "patient", null, "public", { ds: A }]]));
+    await step(
+      await create([
+        ["fa4", "file", "xa1", "public", { size: 7 }],
+        ["pa3", "patient", null, "public", { ds: A }],
+      ]),
+    );
     await step(await del("pa1"));
     await step(await update("pa2", { accessLevel: "public" }));
 

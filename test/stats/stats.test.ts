@@ -12,7 +12,12 @@ const patient = (identifier: string, parent: string | null, datasourceId: string
   parentIdentifier: parent,
   payload: { datasource_id: datasourceId },
 });
-const node = (identifier: string, payloadType: string, parent: string, extra: Partial<NewResource> = {}): NewResource => ({
+const node = (
+  identifier: string,
+  payloadType: string,
+  parent: string,
+  extra: Partial<NewResource> = {},
+): NewResource => ({
   identifier,
   payloadType,
   parentIdentifier: parent,
@@ -49,18 +54,16 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
       const [one] = (await s.stats.detailedStats({ datasourceId: d.datasourceId })).datasources;
       expect(one).toEqual(d);
     }
-    return detailed.map(
-      (d): Expected => ({
-        datasourceId: d.datasourceId,
-        patients: Number(d.patients),
-        studies: Number(d.studies),
-        resources: Number(d.resources),
-        byPayloadType: Object.fromEntries(Object.entries(d.byPayloadType).map(([k, v]) => [k, Number(v)])),
-        byAccessLevel: Object.fromEntries(Object.entries(d.byAccessLevel).map(([k, v]) => [k, Number(v)])),
-        totalBytes: d.totalBytes,
-        lastUpdatedAt: d.lastUpdatedAt,
-      }),
-    );
+    return detailed.map((d): Expected => ({
+      datasourceId: d.datasourceId,
+      patients: Number(d.patients),
+      studies: Number(d.studies),
+      resources: Number(d.resources),
+      byPayloadType: Object.fromEntries(Object.entries(d.byPayloadType).map(([k, v]) => [k, Number(v)])),
+      byAccessLevel: Object.fromEntries(Object.entries(d.byAccessLevel).map(([k, v]) => [k, Number(v)])),
+      totalBytes: d.totalBytes,
+      lastUpdatedAt: d.lastUpdatedAt,
+    }));
   }
 
   async function expectStats(prefix: string, expected: Expected[]) {
@@ -73,7 +76,10 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
 
   const lastUpdated = async (ids: string[]) => {
     const rows = await store().read(ALL_GRANTS, ids, { excludeChildren: true });
-    return rows.map((r) => r.updatedAt).sort().at(-1);
+    return rows
+      .map((r) => r.updatedAt)
+      .sort()
+      .at(-1);
   };
 
   it("attributes resources to the nearest patient's datasource through creates, moves, deletes and restores", async () => {
@@ -89,8 +95,26 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
 
     // registered but nothing created yet: listed from the registry
     await expectStats(p, [
-      { datasourceId: A, patients: 2, studies: 2, resources: 0, byPayloadType: {}, byAccessLevel: {}, totalBytes: "0", lastUpdatedAt: undefined },
-      { datasourceId: B, patients: 1, studies: 1, resources: 0, byPayloadType: {}, byAccessLevel: {}, totalBytes: "0", lastUpdatedAt: undefined },
+      {
+        datasourceId: A,
+        patients: 2,
+        studies: 2,
+        resources: 0,
+        byPayloadType: {},
+        byAccessLevel: {},
+        totalBytes: "0",
+        lastUpdatedAt: undefined,
+      },
+      {
+        datasourceId: B,
+        patients: 1,
+        studies: 1,
+        resources: 0,
+        byPayloadType: {},
+        byAccessLevel: {},
+        totalBytes: "0",
+        lastUpdatedAt: undefined,
+      },
     ]);
 
     await store().create(LOCAL_CALLER, [
@@ -112,23 +136,65 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
     const aIds = [p1, s1, `${p}se`, `${p}f1`, `${p}f2`, s2];
     const bIds = [p3, s3, `${p}q`, `${p}fq`];
     await expectStats(p, [
-      { datasourceId: A, patients: 2, studies: 2, resources: 6, byPayloadType: { patient: 1, study: 2, series: 1, file: 2 },
-        byAccessLevel: { internal: 5, public: 1 }, totalBytes: "9007199254741000", lastUpdatedAt: await lastUpdated(aIds) },
-      { datasourceId: B, patients: 1, studies: 1, resources: 4, byPayloadType: { patient: 2, study: 1, file: 1 },
-        byAccessLevel: { internal: 4 }, totalBytes: "5", lastUpdatedAt: await lastUpdated(bIds) },
-      { datasourceId: C, patients: 0, studies: 0, resources: 1, byPayloadType: { patient: 1 }, byAccessLevel: { internal: 1 },
-        totalBytes: "0", lastUpdatedAt: await lastUpdated([`${p}c`]) },
+      {
+        datasourceId: A,
+        patients: 2,
+        studies: 2,
+        resources: 6,
+        byPayloadType: { patient: 1, study: 2, series: 1, file: 2 },
+        byAccessLevel: { internal: 5, public: 1 },
+        totalBytes: "9007199254741000",
+        lastUpdatedAt: await lastUpdated(aIds),
+      },
+      {
+        datasourceId: B,
+        patients: 1,
+        studies: 1,
+        resources: 4,
+        byPayloadType: { patient: 2, study: 1, file: 1 },
+        byAccessLevel: { internal: 4 },
+        totalBytes: "5",
+        lastUpdatedAt: await lastUpdated(bIds),
+      },
+      {
+        datasourceId: C,
+        patients: 0,
+        studies: 0,
+        resources: 1,
+        byPayloadType: { patient: 1 },
+        byAccessLevel: { internal: 1 },
+        totalBytes: "0",
+        lastUpdatedAt: await lastUpdated([`${p}c`]),
+      },
     ]);
 
     // move s2 (public) to patient p3: it counts for B now; registered studies do not move
-    await svc().resources.update({ updates: { [s2]: { parentIdentifier: p3, updateMask: { paths: ["parent_identifier"] } } } });
+    await svc().resources.update({
+      updates: { [s2]: { parentIdentifier: p3, updateMask: { paths: ["parent_identifier"] } } },
+    });
     // delete the series (with f1), and the unregistered patient
     await svc().resources.delete({ identifiers: [`${p}se`, `${p}c`] });
     await expectStats(p, [
-      { datasourceId: A, patients: 2, studies: 2, resources: 3, byPayloadType: { patient: 1, study: 1, file: 1 },
-        byAccessLevel: { internal: 3 }, totalBytes: "7", lastUpdatedAt: await lastUpdated([p1, s1, `${p}f2`]) },
-      { datasourceId: B, patients: 1, studies: 1, resources: 5, byPayloadType: { patient: 2, study: 2, file: 1 },
-        byAccessLevel: { internal: 4, public: 1 }, totalBytes: "5", lastUpdatedAt: await lastUpdated([...bIds, s2]) },
+      {
+        datasourceId: A,
+        patients: 2,
+        studies: 2,
+        resources: 3,
+        byPayloadType: { patient: 1, study: 1, file: 1 },
+        byAccessLevel: { internal: 3 },
+        totalBytes: "7",
+        lastUpdatedAt: await lastUpdated([p1, s1, `${p}f2`]),
+      },
+      {
+        datasourceId: B,
+        patients: 1,
+        studies: 1,
+        resources: 5,
+        byPayloadType: { patient: 2, study: 2, file: 1 },
+        byAccessLevel: { internal: 4, public: 1 },
+        totalBytes: "5",
+        lastUpdatedAt: await lastUpdated([...bIds, s2]),
+      },
     ]);
     await expectCode(svc().stats.detailedStats({ datasourceId: C }), Code.NotFound);
 
@@ -136,11 +202,27 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
     await svc().resources.restore({ identifiers: [`${p}se`] });
     await svc().resources.delete({ identifiers: [p3] });
     await expectStats(p, [
-      { datasourceId: A, patients: 2, studies: 2, resources: 5, byPayloadType: { patient: 1, study: 1, series: 1, file: 2 },
-        byAccessLevel: { internal: 5 }, totalBytes: "9007199254741000", lastUpdatedAt: await lastUpdated([p1, s1, `${p}se`, `${p}f1`, `${p}f2`]) },
+      {
+        datasourceId: A,
+        patients: 2,
+        studies: 2,
+        resources: 5,
+        byPayloadType: { patient: 1, study: 1, series: 1, file: 2 },
+        byAccessLevel: { internal: 5 },
+        totalBytes: "9007199254741000",
+        lastUpdatedAt: await lastUpdated([p1, s1, `${p}se`, `${p}f1`, `${p}f2`]),
+      },
       // p3 is gone but registered; q still counts for B (it hangs under s1, which is active)
-      { datasourceId: B, patients: 1, studies: 1, resources: 2, byPayloadType: { patient: 1, file: 1 },
-        byAccessLevel: { internal: 2 }, totalBytes: "5", lastUpdatedAt: await lastUpdated([`${p}q`, `${p}fq`]) },
+      {
+        datasourceId: B,
+        patients: 1,
+        studies: 1,
+        resources: 2,
+        byPayloadType: { patient: 1, file: 1 },
+        byAccessLevel: { internal: 2 },
+        totalBytes: "5",
+        lastUpdatedAt: await lastUpdated([`${p}q`, `${p}fq`]),
+      },
     ]);
   });
 
@@ -157,20 +239,31 @@ describeServices("GET /datasources/stats and /datasources/detailed-stats", (svc)
     const narrow = { actor: "narrow", grants: { datasources: new Set([A]), clearance: "internal" as const } };
     const deleted = await store().delete(narrow, [`${p}se`], { cascade: true });
     expect(deleted.count).toBe(1);
-    expect((await store().read(ALL_GRANTS, [`${p}se`, `${p}an`], { excludeChildren: true })).map((r) => r.identifier)).toEqual([`${p}an`]);
+    expect(
+      (await store().read(ALL_GRANTS, [`${p}se`, `${p}an`], { excludeChildren: true })).map((r) => r.identifier),
+    ).toEqual([`${p}an`]);
     // Access reads the annotation as A's: a caller of another datasource does not see it.
     const other = { datasources: new Set([`${p}B`]), clearance: "restricted" as const };
     expect(await store().read(other, [`${p}an`], { excludeChildren: true })).toEqual([]);
     // And statistics count it for A, as access attributes it (it was counted for no datasource).
     await expectStats(p, [
-      { datasourceId: A, patients: 0, studies: 0, resources: 3, byPayloadType: { patient: 1, study: 1, annotation: 1 },
-        byAccessLevel: { internal: 2, restricted: 1 }, totalBytes: "0", lastUpdatedAt: await lastUpdated([`${p}pt`, `${p}st`, `${p}an`]) },
+      {
+        datasourceId: A,
+        patients: 0,
+        studies: 0,
+        resources: 3,
+        byPayloadType: { patient: 1, study: 1, annotation: 1 },
+        byAccessLevel: { internal: 2, restricted: 1 },
+        totalBytes: "0",
+        lastUpdatedAt: await lastUpdated([`${p}pt`, `${p}st`, `${p}an`]),
+      },
     ]);
   });
 
   it("lists datasources sorted by byte order; an unknown datasource_id is 404", async () => {
     const p = uid("so");
-    for (const d of [`${p}b`, `${p}B`, `${p}a`, `${p}_`]) await svc().registry.registerPatient({ datasourceId: d, externalUid: "x" });
+    for (const d of [`${p}b`, `${p}B`, `${p}a`, `${p}_`])
+      await svc().registry.registerPatient({ datasourceId: d, externalUid: "x" });
     const ids = (await svc().stats.stats({})).datasources.map((d) => d.datasourceId).filter((d) => d.startsWith(p));
     expect(ids).toEqual([`${p}B`, `${p}_`, `${p}a`, `${p}b`]);
     await expectCode(svc().stats.detailedStats({ datasourceId: `${p}nowhere` }), Code.NotFound);

@@ -5,7 +5,13 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import fc from "fast-check";
 import { afterAll, describe, expect, test } from "vitest";
-import { EMBEDDED_CREDENTIALS, connectObjectStorage, parseObjectPath, uploadDirKeys, uploadKey } from "../../src/storage/index.js";
+import {
+  EMBEDDED_CREDENTIALS,
+  connectObjectStorage,
+  parseObjectPath,
+  uploadDirKeys,
+  uploadKey,
+} from "../../src/storage/index.js";
 
 const BUCKET = "prop-bucket";
 // Presigning never touches the network, so nothing needs to listen here.
@@ -141,7 +147,9 @@ describe("keys", () => {
   });
 
   test("the examples of docs/contract/10-object-storage.md", () => {
-    expect(uploadKey("site-a/cohort.1", "scan 1.nii.gz")).toMatch(/^site-a\/cohort\.1\/[0-9a-f-]{36}\/scan 1\.nii\.gz$/);
+    expect(uploadKey("site-a/cohort.1", "scan 1.nii.gz")).toMatch(
+      /^site-a\/cohort\.1\/[0-9a-f-]{36}\/scan 1\.nii\.gz$/,
+    );
     for (const [group, filename] of [
       ["a//b", "f"],
       ["/a", "f"],

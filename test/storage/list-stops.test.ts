@@ -11,7 +11,9 @@ let pages = 0;
 beforeAll(async () => {
   s3 = await startTestS3({ listPageSize: 2 });
   for (let i = 0; i < 20; i++) {
-    await s3.storage.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: `many/k${String(i).padStart(2, "0")}`, Body: "x" }));
+    await s3.storage.client.send(
+      new PutObjectCommand({ Bucket: s3.bucket, Key: `many/k${String(i).padStart(2, "0")}`, Body: "x" }),
+    );
   }
   const client = s3.storage.client;
   const send = client.send.bind(client) as (cmd: unknown) => Promise<unknown>;
@@ -30,7 +32,11 @@ test("a listing past the limit stops paging as soon as the limit is passed", asy
   expect(pages).toBe(10);
 
   pages = 0;
-  const client = storageClient({ storage: s3.storage, limits: { maxBatchItems: 10, maxListKeys: 3 }, presignExpiresSeconds: 60 });
+  const client = storageClient({
+    storage: s3.storage,
+    limits: { maxBatchItems: 10, maxListKeys: 3 },
+    presignExpiresSeconds: 60,
+  });
   await expect(client.list({ prefix: `s3://${s3.bucket}/many/` })).rejects.toThrow(/more than 3 keys/);
   // Two pages of two keys are enough to know there are more than three.
   expect(pages).toBe(2);

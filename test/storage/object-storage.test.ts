@@ -32,14 +32,23 @@ describe("embedded default", () => {
       expect(Number(endpoint.port)).toBeGreaterThan(0);
       expect(storage.bucket).toBe("embedded-bucket");
 
-      const client = storageClient({ storage, limits: config.limits, presignExpiresSeconds: config.s3.presignExpiresSeconds });
-      expect(await client.config({})).toMatchObject({ s3Endpoint: storage.publicEndpoint, s3Bucket: "embedded-bucket" });
+      const client = storageClient({
+        storage,
+        limits: config.limits,
+        presignExpiresSeconds: config.s3.presignExpiresSeconds,
+      });
+      expect(await client.config({})).toMatchObject({
+        s3Endpoint: storage.publicEndpoint,
+        s3Bucket: "embedded-bucket",
+      });
       const up = await client.presign({ direction: "upload", group: "emb", filename: "hello.txt" });
       expect(new URL(up.url).origin).toBe(endpoint.origin);
       expect((await fetch(up.url, { method: "PUT", body: "hello, embedded" })).status).toBe(200);
       const down = await client.presign({ direction: "download", path: up.path });
       expect(await (await fetch(down.url)).text()).toBe("hello, embedded");
-      expect((await client.list({ prefix: "s3://embedded-bucket/emb/" })).keys).toEqual([up.path!.slice("s3://embedded-bucket/".length)]);
+      expect((await client.list({ prefix: "s3://embedded-bucket/emb/" })).keys).toEqual([
+        up.path!.slice("s3://embedded-bucket/".length),
+      ]);
 
       expect(await readdir(join(dataDir, "s3"))).toContain("embedded-bucket");
     } finally {
@@ -82,8 +91,15 @@ describe("configured S3", () => {
     });
     const storage = await createObjectStorage(config);
     try {
-      const client = storageClient({ storage, limits: config.limits, presignExpiresSeconds: config.s3.presignExpiresSeconds });
-      expect(await client.config({})).toMatchObject({ s3Endpoint: "https://files.example.org:9443", s3Bucket: s3.bucket });
+      const client = storageClient({
+        storage,
+        limits: config.limits,
+        presignExpiresSeconds: config.s3.presignExpiresSeconds,
+      });
+      expect(await client.config({})).toMatchObject({
+        s3Endpoint: "https://files.example.org:9443",
+        s3Bucket: s3.bucket,
+      });
       const up = await client.presign({ direction: "upload", group: "cfg", filename: "x.txt" });
       const url = new URL(up.url);
       expect(url.origin).toBe("https://files.example.org:9443");

@@ -19,12 +19,7 @@ import {
   tableToIPC,
   vectorFromArray,
 } from "apache-arrow";
-import {
-  Compression,
-  Table as WasmTable,
-  WriterPropertiesBuilder,
-  writeParquet,
-} from "parquet-wasm";
+import { Compression, Table as WasmTable, WriterPropertiesBuilder, writeParquet } from "parquet-wasm";
 
 export interface Fixture {
   readonly bytes: Uint8Array;
@@ -108,7 +103,9 @@ export function writeAwkwardFixture(): Uint8Array {
       [{ a: "x", b: 1.5 }, null, { a: null, b: Number.NaN }],
       new Struct([new Field("a", new Utf8(), true), new Field("b", new Float64(), true)]),
     ),
-    ratio: makeVector(makeData({ type: new Float64(), length: 3, data: new Float64Array([Number.NaN, Infinity, -0.5]) })),
+    ratio: makeVector(
+      makeData({ type: new Float64(), length: 3, data: new Float64Array([Number.NaN, Infinity, -0.5]) }),
+    ),
     label: vectorFromArray(["x", null, "z"], new Utf8()),
     ms: makeVector(
       makeData({

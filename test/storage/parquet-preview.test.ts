@@ -152,7 +152,10 @@ describe("ParquetPreview", () => {
 
   test("nested values, nulls, non-finite doubles and odd timestamps come out as JSON", async () => {
     await put("awkward/values.parquet", writeAwkwardFixture());
-    const json = storageClient({ storage: s3.storage, limits: { maxBatchItems: 100 }, presignExpiresSeconds: 600 }, { json: true });
+    const json = storageClient(
+      { storage: s3.storage, limits: { maxBatchItems: 100 }, presignExpiresSeconds: 600 },
+      { json: true },
+    );
     const res = await json.parquetPreview({ path: path("awkward/values.parquet") });
     expect(res.columns).toEqual(["tags", "point", "ratio", "label", "ms", "ns"]);
     expect(res.schema.map((c) => c.type)).toEqual([
@@ -172,7 +175,14 @@ describe("ParquetPreview", () => {
         ms: "1969-12-31T23:59:58.500000Z",
         ns: "2023-11-14T22:13:20.123456789Z",
       },
-      { tags: [], point: null, ratio: "Infinity", label: null, ms: "1970-01-01T00:00:00.000000Z", ns: "1969-12-31T23:59:59.999999999Z" },
+      {
+        tags: [],
+        point: null,
+        ratio: "Infinity",
+        label: null,
+        ms: "1970-01-01T00:00:00.000000Z",
+        ns: "1969-12-31T23:59:59.999999999Z",
+      },
       {
         tags: null,
         point: { a: null, b: "NaN" },

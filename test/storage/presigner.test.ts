@@ -28,7 +28,11 @@ afterAll(() => {
 
 function parts(url: string): { origin: string; pathname: string; query: string[] } {
   const u = new URL(url);
-  return { origin: u.origin, pathname: u.pathname, query: [...u.searchParams.entries()].map(([k, v]) => `${k}=${v}`).sort() };
+  return {
+    origin: u.origin,
+    pathname: u.pathname,
+    query: [...u.searchParams.entries()].map(([k, v]) => `${k}=${v}`).sort(),
+  };
 }
 
 const keys = fc

@@ -129,7 +129,10 @@ describe("Presign", () => {
 describe("PresignBatch", () => {
   test("answers each item as the single call would, in input order", async () => {
     const names = ["c.bin", "a.bin", "b.bin"];
-    const ups = await client.presignBatch({ direction: "upload", items: names.map((filename) => ({ group: "batch", filename })) });
+    const ups = await client.presignBatch({
+      direction: "upload",
+      items: names.map((filename) => ({ group: "batch", filename })),
+    });
     expect(ups.urls).toHaveLength(3);
     ups.urls.forEach((u, i) => expect(u.path).toMatch(new RegExp(`^s3://${s3.bucket}/batch/${UUID}/${names[i]}$`)));
     await Promise.all(ups.urls.map((u, i) => upload(u.url, `content of ${names[i]}`)));
@@ -149,7 +152,10 @@ describe("PresignBatch", () => {
     const err = await rejection(
       client.presignBatch({
         direction: "upload",
-        items: [{ group: "g", filename: "ok.txt" }, { group: "g", filename: "../escape" }],
+        items: [
+          { group: "g", filename: "ok.txt" },
+          { group: "g", filename: "../escape" },
+        ],
       }),
     );
     expect(Code[err.code]).toBe(Code[Code.InvalidArgument]);
@@ -166,7 +172,11 @@ describe("PresignBatch", () => {
 
 describe("the default limit", () => {
   test("a batch of 10,000 uploads is signed, one URL per item, in order", async () => {
-    const big = storageClient({ storage: s3.storage, limits: { maxBatchItems: 10_000 }, presignExpiresSeconds: EXPIRES });
+    const big = storageClient({
+      storage: s3.storage,
+      limits: { maxBatchItems: 10_000 },
+      presignExpiresSeconds: EXPIRES,
+    });
     const items = Array.from({ length: 10_000 }, (_, i) => ({ group: "many", filename: `f${i}.bin` }));
     const res = await big.presignBatch({ direction: "upload", items });
     expect(res.urls).toHaveLength(10_000);
@@ -207,7 +217,18 @@ describe("PresignUploadDir and List", () => {
   });
 
   test("unsafe or repeated relpaths, too many of them, or a bad group are invalid_argument", async () => {
-    const bad = [["a", "a"], ["../x"], ["a/../../x"], ["/abs"], ["a//b"], ["./a"], ["a/"], [""], ["a\\b"], ["a\u0001b"]];
+    const bad = [
+      ["a", "a"],
+      ["../x"],
+      ["a/../../x"],
+      ["/abs"],
+      ["a//b"],
+      ["./a"],
+      ["a/"],
+      [""],
+      ["a\\b"],
+      ["a\u0001b"],
+    ];
     for (const relpaths of bad) {
       await expectCode(client.presignUploadDir({ group: "g", relpaths }), Code.InvalidArgument);
     }
@@ -266,7 +287,11 @@ describe("revision 1", () => {
     const transport = createRouterTransport((router) => {
       router.service(
         V1StorageService,
-        createStorageService({ storage: s3.storage, limits: { maxBatchItems: MAX_ITEMS }, presignExpiresSeconds: EXPIRES }),
+        createStorageService({
+          storage: s3.storage,
+          limits: { maxBatchItems: MAX_ITEMS },
+          presignExpiresSeconds: EXPIRES,
+        }),
       );
     }, routerAs());
     const v1 = createClient(V1StorageService, transport);

@@ -59,6 +59,8 @@ describeBackends("as_of reads", (backend) => {
     const p = uid();
     await s().create(LOCAL_CALLER, [ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}a`)]);
     const last = await s().delete(LOCAL_CALLER, [`${p}c`]);
-    expect(await s().read(ALL_GRANTS, [`${p}a`, `${p}b`, `${p}c`], { asOf: last.at })).toEqual(await s().read(ALL_GRANTS, [`${p}a`, `${p}b`, `${p}c`]));
+    expect(await s().read(ALL_GRANTS, [`${p}a`, `${p}b`, `${p}c`], { asOf: last.at })).toEqual(
+      await s().read(ALL_GRANTS, [`${p}a`, `${p}b`, `${p}c`]),
+    );
   });
 });

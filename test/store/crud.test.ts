@@ -11,17 +11,36 @@ describeBackends("create, read, update, delete, restore", (backend) => {
     const p = uid();
     const res = await s().create(LOCAL_CALLER, [
       ds(`${p}a`),
-      { identifier: `${p}f`, payloadType: "file", parentIdentifier: `${p}a`, license: "CC-BY-4.0", accessLevel: "public",
-        derivedFrom: [`${p}a`], payload: { path: "s3://b/k", size_bytes: "9007199254740993" } },
+      {
+        identifier: `${p}f`,
+        payloadType: "file",
+        parentIdentifier: `${p}a`,
+        license: "CC-BY-4.0",
+        accessLevel: "public",
+        derivedFrom: [`${p}a`],
+        payload: { path: "s3://b/k", size_bytes: "9007199254740993" },
+      },
     ]);
     expect(res.count).toBe(2);
     const read = await s().read(ALL_GRANTS, [`${p}f`, `${p}missing`, `${p}a`, `${p}f`]);
     expect(read.map((r) => r.identifier)).toEqual([`${p}f`, `${p}a`, `${p}f`]);
     const [f, a] = read;
-    expect(a).toMatchObject({ payloadType: "datasource", parentIdentifier: null, license: null, accessLevel: "internal",
-      derivedFrom: [], version: 1, children: [`${p}f`] });
-    expect(f).toMatchObject({ parentIdentifier: `${p}a`, license: "CC-BY-4.0", accessLevel: "public", derivedFrom: [`${p}a`],
-      children: [] });
+    expect(a).toMatchObject({
+      payloadType: "datasource",
+      parentIdentifier: null,
+      license: null,
+      accessLevel: "internal",
+      derivedFrom: [],
+      version: 1,
+      children: [`${p}f`],
+    });
+    expect(f).toMatchObject({
+      parentIdentifier: `${p}a`,
+      license: "CC-BY-4.0",
+      accessLevel: "public",
+      derivedFrom: [`${p}a`],
+      children: [],
+    });
     // int64 keeps every digit, as a decimal string (proto3 JSON)
     expect(f?.payload).toEqual({ path: "s3://b/k", size_bytes: "9007199254740993" });
     expect(f?.createdAt).toMatch(TS_PATTERN);
@@ -49,9 +68,14 @@ describeBackends("create, read, update, delete, restore", (backend) => {
     await expectCode(s().create(LOCAL_CALLER, [ds(`${p}x`), ds(`${p}x`)]), Code.InvalidArgument);
     await expectCode(s().create(LOCAL_CALLER, [ds(`${p}y`), ds(`${p}a`)]), Code.FailedPrecondition);
     await expectCode(s().create(LOCAL_CALLER, [ds(`${p}z`), study(`${p}s`, `${p}nowhere`)]), Code.FailedPrecondition);
-    await expectCode(s().create(LOCAL_CALLER, [study(`${p}c1`, `${p}c2`), study(`${p}c2`, `${p}c1`)]), Code.FailedPrecondition);
+    await expectCode(
+      s().create(LOCAL_CALLER, [study(`${p}c1`, `${p}c2`), study(`${p}c2`, `${p}c1`)]),
+      Code.FailedPrecondition,
+    );
     await expectCode(s().create(LOCAL_CALLER, [study(`${p}self`, `${p}self`)]), Code.InvalidArgument);
-    expect(await s().read(ALL_GRANTS, [`${p}x`, `${p}y`, `${p}z`, `${p}s`, `${p}c1`, `${p}c2`, `${p}self`])).toEqual([]);
+    expect(await s().read(ALL_GRANTS, [`${p}x`, `${p}y`, `${p}z`, `${p}s`, `${p}c1`, `${p}c2`, `${p}self`])).toEqual(
+      [],
+    );
     const [a] = await s().read(ALL_GRANTS, [`${p}a`]);
     expect(a?.version).toBe(1);
   });
@@ -95,13 +119,27 @@ describeBackends("create, read, update, delete, restore", (backend) => {
     const p = uid();
     const c = await s().create(LOCAL_CALLER, [
       ds(`${p}a`),
-      { identifier: `${p}f`, payloadType: "file", license: "MIT", derivedFrom: ["x1", "x2"],
-        payload: { path: "s3://b/k", content_type: "text/plain", size_bytes: 3 } },
+      {
+        identifier: `${p}f`,
+        payloadType: "file",
+        license: "MIT",
+        derivedFrom: ["x1", "x2"],
+        payload: { path: "s3://b/k", content_type: "text/plain", size_bytes: 3 },
+      },
     ]);
-    const u = await s().update(LOCAL_CALLER, [[`${p}f`, { license: null, derivedFrom: ["x3"], payload: { content_type: null, size_bytes: "12" } }]]);
+    const u = await s().update(LOCAL_CALLER, [
+      [`${p}f`, { license: null, derivedFrom: ["x3"], payload: { content_type: null, size_bytes: "12" } }],
+    ]);
     expect(u.count).toBe(1);
     const [f] = await s().read(ALL_GRANTS, [`${p}f`]);
-    expect(f).toMatchObject({ license: null, derivedFrom: ["x3"], accessLevel: "internal", version: 2, createdAt: c.at, updatedAt: u.at });
+    expect(f).toMatchObject({
+      license: null,
+      derivedFrom: ["x3"],
+      accessLevel: "internal",
+      version: 2,
+      createdAt: c.at,
+      updatedAt: u.at,
+    });
     expect(f?.payload).toEqual({ path: "s3://b/k", size_bytes: "12" });
   });
 
@@ -110,7 +148,13 @@ describeBackends("create, read, update, delete, restore", (backend) => {
     await s().create(LOCAL_CALLER, [ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}b`), ds(`${p}gone`)]);
     await s().delete(LOCAL_CALLER, [`${p}gone`]);
     const cases: [Parameters<ReturnType<typeof s>["update"]>[1], Code][] = [
-      [[[`${p}a`, { license: "x" }], [`${p}nope`, { license: "y" }]], Code.FailedPrecondition],
+      [
+        [
+          [`${p}a`, { license: "x" }],
+          [`${p}nope`, { license: "y" }],
+        ],
+        Code.FailedPrecondition,
+      ],
       [[[`${p}a`, { payloadType: "study" }]], Code.FailedPrecondition],
       [[[`${p}a`, { payload: { modality: "CT" } }]], Code.InvalidArgument],
       [[[`${p}a`, { payload: { name: null } }]], Code.InvalidArgument],
@@ -159,18 +203,31 @@ describeBackends("create, read, update, delete, restore", (backend) => {
 
   it("delete with and without cascade counts what it newly tombstones", async () => {
     const p = uid();
-    await s().create(LOCAL_CALLER, [ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}b`), study(`${p}d`, `${p}a`)]);
+    await s().create(LOCAL_CALLER, [
+      ds(`${p}a`),
+      study(`${p}b`, `${p}a`),
+      study(`${p}c`, `${p}b`),
+      study(`${p}d`, `${p}a`),
+    ]);
     expect((await s().delete(LOCAL_CALLER, [`${p}b`], { cascade: false })).count).toBe(1);
     expect((await s().read(ALL_GRANTS, [`${p}c`])).length).toBe(1);
     expect((await s().delete(LOCAL_CALLER, [`${p}b`, `${p}nope`])).count).toBe(0);
     // the walk stops at the tombstoned b, so its active child c stays
     expect((await s().delete(LOCAL_CALLER, [`${p}a`, `${p}a`])).count).toBe(2);
-    expect((await s().read(ALL_GRANTS, [`${p}a`, `${p}b`, `${p}c`, `${p}d`])).map((r) => r.identifier)).toEqual([`${p}c`]);
+    expect((await s().read(ALL_GRANTS, [`${p}a`, `${p}b`, `${p}c`, `${p}d`])).map((r) => r.identifier)).toEqual([
+      `${p}c`,
+    ]);
   });
 
   it("restore with cascade undoes exactly the subtree of that delete", async () => {
     const p = uid();
-    await s().create(LOCAL_CALLER, [ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}b`), study(`${p}d`, `${p}b`), study(`${p}e`, `${p}a`)]);
+    await s().create(LOCAL_CALLER, [
+      ds(`${p}a`),
+      study(`${p}b`, `${p}a`),
+      study(`${p}c`, `${p}b`),
+      study(`${p}d`, `${p}b`),
+      study(`${p}e`, `${p}a`),
+    ]);
     await s().delete(LOCAL_CALLER, [`${p}d`]); // an earlier, separate delete
     expect((await s().delete(LOCAL_CALLER, [`${p}a`])).count).toBe(4);
     expect((await s().restore(LOCAL_CALLER, [`${p}a`, `${p}nope`])).count).toBe(4);
@@ -181,10 +238,18 @@ describeBackends("create, read, update, delete, restore", (backend) => {
 
   it("restore named on a descendant restores it and its part of the same delete; without cascade only itself", async () => {
     const p = uid();
-    await s().create(LOCAL_CALLER, [ds(`${p}a`), study(`${p}b`, `${p}a`), study(`${p}c`, `${p}b`), study(`${p}e`, `${p}a`)]);
+    await s().create(LOCAL_CALLER, [
+      ds(`${p}a`),
+      study(`${p}b`, `${p}a`),
+      study(`${p}c`, `${p}b`),
+      study(`${p}e`, `${p}a`),
+    ]);
     await s().delete(LOCAL_CALLER, [`${p}a`]);
     expect((await s().restore(LOCAL_CALLER, [`${p}b`])).count).toBe(2);
-    expect((await s().read(ALL_GRANTS, [`${p}a`, `${p}b`, `${p}c`, `${p}e`])).map((r) => r.identifier)).toEqual([`${p}b`, `${p}c`]);
+    expect((await s().read(ALL_GRANTS, [`${p}a`, `${p}b`, `${p}c`, `${p}e`])).map((r) => r.identifier)).toEqual([
+      `${p}b`,
+      `${p}c`,
+    ]);
     expect((await s().restore(LOCAL_CALLER, [`${p}a`], { cascade: false })).count).toBe(1);
     expect((await s().read(ALL_GRANTS, [`${p}a`, `${p}e`])).map((r) => r.identifier)).toEqual([`${p}a`]);
     const [a] = await s().read(ALL_GRANTS, [`${p}a`]);

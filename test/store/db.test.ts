@@ -34,14 +34,21 @@ describeBackends("database layer", (backend) => {
   it("a read snapshot transaction is REPEATABLE READ and read-only; a plain one is neither", async () => {
     const { db } = backend();
     const settings = (readOnlySnapshot: boolean) =>
-      db.transaction(async (tx) => {
-        const { rows } = await tx.query<{ iso: string; ro: string }>("SELECT current_setting('transaction_isolation') AS iso, current_setting('transaction_read_only') AS ro");
-        return rows[0];
-      }, { readOnlySnapshot });
+      db.transaction(
+        async (tx) => {
+          const { rows } = await tx.query<{ iso: string; ro: string }>(
+            "SELECT current_setting('transaction_isolation') AS iso, current_setting('transaction_read_only') AS ro",
+          );
+          return rows[0];
+        },
+        { readOnlySnapshot },
+      );
     expect(await settings(true)).toEqual({ iso: "repeatable read", ro: "on" });
     expect(await settings(false)).toEqual({ iso: "read committed", ro: "off" });
     // Nothing can be written in it.
-    await expect(db.transaction((tx) => tx.query("CREATE TABLE snapshot_write_probe (x int)"), { readOnlySnapshot: true })).rejects.toThrow();
+    await expect(
+      db.transaction((tx) => tx.query("CREATE TABLE snapshot_write_probe (x int)"), { readOnlySnapshot: true }),
+    ).rejects.toThrow();
   });
 
   it("hands timestamps and int8 back as strings, never as Date or lossy numbers", async () => {
@@ -58,7 +65,10 @@ describeBackends("database layer", (backend) => {
     const { db, store } = backend();
     const err = await expectCode(db.query("SELEC nonsense FROM nowhere"), Code.Internal);
     expect(err.rawMessage).toBe("internal error");
-    await expectCode(db.transaction((tx) => tx.query("SELECT * FROM no_such_table")), Code.Internal);
+    await expectCode(
+      db.transaction((tx) => tx.query("SELECT * FROM no_such_table")),
+      Code.Internal,
+    );
     const p = uid();
     expect((await store.create(LOCAL_CALLER, [ds(`${p}a`)])).count).toBe(1);
   });
@@ -68,7 +78,10 @@ it("an unreachable PostgreSQL is unavailable, not internal", async () => {
   const db = await openDatabase({ databaseUrl: "postgres://postgres@127.0.0.1:1/nothing" });
   try {
     await expectCode(db.ping(), Code.Unavailable);
-    await expectCode(db.transaction((tx) => tx.query("SELECT 1")), Code.Unavailable);
+    await expectCode(
+      db.transaction((tx) => tx.query("SELECT 1")),
+      Code.Unavailable,
+    );
   } finally {
     await db.close();
   }

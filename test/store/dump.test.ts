@@ -32,7 +32,8 @@ import { dumpRecords, dumpToBuffer, pgliteStores } from "./dump-support.js";
 import { createTestDatabase, postgresReachable, REQUIRE_POSTGRES, type TestDatabase } from "../support/postgres.js";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
-const dumpBytes = (db: Db, since?: string): Promise<Buffer> => dumpToBuffer(db, { batchSize: 7, ...(since !== undefined ? { since } : {}) });
+const dumpBytes = (db: Db, since?: string): Promise<Buffer> =>
+  dumpToBuffer(db, { batchSize: 7, ...(since !== undefined ? { since } : {}) });
 
 const restoreFrom = (db: Db, bytes: Buffer) => restoreDump(db, Readable.from([bytes]), { batchSize: 5 });
 
@@ -55,7 +56,9 @@ async function contents(db: Db): Promise<unknown> {
   const { rows: studies } = await db.query(
     `SELECT identifier, patient_identifier, encode(uid_hash, 'hex') AS h, key_chain, ${ts("registered_at")} AS r FROM registry_studies ORDER BY identifier`,
   );
-  const { rows: keys } = await db.query(`SELECT key_id, encode(fingerprint, 'hex') AS f FROM registry_keys ORDER BY key_id`);
+  const { rows: keys } = await db.query(
+    `SELECT key_id, encode(fingerprint, 'hex') AS f FROM registry_keys ORDER BY key_id`,
+  );
   const { rows: chains } = await db.query("SELECT chain, key_ids FROM registry_key_chains ORDER BY chain");
   const { rows: clock } = await db.query(`SELECT ${ts("last")} AS last FROM clock`);
   return { versions, patients, studies, keys, chains, clock };
@@ -64,7 +67,9 @@ async function contents(db: Db): Promise<unknown> {
 /** Reads of every identifier at every stamp of the history (and now). */
 async function readsAtEveryStamp(db: Db): Promise<unknown[]> {
   const { rows: ids } = await db.query<{ identifier: string }>("SELECT identifier FROM resources ORDER BY identifier");
-  const { rows: stamps } = await db.query<{ at: string }>(`SELECT DISTINCT ${ts("tx_from")} AS at FROM resource_history ORDER BY 1`);
+  const { rows: stamps } = await db.query<{ at: string }>(
+    `SELECT DISTINCT ${ts("tx_from")} AS at FROM resource_history ORDER BY 1`,
+  );
   const identifiers = ids.map((r) => r.identifier);
   const out: unknown[] = [await readResources(db, ALL_GRANTS, identifiers)];
   for (const { at } of stamps) out.push(await readResources(db, ALL_GRANTS, identifiers, { asOf: at }));
@@ -92,7 +97,14 @@ async function applyHistory(db: Db, seed: number, steps: number, prefix: string)
   const roots = ids.slice(0, 3);
   for (const id of ids) {
     try {
-      await createResources(db, LOCAL_CALLER, [{ identifier: id, payloadType: "annotation", parentIdentifier: roots.includes(id) ? null : pick(roots), payload: { label: id } }]);
+      await createResources(db, LOCAL_CALLER, [
+        {
+          identifier: id,
+          payloadType: "annotation",
+          parentIdentifier: roots.includes(id) ? null : pick(roots),
+          payload: { label: id },
+        },
+      ]);
     } catch {
       // exists already (a second history over the same identifiers)
     }
@@ -101,11 +113,18 @@ async function applyHistory(db: Db, seed: number, steps: number, prefix: string)
     const id = pick(ids);
     const op = pick(["update", "update", "reparent", "delete", "restore", "create"] as const);
     try {
-      if (op === "update") await updateResources(db, LOCAL_CALLER, [[id, { license: pick(["CC-BY", "CC0", null]), payload: { label: `${id}-${i}` } }]]);
-      else if (op === "reparent") await updateResources(db, LOCAL_CALLER, [[id, { parentIdentifier: pick([...roots, null]) }]]);
+      if (op === "update")
+        await updateResources(db, LOCAL_CALLER, [
+          [id, { license: pick(["CC-BY", "CC0", null]), payload: { label: `${id}-${i}` } }],
+        ]);
+      else if (op === "reparent")
+        await updateResources(db, LOCAL_CALLER, [[id, { parentIdentifier: pick([...roots, null]) }]]);
       else if (op === "delete") await deleteResources(db, LOCAL_CALLER, [id], { cascade: true });
       else if (op === "restore") await restoreResources(db, LOCAL_CALLER, [id], { cascade: true });
-      else await createResources(db, LOCAL_CALLER, [{ identifier: id, payloadType: "annotation", parentIdentifier: null, payload: { label: `new-${i}` } }]);
+      else
+        await createResources(db, LOCAL_CALLER, [
+          { identifier: id, payloadType: "annotation", parentIdentifier: null, payload: { label: `new-${i}` } },
+        ]);
     } catch {
       // refused: nothing written
     }
@@ -148,10 +167,21 @@ describe("dump and restore", () => {
   it("writes a header, every version in order with its kind, the registry rows and a trailer", () => {
     const text = gunzipSync(full).toString("utf8");
     const lines = dumpRecords(text);
-    expect(lines[0]).toMatchObject({ record: "header", format: "resource-store-dump", format_version: DUMP_FORMAT_VERSION, since: null });
+    expect(lines[0]).toMatchObject({
+      record: "header",
+      format: "resource-store-dump",
+      format_version: DUMP_FORMAT_VERSION,
+      since: null,
+    });
     // Format version 2: every section opens with its line naming its columns, and each record is a list of values.
-    const sections = text.trimEnd().split("\n").map((l) => JSON.parse(l) as unknown).filter((l) => !Array.isArray(l) && (l as { record: string }).record === "section");
-    expect(sections.map((s) => (s as { section: string }).section)).toEqual((lines[0] as { sections: string[] }).sections);
+    const sections = text
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as unknown)
+      .filter((l) => !Array.isArray(l) && (l as { record: string }).record === "section");
+    expect(sections.map((s) => (s as { section: string }).section)).toEqual(
+      (lines[0] as { sections: string[] }).sections,
+    );
     expect(text).not.toMatch(/"record":"version"/);
     const trailer = lines[lines.length - 1]!;
     expect(trailer.record).toBe("trailer");
@@ -179,51 +209,61 @@ describe("dump and restore", () => {
     },
   ];
 
-  it.each(targets)("restores into $name: the same versions, reads at every stamp and registry; then an incremental dump continues it", async ({ open }) => {
-    const copy = await open();
-    if (copy === undefined) return;
-    try {
-      const summary = await restoreFrom(copy, full);
-      expect(summary.versions).toBeGreaterThan(40);
-      expect(await contents(copy)).toEqual(await contents(source));
-      expect(await readsAtEveryStamp(copy)).toEqual(await readsAtEveryStamp(source));
-      // Dumped again from the copy (PostgreSQL: by binary COPY, every kind derived by the client), every line is the same.
-      expect(body(await dumpBytes(copy))).toEqual(body(full));
-      // The same key resolves the same uids on the copy.
-      // The copy starts as the service would, with the same key: its fingerprint matches the restored one.
-      await loadRegistryKeys({ configured, db: copy, dataDir: undefined });
-      const onCopy = createRegistry({ db: copy, keys: [{ id: "default", secret }] });
-      const onSource = createRegistry({ db: source, keys: [{ id: "default", secret }] });
-      for (let i = 0; i < 3; i++) expect(await onCopy.resolvePatient(ALL_GRANTS, `ds-${i % 2}`, `MRN-${i}`)).toBe(await onSource.resolvePatient(ALL_GRANTS, `ds-${i % 2}`, `MRN-${i}`));
-
-      // A restored store is not empty: a full dump is refused, and nothing changes.
-      const before = await contents(copy);
-      await expect(restoreFrom(copy, full).catch((e: unknown) => Promise.reject(new Error(describeDumpError(e))))).rejects.toThrow(/not empty/);
-      expect(await contents(copy)).toEqual(before);
-
-      // More history on a second source built the same way, dumped since the full dump's until.
-      const second = await freshPglite();
+  it.each(targets)(
+    "restores into $name: the same versions, reads at every stamp and registry; then an incremental dump continues it",
+    async ({ open }) => {
+      const copy = await open();
+      if (copy === undefined) return;
       try {
-        await restoreFrom(second, full);
-        const until = summary.until;
-        await applyHistory(second, 35, 30, "a");
-        await registerSome(second, secret, 3, 5);
-        const increment = await dumpBytes(second, until);
-        const header = JSON.parse(gunzipSync(increment).toString("utf8").split("\n")[0]!) as { since: string };
-        expect(header.since).toBe(until);
-        await restoreFrom(copy, increment);
-        expect(await contents(copy)).toEqual(await contents(second));
-        expect(await readsAtEveryStamp(copy)).toEqual(await readsAtEveryStamp(second));
-        expect(body(await dumpBytes(copy, until))).toEqual(body(increment));
-        // Again: the store has moved past the increment's `since`.
-        await expect(restoreFrom(copy, increment).catch((e: unknown) => Promise.reject(new Error(describeDumpError(e))))).rejects.toThrow(/follows/);
+        const summary = await restoreFrom(copy, full);
+        expect(summary.versions).toBeGreaterThan(40);
+        expect(await contents(copy)).toEqual(await contents(source));
+        expect(await readsAtEveryStamp(copy)).toEqual(await readsAtEveryStamp(source));
+        // Dumped again from the copy (PostgreSQL: by binary COPY, every kind derived by the client), every line is the same.
+        expect(body(await dumpBytes(copy))).toEqual(body(full));
+        // The same key resolves the same uids on the copy.
+        // The copy starts as the service would, with the same key: its fingerprint matches the restored one.
+        await loadRegistryKeys({ configured, db: copy, dataDir: undefined });
+        const onCopy = createRegistry({ db: copy, keys: [{ id: "default", secret }] });
+        const onSource = createRegistry({ db: source, keys: [{ id: "default", secret }] });
+        for (let i = 0; i < 3; i++)
+          expect(await onCopy.resolvePatient(ALL_GRANTS, `ds-${i % 2}`, `MRN-${i}`)).toBe(
+            await onSource.resolvePatient(ALL_GRANTS, `ds-${i % 2}`, `MRN-${i}`),
+          );
+
+        // A restored store is not empty: a full dump is refused, and nothing changes.
+        const before = await contents(copy);
+        await expect(
+          restoreFrom(copy, full).catch((e: unknown) => Promise.reject(new Error(describeDumpError(e)))),
+        ).rejects.toThrow(/not empty/);
+        expect(await contents(copy)).toEqual(before);
+
+        // More history on a second source built the same way, dumped since the full dump's until.
+        const second = await freshPglite();
+        try {
+          await restoreFrom(second, full);
+          const until = summary.until;
+          await applyHistory(second, 35, 30, "a");
+          await registerSome(second, secret, 3, 5);
+          const increment = await dumpBytes(second, until);
+          const header = JSON.parse(gunzipSync(increment).toString("utf8").split("\n")[0]!) as { since: string };
+          expect(header.since).toBe(until);
+          await restoreFrom(copy, increment);
+          expect(await contents(copy)).toEqual(await contents(second));
+          expect(await readsAtEveryStamp(copy)).toEqual(await readsAtEveryStamp(second));
+          expect(body(await dumpBytes(copy, until))).toEqual(body(increment));
+          // Again: the store has moved past the increment's `since`.
+          await expect(
+            restoreFrom(copy, increment).catch((e: unknown) => Promise.reject(new Error(describeDumpError(e)))),
+          ).rejects.toThrow(/follows/);
+        } finally {
+          await second.close();
+        }
       } finally {
-        await second.close();
+        await copy.close();
       }
-    } finally {
-      await copy.close();
-    }
-  });
+    },
+  );
 
   const refusals: { name: string; bytes: () => Buffer; message: RegExp }[] = [
     { name: "a cut dump", bytes: () => full.subarray(0, Math.floor(full.length * 0.6)), message: /cut short/ },
@@ -243,18 +283,32 @@ describe("dump and restore", () => {
     },
     {
       name: "a newer format",
-      bytes: () => gzipSync(gunzipSync(full).toString("utf8").replace(`"format_version":${DUMP_FORMAT_VERSION}`, `"format_version":${DUMP_FORMAT_VERSION + 1}`)),
+      bytes: () =>
+        gzipSync(
+          gunzipSync(full)
+            .toString("utf8")
+            .replace(`"format_version":${DUMP_FORMAT_VERSION}`, `"format_version":${DUMP_FORMAT_VERSION + 1}`),
+        ),
       message: /newer resource-store/,
     },
     {
       name: "a section of columns this reader does not know",
-      bytes: () => gzipSync(gunzipSync(full).toString("utf8").replace('"columns":["identifier",', '"columns":["identity",')),
+      bytes: () =>
+        gzipSync(gunzipSync(full).toString("utf8").replace('"columns":["identifier",', '"columns":["identity",')),
       message: /section versions declares/,
     },
     { name: "a file that is not a dump", bytes: () => gzipSync("hello\n"), message: /not a resource-store dump/ },
     // Each with its own reason (both were once "may be cut short").
-    { name: "a file that is not gzip", bytes: () => Buffer.from('{"record":"header"}\n'), message: /^the file is not gzip/ },
-    { name: "bytes after the dump's end", bytes: () => Buffer.concat([full, Buffer.from("appended by mistake")]), message: /^the file has bytes after the dump's end/ },
+    {
+      name: "a file that is not gzip",
+      bytes: () => Buffer.from('{"record":"header"}\n'),
+      message: /^the file is not gzip/,
+    },
+    {
+      name: "bytes after the dump's end",
+      bytes: () => Buffer.concat([full, Buffer.from("appended by mistake")]),
+      message: /^the file has bytes after the dump's end/,
+    },
   ];
 
   it("refuses a cut dump, a changed byte, a newer format, a file that is not a dump or not gzip, and bytes after the end, and writes nothing", async () => {
@@ -262,7 +316,10 @@ describe("dump and restore", () => {
     try {
       const empty = await contents(target);
       for (const { name, bytes, message } of refusals) {
-        await expect(restoreFrom(target, bytes()).catch((e: unknown) => Promise.reject(new Error(describeDumpError(e)))), name).rejects.toThrow(message);
+        await expect(
+          restoreFrom(target, bytes()).catch((e: unknown) => Promise.reject(new Error(describeDumpError(e)))),
+          name,
+        ).rejects.toThrow(message);
         expect(await contents(target), name).toEqual(empty);
       }
       // And the intact dump still restores into it.
@@ -275,7 +332,7 @@ describe("dump and restore", () => {
   it("carries every byte of strings and payloads through COPY both ways, and PostgreSQL's dump equals PGlite's line for line", async () => {
     // Bytes COPY's text format escapes (tab, newline, carriage return, backslash), JSON escapes, a nested key named
     // payload, and a number with more digits than a double holds (only the stored text keeps them).
-    const tricky = "tab\there\nnew line\r\\back\\slash \"quoted\" \\\" é ✓ 𝄞 \u0001";
+    const tricky = 'tab\there\nnew line\r\\back\\slash "quoted" \\" é ✓ 𝄞 \u0001';
     const src = await freshPglite();
     const copies: Db[] = [];
     try {
@@ -287,9 +344,14 @@ describe("dump and restore", () => {
       // Beyond what the schemas let a write hold, set in place: what the dump must carry is the stored text.
       const odd = JSON.stringify({ payload: { payload: [tricky, 1] }, 'a"payload":': 1 });
       await src.query("UPDATE resource_versions SET payload = payload || $1::jsonb WHERE identifier = 't-1'", [odd]);
-      await src.query(`UPDATE resources SET payload = payload || '{"precise": 0.14285714285714285714, "big": 123456789012345678901234567890}'::jsonb WHERE identifier = 't-2'`);
+      await src.query(
+        `UPDATE resources SET payload = payload || '{"precise": 0.14285714285714285714, "big": 123456789012345678901234567890}'::jsonb WHERE identifier = 't-2'`,
+      );
       const original = await dumpBytes(src);
-      const payloads = (db: Db) => db.query<{ p: string }>("SELECT identifier || ' ' || version || ' ' || payload::text AS p FROM resource_history ORDER BY identifier, version");
+      const payloads = (db: Db) =>
+        db.query<{ p: string }>(
+          "SELECT identifier || ' ' || version || ' ' || payload::text AS p FROM resource_history ORDER BY identifier, version",
+        );
 
       const check = async (copy: Db): Promise<void> => {
         copies.push(copy);
@@ -306,7 +368,10 @@ describe("dump and restore", () => {
           const db = await openDatabase({ databaseUrl: second.url, poolSize: 2 });
           await migrate(db);
           await check(db);
-          expect((await db.query<{ p: string }>("SELECT payload->>'precise' AS p FROM resources WHERE identifier = 't-2'")).rows[0]?.p).toBe("0.14285714285714285714");
+          expect(
+            (await db.query<{ p: string }>("SELECT payload->>'precise' AS p FROM resources WHERE identifier = 't-2'"))
+              .rows[0]?.p,
+          ).toBe("0.14285714285714285714");
           // PostgreSQL's dump restores into PGlite as well, and so does an incremental one after it.
           const back = await freshPglite();
           copies.push(back);
@@ -341,9 +406,10 @@ describe("a version-1 dump", () => {
     try {
       expect((JSON.parse(v1.split("\n")[0]!) as { format_version: number }).format_version).toBe(1);
       expect((await restoreFrom(copy, gzipSync(v1))).versions).toBe(11);
-      expect((await copy.query<{ p: string }>("SELECT payload->>'precise' AS p FROM resources WHERE identifier = 'v1-b'")).rows[0]?.p).toBe(
-        "0.14285714285714285714",
-      );
+      expect(
+        (await copy.query<{ p: string }>("SELECT payload->>'precise' AS p FROM resources WHERE identifier = 'v1-b'"))
+          .rows[0]?.p,
+      ).toBe("0.14285714285714285714");
       const v2 = gunzipSync(await dumpBytes(copy)).toString("utf8");
       expect((JSON.parse(v2.split("\n")[0]!) as { format_version: number }).format_version).toBe(2);
       // Every record the same, field by field (the header's stamps and the trailer's checksum differ).
@@ -352,7 +418,9 @@ describe("a version-1 dump", () => {
       // The payloads' text as written, character for character.
       const texts = (lines: string[], of: (line: string) => string | undefined) => lines.map(of);
       const versionLines = (text: string, first: string) => text.split("\n").filter((l) => l.startsWith(first));
-      expect(texts(versionLines(v2, '["v1-'), (l) => elementText(l, 14, true))).toEqual(texts(versionLines(v1, '{"record":"version"'), payloadText));
+      expect(texts(versionLines(v2, '["v1-'), (l) => elementText(l, 14, true))).toEqual(
+        texts(versionLines(v1, '{"record":"version"'), payloadText),
+      );
       // And the version-2 dump restores to the same store.
       await restoreFrom(again, gzipSync(v2));
       expect(await contents(again)).toEqual(await contents(copy));
@@ -409,7 +477,8 @@ describe("payloadText", () => {
     ];
     for (const [line, want] of cases) {
       expect(payloadText(line), line).toBe(want);
-      if (want !== undefined) expect(JSON.parse(want), line).toEqual((JSON.parse(line) as { payload: unknown }).payload);
+      if (want !== undefined)
+        expect(JSON.parse(want), line).toEqual((JSON.parse(line) as { payload: unknown }).payload);
     }
   });
 });
@@ -420,9 +489,9 @@ describe("elementText", () => {
       ['["a",1,{"x":[1,{"y":2}],"z":"]"},"b"]', 2, '{"x":[1,{"y":2}],"z":"]"}'],
       ['["s\\"],",1.50]', 1, "1.50"],
       ['["back\\\\",["v\\"w",2]]', 1, '["v\\"w",2]'],
-      ['[ [ ] , null ]', 0, "[ ]"],
-      ['[1,2]', 1, "2"],
-      ['[1,2]', 2, undefined],
+      ["[ [ ] , null ]", 0, "[ ]"],
+      ["[1,2]", 1, "2"],
+      ["[1,2]", 2, undefined],
       ['{"a":1}', 0, undefined],
     ];
     for (const [line, index, want] of cases) {
@@ -430,7 +499,8 @@ describe("elementText", () => {
       if (want !== undefined) {
         expect(JSON.parse(want), line).toEqual((JSON.parse(line) as unknown[])[index]);
         // The last element's text runs to the closing bracket, unscanned.
-        if (index === (JSON.parse(line) as unknown[]).length - 1) expect(elementText(line, index, true), line).toBe(want);
+        if (index === (JSON.parse(line) as unknown[]).length - 1)
+          expect(elementText(line, index, true), line).toBe(want);
       }
     }
   });

@@ -26,7 +26,10 @@ interface PlanNode {
 
 /** Rows the plan's scans of `resources` returned, over all loops. */
 function rowsRead(node: PlanNode): number {
-  const own = /Scan/.test(node["Node Type"]) && node["Relation Name"] === "resources" ? (node["Actual Rows"] ?? 0) * (node["Actual Loops"] ?? 1) : 0;
+  const own =
+    /Scan/.test(node["Node Type"]) && node["Relation Name"] === "resources"
+      ? (node["Actual Rows"] ?? 0) * (node["Actual Loops"] ?? 1)
+      : 0;
   return own + (node.Plans ?? []).reduce((n, child) => n + rowsRead(child), 0);
 }
 
@@ -53,7 +56,9 @@ describe.skipIf(!reachable)("a filtered page with a limit reads a bounded prefix
         FROM generate_series(1, ${TOTAL}) g,
              LATERAL (SELECT CASE WHEN g % 1000 = 0 THEN 'patient' WHEN g % 1000 < 6 THEN 'study' WHEN g % 1000 < 106 THEN 'series' ELSE 'file' END AS t) x`);
     // A rare modality, three series among the oldest (past any bounded prefix of the newest first).
-    await db.query(`UPDATE resources SET payload = '{"modality":"PT"}' WHERE identifier IN ('r99010', 'r99011', 'r99012')`);
+    await db.query(
+      `UPDATE resources SET payload = '{"modality":"PT"}' WHERE identifier IN ('r99010', 'r99011', 'r99012')`,
+    );
     await db.exec("VACUUM ANALYZE resources");
   });
   afterAll(async () => {
@@ -61,9 +66,15 @@ describe.skipIf(!reachable)("a filtered page with a limit reads a bounded prefix
     await testDb?.drop();
   });
 
-  async function page(req: MessageInitShape<typeof QueryRequestSchema>, grants: Grants): Promise<{ read: number; ids: string[] }> {
+  async function page(
+    req: MessageInitShape<typeof QueryRequestSchema>,
+    grants: Grants,
+  ): Promise<{ read: number; ids: string[] }> {
     const st = pageStatement(planQuery(create(QueryRequestSchema, req)), { kind: "now" }, grants, { limit: LIMIT });
-    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${st.sql}`, st.params);
+    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
+      `EXPLAIN (ANALYZE, FORMAT JSON) ${st.sql}`,
+      st.params,
+    );
     const root = rows[0]?.["QUERY PLAN"][0]?.Plan;
     if (!root) throw new Error("no plan");
     const answer = await db.query<{ identifier: string }>(st.sql, st.params);
@@ -83,8 +94,14 @@ describe.skipIf(!reachable)("a filtered page with a limit reads a bounded prefix
   const internalOnly: Grants = { datasources: "all", clearance: "internal" };
 
   it("modality = CT, limit 101: the rows of a plain ORDER BY, reading at most the bounded prefix (not all 2,500 CT series)", async () => {
-    for (const [who, grants, restricted] of [["everything", ALL_GRANTS, true], ["internal clearance", internalOnly, false]] as const) {
-      const { read, ids } = await page({ payloadType: "series", filters: [{ field: "modality", op: "eq", value: str("CT") }] }, grants);
+    for (const [who, grants, restricted] of [
+      ["everything", ALL_GRANTS, true],
+      ["internal clearance", internalOnly, false],
+    ] as const) {
+      const { read, ids } = await page(
+        { payloadType: "series", filters: [{ field: "modality", op: "eq", value: str("CT") }] },
+        grants,
+      );
       expect(ids, who).toEqual(await reference("CT", restricted));
       expect(ids.length, who).toBe(LIMIT);
       expect(read, who).toBeLessThanOrEqual(LIMIT * HEAD_WALK_FACTOR);
@@ -92,14 +109,20 @@ describe.skipIf(!reachable)("a filtered page with a limit reads a bounded prefix
   });
 
   it("a rare value (3 old series) falls back to the GIN index: the rows of a plain ORDER BY, reading the prefix and the few matches", async () => {
-    const { read, ids } = await page({ payloadType: "series", filters: [{ field: "modality", op: "eq", value: str("PT") }] }, ALL_GRANTS);
+    const { read, ids } = await page(
+      { payloadType: "series", filters: [{ field: "modality", op: "eq", value: str("PT") }] },
+      ALL_GRANTS,
+    );
     expect(ids).toEqual(await reference("PT", true));
     expect(ids).toHaveLength(3);
     expect(read).toBeLessThanOrEqual(LIMIT * HEAD_WALK_FACTOR + 3);
   });
 
   it("in over two values reads a bounded prefix too", async () => {
-    const { read, ids } = await page({ payloadType: "series", filters: [{ field: "modality", op: "in", value: fromJson(ValueSchema, ["CT", "PT"]) }] }, ALL_GRANTS);
+    const { read, ids } = await page(
+      { payloadType: "series", filters: [{ field: "modality", op: "in", value: fromJson(ValueSchema, ["CT", "PT"]) }] },
+      ALL_GRANTS,
+    );
     expect(ids).toHaveLength(LIMIT);
     expect(read).toBeLessThanOrEqual(LIMIT * HEAD_WALK_FACTOR);
   });

@@ -63,9 +63,12 @@ async function allReads(db: Db, store: ResourceStore, points: readonly string[])
     out.push(await store.read(ALL_GRANTS, IDS, { ...opt, excludeChildren: true }));
     out.push(await listChildren(db, ALL_GRANTS, { ...opt, withPayloads: true }));
     for (const parent of ["d1", "d2", "s1"]) {
-      out.push(await listChildren(db, ALL_GRANTS, { ...opt, parentIdentifier: parent }).catch((e: unknown) => String(e)));
+      out.push(
+        await listChildren(db, ALL_GRANTS, { ...opt, parentIdentifier: parent }).catch((e: unknown) => String(e)),
+      );
     }
-    for (const id of ["s2", "s3", "s4"]) out.push(await listParents(db, ALL_GRANTS, id, opt).catch((e: unknown) => String(e)));
+    for (const id of ["s2", "s3", "s4"])
+      out.push(await listParents(db, ALL_GRANTS, id, opt).catch((e: unknown) => String(e)));
     for (const req of [{}, { payloadType: "study" }, { parentIdentifier: "d1", includeIndirectParents: true }]) {
       const point = asOf === undefined ? ({ kind: "now" } as const) : ({ kind: "as_of", asOf } as const);
       const st = pageStatement(planQuery(create(QueryRequestSchema, req)), point, ALL_GRANTS, {});
@@ -110,13 +113,23 @@ for (const kind of ["pglite", "postgres"] as const) {
       };
       await write(() => store.create(LOCAL_CALLER, [ds("d1"), ds("d2"), study("s1", "d1"), study("s2", "s1")]));
       await write(() => store.create(LOCAL_CALLER, [study("s3", "d1"), study("s4", "s3")]));
-      await write(() => store.update(LOCAL_CALLER, [["s1", { license: "MIT" }], ["s3", { parentIdentifier: "d2" }]]));
+      await write(() =>
+        store.update(LOCAL_CALLER, [
+          ["s1", { license: "MIT" }],
+          ["s3", { parentIdentifier: "d2" }],
+        ]),
+      );
       await write(() => store.delete(LOCAL_CALLER, ["s1"], { cascade: false }));
       await write(() => store.update(LOCAL_CALLER, [["d2", { payload: { name: "renamed" } }]]));
       await write(() => store.create(LOCAL_CALLER, [study("s1", "d2", { payload: { modality: "MR" } })])); // over the tombstone
       await write(() => store.delete(LOCAL_CALLER, ["d2"], { cascade: true }));
       await write(() => store.restore(LOCAL_CALLER, ["d2"], { cascade: true }));
-      await write(() => store.update(LOCAL_CALLER, [["s4", { parentIdentifier: null }], ["s2", { license: "CC0" }]]));
+      await write(() =>
+        store.update(LOCAL_CALLER, [
+          ["s4", { parentIdentifier: null }],
+          ["s2", { license: "CC0" }],
+        ]),
+      );
       await write(() => store.delete(LOCAL_CALLER, ["s4"]));
 
       const points = [fromMicros(micros(stamps[0]!) - 1n)];
@@ -129,12 +142,16 @@ for (const kind of ["pglite", "postgres"] as const) {
       await db.exec(DROP_ACCESS_SHIM);
       expect(await migrate(db)).toEqual(migrations.filter((m) => m.id > 5).map((m) => m.id));
       // Only superseded versions stay in the table; the view yields every one as before.
-      const { rows: open } = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM resource_versions WHERE tx_to = 'infinity'");
+      const { rows: open } = await db.query<{ n: string }>(
+        "SELECT count(*)::text AS n FROM resource_versions WHERE tx_to = 'infinity'",
+      );
       expect(open[0]?.n).toBe("0");
       expect(await everyVersion(db, "resource_history")).toEqual(versions);
       expect(await allReads(db, store, points)).toEqual(before);
 
-      const { rows: actors } = await db.query<{ actor: string; n: string }>("SELECT actor, count(*)::text AS n FROM resource_history GROUP BY actor");
+      const { rows: actors } = await db.query<{ actor: string; n: string }>(
+        "SELECT actor, count(*)::text AS n FROM resource_history GROUP BY actor",
+      );
       expect(actors).toEqual([{ actor: "unknown", n: "24" }]);
 
       // Writes after the migration continue the same history, with their actor.
@@ -148,8 +165,13 @@ for (const kind of ["pglite", "postgres"] as const) {
         { actor: "unknown", version: "1" },
         { actor: "after", version: "2" },
       ]);
-      expect((await store.read(ALL_GRANTS, ["d1"], { asOf: fromMicros(micros(u.at) - 1n), excludeChildren: true }))[0]).toMatchObject({ license: null, version: 1 });
-      expect((await store.read(ALL_GRANTS, ["d1"], { asOf: u.at, excludeChildren: true }))[0]).toMatchObject({ license: "MIT", version: 2 });
+      expect(
+        (await store.read(ALL_GRANTS, ["d1"], { asOf: fromMicros(micros(u.at) - 1n), excludeChildren: true }))[0],
+      ).toMatchObject({ license: null, version: 1 });
+      expect((await store.read(ALL_GRANTS, ["d1"], { asOf: u.at, excludeChildren: true }))[0]).toMatchObject({
+        license: "MIT",
+        version: 2,
+      });
     }, 240_000);
 
     it("refuses to migrate a history whose open version does not match the current row", async () => {
@@ -162,7 +184,10 @@ for (const kind of ["pglite", "postgres"] as const) {
       await db.exec(DROP_ACCESS_SHIM);
       await legacyVersions(db);
       await db.query("UPDATE resources SET version = 2");
-      const err: unknown = await migrate(db).then(() => undefined, (e: unknown) => e);
+      const err: unknown = await migrate(db).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(String((err as { cause?: unknown }).cause ?? err)).toMatch(/open version does not match/);
       const { rows } = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM resource_versions");
       expect(rows[0]?.n).toBe("1");

@@ -16,7 +16,13 @@ const id = fc.constantFrom(...POOL);
 const parent = fc.option(id, { nil: null, freq: 3 });
 
 const batchArb: fc.Arbitrary<Batch> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant("create" as const), items: fc.array(fc.record({ id, parent, name: fc.constantFrom("n1", "n2") }), { maxLength: 3 }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant("create" as const),
+      items: fc.array(fc.record({ id, parent, name: fc.constantFrom("n1", "n2") }), { maxLength: 3 }),
+    }),
+  },
   {
     weight: 4,
     arbitrary: fc.record({
@@ -37,8 +43,22 @@ const batchArb: fc.Arbitrary<Batch> = fc.oneof(
       ),
     }),
   },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant("delete" as const), ids: fc.array(id, { maxLength: 2 }), cascade: fc.boolean() }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant("restore" as const), ids: fc.array(id, { maxLength: 2 }), cascade: fc.boolean() }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant("delete" as const),
+      ids: fc.array(id, { maxLength: 2 }),
+      cascade: fc.boolean(),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant("restore" as const),
+      ids: fc.array(id, { maxLength: 2 }),
+      cascade: fc.boolean(),
+    }),
+  },
 );
 
 async function run(store: ResourceStore, p: string, batch: Batch): Promise<{ outcome: Outcome; at?: string }> {
@@ -48,12 +68,19 @@ async function run(store: ResourceStore, p: string, batch: Batch): Promise<{ out
     switch (batch.kind) {
       case "create":
         res = await store.create(
-          LOCAL_CALLER, batch.items.map((i) => ({ identifier: `${p}${i.id}`, payloadType: "datasource", parentIdentifier: q(i.parent) ?? null, payload: { name: i.name } })),
+          LOCAL_CALLER,
+          batch.items.map((i) => ({
+            identifier: `${p}${i.id}`,
+            payloadType: "datasource",
+            parentIdentifier: q(i.parent) ?? null,
+            payload: { name: i.name },
+          })),
         );
         break;
       case "update":
         res = await store.update(
-          LOCAL_CALLER, batch.entries.map((e) => {
+          LOCAL_CALLER,
+          batch.entries.map((e) => {
             const patch: ResourcePatch = {};
             if (e.parent !== undefined) patch.parentIdentifier = q(e.parent) ?? null;
             if (e.license !== undefined) patch.license = e.license;
@@ -65,10 +92,18 @@ async function run(store: ResourceStore, p: string, batch: Batch): Promise<{ out
         );
         break;
       case "delete":
-        res = await store.delete(LOCAL_CALLER, batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade });
+        res = await store.delete(
+          LOCAL_CALLER,
+          batch.ids.map((i) => `${p}${i}`),
+          { cascade: batch.cascade },
+        );
         break;
       case "restore":
-        res = await store.restore(LOCAL_CALLER, batch.ids.map((i) => `${p}${i}`), { cascade: batch.cascade });
+        res = await store.restore(
+          LOCAL_CALLER,
+          batch.ids.map((i) => `${p}${i}`),
+          { cascade: batch.cascade },
+        );
         break;
     }
     return { outcome: { ok: true, count: res.count }, at: res.at };

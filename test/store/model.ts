@@ -69,8 +69,15 @@ export function apply(state: State, batch: Batch, t: string): { outcome: Outcome
       for (const i of batch.items) {
         const old = state.get(i.id);
         next.set(i.id, {
-          payloadType: "datasource", parent: i.parent, license: null, name: i.name, createdAt: t, updatedAt: t,
-          version: (old?.version ?? 0) + 1, deleted: false, deletedBy: null,
+          payloadType: "datasource",
+          parent: i.parent,
+          license: null,
+          name: i.name,
+          createdAt: t,
+          updatedAt: t,
+          version: (old?.version ?? 0) + 1,
+          deleted: false,
+          deletedBy: null,
         });
       }
       for (const i of batch.items) {
@@ -82,7 +89,8 @@ export function apply(state: State, batch: Batch, t: string): { outcome: Outcome
     case "update": {
       if (batch.entries.some((e) => e.parent === e.id)) return fail(Code.InvalidArgument);
       // A field that the named payload type does not have is malformed whatever is stored.
-      if (batch.entries.some((e) => e.payloadType === "study" && e.name !== undefined)) return fail(Code.InvalidArgument);
+      if (batch.entries.some((e) => e.payloadType === "study" && e.name !== undefined))
+        return fail(Code.InvalidArgument);
       if (batch.entries.some((e) => !state.has(e.id))) return fail(Code.FailedPrecondition);
       let count = 0;
       const changedParents: string[] = [];
@@ -100,7 +108,11 @@ export function apply(state: State, batch: Batch, t: string): { outcome: Outcome
           name: e.name ?? cur.name,
           deleted,
         };
-        const changed = row.deleted !== cur.deleted || row.parent !== cur.parent || row.license !== cur.license || row.name !== cur.name;
+        const changed =
+          row.deleted !== cur.deleted ||
+          row.parent !== cur.parent ||
+          row.license !== cur.license ||
+          row.name !== cur.name;
         if (!changed) continue;
         if (row.parent !== null && row.parent !== cur.parent) changedParents.push(e.id);
         row.deletedBy = !deleted ? null : cur.deleted ? cur.deletedBy : t;
@@ -158,11 +170,22 @@ export function readModel(state: State, ids: readonly string[]) {
     if (!r || r.deleted) continue;
     const children = [...state]
       .filter(([, c]) => c.parent === id && !c.deleted)
-      .sort(([ia, a], [ib, b]) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : ia < ib ? -1 : ia > ib ? 1 : 0))
+      .sort(([ia, a], [ib, b]) =>
+        a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : ia < ib ? -1 : ia > ib ? 1 : 0,
+      )
       .map(([cid]) => cid);
     out.push({
-      identifier: id, payloadType: r.payloadType, parentIdentifier: r.parent, license: r.license, accessLevel: "internal",
-      derivedFrom: [], payload: { name: r.name }, createdAt: r.createdAt, updatedAt: r.updatedAt, version: r.version, children,
+      identifier: id,
+      payloadType: r.payloadType,
+      parentIdentifier: r.parent,
+      license: r.license,
+      accessLevel: "internal",
+      derivedFrom: [],
+      payload: { name: r.name },
+      createdAt: r.createdAt,
+      updatedAt: r.updatedAt,
+      version: r.version,
+      children,
     });
   }
   return out;

@@ -6,7 +6,15 @@ import { fromJson, create, type MessageInitShape } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
-import { countStatement, migrate, openDatabase, pageStatement, planQuery, type Db, type ReadPoint } from "../../src/store/index.js";
+import {
+  countStatement,
+  migrate,
+  openDatabase,
+  pageStatement,
+  planQuery,
+  type Db,
+  type ReadPoint,
+} from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { ALL_GRANTS } from "../../src/access/index.js";
 
@@ -21,7 +29,8 @@ interface PlanNode {
 
 /** Every scan of the plan as "<node type>:<relation or index>". */
 function scans(node: PlanNode, out: string[] = []): string[] {
-  if (/Scan/.test(node["Node Type"])) out.push(`${node["Node Type"]}:${node["Index Name"] ?? node["Relation Name"] ?? ""}`);
+  if (/Scan/.test(node["Node Type"]))
+    out.push(`${node["Node Type"]}:${node["Index Name"] ?? node["Relation Name"] ?? ""}`);
   for (const child of node.Plans ?? []) scans(child, out);
   return out;
 }
@@ -59,10 +68,19 @@ describe.skipIf(!reachable)("equality and in filters on identifying payload fiel
     await testDb?.drop();
   });
 
-  async function plan(req: MessageInitShape<typeof QueryRequestSchema>, point: ReadPoint, count = false): Promise<string[]> {
+  async function plan(
+    req: MessageInitShape<typeof QueryRequestSchema>,
+    point: ReadPoint,
+    count = false,
+  ): Promise<string[]> {
     const planned = planQuery(create(QueryRequestSchema, req));
-    const st = count ? countStatement(planned, point, ALL_GRANTS) : pageStatement(planned, point, ALL_GRANTS, { limit: 101 });
-    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${st.sql}`, st.params);
+    const st = count
+      ? countStatement(planned, point, ALL_GRANTS)
+      : pageStatement(planned, point, ALL_GRANTS, { limit: 101 });
+    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
+      `EXPLAIN (FORMAT JSON) ${st.sql}`,
+      st.params,
+    );
     const root = rows[0]?.["QUERY PLAN"][0]?.Plan;
     if (!root) throw new Error("no plan");
     return scans(root);
@@ -74,7 +92,10 @@ describe.skipIf(!reachable)("equality and in filters on identifying payload fiel
   /** No sequential scan, and every scan of the resources (or their history) is one of the field's index. */
   function expectIndexed(found: string[], field: string) {
     const text = JSON.stringify(found);
-    expect(found.filter((s) => /^Seq Scan:resource/.test(s)), text).toEqual([]);
+    expect(
+      found.filter((s) => /^Seq Scan:resource/.test(s)),
+      text,
+    ).toEqual([]);
     const indexScans = found.filter((s) => /^(Bitmap )?Index (Only )?Scan:resource/.test(s));
     expect(indexScans.length, text).toBeGreaterThan(0);
     for (const s of indexScans) expect(s, text).toMatch(new RegExp(`:resource(s|_versions)_payload_${field}_idx$`));
@@ -93,13 +114,22 @@ describe.skipIf(!reachable)("equality and in filters on identifying payload fiel
       for (const point of [NOW, PAST]) {
         expectIndexed(await plan({ payloadType, filters: [{ field, op: "eq", value: value(one) }] }, point), field);
         expectIndexed(await plan({ payloadType, filters: [{ field, op: "in", value: value(several) }] }, point), field);
-        expectIndexed(await plan({ payloadType, filters: [{ field, op: "eq", value: value(one) }] }, point, true), field);
+        expectIndexed(
+          await plan({ payloadType, filters: [{ field, op: "eq", value: value(one) }] }, point, true),
+          field,
+        );
       }
     });
   }
 
   it("in on a payload field without its own index uses the GIN index or walks the sort order, never a sequential scan", async () => {
-    const found = await plan({ payloadType: "series", filters: [{ field: "modality", op: "in", value: value(["CT", "NM"]) }] }, NOW);
-    expect(found.filter((s) => /^Seq Scan:resource/.test(s)), JSON.stringify(found)).toEqual([]);
+    const found = await plan(
+      { payloadType: "series", filters: [{ field: "modality", op: "in", value: value(["CT", "NM"]) }] },
+      NOW,
+    );
+    expect(
+      found.filter((s) => /^Seq Scan:resource/.test(s)),
+      JSON.stringify(found),
+    ).toEqual([]);
   });
 });

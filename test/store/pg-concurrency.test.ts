@@ -22,9 +22,15 @@ describeBackends("concurrent batches", (backend) => {
     const { kind, url, store: shared } = backend();
     const p = uid();
     const ids = ["a", "b", "c", "d"].map((x) => `${p}${x}`);
-    await shared.create(LOCAL_CALLER, ids.map((id) => ds(id)));
+    await shared.create(
+      LOCAL_CALLER,
+      ids.map((id) => ds(id)),
+    );
     // Several independent clients (each its own pool) on PostgreSQL.
-    const clients = kind === "postgres" && url ? await Promise.all([1, 2, 3, 4].map(() => openDatabase({ databaseUrl: url, poolSize: 3 }))) : [];
+    const clients =
+      kind === "postgres" && url
+        ? await Promise.all([1, 2, 3, 4].map(() => openDatabase({ databaseUrl: url, poolSize: 3 })))
+        : [];
     const stores = clients.length > 0 ? clients.map((d) => createResourceStore(d)) : [shared];
     const workers = 12;
     const rounds = 10;
@@ -35,7 +41,9 @@ describeBackends("concurrent batches", (backend) => {
           const store = stores[w % stores.length]!;
           for (let r = 0; r < rounds; r++) {
             // Each update writes a value nobody else writes, so each is a change.
-            const batch = ids.filter((_, i) => (i + w + r) % 2 === 0).map((id) => [id, { license: `w${w}r${r}` }] as const);
+            const batch = ids
+              .filter((_, i) => (i + w + r) % 2 === 0)
+              .map((id) => [id, { license: `w${w}r${r}` }] as const);
             const res = await store.update(LOCAL_CALLER, batch);
             expect(res.count).toBe(batch.length);
             stamps.push(res.at);
@@ -53,7 +61,7 @@ describeBackends("concurrent batches", (backend) => {
          FROM resource_history v WHERE v.identifier = ANY($1::text[]) ORDER BY v.identifier, v.version`,
       [ids],
     );
-    const written = workers * rounds * ids.length / 2;
+    const written = (workers * rounds * ids.length) / 2;
     expect(rows.length).toBe(ids.length + written);
     const current = await shared.read(ALL_GRANTS, ids, { excludeChildren: true });
     for (const id of ids) {
@@ -84,10 +92,15 @@ describeBackends("concurrent batches", (backend) => {
   it("of many clients creating one identifier, exactly one succeeds", async () => {
     const { kind, url, store: shared } = backend();
     const id = uid("race");
-    const clients = kind === "postgres" && url ? await Promise.all([1, 2, 3, 4].map(() => openDatabase({ databaseUrl: url, poolSize: 2 }))) : [];
+    const clients =
+      kind === "postgres" && url
+        ? await Promise.all([1, 2, 3, 4].map(() => openDatabase({ databaseUrl: url, poolSize: 2 })))
+        : [];
     const stores = clients.length > 0 ? clients.map((d) => createResourceStore(d)) : [shared];
     try {
-      const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => stores[i % stores.length]!.create(LOCAL_CALLER, [ds(id)])));
+      const results = await Promise.allSettled(
+        Array.from({ length: 8 }, (_, i) => stores[i % stores.length]!.create(LOCAL_CALLER, [ds(id)])),
+      );
       expect(results.filter((r) => r.status === "fulfilled").length).toBe(1);
       for (const r of results) {
         if (r.status === "rejected") {

@@ -5,7 +5,18 @@
 import { create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
-import { createQueryEngine, createStatementNames, datasourceStats, listChildren, MAX_PREPARED_PAGES, migrate, openDatabase, pageStatement, planQuery, type Db } from "../../src/store/index.js";
+import {
+  createQueryEngine,
+  createStatementNames,
+  datasourceStats,
+  listChildren,
+  MAX_PREPARED_PAGES,
+  migrate,
+  openDatabase,
+  pageStatement,
+  planQuery,
+  type Db,
+} from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { ALL_GRANTS } from "../../src/access/index.js";
 
@@ -29,7 +40,9 @@ describe.skipIf(!pgOk)("query pages as prepared statements [postgres]", () => {
 
   it("prepares a page's statement once and runs it again by name", async () => {
     const engine = createQueryEngine(db, { cursorSecret: "a-test-secret-of-enough-length-0123456789" });
-    const plan = planQuery(create(QueryRequestSchema, { payloadType: "file", sortBy: "created_at", sortOrder: "desc", limit: 20 }));
+    const plan = planQuery(
+      create(QueryRequestSchema, { payloadType: "file", sortBy: "created_at", sortOrder: "desc", limit: 20 }),
+    );
     const sql = pageStatement(plan, { kind: "now" }, ALL_GRANTS, { limit: 21 }).sql;
     for (let i = 0; i < 3; i++) expect((await engine.page(plan, ALL_GRANTS, { limit: 20 })).resources).toEqual([]);
     const name = db.statementNames?.nameOf(sql);

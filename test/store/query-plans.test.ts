@@ -20,7 +20,8 @@ interface PlanNode {
 }
 
 function indexScans(node: PlanNode, out: string[] = []): string[] {
-  if (/Index (Only )?Scan|Bitmap Index Scan/.test(node["Node Type"]) && node["Index Name"]) out.push(`${node["Node Type"]}:${node["Index Name"]}`);
+  if (/Index (Only )?Scan|Bitmap Index Scan/.test(node["Node Type"]) && node["Index Name"])
+    out.push(`${node["Node Type"]}:${node["Index Name"]}`);
   for (const child of node.Plans ?? []) indexScans(child, out);
   return out;
 }
@@ -53,18 +54,26 @@ describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
 
   async function explain(req: MessageInitShape<typeof QueryRequestSchema>): Promise<string[]> {
     const st = pageStatement(planQuery(create(QueryRequestSchema, req)), { kind: "now" }, ALL_GRANTS, { limit: 101 });
-    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${st.sql}`, st.params);
+    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
+      `EXPLAIN (FORMAT JSON) ${st.sql}`,
+      st.params,
+    );
     const plan = rows[0]?.["QUERY PLAN"][0]?.Plan;
     if (!plan) throw new Error("no plan");
     return indexScans(plan);
   }
 
   it("by payload type, newest first", async () => {
-    expect(await explain({ payloadType: "study" })).toContainEqual(expect.stringMatching(/Index (Only )?Scan.*:resources_type_created_idx/));
+    expect(await explain({ payloadType: "study" })).toContainEqual(
+      expect.stringMatching(/Index (Only )?Scan.*:resources_type_created_idx/),
+    );
   });
 
   it("filtered on a payload field", async () => {
-    const scans = await explain({ payloadType: "series", filters: [{ field: "modality", op: "eq", value: fromJson(ValueSchema, "CT") }] });
+    const scans = await explain({
+      payloadType: "series",
+      filters: [{ field: "modality", op: "eq", value: fromJson(ValueSchema, "CT") }],
+    });
     // The GIN index answers the containment; with fresh statistics the
     // planner may instead walk the (payload_type, created_at) index for the
     // LIMIT and filter. Either is an index scan; a sequential scan is not.
@@ -77,10 +86,16 @@ describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
     const st = pageStatement(
       planQuery(create(QueryRequestSchema, { payloadType: "study" })),
       { kind: "pinned", at: "2999-01-01T00:00:00.000000Z" },
-      ALL_GRANTS, { limit: 101, after: { value: "2999-01-01T00:00:00.000000Z", identifier: "r1" } },
+      ALL_GRANTS,
+      { limit: 101, after: { value: "2999-01-01T00:00:00.000000Z", identifier: "r1" } },
     );
-    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${st.sql}`, st.params);
-    expect(indexScans(rows[0]!["QUERY PLAN"][0].Plan)).toContainEqual(expect.stringMatching(/Index (Only )?Scan.*:resource_versions_type_created_idx/));
+    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
+      `EXPLAIN (FORMAT JSON) ${st.sql}`,
+      st.params,
+    );
+    expect(indexScans(rows[0]!["QUERY PLAN"][0].Plan)).toContainEqual(
+      expect.stringMatching(/Index (Only )?Scan.*:resource_versions_type_created_idx/),
+    );
   });
 
   it("descendants of a resource", async () => {

@@ -31,7 +31,11 @@ interface PlanNode {
 function rowsRead(node: PlanNode): number {
   let own = 0;
   if (node["Relation Name"] === "resources" || node["Relation Name"] === "resource_versions") {
-    own = ((node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0) + (node["Rows Removed by Index Recheck"] ?? 0)) * (node["Actual Loops"] ?? 1);
+    own =
+      ((node["Actual Rows"] ?? 0) +
+        (node["Rows Removed by Filter"] ?? 0) +
+        (node["Rows Removed by Index Recheck"] ?? 0)) *
+      (node["Actual Loops"] ?? 1);
   }
   return own + (node.Plans ?? []).reduce((sum, child) => sum + rowsRead(child), 0);
 }
@@ -57,7 +61,6 @@ async function readsOf(db: Queryable, sql: string, params: readonly unknown[] | 
   return rowsRead(found[0]!);
 }
 
-
 const node = (identifier: string, parent?: string): NewResource => ({
   identifier,
   payloadType: "annotation",
@@ -82,12 +85,17 @@ describeBackends("subtree walks of the read paths use the keys", (backend) => {
     for (let i = 0; i < 7; i++) await store.create(LOCAL_CALLER, tree(uid("fill")));
     await store.create(LOCAL_CALLER, tree(p));
     await db.exec("ANALYZE resources; ANALYZE resource_versions");
-    const { rows } = await db.query<{ at: string }>("SELECT to_char(last AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at FROM clock");
+    const { rows } = await db.query<{ at: string }>(
+      "SELECT to_char(last AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at FROM clock",
+    );
     const asOf = rows[0]!.at;
     const subtree = 1000;
     const reads: Record<string, number> = {};
 
-    for (const [name, options] of [["children now", {}], ["children as of", { asOf }]] as const) {
+    for (const [name, options] of [
+      ["children now", {}],
+      ["children as of", { asOf }],
+    ] as const) {
       const recorded: Recorded[] = [];
       const nodes = await listChildren(recording(db, recorded), ALL_GRANTS, { parentIdentifier: p, ...options });
       expect(nodes.map((n) => n.descendantCount).reduce((a, b) => a + b, 0)).toBe(subtree - 10);
@@ -99,7 +107,10 @@ describeBackends("subtree walks of the read paths use the keys", (backend) => {
       reads[name] = await readsOf(db, walk!.sql, walk!.params);
     }
     const plan = planQuery(create(QueryRequestSchema, { parentIdentifier: p, includeIndirectParents: true }));
-    for (const [name, point] of [["query now", { kind: "now" }], ["query as of", { kind: "as_of", asOf }]] as [string, ReadPoint][]) {
+    for (const [name, point] of [
+      ["query now", { kind: "now" }],
+      ["query as of", { kind: "as_of", asOf }],
+    ] as [string, ReadPoint][]) {
       const count = countStatement(plan, point, ALL_GRANTS);
       expect((await db.query<{ n: string }>(count.sql, count.params)).rows[0]!.n).toBe(String(subtree));
       if (point.kind === "now") expect(count.sql, "the count of a subtree now is stored").not.toMatch(/RECURSIVE/);
@@ -109,6 +120,7 @@ describeBackends("subtree walks of the read paths use the keys", (backend) => {
     }
     // A walk reads each row of the subtree once or twice (the history and
     // the current table as of a point); the whole table is 8,008 rows a step.
-    for (const [name, n] of Object.entries(reads)) expect(n, `${name} read ${n} rows: ${JSON.stringify(reads)}`).toBeLessThan(3 * subtree);
+    for (const [name, n] of Object.entries(reads))
+      expect(n, `${name} read ${n} rows: ${JSON.stringify(reads)}`).toBeLessThan(3 * subtree);
   }, 120_000);
 });

@@ -21,7 +21,9 @@ const chain = (p: string, n: number, top?: string): NewResource[] =>
   Array.from({ length: n }, (_, i) => node(`${p}-${i}`, i === 0 ? top : `${p}-${i - 1}`));
 
 async function count(db: Parameters<typeof createResourceStore>[0], prefix: string): Promise<number> {
-  const { rows } = await db.query<{ n: string }>("SELECT count(*) AS n FROM resources WHERE identifier LIKE $1", [`${prefix}-%`]);
+  const { rows } = await db.query<{ n: string }>("SELECT count(*) AS n FROM resources WHERE identifier LIKE $1", [
+    `${prefix}-%`,
+  ]);
   return Number(rows[0]?.n);
 }
 
@@ -71,7 +73,10 @@ describeBackends("tree depth", (backend) => {
     await store().update(LOCAL_CALLER, [[`${p}-0`, { parentIdentifier: `${r}-1` }]]);
     // ...so restoring it now would put its leaf 7 deep.
     await tooDeep(store().restore(LOCAL_CALLER, [`${q}-0`], { cascade: true }));
-    const { rows } = await backend().db.query<{ is_deleted: boolean }>("SELECT is_deleted FROM resources WHERE identifier = $1", [`${q}-0`]);
+    const { rows } = await backend().db.query<{ is_deleted: boolean }>(
+      "SELECT is_deleted FROM resources WHERE identifier = $1",
+      [`${q}-0`],
+    );
     expect(rows[0]?.is_deleted).toBe(true);
   });
 });

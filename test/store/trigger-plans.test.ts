@@ -25,7 +25,12 @@ interface PlanNode {
 
 /** The nested loops in a plan whose two inputs are both transition tables. */
 function tuplestoreLoops(node: PlanNode, out: PlanNode[] = []): PlanNode[] {
-  if (node["Node Type"] === "Nested Loop" && (node.Plans ?? []).length === 2 && node.Plans!.every((p) => p["Node Type"] === "Named Tuplestore Scan")) out.push(node);
+  if (
+    node["Node Type"] === "Nested Loop" &&
+    (node.Plans ?? []).length === 2 &&
+    node.Plans!.every((p) => p["Node Type"] === "Named Tuplestore Scan")
+  )
+    out.push(node);
   for (const child of node.Plans ?? []) tuplestoreLoops(child, out);
   return out;
 }
@@ -56,7 +61,12 @@ describe.skipIf(!pgOk)("the write triggers on resources [postgres]", () => {
     await store.create(LOCAL_CALLER, [{ identifier: "tp-ds", payloadType: "datasource", payload: { name: "tp" } }]);
     await store.create(LOCAL_CALLER, [
       { identifier: "tp-p", payloadType: "patient", parentIdentifier: "tp-ds", payload: { datasource_id: "tp-ds" } },
-      ...Array.from({ length: 3000 }, (_, i) => ({ identifier: `tp-s${i}`, payloadType: "study", parentIdentifier: "tp-p", payload: { modality: "CT" } })),
+      ...Array.from({ length: 3000 }, (_, i) => ({
+        identifier: `tp-s${i}`,
+        payloadType: "study",
+        parentIdentifier: "tp-p",
+        payload: { modality: "CT" },
+      })),
     ]);
     const client = new pg.Client({ connectionString: tdb.url });
     await client.connect();
@@ -69,7 +79,9 @@ describe.skipIf(!pgOk)("the write triggers on resources [postgres]", () => {
         plans.push(JSON.parse(text) as { Plan: PlanNode; "Query Text": string });
       });
       await client.query("LOAD 'auto_explain'");
-      await client.query("SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_format = json; SET auto_explain.log_level = notice");
+      await client.query(
+        "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_format = json; SET auto_explain.log_level = notice",
+      );
       // One row first: every trigger's statements run, and plan, for one row.
       await client.query(`UPDATE resources SET payload = '{"n":1}' WHERE identifier = 'tp-s0'`);
       await client.query(`UPDATE resources SET parent_identifier = 'tp-ds' WHERE identifier = 'tp-s1'`);

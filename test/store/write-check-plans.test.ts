@@ -20,7 +20,11 @@ const file = (identifier: string, parent: string): NewResource => ({
   parentIdentifier: parent,
   payload: { label: "x" },
 });
-const series = (identifier: string): NewResource => ({ identifier, payloadType: "annotation", payload: { label: "s" } });
+const series = (identifier: string): NewResource => ({
+  identifier,
+  payloadType: "annotation",
+  payload: { label: "s" },
+});
 
 /** A batch like an upload: 10 parents, each with `each` children, all new. */
 function upload(p: string, each: number): NewResource[] {
@@ -53,7 +57,10 @@ describeBackends("write checks use the keys, not a scan", (backend) => {
     const p = uid("up");
     await createResourceStore(recording(db, created)).create(LOCAL_CALLER, upload(p, 99));
     const updated: Recorded[] = [];
-    const moves = Array.from({ length: 500 }, (_, i) => [`${p}-s${i % 10}-f${Math.floor(i / 10)}`, { parentIdentifier: `${p}-s${(i + 1) % 10}` }] as const);
+    const moves = Array.from(
+      { length: 500 },
+      (_, i) => [`${p}-s${i % 10}-f${Math.floor(i / 10)}`, { parentIdentifier: `${p}-s${(i + 1) % 10}` }] as const,
+    );
     expect((await createResourceStore(recording(db, updated)).update(LOCAL_CALLER, moves)).count).toBe(500);
 
     const plans = [...(await plansOf(db, created)), ...(await plansOf(db, updated))];

@@ -20,13 +20,25 @@ export interface TestServer {
 }
 
 /** `logger` replaces the one LOG_LEVEL would make (a test that reads the log passes its own). */
-export async function startTestServer(env: Record<string, string> = {}, opts: AppOptions = {}, logger?: Logger): Promise<TestServer> {
+export async function startTestServer(
+  env: Record<string, string> = {},
+  opts: AppOptions = {},
+  logger?: Logger,
+): Promise<TestServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "rs-test-"));
-  const config = loadConfig(withRegistryKey({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "silent", ...env }));
+  const config = loadConfig(
+    withRegistryKey({ PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "silent", ...env }),
+  );
   // On the embedded backend, start from a copy of the run's initialised
   // PGlite directory (test/support/global-setup.ts) instead of paying initdb.
   const pglite = join(config.dataDir, "pglite");
-  if (config.databaseUrl === undefined && !(await stat(pglite).then(() => true, () => false))) {
+  if (
+    config.databaseUrl === undefined &&
+    !(await stat(pglite).then(
+      () => true,
+      () => false,
+    ))
+  ) {
     await cp(inject("pgliteTemplate"), pglite, { recursive: true });
   }
   const app = await createApp(config, logger ?? createLogger(config.logLevel), opts);

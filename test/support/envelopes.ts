@@ -39,7 +39,10 @@ export function webTrailers(body: Buffer): Record<string, string> {
   const fields: Record<string, string> = {};
   for (let at = 0; at + 5 <= body.length; at += 5 + body.readUInt32BE(at + 1)) {
     if ((body[at]! & 0x80) === 0) continue;
-    for (const line of body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1)).toString().split("\r\n")) {
+    for (const line of body
+      .subarray(at + 5, at + 5 + body.readUInt32BE(at + 1))
+      .toString()
+      .split("\r\n")) {
       const colon = line.indexOf(":");
       if (colon > 0) fields[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
     }

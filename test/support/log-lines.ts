@@ -17,10 +17,20 @@ export interface LogLines {
 export function logLines(level: LogLevel, lines: string[] = []): LogLines {
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
-      lines.push(...chunk.toString().split("\n").filter((l) => l !== ""));
+      lines.push(
+        ...chunk
+          .toString()
+          .split("\n")
+          .filter((l) => l !== ""),
+      );
       cb();
     },
   });
   const records = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
-  return { logger: createLogger(level, sink), lines, records, calls: (where) => records().filter((r) => r.msg === "call" && where(r)) };
+  return {
+    logger: createLogger(level, sink),
+    lines,
+    records,
+    calls: (where) => records().filter((r) => r.msg === "call" && where(r)),
+  };
 }

@@ -24,7 +24,13 @@ export interface MainProcess {
 export function startMain(env: Record<string, string>): MainProcess {
   const proc = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
     cwd: root,
-    env: withRegistryKey({ PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", PORT: "0", LOG_LEVEL: "info", ...env }),
+    env: withRegistryKey({
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? "",
+      PORT: "0",
+      LOG_LEVEL: "info",
+      ...env,
+    }),
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: string[] = [];

@@ -22,7 +22,9 @@ export function findPostgresBin(): string | undefined {
   if (process.env.PG_BIN) candidates.push(process.env.PG_BIN);
   const debian = "/usr/lib/postgresql";
   if (existsSync(debian)) {
-    const versions = readdirSync(debian).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
+    const versions = readdirSync(debian)
+      .filter((v) => /^\d+$/.test(v))
+      .sort((a, b) => Number(b) - Number(a));
     candidates.push(...versions.map((v) => join(debian, v, "bin")));
   }
   candidates.push(...(process.env.PATH ?? "").split(":").filter((d) => d !== ""));
@@ -101,7 +103,17 @@ export async function startPgCluster(bin: string, database = "rs"): Promise<PgCl
       await chown(dir, Number(stdout.trim()), Number(gid.trim()));
     }
     const [pPort, sPort] = [await freePort(), await freePort()];
-    await exec("initdb", ["-D", primaryDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"]);
+    await exec("initdb", [
+      "-D",
+      primaryDir,
+      "-U",
+      "postgres",
+      "--auth=trust",
+      "-E",
+      "UTF8",
+      "--no-sync",
+      "--no-instructions",
+    ]);
     const common = [
       "listen_addresses = '127.0.0.1'",
       `unix_socket_directories = '${dir}'`,
@@ -117,11 +129,35 @@ export async function startPgCluster(bin: string, database = "rs"): Promise<PgCl
     ].join("\n");
     await appendFile(join(primaryDir, "postgresql.conf"), `\n${common}\nport = ${pPort}\n`);
     const start = async (data: string) => {
-      await exec("pg_ctl", ["-D", data, "-l", join(dir, `${data === primaryDir ? "primary" : "standby"}.log`), "-w", "-t", "30", "start"]);
+      await exec("pg_ctl", [
+        "-D",
+        data,
+        "-l",
+        join(dir, `${data === primaryDir ? "primary" : "standby"}.log`),
+        "-w",
+        "-t",
+        "30",
+        "start",
+      ]);
       if (!started.includes(data)) started.push(data);
     };
     await start(primaryDir);
-    await exec("pg_basebackup", ["-h", "127.0.0.1", "-p", String(pPort), "-U", "postgres", "-D", standbyDir, "-R", "-X", "stream", "-c", "fast", "--no-sync"]);
+    await exec("pg_basebackup", [
+      "-h",
+      "127.0.0.1",
+      "-p",
+      String(pPort),
+      "-U",
+      "postgres",
+      "-D",
+      standbyDir,
+      "-R",
+      "-X",
+      "stream",
+      "-c",
+      "fast",
+      "--no-sync",
+    ]);
     await appendFile(join(standbyDir, "postgresql.conf"), `\nport = ${sPort}\n`);
     await start(standbyDir);
 
@@ -148,10 +184,16 @@ export async function startPgCluster(bin: string, database = "rs"): Promise<PgCl
       standbyUrl,
       standbySql: (text) => sql(standbyUrl, text),
       async caughtUp(timeoutMs = 20_000) {
-        const [{ lsn } = { lsn: "" }] = await sql<{ lsn: string }>(`postgres://postgres@127.0.0.1:${pPort}/postgres`, "SELECT pg_current_wal_lsn()::text AS lsn");
+        const [{ lsn } = { lsn: "" }] = await sql<{ lsn: string }>(
+          `postgres://postgres@127.0.0.1:${pPort}/postgres`,
+          "SELECT pg_current_wal_lsn()::text AS lsn",
+        );
         const deadline = Date.now() + timeoutMs;
         for (;;) {
-          const [row] = await sql<{ ok: boolean }>(`postgres://postgres@127.0.0.1:${sPort}/postgres`, `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS ok`);
+          const [row] = await sql<{ ok: boolean }>(
+            `postgres://postgres@127.0.0.1:${sPort}/postgres`,
+            `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS ok`,
+          );
           if (row?.ok === true) return;
           if (Date.now() > deadline) throw new Error("the standby did not catch up");
           await new Promise((r) => setTimeout(r, 20));

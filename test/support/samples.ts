@@ -3,7 +3,13 @@
 export const fullSamples: Record<string, Record<string, unknown>> = {
   datasource: { name: "Hospital A", description: "CT archive", institution: "Uni Hospital", country: "DE" },
   patient: { datasource_id: "ds1", sex: "female", birth_year: 1970 },
-  study: { study_date: "2024-02-29", modality: "CT", description: "Chest", body_part: "CHEST", accession_number: "ACC-1" },
+  study: {
+    study_date: "2024-02-29",
+    modality: "CT",
+    description: "Chest",
+    body_part: "CHEST",
+    accession_number: "ACC-1",
+  },
   series: { modality: "CT", series_number: 3, description: "Axial", instance_count: 240 },
   file: {
     path: "s3://bucket/a/b.dcm",

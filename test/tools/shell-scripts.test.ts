@@ -5,7 +5,9 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 
-const scripts = execFileSync("git", ["ls-files", "*.sh", ".ci/run"], { encoding: "utf8" }).split("\n").filter((f) => f !== "");
+const scripts = execFileSync("git", ["ls-files", "*.sh", ".ci/run"], { encoding: "utf8" })
+  .split("\n")
+  .filter((f) => f !== "");
 
 describe("shell scripts", () => {
   it("the list holds CI's script and the test scripts", () => {
@@ -20,7 +22,10 @@ describe("shell scripts", () => {
   });
 
   it("bash -n refuses the slip it is here for", () => {
-    const r = spawnSync("bash", ["-n"], { input: "node -e '\n// a test's seed\nconsole.log(1);\n' x\n", encoding: "utf8" });
+    const r = spawnSync("bash", ["-n"], {
+      input: "node -e '\n// a test's seed\nconsole.log(1);\n' x\n",
+      encoding: "utf8",
+    });
     expect(r.status).not.toBe(0);
   });
 });

@@ -36,7 +36,10 @@ afterAll(async () => {
 async function spanOf(name: string, since: number): Promise<ReadableSpan> {
   const end = Date.now() + 5000;
   for (;;) {
-    const found = exporter.getFinishedSpans().slice(since).find((s) => s.name === name);
+    const found = exporter
+      .getFinishedSpans()
+      .slice(since)
+      .find((s) => s.name === name);
     if (found !== undefined || Date.now() > end) {
       expect(found, `a finished span ${name}`).toBeDefined();
       return found!;
@@ -84,7 +87,12 @@ describe("a client that goes away mid-stream", () => {
   it("a reflection stream cut by its client is Canceled, and logged without a stack", async () => {
     const since = exporter.getFinishedSpans().length;
     const session = http2.connect(srv.url);
-    const stream = session.request({ ":method": "POST", ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "content-type": "application/grpc+proto", te: "trailers" });
+    const stream = session.request({
+      ":method": "POST",
+      ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+      "content-type": "application/grpc+proto",
+      te: "trailers",
+    });
     const req = create(ServerReflectionRequestSchema, { messageRequest: { case: "listServices", value: "" } });
     stream.write(envelope(toBinary(ServerReflectionRequestSchema, req)));
     await new Promise<void>((resolve) => stream.once("data", () => resolve()));

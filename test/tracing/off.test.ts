@@ -14,7 +14,9 @@ import { startTestServer, type TestServer } from "../support/app.js";
 import { logLines } from "../support/log-lines.js";
 
 const loadedOtel = (): string[] =>
-  Object.keys(createRequire(import.meta.url).cache).filter((path) => path.includes("@opentelemetry") && !path.includes("@opentelemetry/api/"));
+  Object.keys(createRequire(import.meta.url).cache).filter(
+    (path) => path.includes("@opentelemetry") && !path.includes("@opentelemetry/api/"),
+  );
 /** Where the API keeps what an SDK registered (its global tracer provider, context manager, propagator). */
 const API_GLOBALS = Symbol.for("opentelemetry.js.api.1");
 
@@ -33,8 +35,12 @@ describe("tracing off", () => {
     expect(loadConfig({ OTEL_SERVICE_NAME: "x", OTEL_TRACES_SAMPLER: "always_on" }).tracing).toBe(false);
     expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }).tracing).toBe(true);
     expect(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://collector:4318/v1/traces" }).tracing).toBe(true);
-    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_SDK_DISABLED: "true" }).tracing).toBe(false);
-    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_TRACES_EXPORTER: "none" }).tracing).toBe(false);
+    expect(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_SDK_DISABLED: "true" }).tracing,
+    ).toBe(false);
+    expect(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_TRACES_EXPORTER: "none" }).tracing,
+    ).toBe(false);
   });
 
   it("loads no OpenTelemetry SDK module, registers nothing, even for calls with a traceparent, and logs no trace id", async () => {
@@ -54,7 +60,10 @@ describe("tracing off", () => {
     expect(loadedOtel()).toEqual([]);
     expect((globalThis as Record<symbol, unknown>)[API_GLOBALS]).toBeUndefined();
     const deadline = Date.now() + 5000;
-    while (log.records().filter((l) => l.request_id === "off-grpc" || l.request_id === "off-rest").length < 2 && Date.now() < deadline) {
+    while (
+      log.records().filter((l) => l.request_id === "off-grpc" || l.request_id === "off-rest").length < 2 &&
+      Date.now() < deadline
+    ) {
       await new Promise((r) => setTimeout(r, 10));
     }
     const calls = log.records().filter((l) => l.request_id === "off-grpc" || l.request_id === "off-rest");

@@ -39,7 +39,11 @@ function descendants(spans: readonly ReadableSpan[], root: ReadableSpan): Readab
 }
 
 /** The one server span continuing `tp`; it and every span under it are in its trace. */
-function callSpan(spans: readonly ReadableSpan[], tp: { traceId: string; spanId: string }, name: string): { call: ReadableSpan; under: ReadableSpan[] } {
+function callSpan(
+  spans: readonly ReadableSpan[],
+  tp: { traceId: string; spanId: string },
+  name: string,
+): { call: ReadableSpan; under: ReadableSpan[] } {
   const calls = spans.filter((s) => s.kind === SpanKind.SERVER && s.parentSpanContext?.spanId === tp.spanId);
   expect(calls.map((s) => s.name)).toEqual([name]);
   const call = calls[0]!;
@@ -51,7 +55,10 @@ function callSpan(spans: readonly ReadableSpan[], tp: { traceId: string; spanId:
 
 const statements = (spans: readonly ReadableSpan[]) => spans.filter((s) => s.attributes["db.query.text"] !== undefined);
 
-const backends: { name: string; env: () => Promise<{ env: Record<string, string>; done: () => Promise<void> } | undefined> }[] = [
+const backends: {
+  name: string;
+  env: () => Promise<{ env: Record<string, string>; done: () => Promise<void> } | undefined>;
+}[] = [
   { name: "pglite", env: () => Promise.resolve({ env: {}, done: () => Promise.resolve() }) },
   {
     name: "postgres",
@@ -118,18 +125,29 @@ describe.each(backends)("tracing on $name", ({ name, env }) => {
     expect(JSON.stringify(spans.map((s) => s.attributes))).not.toContain(secret);
     expect(JSON.stringify(spans.map((s) => s.attributes))).not.toContain(id);
     const line = log.records().find((l) => l.request_id === `req-${id}`);
-    expect(line).toMatchObject({ msg: "call", rpc: "resourcestore.v2.ResourceService/Create", code: "ok", trace_id: tp.traceId });
+    expect(line).toMatchObject({
+      msg: "call",
+      rpc: "resourcestore.v2.ResourceService/Create",
+      code: "ok",
+      trace_id: tp.traceId,
+    });
   });
 
   it("a streamed answer's statements are children of its call span, which ends with the stream", async (t) => {
     if (srv === undefined) return t.skip();
     const c = client("grpc");
     const ids = Array.from({ length: 3 }, (_, i) => `tr-stream-${name}-${i}`);
-    await c.resources.create({ resources: ids.map((identifier) => ({ identifier, payload: { case: "annotation", value: { label: "x" } } })) });
+    await c.resources.create({
+      resources: ids.map((identifier) => ({ identifier, payload: { case: "annotation", value: { label: "x" } } })),
+    });
     exporter.reset();
     const tp = traceparent();
     let chunks = 0;
-    for await (const _ of c.query.queryParquet({ payloadType: "annotation", identifiers: ids, filters: [] }, { headers: { traceparent: tp.header } })) chunks++;
+    for await (const _ of c.query.queryParquet(
+      { payloadType: "annotation", identifiers: ids, filters: [] },
+      { headers: { traceparent: tp.header } },
+    ))
+      chunks++;
     expect(chunks).toBeGreaterThan(0);
     const { call, under } = callSpan(exporter.getFinishedSpans(), tp, "resourcestore.v2.QueryService/QueryParquet");
     expect(call.attributes["rpc.grpc.status_code"]).toBe(0);
@@ -156,14 +174,23 @@ describe.each(backends)("tracing on $name", ({ name, env }) => {
     expect(statements(under).some((s) => /\bINSERT INTO\b/i.test(String(s.attributes["db.query.text"])))).toBe(true);
     // The request's one line (written when the response closes).
     const deadline = Date.now() + 5000;
-    while (!log.records().some((l) => l.request_id === `req-${id}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    expect(log.records().find((l) => l.request_id === `req-${id}`)).toMatchObject({ msg: "call", path: "/resources/create", status: 200, trace_id: tp.traceId });
+    while (!log.records().some((l) => l.request_id === `req-${id}`) && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(log.records().find((l) => l.request_id === `req-${id}`)).toMatchObject({
+      msg: "call",
+      path: "/resources/create",
+      status: 200,
+      trace_id: tp.traceId,
+    });
   });
 
   it("an object-storage call is a child span; a failed call's span carries its code", async (t) => {
     if (srv === undefined) return t.skip();
     const tp = traceparent();
-    const res = await fetch(`${srv.url}/s3/list?prefix=${encodeURIComponent(`s3://${srv.app.storage.bucket}/nothing/`)}`, { headers: { traceparent: tp.header } });
+    const res = await fetch(
+      `${srv.url}/s3/list?prefix=${encodeURIComponent(`s3://${srv.app.storage.bucket}/nothing/`)}`,
+      { headers: { traceparent: tp.header } },
+    );
     expect(res.status).toBe(200);
     await res.arrayBuffer();
     const { under } = callSpan(exporter.getFinishedSpans(), tp, "resourcestore.v2.StorageService/List");
@@ -231,7 +258,8 @@ describe("tracing a call refused before the interceptors", () => {
     expect(under).toEqual([]);
     expect(call.attributes).toMatchObject({ "rpc.grpc.status_code": 16, "error.type": "Unauthenticated" });
     const deadline = Date.now() + 5000;
-    while (!log.records().some((l) => l.request_id === "req-refused") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    while (!log.records().some((l) => l.request_id === "req-refused") && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 10));
     expect(log.records().find((l) => l.request_id === "req-refused")).toMatchObject({ trace_id: tp.traceId });
   });
 });

@@ -4,7 +4,13 @@
 // of every unary method of both revisions; the same headers, trailers,
 // errors and timeouts; connect's decoding again as soon as the caller gives
 // interceptors of its own.
-import { createServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
+import {
+  createServer,
+  type Http2Server,
+  type IncomingHttpHeaders,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from "node:http2";
 import type { AddressInfo } from "node:net";
 import { create, toBinary, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
@@ -13,7 +19,11 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
-import { HistoryResponseSchema, ReadResponseSchema, type ReadResponse } from "../../gen/resourcestore/type/v1/resource_pb.js";
+import {
+  HistoryResponseSchema,
+  ReadResponseSchema,
+  type ReadResponse,
+} from "../../gen/resourcestore/type/v1/resource_pb.js";
 import { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
 import { createResourceStoreClient, createTransport, type TransportKind } from "../../src/client/index.js";
 import { decodesByPlan } from "../../src/protobuf/index.js";
@@ -57,8 +67,15 @@ async function outcome(call: Promise<unknown>): Promise<unknown> {
 }
 
 /** Calls method through transport with an empty request. */
-function call(transport: Transport, method: DescMethodUnary, options: { timeoutMs?: number; onHeader?: (h: Headers) => void; onTrailer?: (h: Headers) => void } = {}): Promise<unknown> {
-  const client = createClient(method.parent, transport) as unknown as Record<string, (req: object, o: object) => Promise<unknown>>;
+function call(
+  transport: Transport,
+  method: DescMethodUnary,
+  options: { timeoutMs?: number; onHeader?: (h: Headers) => void; onTrailer?: (h: Headers) => void } = {},
+): Promise<unknown> {
+  const client = createClient(method.parent, transport) as unknown as Record<
+    string,
+    (req: object, o: object) => Promise<unknown>
+  >;
   return client[method.localName]!({}, options);
 }
 
@@ -88,12 +105,17 @@ describe("against a gRPC server that answers given bytes", () => {
   const send =
     (bytes: Uint8Array, extra: { header?: Record<string, string>; trailer?: Record<string, string> } = {}) =>
     (stream: ServerHttp2Stream) => {
-      stream.respond({ ":status": 200, "content-type": "application/grpc+proto", ...extra.header }, { waitForTrailers: true });
+      stream.respond(
+        { ":status": 200, "content-type": "application/grpc+proto", ...extra.header },
+        { waitForTrailers: true },
+      );
       stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0", ...extra.trailer }));
       stream.end(envelope(bytes));
     };
 
-  const unary = revisions.flatMap((r) => r.services.flatMap((s: DescService) => s.methods.filter((m): m is DescMethodUnary => m.methodKind === "unary")));
+  const unary = revisions.flatMap((r) =>
+    r.services.flatMap((s: DescService) => s.methods.filter((m): m is DescMethodUnary => m.methodKind === "unary")),
+  );
   const planned = unary.filter((m) => decodesByPlan(m.output));
 
   it("plans most answers; those it cannot plan are connect's", () => {
@@ -101,20 +123,23 @@ describe("against a gRPC server that answers given bytes", () => {
     expect(planned.map((m) => m.output)).toContain(ReadResponseSchema);
   });
 
-  it.each(unary.map((m) => [`${m.parent.typeName}.${m.name}`, m] as const))("gives what reflection gives, for random answers: %s", async (_name, method) => {
-    const ours = createTransport({ baseUrl: url, transport: "grpc" });
-    const theirs = reflective(url);
-    await fc.assert(
-      fc.asyncProperty(messageArb(method.output), async (msg) => {
-        answer = send(toBinary(method.output, msg));
-        decoded.length = 0;
-        const got = await outcome(call(ours, method));
-        expect(answersDecoded()).toEqual(decodesByPlan(method.output) ? [method.output.typeName] : []);
-        expect(got).toStrictEqual(await outcome(call(theirs, method)));
-      }),
-      { numRuns: 15 },
-    );
-  });
+  it.each(unary.map((m) => [`${m.parent.typeName}.${m.name}`, m] as const))(
+    "gives what reflection gives, for random answers: %s",
+    async (_name, method) => {
+      const ours = createTransport({ baseUrl: url, transport: "grpc" });
+      const theirs = reflective(url);
+      await fc.assert(
+        fc.asyncProperty(messageArb(method.output), async (msg) => {
+          answer = send(toBinary(method.output, msg));
+          decoded.length = 0;
+          const got = await outcome(call(ours, method));
+          expect(answersDecoded()).toEqual(decodesByPlan(method.output) ? [method.output.typeName] : []);
+          expect(got).toStrictEqual(await outcome(call(theirs, method)));
+        }),
+        { numRuns: 15 },
+      );
+    },
+  );
 
   it("fails where reflection fails, and answers only what reflection answers, for damaged answers", async () => {
     const ours = createTransport({ baseUrl: url, transport: "grpc" });
@@ -126,22 +151,31 @@ describe("against a gRPC server that answers given bytes", () => {
     // its declared kind. So a damaged answer may fail with another reason,
     // or fail where reflection happened to read something; never the reverse.
     await fc.assert(
-      fc.asyncProperty(messageArb(ReadResponseSchema), fc.nat(), fc.nat(255), fc.boolean(), async (msg, at, byte, cut) => {
-        const bytes = toBinary(ReadResponseSchema, msg as ReadResponse);
-        if (bytes.length === 0) return;
-        const i = at % bytes.length;
-        const damaged = cut ? bytes.subarray(0, i) : bytes.map((b, k) => (k === i ? byte : b));
-        answer = send(damaged);
-        const got = (await outcome(call(ours, read))) as { message?: unknown; code?: Code; rawMessage?: string };
-        const want = (await outcome(call(theirs, read))) as typeof got;
-        if (got.message !== undefined) expect(got).toStrictEqual(want);
-        else {
-          expect(got).toMatchObject({ code: Code.Internal, rawMessage: expect.stringMatching(/^parse binary: /) as unknown });
-          if (want.message === undefined) expect(want.code).toBe(Code.Internal);
-          // For the same reason, the same error (no metadata, no details).
-          if (want.rawMessage === got.rawMessage) expect(got).toStrictEqual(want);
-        }
-      }),
+      fc.asyncProperty(
+        messageArb(ReadResponseSchema),
+        fc.nat(),
+        fc.nat(255),
+        fc.boolean(),
+        async (msg, at, byte, cut) => {
+          const bytes = toBinary(ReadResponseSchema, msg as ReadResponse);
+          if (bytes.length === 0) return;
+          const i = at % bytes.length;
+          const damaged = cut ? bytes.subarray(0, i) : bytes.map((b, k) => (k === i ? byte : b));
+          answer = send(damaged);
+          const got = (await outcome(call(ours, read))) as { message?: unknown; code?: Code; rawMessage?: string };
+          const want = (await outcome(call(theirs, read))) as typeof got;
+          if (got.message !== undefined) expect(got).toStrictEqual(want);
+          else {
+            expect(got).toMatchObject({
+              code: Code.Internal,
+              rawMessage: expect.stringMatching(/^parse binary: /) as unknown,
+            });
+            if (want.message === undefined) expect(want.code).toBe(Code.Internal);
+            // For the same reason, the same error (no metadata, no details).
+            if (want.rawMessage === got.rawMessage) expect(got).toStrictEqual(want);
+          }
+        },
+      ),
       { numRuns: 150 },
     );
   });
@@ -149,7 +183,10 @@ describe("against a gRPC server that answers given bytes", () => {
   it("hands the caller the answer's headers and trailers", async () => {
     const read = ResourceService.method.read;
     const bytes = toBinary(ReadResponseSchema, create(ReadResponseSchema, { resources: [{ identifier: "h-1" }] }));
-    answer = send(bytes, { header: { "x-answer": "head" }, trailer: { "x-answer-trailer": "tail", "x-answer-bin": Buffer.from([1, 2, 3]).toString("base64") } });
+    answer = send(bytes, {
+      header: { "x-answer": "head" },
+      trailer: { "x-answer-trailer": "tail", "x-answer-bin": Buffer.from([1, 2, 3]).toString("base64") },
+    });
     const seen = async (transport: Transport) => {
       const out: Record<string, string> = {};
       await call(transport, read, {
@@ -170,7 +207,12 @@ describe("against a gRPC server that answers given bytes", () => {
     const status = create(StatusSchema, {
       code: Code.NotFound,
       message: "resource e-1 is missing",
-      details: [anyPack(ErrorInfoSchema, create(ErrorInfoSchema, { reason: "NOT_FOUND", domain: "test", metadata: { identifier: "e-1" } }))],
+      details: [
+        anyPack(
+          ErrorInfoSchema,
+          create(ErrorInfoSchema, { reason: "NOT_FOUND", domain: "test", metadata: { identifier: "e-1" } }),
+        ),
+      ],
     });
     answer = (stream) =>
       // Trailers-only, as a gRPC server answers an error.
@@ -186,7 +228,11 @@ describe("against a gRPC server that answers given bytes", () => {
         { endStream: true },
       );
     const read = ResourceService.method.read;
-    const ours = (await outcome(call(createTransport({ baseUrl: url, transport: "grpc" }), read))) as { code: Code; details: unknown[]; metadata: unknown[] };
+    const ours = (await outcome(call(createTransport({ baseUrl: url, transport: "grpc" }), read))) as {
+      code: Code;
+      details: unknown[];
+      metadata: unknown[];
+    };
     expect(ours).toMatchObject({ code: Code.NotFound, rawMessage: "resource e-1 is missing" });
     expect(ours.details).toHaveLength(1);
     expect(ours.metadata).toContainEqual(["x-why", "because"]);
@@ -208,7 +254,10 @@ describe("against the service", () => {
     srv = await startTestServer();
     const client = createResourceStoreClient({ baseUrl: srv.url, transport: "grpc" });
     await client.resources.create({
-      resources: ["pa-1", "pa-2"].map((identifier) => ({ identifier, payload: { case: "study", value: { modality: "CT", description: "é ✓ \u{1F600}" } } })),
+      resources: ["pa-1", "pa-2"].map((identifier) => ({
+        identifier,
+        payload: { case: "study", value: { modality: "CT", description: "é ✓ \u{1F600}" } },
+      })),
     });
     for (let v = 0; v < 3; v++) await client.resources.update({ updates: { "pa-1": { license: `L-${v}` } } });
   });
@@ -216,18 +265,21 @@ describe("against the service", () => {
     await srv?.close();
   });
 
-  it.each<TransportKind>(["grpc", "grpc-web"])("decodes reads and history pages by plan over %s, into the messages reflection gives", async (transport) => {
-    const client = createResourceStoreClient({ baseUrl: srv.url, transport });
-    const other = createClient(ResourceService, reflective(srv.url, transport));
-    decoded.length = 0;
-    const read = await client.resources.read({ identifiers: ["pa-1", "pa-2"] });
-    const page = await client.resources.history({ identifier: "pa-1", limit: 2 });
-    expect(answersDecoded()).toEqual([ReadResponseSchema.typeName, HistoryResponseSchema.typeName]);
-    expect(read.resources.map((r) => r.identifier)).toEqual(["pa-1", "pa-2"]);
-    expect(read).toStrictEqual(await other.read({ identifiers: ["pa-1", "pa-2"] }));
-    expect(page.versions).toHaveLength(2);
-    expect(page).toStrictEqual(await other.history({ identifier: "pa-1", limit: 2 }));
-  });
+  it.each<TransportKind>(["grpc", "grpc-web"])(
+    "decodes reads and history pages by plan over %s, into the messages reflection gives",
+    async (transport) => {
+      const client = createResourceStoreClient({ baseUrl: srv.url, transport });
+      const other = createClient(ResourceService, reflective(srv.url, transport));
+      decoded.length = 0;
+      const read = await client.resources.read({ identifiers: ["pa-1", "pa-2"] });
+      const page = await client.resources.history({ identifier: "pa-1", limit: 2 });
+      expect(answersDecoded()).toEqual([ReadResponseSchema.typeName, HistoryResponseSchema.typeName]);
+      expect(read.resources.map((r) => r.identifier)).toEqual(["pa-1", "pa-2"]);
+      expect(read).toStrictEqual(await other.read({ identifiers: ["pa-1", "pa-2"] }));
+      expect(page.versions).toHaveLength(2);
+      expect(page).toStrictEqual(await other.history({ identifier: "pa-1", limit: 2 }));
+    },
+  );
 
   it("leaves answers to connect when the caller gives interceptors, which see the real messages", async () => {
     const seen: string[] = [];
@@ -253,6 +305,8 @@ describe("against the service", () => {
     const client = createResourceStoreClient({ baseUrl: srv.url, transport: "grpc" });
     const ours = (await outcome(client.resources.history({ identifier: "pa-none" }))) as { code?: Code };
     expect(ours.code).toBe(Code.NotFound);
-    expect(ours).toStrictEqual(await outcome(createClient(ResourceService, reflective(srv.url)).history({ identifier: "pa-none" })));
+    expect(ours).toStrictEqual(
+      await outcome(createClient(ResourceService, reflective(srv.url)).history({ identifier: "pa-none" })),
+    );
   });
 });

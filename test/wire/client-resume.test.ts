@@ -20,12 +20,17 @@ function message(at: string, ids: string[], partial = false): WatchResponse {
   return create(WatchResponseSchema, {
     at: partial ? `${at}-` : at,
     partial,
-    events: ids.map((identifier) => create(EventSchema, { at, identifier, payloadType: "datasource", kind: "created", version: 1n })),
+    events: ids.map((identifier) =>
+      create(EventSchema, { at, identifier, payloadType: "datasource", kind: "created", version: 1n }),
+    ),
   });
 }
 
 /** An opener that plays one script per stream: messages, then an error (or the end). */
-function scripted(streams: { messages: WatchResponse[]; then?: Error }[]): { open: WatchOpener; requests: WatchStreamRequest[] } {
+function scripted(streams: { messages: WatchResponse[]; then?: Error }[]): {
+  open: WatchOpener;
+  requests: WatchStreamRequest[];
+} {
   const requests: WatchStreamRequest[] = [];
   let n = 0;
   const open: WatchOpener = (req) => {
@@ -40,7 +45,10 @@ function scripted(streams: { messages: WatchResponse[]; then?: Error }[]): { ope
   return { open, requests };
 }
 
-async function collect(feed: AsyncIterable<WatchResponse>, until: (seen: string[]) => boolean): Promise<{ seen: string[]; error?: ConnectError }> {
+async function collect(
+  feed: AsyncIterable<WatchResponse>,
+  until: (seen: string[]) => boolean,
+): Promise<{ seen: string[]; error?: ConnectError }> {
   const seen: string[] = [];
   try {
     for await (const m of feed) {
@@ -56,9 +64,23 @@ async function collect(feed: AsyncIterable<WatchResponse>, until: (seen: string[
 describe("followFeed", () => {
   it("ends at once on the final codes, without a retry", async () => {
     expect([...FINAL_WATCH_CODES].map((c) => Code[c]).sort()).toEqual(
-      ["Unauthenticated", "PermissionDenied", "InvalidArgument", "NotFound", "FailedPrecondition", "OutOfRange", "Unimplemented"].sort(),
+      [
+        "Unauthenticated",
+        "PermissionDenied",
+        "InvalidArgument",
+        "NotFound",
+        "FailedPrecondition",
+        "OutOfRange",
+        "Unimplemented",
+      ].sort(),
     );
-    for (const code of [Code.Unauthenticated, Code.PermissionDenied, Code.InvalidArgument, Code.NotFound, Code.FailedPrecondition]) {
+    for (const code of [
+      Code.Unauthenticated,
+      Code.PermissionDenied,
+      Code.InvalidArgument,
+      Code.NotFound,
+      Code.FailedPrecondition,
+    ]) {
       const { open, requests } = scripted([{ messages: [], then: new ConnectError("no", code) }]);
       const retries: Code[] = [];
       const out = await collect(followFeed(open, { retryMs: 1, onRetry: (e) => retries.push(e.code) }), () => false);
@@ -99,7 +121,9 @@ describe("followFeed", () => {
     expect(requests.map((r) => r.since)).toEqual([undefined, "t1", "t1", "t1", "t1", "t1"]);
     // doubling from 20 ms up to the 80 ms cap between attempts (the gaps include the previous wait)
     const started = Date.now();
-    const gave = scripted(Array.from({ length: 5 }, () => ({ messages: [], then: new ConnectError("down", Code.Unavailable) })));
+    const gave = scripted(
+      Array.from({ length: 5 }, () => ({ messages: [], then: new ConnectError("down", Code.Unavailable) })),
+    );
     const failed = await collect(followFeed(gave.open, { retryMs: 20, maxRetryMs: 80, maxRetries: 3 }), () => false);
     expect(failed.error?.code).toBe(Code.Unavailable);
     expect(gave.requests).toHaveLength(4);
@@ -111,9 +135,19 @@ describe("followFeed", () => {
   it("a commit split across messages: resumes from the last whole commit and yields each event once", async () => {
     // t2 is split in three; the stream drops after its second part
     const { open, requests } = scripted([
-      { messages: [message("t1", ["a"]), message("t2", ["b", "c"], true), message("t2", ["d"], true)], then: new ConnectError("reset", Code.Unavailable) },
+      {
+        messages: [message("t1", ["a"]), message("t2", ["b", "c"], true), message("t2", ["d"], true)],
+        then: new ConnectError("reset", Code.Unavailable),
+      },
       // the service sends t2 again from its start (parts cut at other places), and the next commit with the end of it
-      { messages: [message("t2", ["b"], true), message("t2", ["c", "d", "e"], true), message("t2", ["f"]), message("t3", ["g"])] },
+      {
+        messages: [
+          message("t2", ["b"], true),
+          message("t2", ["c", "d", "e"], true),
+          message("t2", ["f"]),
+          message("t3", ["g"]),
+        ],
+      },
     ]);
     const out = await collect(followFeed(open, { retryMs: 1 }), (seen) => seen.includes("g"));
     expect(out).toEqual({ seen: ["a", "b", "c", "d", "e", "f", "g"] });

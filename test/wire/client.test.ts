@@ -29,13 +29,17 @@ describe.each<TransportKind>(["connect", "grpc", "grpc-web"])("client over %s", 
   it("injects its default as_of into reads that set none, and not into writes or cursor pages", async () => {
     const live = createResourceStoreClient({ baseUrl: srv.url, transport });
     const id = `cl-${transport}`;
-    await live.resources.create({ resources: [{ identifier: id, payload: { case: "study", value: { modality: "CT" } } }] });
+    await live.resources.create({
+      resources: [{ identifier: id, payload: { case: "study", value: { modality: "CT" } } }],
+    });
     const [created] = (await live.resources.read({ identifiers: [id] })).resources;
     const t0 = created!.createdAt;
 
     const pinned = createResourceStoreClient({ baseUrl: srv.url, transport, asOf: t0 });
     // A write through the pinned client still happens now.
-    await pinned.resources.update({ updates: { [id]: { payload: { case: "study", value: { modality: "MR" } }, updateMask: { paths: ["modality"] } } } });
+    await pinned.resources.update({
+      updates: { [id]: { payload: { case: "study", value: { modality: "MR" } }, updateMask: { paths: ["modality"] } } },
+    });
     const now = (await live.resources.read({ identifiers: [id] })).resources[0]!;
     expect(now.payload.value).toMatchObject({ modality: "MR" });
     // Reads through the pinned client see t0 ...
@@ -49,7 +53,9 @@ describe.each<TransportKind>(["connect", "grpc", "grpc-web"])("client over %s", 
     // A cursor carries its own read point: the client leaves its as_of out of
     // later pages (the server would refuse an as_of other than the cursor's).
     const ids = Array.from({ length: 3 }, (_, i) => `${id}-p${i}`);
-    await live.resources.create({ resources: ids.map((identifier) => ({ identifier, payload: { case: "annotation", value: { label: "x" } } })) });
+    await live.resources.create({
+      resources: ids.map((identifier) => ({ identifier, payload: { case: "annotation", value: { label: "x" } } })),
+    });
     const t1 = (await live.resources.read({ identifiers: [ids[2]!] })).resources[0]!.createdAt;
     let cursor: string | undefined;
     const seen: string[] = [];
@@ -70,7 +76,9 @@ describe.each<TransportKind>(["connect", "grpc", "grpc-web"])("client over %s", 
   it("asks for compressed answers only with `compression: true`", async () => {
     const id = `cz-${transport}`;
     const live = createResourceStoreClient({ baseUrl: srv.url, transport });
-    await live.resources.create({ resources: [{ identifier: id, payload: { case: "study", value: { description: "x".repeat(4000) } } }] });
+    await live.resources.create({
+      resources: [{ identifier: id, payload: { case: "study", value: { description: "x".repeat(4000) } } }],
+    });
     const encodingOf = async (compression: boolean | undefined): Promise<string | null> => {
       let encoding: string | null = null;
       const c = createResourceStoreClient({
@@ -85,7 +93,9 @@ describe.each<TransportKind>(["connect", "grpc", "grpc-web"])("client over %s", 
           },
         ],
       });
-      expect((await c.resources.read({ identifiers: [id] })).resources[0]!.payload.value).toMatchObject({ description: "x".repeat(4000) });
+      expect((await c.resources.read({ identifiers: [id] })).resources[0]!.payload.value).toMatchObject({
+        description: "x".repeat(4000),
+      });
       return encoding;
     };
     expect(await encodingOf(undefined)).toBeNull();
@@ -107,13 +117,24 @@ describe.each<TransportKind>(["connect", "grpc", "grpc-web"])("client over %s", 
     });
     const p = `pl-${transport}`;
     const resources = [
-      { identifier: `${p}-s`, license: "CC-BY-4.0", payload: { case: "study" as const, value: { modality: "CT", description: "é ☃ 𝄞" } } },
-      { identifier: `${p}-a`, parentIdentifier: `${p}-s`, derivedFrom: [`${p}-s`], payload: { case: "annotation" as const, value: { label: "x" } } },
+      {
+        identifier: `${p}-s`,
+        license: "CC-BY-4.0",
+        payload: { case: "study" as const, value: { modality: "CT", description: "é ☃ 𝄞" } },
+      },
+      {
+        identifier: `${p}-a`,
+        parentIdentifier: `${p}-s`,
+        derivedFrom: [`${p}-s`],
+        payload: { case: "annotation" as const, value: { label: "x" } },
+      },
     ];
     expect((await c.resources.create({ resources })).created).toBe(2n);
     expect((seen[0] as { resources: unknown[] }).resources).toHaveLength(2);
     const back = (await c.resources.read({ identifiers: resources.map((r) => r.identifier) })).resources;
-    expect(back.map((r) => [r.identifier, r.parentIdentifier ?? null, r.license ?? null, r.derivedFrom, r.payload.value])).toEqual([
+    expect(
+      back.map((r) => [r.identifier, r.parentIdentifier ?? null, r.license ?? null, r.derivedFrom, r.payload.value]),
+    ).toEqual([
       [`${p}-s`, null, "CC-BY-4.0", [], expect.objectContaining({ modality: "CT", description: "é ☃ 𝄞" })],
       [`${p}-a`, `${p}-s`, null, [`${p}-s`], expect.objectContaining({ label: "x" })],
     ]);
@@ -133,7 +154,8 @@ describe("grpc.health.v1 and reflection", () => {
       new Promise<{ status?: number; code?: number }>((resolve) =>
         client.makeUnaryRequest(
           "/grpc.health.v1.Health/Check",
-          (m: ReturnType<typeof create<typeof HealthCheckRequestSchema>>) => Buffer.from(toBinary(HealthCheckRequestSchema, m)),
+          (m: ReturnType<typeof create<typeof HealthCheckRequestSchema>>) =>
+            Buffer.from(toBinary(HealthCheckRequestSchema, m)),
           (b: Buffer) => fromBinary(HealthCheckResponseSchema, b),
           create(HealthCheckRequestSchema, { service }),
           (err, res) => resolve(err ? { code: err.code } : { status: res!.status }),
@@ -158,7 +180,13 @@ describe("grpc.health.v1 and reflection", () => {
     for await (const res of reflection.serverReflectionInfo(requests)) answers.push(res.messageResponse);
     expect(answers[0]!.case).toBe("listServicesResponse");
     const names = (answers[0]!.value as { service: { name: string }[] }).service.map((s) => s.name);
-    expect(names).toEqual(expect.arrayContaining(["resourcestore.v1.AdminService", "resourcestore.v2.ResourceService", "grpc.health.v1.Health"]));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        "resourcestore.v1.AdminService",
+        "resourcestore.v2.ResourceService",
+        "grpc.health.v1.Health",
+      ]),
+    );
     expect(answers[1]!.case).toBe("fileDescriptorResponse");
     const files = (answers[1]!.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto;
     // The service's file plus what it imports (query.proto, annotations, ...).

@@ -37,8 +37,22 @@ beforeAll(async () => {
     resources: [
       { identifier: "oa-ds", payload_type: "datasource", name: "DS", country: "FR" },
       { identifier: "oa-p", parent_identifier: "oa-ds", payload_type: "patient", datasource_id: "oa-dsid" },
-      { identifier: "oa-f", parent_identifier: "oa-p", payload_type: "file", path: "s3://resources/f", size_bytes: "5" },
-      { identifier: "oa-a", payload_type: "artefact", repo: "r", branch: "b", path: "p", status: "succeeded", metrics: { auc: 0.9 } },
+      {
+        identifier: "oa-f",
+        parent_identifier: "oa-p",
+        payload_type: "file",
+        path: "s3://resources/f",
+        size_bytes: "5",
+      },
+      {
+        identifier: "oa-a",
+        payload_type: "artefact",
+        repo: "r",
+        branch: "b",
+        path: "p",
+        status: "succeeded",
+        metrics: { auc: 0.9 },
+      },
       { identifier: "oa-d", payload_type: "dataset", name: "d", row_count: "3" },
     ],
   });
@@ -46,7 +60,7 @@ beforeAll(async () => {
   await post("/resources/read", { identifiers: ["oa-ds", "oa-f", "oa-a"] });
   await post("/resources/read", { identifiers: ["oa-ds"], exclude_children: true });
   await post("/resources/update", { updates: { "oa-ds": { description: "x", license: null } } });
-  await post("/resources/update", { updates: { "nobody": { description: "x" } } });
+  await post("/resources/update", { updates: { nobody: { description: "x" } } });
   await post("/resources/delete", { identifiers: ["oa-d"] });
   await post("/resources/restore", { identifiers: ["oa-d"] });
   await post("/resources/history", { identifier: "oa-d", limit: 2 });
@@ -91,9 +105,15 @@ describe("real REST answers validate against /openapi.json", () => {
     const used = new Set(exchanges.map((e) => `${e.method} ${e.template}`));
     const declared = Object.entries(doc.paths as Record<string, Record<string, unknown>>)
       .filter(([p]) => !p.startsWith("/v1/") && !p.startsWith("/v2/"))
-      .flatMap(([p, ops]) => Object.keys(ops).filter((m) => ["get", "post"].includes(m)).map((m) => `${m} ${p}`));
+      .flatMap(([p, ops]) =>
+        Object.keys(ops)
+          .filter((m) => ["get", "post"].includes(m))
+          .map((m) => `${m} ${p}`),
+      );
     // The three streamed answers are not JSON documents: parquet bytes, a dump's gzip bytes, and the change feed's Server-Sent Events.
-    expect([...used].sort()).toEqual(declared.filter((d) => !d.includes("/query/parquet") && d !== "get /admin/dump" && d !== "get /events").sort());
+    expect([...used].sort()).toEqual(
+      declared.filter((d) => !d.includes("/query/parquet") && d !== "get /admin/dump" && d !== "get /events").sort(),
+    );
     expect(exchanges.some((e) => e.status === 200)).toBe(true);
     expect(new Set(exchanges.filter((e) => e.status !== 200).map((e) => e.status))).toEqual(new Set([400, 404]));
   });
@@ -114,7 +134,10 @@ describe("real REST answers validate against /openapi.json", () => {
         continue;
       }
       const validate = ajv.compile(rewrite(schema));
-      if (!validate(e.body)) failures.push(`${e.method} ${e.template} ${e.status}: ${ajv.errorsText(validate.errors)} in ${JSON.stringify(e.body).slice(0, 300)}`);
+      if (!validate(e.body))
+        failures.push(
+          `${e.method} ${e.template} ${e.status}: ${ajv.errorsText(validate.errors)} in ${JSON.stringify(e.body).slice(0, 300)}`,
+        );
     }
     expect(failures).toEqual([]);
   });

@@ -27,10 +27,16 @@ afterAll(async () => {
   await srv?.close();
 });
 
-const codeName = (c: number): string => (Code[c] ?? "unknown").replace(/[A-Z]/g, (m, i) => (i ? "_" : "") + m.toLowerCase());
+const codeName = (c: number): string =>
+  (Code[c] ?? "unknown").replace(/[A-Z]/g, (m, i) => (i ? "_" : "") + m.toLowerCase());
 
 /** Proto-JSON request -> answer over one protocol, as proto JSON with proto field names. */
-async function call(p: Protocol, method: DescMethod, req: Record<string, unknown>, restReq?: Record<string, unknown>): Promise<Outcome> {
+async function call(
+  p: Protocol,
+  method: DescMethod,
+  req: Record<string, unknown>,
+  restReq?: Record<string, unknown>,
+): Promise<Outcome> {
   const service = method.parent;
   const path = `/${service.typeName}/${method.name}`;
   const streaming = method.methodKind === "server_streaming";
@@ -67,10 +73,14 @@ async function call(p: Protocol, method: DescMethod, req: Record<string, unknown
       const body = Buffer.from(JSON.stringify(req));
       const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
       frame.writeUInt32BE(body.length, 1);
-      const res = await fetch(srv.url + path, { method: "POST", headers: { "content-type": "application/connect+json" }, body: frame });
+      const res = await fetch(srv.url + path, {
+        method: "POST",
+        headers: { "content-type": "application/connect+json" },
+        body: frame,
+      });
       const buf = Buffer.from(await res.arrayBuffer());
       const chunks: Buffer[] = [];
-      for (let o = 0; o < buf.length; ) {
+      for (let o = 0; o < buf.length;) {
         const flags = buf[o]!;
         const len = buf.readUInt32BE(o + 1);
         const payload = buf.subarray(o + 5, o + 5 + len);
@@ -84,7 +94,11 @@ async function call(p: Protocol, method: DescMethod, req: Record<string, unknown
       }
       return { ok: await streamedBody(method, Buffer.concat(chunks)) };
     }
-    const res = await fetch(srv.url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(req) });
+    const res = await fetch(srv.url + path, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(req),
+    });
     const json = (await res.json()) as JsonValue;
     return res.ok ? { ok: json } : { error: (json as { code: string }).code };
   }
@@ -125,7 +139,12 @@ async function firstEvents(p: Protocol, method: DescMethod, req: Record<string, 
     const msg = fromJson(method.input, req as JsonValue);
     try {
       return await new Promise<Outcome>((resolve) => {
-        const s = client.makeServerStreamRequest(path, (m: typeof msg) => Buffer.from(toBinary(method.input, m)), (b: Buffer) => fromBinary(method.output, b), msg);
+        const s = client.makeServerStreamRequest(
+          path,
+          (m: typeof msg) => Buffer.from(toBinary(method.input, m)),
+          (b: Buffer) => fromBinary(method.output, b),
+          msg,
+        );
         s.on("data", (m: ReturnType<typeof fromBinary>) => {
           const json = toJson(method.output, m as never, { useProtoFieldName: true }) as { events?: unknown[] };
           if (!withEvents(json)) return;
@@ -145,14 +164,21 @@ async function firstEvents(p: Protocol, method: DescMethod, req: Record<string, 
       const body = Buffer.from(JSON.stringify(req));
       const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
       frame.writeUInt32BE(body.length, 1);
-      res = await fetch(srv.url + path, { method: "POST", headers: { "content-type": "application/connect+json" }, body: frame, signal: abort.signal });
+      res = await fetch(srv.url + path, {
+        method: "POST",
+        headers: { "content-type": "application/connect+json" },
+        body: frame,
+        signal: abort.signal,
+      });
     } else {
       const q = new URLSearchParams();
       for (const [k, v] of Object.entries(req)) {
         if (k === "payload_types") for (const t of v as string[]) q.append("payload_type", t);
         else q.set(k, String(v));
       }
-      res = await fetch(`${srv.url}/${method.parent.typeName.split(".")[1]}/events?${q.toString()}`, { signal: abort.signal });
+      res = await fetch(`${srv.url}/${method.parent.typeName.split(".")[1]}/events?${q.toString()}`, {
+        signal: abort.signal,
+      });
       if (!res.ok) return { error: ((await res.json()) as { code: string }).code };
     }
     const reader = res.body!.getReader();
@@ -176,7 +202,11 @@ async function firstEvents(p: Protocol, method: DescMethod, req: Record<string, 
         while ((at = buf.indexOf("\n\n")) >= 0) {
           const block = buf.subarray(0, at).toString("utf8");
           buf = buf.subarray(at + 2);
-          const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+          const data = block
+            .split("\n")
+            .filter((l) => l.startsWith("data:"))
+            .map((l) => l.slice(5).trim())
+            .join("\n");
           if (data === "") continue;
           const json = JSON.parse(data);
           if (withEvents(json)) return { ok: json };
@@ -195,7 +225,14 @@ async function streamedBody(method: DescMethod, buf: Buffer): Promise<JsonValue>
   const lines = gunzipSync(buf).toString("utf8").trimEnd().split("\n");
   const header = JSON.parse(lines[0] ?? "null") as Record<string, JsonValue>;
   const trailer = JSON.parse(lines[lines.length - 1] ?? "null") as Record<string, JsonValue>;
-  return { record: header["record"] ?? null, format: header["format"] ?? null, format_version: header["format_version"] ?? null, since: header["since"] ?? null, sections: header["sections"] ?? null, last: trailer["record"] ?? null };
+  return {
+    record: header["record"] ?? null,
+    format: header["format"] ?? null,
+    format_version: header["format_version"] ?? null,
+    since: header["since"] ?? null,
+    sections: header["sections"] ?? null,
+    last: trailer["record"] ?? null,
+  };
 }
 
 async function parquetRows(buf: Buffer): Promise<JsonValue> {
@@ -253,15 +290,38 @@ interface Scenario {
 }
 
 async function rest(path: string, body: unknown): Promise<any> {
-  const res = await fetch(srv.url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await fetch(srv.url + path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   return res.json();
 }
 const tree = (t: string) => [
   { identifier: `${t}-ds`, payload_type: "datasource", name: "DS" },
-  { identifier: `${t}-pat`, parent_identifier: `${t}-ds`, payload_type: "patient", datasource_id: `${t}-dsid`, sex: "other" },
+  {
+    identifier: `${t}-pat`,
+    parent_identifier: `${t}-ds`,
+    payload_type: "patient",
+    datasource_id: `${t}-dsid`,
+    sex: "other",
+  },
   { identifier: `${t}-st`, parent_identifier: `${t}-pat`, payload_type: "study", modality: "CT" },
-  { identifier: `${t}-f`, parent_identifier: `${t}-st`, payload_type: "file", path: "s3://resources/x", size_bytes: "12" },
-  { identifier: `${t}-art`, payload_type: "artefact", repo: `${t}/r`, branch: "main", path: "m.onnx", status: "succeeded" },
+  {
+    identifier: `${t}-f`,
+    parent_identifier: `${t}-st`,
+    payload_type: "file",
+    path: "s3://resources/x",
+    size_bytes: "12",
+  },
+  {
+    identifier: `${t}-art`,
+    payload_type: "artefact",
+    repo: `${t}/r`,
+    branch: "main",
+    path: "m.onnx",
+    status: "succeeded",
+  },
 ];
 /** Uploads bytes through a presigned URL under g/t/ and answers the object's s3:// path. */
 async function upload(t: string, filename: string, bytes: Uint8Array): Promise<string> {
@@ -295,8 +355,18 @@ const scenarios: Record<string, Scenario> = {
   },
   "ResourceService.Create": {
     ok: (t) => ({
-      req: { resources: [{ identifier: `${t}-c1`, study: { modality: "MR" } }, { identifier: `${t}-c2`, parent_identifier: `${t}-c1`, series: { series_number: 2 } }] },
-      rest: { resources: [{ identifier: `${t}-c1`, payload_type: "study", modality: "MR" }, { identifier: `${t}-c2`, parent_identifier: `${t}-c1`, payload_type: "series", series_number: 2 }] },
+      req: {
+        resources: [
+          { identifier: `${t}-c1`, study: { modality: "MR" } },
+          { identifier: `${t}-c2`, parent_identifier: `${t}-c1`, series: { series_number: 2 } },
+        ],
+      },
+      rest: {
+        resources: [
+          { identifier: `${t}-c1`, payload_type: "study", modality: "MR" },
+          { identifier: `${t}-c2`, parent_identifier: `${t}-c1`, payload_type: "series", series_number: 2 },
+        ],
+      },
     }),
     bad: { resources: [{ identifier: "bad id!", study: {} }] },
   },
@@ -333,7 +403,9 @@ const scenarios: Record<string, Scenario> = {
   },
   "QueryService.Query": {
     setup: seedTree,
-    ok: (t) => ({ req: { payload_type: "file", parent_identifier: `${t}-ds`, include_indirect_parents: true, limit: 5 } }),
+    ok: (t) => ({
+      req: { payload_type: "file", parent_identifier: `${t}-ds`, include_indirect_parents: true, limit: 5 },
+    }),
     bad: { payload_type: "file", filters: [{ field: "nope", op: "eq", value: 1 }] },
   },
   "QueryService.Count": {
@@ -410,7 +482,13 @@ const scenarios: Record<string, Scenario> = {
       const res = await fetch(`${srv.url}/query/parquet`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ parent_identifier: `${t}-ds`, include_indirect_parents: true, select_columns: ["payload_type"], sort_by: "identifier", sort_order: "asc" }),
+        body: JSON.stringify({
+          parent_identifier: `${t}-ds`,
+          include_indirect_parents: true,
+          select_columns: ["payload_type"],
+          sort_by: "identifier",
+          sort_order: "asc",
+        }),
       });
       parquetPaths.set(t, await upload(t, "tree.parquet", new Uint8Array(await res.arrayBuffer())));
     },
@@ -423,7 +501,8 @@ const scenarios: Record<string, Scenario> = {
 
 // Study registration needs a registered patient, whose identifier differs
 // per protocol: the test body resolves it for those two methods.
-const patientOf = async (t: string, uid: string) => (await rest("/patients/resolve", { datasource_id: `${t}-dsid`, external_uid: uid })).identifier as string;
+const patientOf = async (t: string, uid: string) =>
+  (await rest("/patients/resolve", { datasource_id: `${t}-dsid`, external_uid: uid })).identifier as string;
 
 const methods = revisions.flatMap((r) => r.services.flatMap((s) => s.methods));
 
@@ -444,7 +523,8 @@ describe("every RPC agrees over gRPC, Connect JSON and REST", () => {
       const ok = sc.ok(t);
       let req = ok.req;
       const restReq = ok.rest;
-      if (method.name === "RegisterStudy") req = { patient_identifier: await patientOf(t, "MRN-3"), external_uid: "S1" };
+      if (method.name === "RegisterStudy")
+        req = { patient_identifier: await patientOf(t, "MRN-3"), external_uid: "S1" };
       if (method.name === "ResolveStudy") {
         await rest("/patients/register", { datasource_id: `${t}-dsid`, external_uid: "MRN-4" });
         const pid = await patientOf(t, "MRN-4");

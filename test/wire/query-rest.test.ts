@@ -29,7 +29,12 @@ afterAll(async () => {
 
 const { post } = restCaller(() => srv.url);
 
-const big = { payload_type: "file", filters: [{ field: "size_bytes", op: "gte", value: 1010 }], sort_by: "identifier", sort_order: "ASC" };
+const big = {
+  payload_type: "file",
+  filters: [{ field: "size_bytes", op: "gte", value: 1010 }],
+  sort_by: "identifier",
+  sort_order: "ASC",
+};
 
 describe("query over REST", () => {
   it("pages with a cursor, each row once, limit echoed, next_cursor null at the end", async () => {
@@ -37,7 +42,11 @@ describe("query over REST", () => {
     let cursor: string | null = null;
     let pages = 0;
     do {
-      const r: { status: number; json: any } = await post("/query", { ...big, limit: 4, ...(cursor ? { cursor } : {}) });
+      const r: { status: number; json: any } = await post("/query", {
+        ...big,
+        limit: 4,
+        ...(cursor ? { cursor } : {}),
+      });
       expect(r.status).toBe(200);
       expect(r.json.limit).toBe(4);
       expect(Object.keys(r.json).sort()).toEqual(["limit", "next_cursor", "results"]);

@@ -34,7 +34,12 @@ interface OpenStream {
 
 function openStream(path: string): OpenStream {
   const session = http2.connect(srv.url);
-  const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers" });
+  const stream = session.request({
+    ":method": "POST",
+    ":path": path,
+    "content-type": "application/grpc+proto",
+    te: "trailers",
+  });
   let buf = Buffer.alloc(0);
   const messages: Uint8Array[] = [];
   const waiting: { resolve: (m: Uint8Array) => void; reject: (e: Error) => void }[] = [];
@@ -79,8 +84,10 @@ function openStream(path: string): OpenStream {
 }
 
 type Req = ServerReflectionRequest["messageRequest"];
-const request = (messageRequest: Req): Uint8Array => toBinary(ServerReflectionRequestSchema, create(ServerReflectionRequestSchema, { host: "", messageRequest }));
-const answer = (bytes: Uint8Array): ServerReflectionResponse["messageResponse"] => fromBinary(ServerReflectionResponseSchema, bytes).messageResponse;
+const request = (messageRequest: Req): Uint8Array =>
+  toBinary(ServerReflectionRequestSchema, create(ServerReflectionRequestSchema, { host: "", messageRequest }));
+const answer = (bytes: Uint8Array): ServerReflectionResponse["messageResponse"] =>
+  fromBinary(ServerReflectionResponseSchema, bytes).messageResponse;
 
 // v1alpha's messages carry the same fields under the same numbers as v1's,
 // so v1's schemas encode and decode both on the wire.
@@ -107,7 +114,10 @@ describe.each(["v1", "v1alpha"])("grpc.reflection.%s over an open HTTP/2 stream"
     s.send(request({ case: "fileContainingSymbol", value: "resourcestore.v2.ResourceService" }));
     const files = answer(await s.next());
     expect(files.case).toBe("fileDescriptorResponse");
-    const protos = files.case === "fileDescriptorResponse" ? files.value.fileDescriptorProto.map((b) => fromBinary(FileDescriptorProtoSchema, b)) : [];
+    const protos =
+      files.case === "fileDescriptorResponse"
+        ? files.value.fileDescriptorProto.map((b) => fromBinary(FileDescriptorProtoSchema, b))
+        : [];
     expect(protos[0]?.name).toBe("resourcestore/v2/resource_service.proto");
     expect(protos[0]?.service.map((x) => x.name)).toContain("ResourceService");
     // The imports come along: a client can resolve ReadRequest without asking again.
@@ -126,11 +136,20 @@ describe.each(["v1", "v1alpha"])("grpc.reflection.%s over an open HTTP/2 stream"
     s.send(request({ case: "fileContainingSymbol", value: `grpc.reflection.${version}.ServerReflection` }));
     const files = answer(await s.next());
     expect(files.case).toBe("fileDescriptorResponse");
-    const file = files.case === "fileDescriptorResponse" ? fromBinary(FileDescriptorProtoSchema, files.value.fileDescriptorProto[0]!) : undefined;
+    const file =
+      files.case === "fileDescriptorResponse"
+        ? fromBinary(FileDescriptorProtoSchema, files.value.fileDescriptorProto[0]!)
+        : undefined;
     expect(file?.package).toBe(`grpc.reflection.${version}`);
     expect(file?.name).toBe(`grpc/reflection/${version}/reflection.proto`);
-    expect(file?.service[0]?.method[0]).toMatchObject({ name: "ServerReflectionInfo", clientStreaming: true, serverStreaming: true });
-    expect(file?.messageType.map((m) => m.name)).toEqual(expect.arrayContaining(["ServerReflectionRequest", "ServerReflectionResponse"]));
+    expect(file?.service[0]?.method[0]).toMatchObject({
+      name: "ServerReflectionInfo",
+      clientStreaming: true,
+      serverStreaming: true,
+    });
+    expect(file?.messageType.map((m) => m.name)).toEqual(
+      expect.arrayContaining(["ServerReflectionRequest", "ServerReflectionResponse"]),
+    );
     expect(await s.finish()).toBe("0");
   });
 

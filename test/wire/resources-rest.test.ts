@@ -15,7 +15,8 @@ afterAll(async () => {
 });
 
 const { post } = restCaller(() => srv.url);
-const read = async (ids: string[], extra: object = {}) => (await post("/resources/read", { identifiers: ids, ...extra })).json;
+const read = async (ids: string[], extra: object = {}) =>
+  (await post("/resources/read", { identifiers: ids, ...extra })).json;
 const micro = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
 
 describe("create", () => {
@@ -88,7 +89,14 @@ describe("update", () => {
   it("changes only the keys present; null clears; derived_from replaces; no payload_type needed", async () => {
     await post("/resources/create", {
       resources: [
-        { identifier: "u-1", payload_type: "study", modality: "CT", description: "d", license: "L", derived_from: ["a", "b"] },
+        {
+          identifier: "u-1",
+          payload_type: "study",
+          modality: "CT",
+          description: "d",
+          license: "L",
+          derived_from: ["a", "b"],
+        },
       ],
     });
     const r = await post("/resources/update", {
@@ -134,7 +142,9 @@ describe("update", () => {
 
   it("tombstones and restores through is_deleted, and refuses other changes to a tombstone", async () => {
     await post("/resources/create", { resources: [{ identifier: "u-t", payload_type: "annotation", label: "x" }] });
-    expect((await post("/resources/update", { updates: { "u-t": { is_deleted: true } } })).json).toEqual({ updated: 1 });
+    expect((await post("/resources/update", { updates: { "u-t": { is_deleted: true } } })).json).toEqual({
+      updated: 1,
+    });
     expect(await read(["u-t"])).toEqual([]);
     const refused = await post("/resources/update", { updates: { "u-t": { label: "y" } } });
     expect(refused.status).toBe(400);
@@ -172,7 +182,11 @@ describe("delete, restore and history", () => {
     expect(v1.status).toBe(404);
     const restored = await post("/resources/restore", { identifiers: ["d-root"] });
     expect(restored.json).toEqual({ restored: 3 });
-    expect((await read(["d-root", "d-a", "d-b", "d-c"])).map((r: any) => r.identifier)).toEqual(["d-root", "d-a", "d-b"]);
+    expect((await read(["d-root", "d-a", "d-b", "d-c"])).map((r: any) => r.identifier)).toEqual([
+      "d-root",
+      "d-a",
+      "d-b",
+    ]);
     const [root] = await read(["d-root"]);
     expect(root.version).toBe(3);
   });
@@ -181,7 +195,9 @@ describe("delete, restore and history", () => {
     await post("/resources/create", { resources: [{ identifier: "re-1", payload_type: "study", modality: "CT" }] });
     const [first] = await read(["re-1"]);
     await post("/resources/delete", { identifiers: ["re-1"] });
-    const again = await post("/resources/create", { resources: [{ identifier: "re-1", payload_type: "dataset", name: "now a dataset" }] });
+    const again = await post("/resources/create", {
+      resources: [{ identifier: "re-1", payload_type: "dataset", name: "now a dataset" }],
+    });
     expect(again.json).toEqual({ created: 1 });
     const [second] = await read(["re-1"]);
     expect(second).toMatchObject({ payload_type: "dataset", version: 3 });

@@ -24,11 +24,26 @@ function fieldsTable(f: FlatResource): HTMLElement {
   const rows: HTMLElement[] = [];
   for (const k of METADATA) {
     const v = f.meta[k];
-    const cell = k === "parent_identifier" && typeof v === "string" ? idLink(v) : show(Array.isArray(v) && v.length === 0 ? "[]" : v);
+    const cell =
+      k === "parent_identifier" && typeof v === "string"
+        ? idLink(v)
+        : show(Array.isArray(v) && v.length === 0 ? "[]" : v);
     rows.push(h("tr", {}, h("th", { scope: "row" }, k), h("td", {}, cell)));
   }
-  for (const [k, v] of Object.entries(f.payload)) rows.push(h("tr", { class: "payload" }, h("th", { scope: "row" }, k), h("td", {}, show(v))));
-  rows.push(h("tr", {}, h("th", { scope: "row" }, "children"), h("td", {}, f.children.length === 0 ? "none" : f.children.flatMap((c, i) => (i === 0 ? [idLink(c)] : [", ", idLink(c)])))));
+  for (const [k, v] of Object.entries(f.payload))
+    rows.push(h("tr", { class: "payload" }, h("th", { scope: "row" }, k), h("td", {}, show(v))));
+  rows.push(
+    h(
+      "tr",
+      {},
+      h("th", { scope: "row" }, "children"),
+      h(
+        "td",
+        {},
+        f.children.length === 0 ? "none" : f.children.flatMap((c, i) => (i === 0 ? [idLink(c)] : [", ", idLink(c)])),
+      ),
+    ),
+  );
   return h("table", { class: "fields" }, h("caption", {}, "Fields"), h("tbody", {}, rows));
 }
 
@@ -41,14 +56,18 @@ function allFields(f: FlatResource): Record<string, unknown> {
 function changedKeys(a: FlatResource, b: FlatResource): string[] {
   const x = allFields(a);
   const y = allFields(b);
-  return [...new Set([...Object.keys(x), ...Object.keys(y)])].filter((k) => !["version", "updated_at"].includes(k) && JSON.stringify(x[k]) !== JSON.stringify(y[k]));
+  return [...new Set([...Object.keys(x), ...Object.keys(y)])].filter(
+    (k) => !["version", "updated_at"].includes(k) && JSON.stringify(x[k]) !== JSON.stringify(y[k]),
+  );
 }
 
 function changes(newer: FlatResource, older: FlatResource): string {
   const a = allFields(newer);
   const b = allFields(older);
   const changed = changedKeys(newer, older);
-  return changed.length === 0 ? "no field changed" : changed.map((k) => `${k}: ${show(b[k])} → ${show(a[k])}`).join("; ");
+  return changed.length === 0
+    ? "no field changed"
+    : changed.map((k) => `${k}: ${show(b[k])} → ${show(a[k])}`).join("; ");
 }
 
 /** Two versions side by side, field by field; changed rows marked. */
@@ -61,13 +80,29 @@ function comparison(a: ResourceVersion, b: ResourceVersion): HTMLElement {
   const keys = [...new Set([...Object.keys(x), ...Object.keys(y)])];
   const rows = keys.map((k) => {
     const changed = JSON.stringify(x[k]) !== JSON.stringify(y[k]);
-    return h("tr", { class: changed ? "changed" : "" }, h("th", { scope: "row" }, k), h("td", {}, show(x[k])), h("td", {}, show(y[k])));
+    return h(
+      "tr",
+      { class: changed ? "changed" : "" },
+      h("th", { scope: "row" }, k),
+      h("td", {}, show(x[k])),
+      h("td", {}, show(y[k])),
+    );
   });
   return h(
     "table",
     { class: "compare", "aria-label": `Version ${older.version} against version ${newer.version}` },
     h("caption", {}, `v${older.version} (${older.kind}) against v${newer.version} (${newer.kind})`),
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "field"), h("th", { scope: "col" }, `v${older.version}`), h("th", { scope: "col" }, `v${newer.version}`))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", { scope: "col" }, "field"),
+        h("th", { scope: "col" }, `v${older.version}`),
+        h("th", { scope: "col" }, `v${newer.version}`),
+      ),
+    ),
     h("tbody", {}, rows),
   );
 }
@@ -97,17 +132,29 @@ function historyView(id: string, stillCurrent: () => boolean, onError: (err: unk
         const other = list.querySelector<HTMLInputElement>(`input[data-version="${String(dropped?.version)}"]`);
         if (other !== null) other.checked = false;
       }
-      compareBox.replaceChildren(ticked.length === 2 ? comparison(ticked[0] as ResourceVersion, ticked[1] as ResourceVersion) : "");
+      compareBox.replaceChildren(
+        ticked.length === 2 ? comparison(ticked[0] as ResourceVersion, ticked[1] as ResourceVersion) : "",
+      );
     });
     box.dataset.version = String(v.version);
-    const text = f === undefined || previous === undefined ? (v.kind === "created" ? "created" : "") : changes(f, previous);
+    const text =
+      f === undefined || previous === undefined ? (v.kind === "created" ? "created" : "") : changes(f, previous);
     if (f !== undefined) previous = f;
     return h(
       "li",
       { "data-version": String(v.version) },
       box,
       " ",
-      h("button", { type: "button", class: "link", title: "Show the whole view as of this version", onclick: () => setAsOf(v.at) }, `v${String(v.version)}`),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "link",
+          title: "Show the whole view as of this version",
+          onclick: () => setAsOf(v.at),
+        },
+        `v${String(v.version)}`,
+      ),
       ` ${v.at} `,
       h("span", { class: `kind k-${v.kind}` }, v.kind),
       " by ",
@@ -119,7 +166,11 @@ function historyView(id: string, stillCurrent: () => boolean, onError: (err: unk
   async function loadPage(): Promise<void> {
     more.disabled = true;
     try {
-      const page = await api.resources.history({ identifier: id, limit: HISTORY_PAGE, ...(cursor === undefined ? {} : { cursor }) });
+      const page = await api.resources.history({
+        identifier: id,
+        limit: HISTORY_PAGE,
+        ...(cursor === undefined ? {} : { cursor }),
+      });
       if (!stillCurrent()) return;
       list.append(...page.versions.map(entry));
       cursor = page.nextCursor ?? undefined;
@@ -136,7 +187,11 @@ function historyView(id: string, stillCurrent: () => boolean, onError: (err: unk
 }
 
 export function createDetail(): HTMLElement {
-  const body = h("div", { class: "detail-body" }, h("p", { class: "hint" }, "Select a resource in the tree or a query result."));
+  const body = h(
+    "div",
+    { class: "detail-body" },
+    h("p", { class: "hint" }, "Select a resource in the tree or a query result."),
+  );
   const note = h("p", { class: "status", role: "status" });
   let token = 0;
 
@@ -151,15 +206,40 @@ export function createDetail(): HTMLElement {
       if (mine !== token) return;
       if (r === undefined) {
         status(note, "");
-        body.replaceChildren(h("h3", {}, id), h("p", { class: "absent" }, at === undefined ? "Not present now (never created, or deleted)." : `Not present as of ${at}.`));
+        body.replaceChildren(
+          h("h3", {}, id),
+          h(
+            "p",
+            { class: "absent" },
+            at === undefined ? "Not present now (never created, or deleted)." : `Not present as of ${at}.`,
+          ),
+        );
         return;
       }
       const f = flatten(r);
       const parents = (await api.lineage.parents({ identifier: id, asOf: at })).identifiers;
-      const crumbs = h("nav", { "aria-label": "Ancestors", class: "crumbs" }, [...parents].reverse().flatMap((p) => [idLink(p), " / "]), h("strong", {}, id));
+      const crumbs = h(
+        "nav",
+        { "aria-label": "Ancestors", class: "crumbs" },
+        [...parents].reverse().flatMap((p) => [idLink(p), " / "]),
+        h("strong", {}, id),
+      );
       const onError = (err: unknown) => status(note, describeError(err), "error");
       const history = historyView(id, () => mine === token, onError);
-      body.replaceChildren(h("h3", {}, id, " ", h("span", { class: `badge t-${String(f.meta.payload_type)}` }, String(f.meta.payload_type)), h("span", { class: "version" }, ` version ${String(f.meta.version)}`)), crumbs, fieldsTable(f), h("h4", {}, "History"), history);
+      body.replaceChildren(
+        h(
+          "h3",
+          {},
+          id,
+          " ",
+          h("span", { class: `badge t-${String(f.meta.payload_type)}` }, String(f.meta.payload_type)),
+          h("span", { class: "version" }, ` version ${String(f.meta.version)}`),
+        ),
+        crumbs,
+        fieldsTable(f),
+        h("h4", {}, "History"),
+        history,
+      );
       status(note, "");
     } catch (err) {
       if (mine === token) status(note, describeError(err), "error");
@@ -167,5 +247,11 @@ export function createDetail(): HTMLElement {
   }
   subscribe(() => void render());
   void render();
-  return h("section", { class: "panel detail-panel", "aria-labelledby": "detail-h", "aria-live": "polite" }, h("h2", { id: "detail-h" }, "Resource"), note, body);
+  return h(
+    "section",
+    { class: "panel detail-panel", "aria-labelledby": "detail-h", "aria-live": "polite" },
+    h("h2", { id: "detail-h" }, "Resource"),
+    note,
+    body,
+  );
 }

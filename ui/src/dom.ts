@@ -34,8 +34,26 @@ export function table(columns: string[], rows: Record<string, unknown>[], captio
     "table",
     {},
     caption === undefined ? null : h("caption", {}, caption),
-    h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c)))),
-    h("tbody", {}, rows.map((r) => h("tr", {}, columns.map((c) => h("td", {}, show(r[c])))))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        columns.map((c) => h("th", { scope: "col" }, c)),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      rows.map((r) =>
+        h(
+          "tr",
+          {},
+          columns.map((c) => h("td", {}, show(r[c]))),
+        ),
+      ),
+    ),
   );
 }
 

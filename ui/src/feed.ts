@@ -14,7 +14,11 @@ import { select } from "./state.js";
 const FEED_MAX = 200;
 
 function row(e: Event): HTMLTableRowElement {
-  const id = h("button", { type: "button", class: "link", title: `Open ${e.identifier}`, onclick: () => select(e.identifier) }, e.identifier);
+  const id = h(
+    "button",
+    { type: "button", class: "link", title: `Open ${e.identifier}`, onclick: () => select(e.identifier) },
+    e.identifier,
+  );
   return h(
     "tr",
     { class: `feed-event kind-${e.kind}`, "data-id": e.identifier, "data-kind": e.kind },
@@ -27,7 +31,13 @@ function row(e: Event): HTMLTableRowElement {
 }
 
 export function createFeed(): HTMLElement {
-  const types = h("input", { id: "feed-types", type: "text", placeholder: "all types", "aria-describedby": "feed-types-hint", autocomplete: "off" });
+  const types = h("input", {
+    id: "feed-types",
+    type: "text",
+    placeholder: "all types",
+    "aria-describedby": "feed-types-hint",
+    autocomplete: "off",
+  });
   const toggle = h("button", { type: "button", id: "feed-toggle", class: "primary", "aria-pressed": "false" }, "Start");
   const note = h("p", { class: "status", role: "status" });
   const body = h("tbody", {});
@@ -35,7 +45,15 @@ export function createFeed(): HTMLElement {
     "table",
     { class: "feed-table" },
     h("caption", {}, "Newest first"),
-    h("thead", {}, h("tr", {}, ["at", "identifier", "payload_type", "kind", "version"].map((c) => h("th", { scope: "col" }, c)))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        ["at", "identifier", "payload_type", "kind", "version"].map((c) => h("th", { scope: "col" }, c)),
+      ),
+    ),
     body,
   );
   // Screen readers hear each new event once, politely, in one sentence.
@@ -50,8 +68,14 @@ export function createFeed(): HTMLElement {
   }
 
   async function run(signal: AbortSignal): Promise<void> {
-    const payloadTypes = types.value.split(",").map((t) => t.trim()).filter((t) => t !== "");
-    status(note, payloadTypes.length === 0 ? "Following every change…" : `Following changes to ${payloadTypes.join(", ")}…`);
+    const payloadTypes = types.value
+      .split(",")
+      .map((t) => t.trim())
+      .filter((t) => t !== "");
+    status(
+      note,
+      payloadTypes.length === 0 ? "Following every change…" : `Following changes to ${payloadTypes.join(", ")}…`,
+    );
     try {
       // The first message comes at once (a heartbeat when there is nothing
       // to send): from then on no commit is missed.
@@ -59,7 +83,11 @@ export function createFeed(): HTMLElement {
         payloadTypes,
         signal,
         heartbeats: true,
-        onRetry: (err, since) => status(note, `Stream dropped (${describeError(err)}); resuming${since === undefined ? "" : ` after ${since}`}…`),
+        onRetry: (err, since) =>
+          status(
+            note,
+            `Stream dropped (${describeError(err)}); resuming${since === undefined ? "" : ` after ${since}`}…`,
+          ),
       });
       for await (const message of feed) {
         status(note, `Following; read up to ${message.at}.`);
@@ -103,11 +131,19 @@ export function createFeed(): HTMLElement {
     "section",
     { class: "panel feed-panel", "aria-labelledby": "feed-h" },
     h("h2", { id: "feed-h" }, "Live changes"),
-    h("div", { class: "row" },
-      h("label", { for: "feed-types" }, "Payload types"), types,
+    h(
+      "div",
+      { class: "row" },
+      h("label", { for: "feed-types" }, "Payload types"),
+      types,
       toggle,
-      h("button", { type: "button", onclick: () => body.replaceChildren() }, "Clear")),
-    h("p", { class: "hint", id: "feed-types-hint" }, "Comma-separated; empty follows every type. The feed starts at the moment you press Start."),
+      h("button", { type: "button", onclick: () => body.replaceChildren() }, "Clear"),
+    ),
+    h(
+      "p",
+      { class: "hint", id: "feed-types-hint" },
+      "Comma-separated; empty follows every type. The feed starts at the moment you press Start.",
+    ),
     note,
     h("div", { class: "feed-out" }, log),
     announce,

@@ -34,7 +34,10 @@ function fieldsOf(type: string): Record<string, FieldInfo> {
   const props = (schemas[type]?.properties ?? {}) as Record<string, JsonObject>;
   for (const [name, p] of Object.entries(props)) {
     const t = Array.isArray(p.type) ? (p.type.find((x) => x !== "null") as string) : (p.type as string);
-    out[name] = { type: (["integer", "number", "boolean", "array"].includes(t) ? t : "string") as FieldInfo["type"], enum: Array.isArray(p.enum) ? (p.enum.filter((e) => typeof e === "string")) : undefined };
+    out[name] = {
+      type: (["integer", "number", "boolean", "array"].includes(t) ? t : "string") as FieldInfo["type"],
+      enum: Array.isArray(p.enum) ? p.enum.filter((e) => typeof e === "string") : undefined,
+    };
   }
   return out;
 }
@@ -52,7 +55,12 @@ export function createQuery(): HTMLElement {
   const typeSel = h("select", { id: "q-type" }, h("option", { value: "" }, "(any type)"));
   const filters = h("div", { class: "filters", role: "group", "aria-label": "Filters" });
   const sortSel = h("select", { id: "q-sort" });
-  const orderSel = h("select", { id: "q-order" }, h("option", { value: "desc" }, "descending"), h("option", { value: "asc" }, "ascending"));
+  const orderSel = h(
+    "select",
+    { id: "q-order" },
+    h("option", { value: "desc" }, "descending"),
+    h("option", { value: "asc" }, "ascending"),
+  );
   const limitIn = h("input", { id: "q-limit", type: "number", min: 1, max: 10000, value: 50 });
   const note = h("p", { class: "status", role: "status" });
   const countOut = h("output", { id: "q-count", "aria-live": "polite" });
@@ -65,13 +73,21 @@ export function createQuery(): HTMLElement {
   function refreshSortOptions(): void {
     const current = sortSel.value || "created_at";
     const info = fieldsOf(typeSel.value);
-    sortSel.replaceChildren(...Object.entries(info).filter(([, f]) => f.type !== "array").map(([n]) => h("option", { value: n, selected: n === current }, n)));
+    sortSel.replaceChildren(
+      ...Object.entries(info)
+        .filter(([, f]) => f.type !== "array")
+        .map(([n]) => h("option", { value: n, selected: n === current }, n)),
+    );
   }
 
   function addFilter(): void {
     const n = ++filterSeq;
     const fieldSel = h("select", { id: `f-field-${n}`, class: "f-field" });
-    const opSel = h("select", { id: `f-op-${n}`, class: "f-op" }, OPS.map((o) => h("option", { value: o }, o)));
+    const opSel = h(
+      "select",
+      { id: `f-op-${n}`, class: "f-op" },
+      OPS.map((o) => h("option", { value: o }, o)),
+    );
     const valueHolder = h("span", { class: "f-value" });
     const row = h("div", { class: "filter" });
     const renderValue = (): void => {
@@ -80,24 +96,48 @@ export function createQuery(): HTMLElement {
       if (NO_VALUE.has(op)) return valueHolder.replaceChildren();
       const label = h("label", { for: `f-val-${n}`, class: "sr-only" }, "Value");
       if (info?.enum !== undefined && (op === "eq" || op === "ne")) {
-        return valueHolder.replaceChildren(label, h("select", { id: `f-val-${n}`, class: "f-val" }, info.enum.map((e) => h("option", { value: e }, e))));
+        return valueHolder.replaceChildren(
+          label,
+          h(
+            "select",
+            { id: `f-val-${n}`, class: "f-val" },
+            info.enum.map((e) => h("option", { value: e }, e)),
+          ),
+        );
       }
       const numeric = info?.type === "integer" || info?.type === "number";
       const list = op === "in" || op === "not_in";
-      valueHolder.replaceChildren(label, h("input", { id: `f-val-${n}`, class: "f-val", type: numeric && !list ? "number" : "text", step: info?.type === "number" ? "any" : undefined, placeholder: list ? "a, b, c" : "value" }));
+      valueHolder.replaceChildren(
+        label,
+        h("input", {
+          id: `f-val-${n}`,
+          class: "f-val",
+          type: numeric && !list ? "number" : "text",
+          step: info?.type === "number" ? "any" : undefined,
+          placeholder: list ? "a, b, c" : "value",
+        }),
+      );
     };
     const renderFields = (): void => {
       const current = fieldSel.value;
-      fieldSel.replaceChildren(...Object.keys(fieldsOf(typeSel.value)).map((f) => h("option", { value: f, selected: f === current }, f)));
+      fieldSel.replaceChildren(
+        ...Object.keys(fieldsOf(typeSel.value)).map((f) => h("option", { value: f, selected: f === current }, f)),
+      );
       renderValue();
     };
     fieldSel.addEventListener("change", renderValue);
     opSel.addEventListener("change", renderValue);
     row.append(
-      h("label", { for: `f-field-${n}`, class: "sr-only" }, "Field"), fieldSel,
-      h("label", { for: `f-op-${n}`, class: "sr-only" }, "Operator"), opSel,
+      h("label", { for: `f-field-${n}`, class: "sr-only" }, "Field"),
+      fieldSel,
+      h("label", { for: `f-op-${n}`, class: "sr-only" }, "Operator"),
+      opSel,
       valueHolder,
-      h("button", { type: "button", class: "remove", "aria-label": "Remove this filter", onclick: () => row.remove() }, "✕"),
+      h(
+        "button",
+        { type: "button", class: "remove", "aria-label": "Remove this filter", onclick: () => row.remove() },
+        "✕",
+      ),
     );
     (row as HTMLElement & { renderFields?: () => void }).renderFields = renderFields;
     renderFields();
@@ -114,10 +154,23 @@ export function createQuery(): HTMLElement {
       const op = row.querySelector<HTMLSelectElement>(".f-op")?.value ?? "eq";
       const raw = row.querySelector<HTMLInputElement | HTMLSelectElement>(".f-val")?.value ?? "";
       if (NO_VALUE.has(op)) conds.push({ field, op });
-      else if (op === "in" || op === "not_in") conds.push({ field, op, value: raw.split(",").filter((s) => s.trim() !== "").map((s) => typedValue(info[field], s)) });
+      else if (op === "in" || op === "not_in")
+        conds.push({
+          field,
+          op,
+          value: raw
+            .split(",")
+            .filter((s) => s.trim() !== "")
+            .map((s) => typedValue(info[field], s)),
+        });
       else conds.push({ field, op, value: typedValue(info[field], raw) });
     }
-    const json: JsonObject = { filters: conds, sort_by: sortSel.value || "created_at", sort_order: orderSel.value, limit: Number(limitIn.value) || 50 };
+    const json: JsonObject = {
+      filters: conds,
+      sort_by: sortSel.value || "created_at",
+      sort_order: orderSel.value,
+      limit: Number(limitIn.value) || 50,
+    };
     if (type !== "") json.payload_type = type;
     if (cursor !== undefined) json.cursor = cursor;
     else if (asOf() !== undefined) json.as_of = asOf() ?? null;
@@ -131,8 +184,12 @@ export function createQuery(): HTMLElement {
     status(note, "Running…");
     try {
       const req = request(cursor);
-      const [page, count] = await Promise.all([api.query.query(req), cursor === undefined ? api.query.count(request()) : Promise.resolve(undefined)]);
-      if (count !== undefined) countOut.textContent = `${String(count.count)} ${count.count === 1n ? "result" : "results"}`;
+      const [page, count] = await Promise.all([
+        api.query.query(req),
+        cursor === undefined ? api.query.count(request()) : Promise.resolve(undefined),
+      ]);
+      if (count !== undefined)
+        countOut.textContent = `${String(count.count)} ${count.count === 1n ? "result" : "results"}`;
       const type = typeSel.value;
       const payloadCols = type === "" ? ["payload"] : Object.keys((schemas[type]?.properties ?? {}) as JsonObject);
       const cols = ["identifier", "payload_type", "parent_identifier", "created_at", "version", ...payloadCols];
@@ -140,8 +197,43 @@ export function createQuery(): HTMLElement {
         const f = flatten(r);
         return { ...f.meta, ...(type === "" ? { payload: f.payload } : f.payload) };
       });
-      const tbl = h("table", { class: "rows" }, h("caption", { class: "sr-only" }, "Query results"), h("thead", {}, h("tr", {}, cols.map((c) => h("th", { scope: "col" }, c)))),
-        h("tbody", {}, rows.map((r) => h("tr", {}, cols.map((c, i) => h("td", {}, i === 0 ? h("button", { type: "button", class: "link", onclick: () => select(String(r.identifier)) }, String(r.identifier)) : show(r[c])))))));
+      const tbl = h(
+        "table",
+        { class: "rows" },
+        h("caption", { class: "sr-only" }, "Query results"),
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            cols.map((c) => h("th", { scope: "col" }, c)),
+          ),
+        ),
+        h(
+          "tbody",
+          {},
+          rows.map((r) =>
+            h(
+              "tr",
+              {},
+              cols.map((c, i) =>
+                h(
+                  "td",
+                  {},
+                  i === 0
+                    ? h(
+                        "button",
+                        { type: "button", class: "link", onclick: () => select(String(r.identifier)) },
+                        String(r.identifier),
+                      )
+                    : show(r[c]),
+                ),
+              ),
+            ),
+          ),
+        ),
+      );
       results.replaceChildren(rows.length === 0 ? h("p", { class: "empty" }, "No rows.") : tbl);
       nextCursor = page.nextCursor;
       nextBtn.disabled = nextCursor === undefined;
@@ -175,7 +267,8 @@ export function createQuery(): HTMLElement {
 
   typeSel.addEventListener("change", () => {
     refreshSortOptions();
-    for (const row of filters.querySelectorAll<HTMLElement>(".filter")) (row as HTMLElement & { renderFields?: () => void }).renderFields?.();
+    for (const row of filters.querySelectorAll<HTMLElement>(".filter"))
+      (row as HTMLElement & { renderFields?: () => void }).renderFields?.();
   });
   nextBtn.addEventListener("click", () => {
     if (nextCursor === undefined) return;
@@ -190,20 +283,43 @@ export function createQuery(): HTMLElement {
 
   const form = h(
     "form",
-    { class: "query-form", onsubmit: (e: Event) => { e.preventDefault(); cursors.length = 0; void run(undefined); } },
-    h("div", { class: "row" },
-      h("label", { for: "q-type" }, "Payload type"), typeSel,
-      h("label", { for: "q-sort" }, "Sort by"), sortSel,
-      h("label", { for: "q-order", class: "sr-only" }, "Order"), orderSel,
-      h("label", { for: "q-limit" }, "Page size"), limitIn),
+    {
+      class: "query-form",
+      onsubmit: (e: Event) => {
+        e.preventDefault();
+        cursors.length = 0;
+        void run(undefined);
+      },
+    },
+    h(
+      "div",
+      { class: "row" },
+      h("label", { for: "q-type" }, "Payload type"),
+      typeSel,
+      h("label", { for: "q-sort" }, "Sort by"),
+      sortSel,
+      h("label", { for: "q-order", class: "sr-only" }, "Order"),
+      orderSel,
+      h("label", { for: "q-limit" }, "Page size"),
+      limitIn,
+    ),
     filters,
-    h("div", { class: "row" }, h("button", { type: "button", onclick: addFilter }, "+ Filter"), h("button", { type: "submit", class: "primary" }, "Run query")),
+    h(
+      "div",
+      { class: "row" },
+      h("button", { type: "button", onclick: addFilter }, "+ Filter"),
+      h("button", { type: "submit", class: "primary" }, "Run query"),
+    ),
   );
   api.schemas
     .schemas({})
     .then((res) => {
       schemas = res.schemas;
-      typeSel.append(...Object.keys(schemas).sort().map((t) => h("option", { value: t }, t)));
+      typeSel.append(
+        ...Object.keys(schemas)
+          .sort()
+          .map((t) => h("option", { value: t }, t)),
+      );
       refreshSortOptions();
     })
     .catch((err: unknown) => status(note, describeError(err), "error"));
@@ -227,4 +343,3 @@ export function createQuery(): HTMLElement {
     results,
   );
 }
-

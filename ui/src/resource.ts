@@ -3,7 +3,17 @@
 import { toJson, type JsonObject } from "@bufbuild/protobuf";
 import { ResourceSchema, type Resource } from "../../gen/resourcestore/type/v1/resource_pb.js";
 
-export const METADATA = ["identifier", "payload_type", "parent_identifier", "license", "access_level", "derived_from", "created_at", "updated_at", "version"] as const;
+export const METADATA = [
+  "identifier",
+  "payload_type",
+  "parent_identifier",
+  "license",
+  "access_level",
+  "derived_from",
+  "created_at",
+  "updated_at",
+  "version",
+] as const;
 
 export interface FlatResource {
   readonly meta: Record<string, unknown>;

@@ -18,14 +18,22 @@ function put(url: string, file: File, progress: HTMLProgressElement): Promise<vo
         progress.value = e.loaded;
       }
     });
-    xhr.addEventListener("load", () => (xhr.status >= 200 && xhr.status < 300 ? resolve() : reject(new Error(`S3 answered ${xhr.status}`))));
+    xhr.addEventListener("load", () =>
+      xhr.status >= 200 && xhr.status < 300 ? resolve() : reject(new Error(`S3 answered ${xhr.status}`)),
+    );
     xhr.addEventListener("error", () => reject(new Error("the upload failed (network or CORS on the bucket)")));
     xhr.send(file);
   });
 }
 
 export function createStorage(): HTMLElement {
-  const pathIn = h("input", { id: "pq-path", type: "text", placeholder: "s3://bucket/key.parquet", size: 50, spellcheck: "false" });
+  const pathIn = h("input", {
+    id: "pq-path",
+    type: "text",
+    placeholder: "s3://bucket/key.parquet",
+    size: 50,
+    spellcheck: "false",
+  });
   const previewNote = h("p", { class: "status", role: "status" });
   const previewOut = h("div", { class: "preview-out" });
 
@@ -35,7 +43,10 @@ export function createStorage(): HTMLElement {
     status(previewNote, "Reading…");
     try {
       const res = await api.storage.parquetPreview({ path, limit: PREVIEW_ROWS });
-      status(previewNote, `${String(res.totalRows)} rows in the object; showing ${String(res.returnedRows)}. Columns: ${res.schema.map((c) => `${c.name} (${c.type})`).join(", ")}`);
+      status(
+        previewNote,
+        `${String(res.totalRows)} rows in the object; showing ${String(res.returnedRows)}. Columns: ${res.schema.map((c) => `${c.name} (${c.type})`).join(", ")}`,
+      );
       previewOut.replaceChildren(table(res.columns, res.data, `Preview of ${path}`));
     } catch (err) {
       previewOut.replaceChildren();
@@ -55,14 +66,33 @@ export function createStorage(): HTMLElement {
     progress.value = 0;
     status(uploadNote, `Uploading ${file.name}…`);
     try {
-      const signed = await api.storage.presign({ direction: "upload", filename: file.name, group: groupIn.value.trim() });
+      const signed = await api.storage.presign({
+        direction: "upload",
+        filename: file.name,
+        group: groupIn.value.trim(),
+      });
       await put(signed.url, file, progress);
       progress.max = 1;
       progress.value = 1;
       const path = signed.path ?? "";
       status(uploadNote, `Uploaded ${file.size} bytes to ${path}`);
-      const use = h("button", { type: "button", class: "link", onclick: () => { pathIn.value = path; void preview(); } }, "Preview it");
-      uploaded.replaceChildren(h("code", { class: "uploaded-path" }, path), " ", ...(/\.parquet$/i.test(file.name) ? [use] : []));
+      const use = h(
+        "button",
+        {
+          type: "button",
+          class: "link",
+          onclick: () => {
+            pathIn.value = path;
+            void preview();
+          },
+        },
+        "Preview it",
+      );
+      uploaded.replaceChildren(
+        h("code", { class: "uploaded-path" }, path),
+        " ",
+        ...(/\.parquet$/i.test(file.name) ? [use] : []),
+      );
     } catch (err) {
       status(uploadNote, err instanceof Error && !("code" in err) ? err.message : describeError(err), "error");
     }
@@ -72,16 +102,38 @@ export function createStorage(): HTMLElement {
     "section",
     { class: "panel storage-panel", "aria-labelledby": "storage-h" },
     h("h2", { id: "storage-h" }, "Object storage"),
-    h("form", { class: "row", onsubmit: (e: Event) => { e.preventDefault(); void upload(); } },
-      h("label", { for: "up-group" }, "Group"), groupIn,
-      h("label", { for: "up-file" }, "File"), fileIn,
+    h(
+      "form",
+      {
+        class: "row",
+        onsubmit: (e: Event) => {
+          e.preventDefault();
+          void upload();
+        },
+      },
+      h("label", { for: "up-group" }, "Group"),
+      groupIn,
+      h("label", { for: "up-file" }, "File"),
+      fileIn,
       h("button", { type: "submit" }, "Upload"),
-      h("label", { for: "up-progress", class: "sr-only" }, "Upload progress"), progress),
+      h("label", { for: "up-progress", class: "sr-only" }, "Upload progress"),
+      progress,
+    ),
     uploadNote,
     uploaded,
-    h("form", { class: "row", onsubmit: (e: Event) => { e.preventDefault(); void preview(); } },
-      h("label", { for: "pq-path" }, "Parquet object"), pathIn,
-      h("button", { type: "submit" }, "Preview")),
+    h(
+      "form",
+      {
+        class: "row",
+        onsubmit: (e: Event) => {
+          e.preventDefault();
+          void preview();
+        },
+      },
+      h("label", { for: "pq-path" }, "Parquet object"),
+      pathIn,
+      h("button", { type: "submit" }, "Preview"),
+    ),
     previewNote,
     previewOut,
   );

@@ -6,8 +6,22 @@ import { h, status } from "./dom.js";
 import { asOf, micros, RFC3339, setAsOf, subscribe } from "./state.js";
 
 export function createTimebar(): HTMLElement {
-  const slider = h("input", { type: "range", id: "as-of-slider", min: 0, max: 1, step: 1, "aria-describedby": "as-of-shown" });
-  const input = h("input", { type: "text", id: "as-of-input", placeholder: "2026-01-31T12:00:00.000000Z", spellcheck: "false", autocomplete: "off", size: 30 });
+  const slider = h("input", {
+    type: "range",
+    id: "as-of-slider",
+    min: 0,
+    max: 1,
+    step: 1,
+    "aria-describedby": "as-of-shown",
+  });
+  const input = h("input", {
+    type: "text",
+    id: "as-of-input",
+    placeholder: "2026-01-31T12:00:00.000000Z",
+    spellcheck: "false",
+    autocomplete: "off",
+    size: 30,
+  });
   const shown = h("output", { id: "as-of-shown", for: "as-of-slider as-of-input" });
   const note = h("span", { class: "status", role: "status" });
   let oldestMs = Date.now() - 3600_000;
@@ -47,13 +61,30 @@ export function createTimebar(): HTMLElement {
   });
   const form = h(
     "form",
-    { class: "timebar", "aria-label": "Time", onsubmit: (e: Event) => { e.preventDefault(); apply(); } },
+    {
+      class: "timebar",
+      "aria-label": "Time",
+      onsubmit: (e: Event) => {
+        e.preventDefault();
+        apply();
+      },
+    },
     h("label", { for: "as-of-slider" }, "Time"),
     slider,
     h("label", { for: "as-of-input" }, "As of (UTC)"),
     input,
     h("button", { type: "submit" }, "Go"),
-    h("button", { type: "button", onclick: () => { input.value = ""; setAsOf(undefined); } }, "Now"),
+    h(
+      "button",
+      {
+        type: "button",
+        onclick: () => {
+          input.value = "";
+          setAsOf(undefined);
+        },
+      },
+      "Now",
+    ),
     shown,
     note,
   );

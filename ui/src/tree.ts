@@ -21,10 +21,19 @@ interface Row {
 }
 
 function fromNode(n: TreeNode): Row {
-  return { identifier: n.identifier, payloadType: n.payloadType, childCount: n.childCount, descendantCount: n.descendantCount, payloadPreview: preview(n.payload) };
+  return {
+    identifier: n.identifier,
+    payloadType: n.payloadType,
+    childCount: n.childCount,
+    descendantCount: n.descendantCount,
+    payloadPreview: preview(n.payload),
+  };
 }
 
-async function childrenOf(parent: string | undefined, more: (rows: Row[], next: (() => Promise<void>) | undefined) => void): Promise<void> {
+async function childrenOf(
+  parent: string | undefined,
+  more: (rows: Row[], next: (() => Promise<void>) | undefined) => void,
+): Promise<void> {
   const as_of = asOf();
   try {
     const res = await api.children.children({ parentIdentifier: parent, withPayloads: true, asOf: as_of });
@@ -33,8 +42,21 @@ async function childrenOf(parent: string | undefined, more: (rows: Row[], next: 
     // Too many to list at once: page them with Query (v2) by parent.
     if (parent === undefined || ConnectError.from(err).code !== Code.FailedPrecondition) throw err;
     const page = async (cursor: string | undefined): Promise<void> => {
-      const res = await api.query.query({ parentIdentifier: parent, sortBy: "created_at", sortOrder: "asc", limit: PAGE, cursor, asOf: cursor === undefined ? as_of : undefined });
-      const rows = res.results.map((r) => ({ identifier: r.identifier, payloadType: r.payload.case ?? "", childCount: undefined, descendantCount: undefined, payloadPreview: "" }));
+      const res = await api.query.query({
+        parentIdentifier: parent,
+        sortBy: "created_at",
+        sortOrder: "asc",
+        limit: PAGE,
+        cursor,
+        asOf: cursor === undefined ? as_of : undefined,
+      });
+      const rows = res.results.map((r) => ({
+        identifier: r.identifier,
+        payloadType: r.payload.case ?? "",
+        childCount: undefined,
+        descendantCount: undefined,
+        payloadPreview: "",
+      }));
       const next = res.nextCursor;
       more(rows, next === undefined ? undefined : () => page(next));
     };
@@ -65,10 +87,14 @@ export function createTree(): HTMLElement {
       for (const row of rows) list.append(item(row, level));
       if (next !== undefined) {
         const btn = h("button", { type: "button", class: "link" }, "Load more…");
-        btn.addEventListener("click", () => void next().catch((err: unknown) => status(note, describeError(err), "error")));
+        btn.addEventListener(
+          "click",
+          () => void next().catch((err: unknown) => status(note, describeError(err), "error")),
+        );
         list.append(h("li", { class: "more", role: "none" }, btn));
       }
-      if (list === root && rows.length === 0) list.append(h("li", { role: "none", class: "empty" }, "Nothing here at this time."));
+      if (list === root && rows.length === 0)
+        list.append(h("li", { role: "none", class: "empty" }, "Nothing here at this time."));
       const first = root.querySelector<HTMLElement>('[role="treeitem"]');
       if (first !== null && root.querySelector('[role="treeitem"][tabindex="0"]') === null) first.tabIndex = 0;
     });
@@ -84,10 +110,27 @@ export function createTree(): HTMLElement {
       toggle,
       h("span", { class: "id" }, row.identifier),
       h("span", { class: `badge t-${row.payloadType}` }, row.payloadType),
-      row.childCount === undefined || row.childCount === 0n ? null : h("span", { class: "count", title: `${String(row.descendantCount ?? 0n)} descendants` }, `${String(row.childCount)} ${row.childCount === 1n ? "child" : "children"}`),
+      row.childCount === undefined || row.childCount === 0n
+        ? null
+        : h(
+            "span",
+            { class: "count", title: `${String(row.descendantCount ?? 0n)} descendants` },
+            `${String(row.childCount)} ${row.childCount === 1n ? "child" : "children"}`,
+          ),
       h("span", { class: "preview" }, row.payloadPreview),
     );
-    const li = h("li", { role: "treeitem", tabindex: -1, "aria-level": level, "aria-selected": String(selected() === row.identifier), "data-id": row.identifier }, label, group);
+    const li = h(
+      "li",
+      {
+        role: "treeitem",
+        tabindex: -1,
+        "aria-level": level,
+        "aria-selected": String(selected() === row.identifier),
+        "data-id": row.identifier,
+      },
+      label,
+      group,
+    );
     if (expandable) li.setAttribute("aria-expanded", "false");
     let loaded = false;
     const setOpen = async (open: boolean): Promise<void> => {
@@ -173,8 +216,15 @@ export function createTree(): HTMLElement {
   }
   subscribe(() => {
     if (asOf() !== shownAsOf) void reload();
-    for (const li of root.querySelectorAll<HTMLElement>('[role="treeitem"]')) li.setAttribute("aria-selected", String(li.dataset.id === selected()));
+    for (const li of root.querySelectorAll<HTMLElement>('[role="treeitem"]'))
+      li.setAttribute("aria-selected", String(li.dataset.id === selected()));
   });
   void reload();
-  return h("section", { class: "panel tree-panel", "aria-labelledby": "tree-h" }, h("h2", { id: "tree-h" }, "Tree"), note, root);
+  return h(
+    "section",
+    { class: "panel tree-panel", "aria-labelledby": "tree-h" },
+    h("h2", { id: "tree-h" }, "Tree"),
+    note,
+    root,
+  );
 }

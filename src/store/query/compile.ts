@@ -10,7 +10,10 @@ import type { FilterNode, QueryPlan } from "./plan.js";
 import { PARAM_CAST } from "./values.js";
 
 /** Where a query reads: now (and learn the point), at least(as_of, clock), or at a pinned point. */
-export type ReadPoint = { readonly kind: "now" } | { readonly kind: "as_of"; readonly asOf: string } | { readonly kind: "pinned"; readonly at: string };
+export type ReadPoint =
+  | { readonly kind: "now" }
+  | { readonly kind: "as_of"; readonly asOf: string }
+  | { readonly kind: "pinned"; readonly at: string };
 
 /** The last row of a page: its sort value as text (null for a null value) and its identifier. */
 export interface Keyset {
@@ -44,17 +47,26 @@ function createParams(): Params {
  * identifying fields, whose equality matches few rows. The indexes are
  * partial on `<expr> IS NOT NULL`, which the rendered filter states.
  */
-const INDEXED_PAYLOAD_KEYS: ReadonlySet<string> = new Set(["path", "sha256", "accession_number", "study_date", "datasource_id"]);
+const INDEXED_PAYLOAD_KEYS: ReadonlySet<string> = new Set([
+  "path",
+  "sha256",
+  "accession_number",
+  "study_date",
+  "datasource_id",
+]);
 
 const indexedKey = (field: QueryField): boolean =>
-  field.source === "payload" && (field.type === "text" || field.type === "date") && INDEXED_PAYLOAD_KEYS.has(field.key ?? "");
+  field.source === "payload" &&
+  (field.type === "text" || field.type === "date") &&
+  INDEXED_PAYLOAD_KEYS.has(field.key ?? "");
 
 /** Containment lets the GIN index on payload answer equality on strings, dates and booleans. */
 const containable = (field: QueryField): boolean =>
   field.source === "payload" && (field.type === "text" || field.type === "date" || field.type === "bool");
 
 function renderFilter(node: FilterNode, p: Params): string {
-  if (node.kind === "any") return node.items.length === 0 ? "false" : `(${node.items.map((n) => renderFilter(n, p)).join(" OR ")})`;
+  if (node.kind === "any")
+    return node.items.length === 0 ? "false" : `(${node.items.map((n) => renderFilter(n, p)).join(" OR ")})`;
   const { field, op } = node;
   const e = field.expr("r");
   const cast = PARAM_CAST[field.type];
@@ -83,7 +95,8 @@ function renderFilter(node: FilterNode, p: Params): string {
     case "in":
       if (indexedKey(field)) return `(${e} IS NOT NULL AND ${e} = ANY(${p.add(node.values ?? [], `${cast}[]`)}))`;
       // One containment per value: a BitmapOr over the GIN index (the list is bounded, MAX_IN_VALUES).
-      if (containable(field)) return (node.values ?? []).length === 0 ? "false" : `(${(node.values ?? []).map(contains).join(" OR ")})`;
+      if (containable(field))
+        return (node.values ?? []).length === 0 ? "false" : `(${(node.values ?? []).map(contains).join(" OR ")})`;
       return `${e} = ANY(${p.add(node.values ?? [], `${cast}[]`)})`;
     case "not_in":
       return `(${e} IS NULL OR NOT (${e} = ANY(${p.add(node.values ?? [], `${cast}[]`)})))`;
@@ -112,7 +125,9 @@ function keysetPredicate(plan: QueryPlan, after: Keyset, p: Params): string {
   const e = f.expr("r");
   if (after.value === null) {
     // Nulls come last ascending and first descending.
-    return plan.desc ? `((${e} IS NULL AND r.identifier < ${id}) OR ${e} IS NOT NULL)` : `(${e} IS NULL AND r.identifier > ${id})`;
+    return plan.desc
+      ? `((${e} IS NULL AND r.identifier < ${id}) OR ${e} IS NOT NULL)`
+      : `(${e} IS NULL AND r.identifier > ${id})`;
   }
   const v = p.add(after.value, PARAM_CAST[f.type]);
   if (!f.nullable) return `(${e}, r.identifier) ${cmp} (${v}, ${id})`;
@@ -135,7 +150,10 @@ function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params): Bod
     source = { kind: "current" };
     t = "(SELECT last FROM clock)";
   } else {
-    t = point.kind === "as_of" ? `(SELECT least(${p.add(point.asOf, "timestamptz")}, last) FROM clock)` : p.add(point.at, "timestamptz");
+    t =
+      point.kind === "as_of"
+        ? `(SELECT least(${p.add(point.asOf, "timestamptz")}, last) FROM clock)`
+        : p.add(point.at, "timestamptz");
     source = { kind: "history", point: t };
   }
   const where: string[] =
@@ -160,7 +178,12 @@ function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params): Bod
   if (visible !== undefined) where.push(visible);
   return {
     with: ctes.length > 0 ? `WITH RECURSIVE ${ctes.join(", ")}` : "",
-    from: source.kind === "current" ? (plan.parent !== undefined && plan.indirect ? "descendants r" : "resources r") : "resource_history r",
+    from:
+      source.kind === "current"
+        ? plan.parent !== undefined && plan.indirect
+          ? "descendants r"
+          : "resources r"
+        : "resource_history r",
     where: where.join(" AND "),
     point: t,
   };
@@ -224,7 +247,12 @@ function headFirst(plan: QueryPlan, point: ReadPoint, limit: number | undefined)
  * at the cost of the few matches. The prefix's LIMIT keeps the filters out
  * of the walk, so the planner cannot turn it back into a fetch-and-sort.
  */
-function headFirstStatement(plan: QueryPlan, point: ReadPoint, grants: Grants, options: PageOptions & { readonly limit: number }): Statement {
+function headFirstStatement(
+  plan: QueryPlan,
+  point: ReadPoint,
+  grants: Grants,
+  options: PageOptions & { readonly limit: number },
+): Statement {
   const p = createParams();
   const pt = p.add(plan.payloadType?.name, "text");
   const keyset = options.after ? ` AND ${keysetPredicate(plan, options.after, p)}` : "";
@@ -253,7 +281,8 @@ function headFirstStatement(plan: QueryPlan, point: ReadPoint, grants: Grants, o
 
 /** Rows: resource columns plus __k (sort key text) and __t (the read point as text). */
 export function pageStatement(plan: QueryPlan, point: ReadPoint, grants: Grants, options: PageOptions = {}): Statement {
-  if (options.limit !== undefined && headFirst(plan, point, options.limit)) return headFirstStatement(plan, point, grants, { ...options, limit: options.limit });
+  if (options.limit !== undefined && headFirst(plan, point, options.limit))
+    return headFirstStatement(plan, point, grants, { ...options, limit: options.limit });
   const p = createParams();
   const b = body(plan, point, grants, p);
   const keyset = options.after ? ` AND ${keysetPredicate(plan, options.after, p)}` : "";
@@ -283,11 +312,17 @@ export function countStatement(plan: QueryPlan, point: ReadPoint, grants: Grants
  * state too (a tombstone keeps them), so the two agree for any parent.
  */
 function storedCount(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params): string | undefined {
-  if (point.kind !== "now" || plan.parent === undefined || !plan.indirect || plan.filters.length > 0 || plan.identifiers !== undefined) return undefined;
+  if (
+    point.kind !== "now" ||
+    plan.parent === undefined ||
+    !plan.indirect ||
+    plan.filters.length > 0 ||
+    plan.identifiers !== undefined
+  )
+    return undefined;
   const where = [`c.node = ${p.add(plan.parent, "text")}`];
   if (plan.payloadType) where.push(`c.payload_type = ${p.add(plan.payloadType.name, "text")}`);
   const visible = visibleNow(grants, "c");
   if (visible !== undefined) where.push(visible);
   return `SELECT coalesce(sum(c.descendants), 0)::text AS n FROM tree_counts c WHERE ${where.join(" AND ")}`;
 }
-

@@ -28,7 +28,9 @@ export function createCursorCodec(secret: string | Uint8Array): CursorCodec {
   const bad = () => invalidArgument("cursor is invalid", "INVALID_CURSOR");
   return {
     encode(state) {
-      const body = Buffer.from(JSON.stringify([1, state.at, state.after.value, state.after.identifier, state.hash, state.asOf ?? null])).toString("base64url");
+      const body = Buffer.from(
+        JSON.stringify([1, state.at, state.after.value, state.after.identifier, state.hash, state.asOf ?? null]),
+      ).toString("base64url");
       return `${body}.${sign(body).toString("base64url")}`;
     },
     decode(token, hash) {

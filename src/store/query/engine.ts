@@ -37,14 +37,25 @@ export interface QueryEngine {
   page(plan: QueryPlan, grants: Grants, request: PageRequest & { readonly limit: number }): Promise<Page>;
   count(plan: QueryPlan, grants: Grants, asOf: string | undefined): Promise<bigint>;
   /** Calls onBatch with consecutive batches in query order; stops early when it throws. */
-  forEachBatch(plan: QueryPlan, grants: Grants, request: PageRequest, batchSize: number, onBatch: (rows: QueryRow[]) => Promise<void>): Promise<void>;
+  forEachBatch(
+    plan: QueryPlan,
+    grants: Grants,
+    request: PageRequest,
+    batchSize: number,
+    onBatch: (rows: QueryRow[]) => Promise<void>,
+  ): Promise<void>;
   /**
    * forEachBatch's rows, with the select list `select` over the row `r` in
    * place of the resource columns, as one binary COPY stream (one statement,
    * one snapshot, access filtered in its SQL); undefined when the database
    * cannot COPY out (PGlite), where forEachBatch is the way.
    */
-  copyRows(plan: QueryPlan, grants: Grants, request: PageRequest, select: string): Promise<AsyncIterable<Uint8Array> | undefined>;
+  copyRows(
+    plan: QueryPlan,
+    grants: Grants,
+    request: PageRequest,
+    select: string,
+  ): Promise<AsyncIterable<Uint8Array> | undefined>;
 }
 
 /**
@@ -65,7 +76,8 @@ export interface QueryEngineOptions {
 }
 
 /** The stamp a read point names; undefined = now. */
-const stampOf = (point: ReadPoint): string | undefined => (point.kind === "now" ? undefined : point.kind === "as_of" ? point.asOf : point.at);
+const stampOf = (point: ReadPoint): string | undefined =>
+  point.kind === "now" ? undefined : point.kind === "as_of" ? point.asOf : point.at;
 
 export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): QueryEngine {
   const primary = db;
@@ -78,7 +90,11 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
     return codec;
   };
 
-  async function start(plan: QueryPlan, grants: Grants, req: PageRequest): Promise<{ point: ReadPoint; after?: Keyset; asOf?: string | undefined }> {
+  async function start(
+    plan: QueryPlan,
+    grants: Grants,
+    req: PageRequest,
+  ): Promise<{ point: ReadPoint; after?: Keyset; asOf?: string | undefined }> {
     if (req.cursor === undefined || req.cursor === "") {
       return { point: req.asOf !== undefined ? { kind: "as_of", asOf: req.asOf } : { kind: "now" }, asOf: req.asOf };
     }
@@ -86,7 +102,10 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
     // The pinned point, or the as_of that pinned it (they differ when that as_of lay in the future).
     if (req.asOf !== undefined) {
       const given = stampMicros(req.asOf);
-      if (given === undefined || (given !== stampMicros(state.at) && (state.asOf === undefined || given !== stampMicros(state.asOf)))) {
+      if (
+        given === undefined ||
+        (given !== stampMicros(state.at) && (state.asOf === undefined || given !== stampMicros(state.asOf)))
+      ) {
         throw invalidArgument("as_of differs from the read point of the cursor", "INVALID_CURSOR");
       }
     }
@@ -96,7 +115,8 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
   const keyOf = (row: QueryRow): Keyset => ({ value: row.__k, identifier: row.identifier });
 
   /** Runs one statement where the read point allows: a standby that has replayed it, or the primary (replicas.ts). */
-  const run = async <T>(point: ReadPoint, fn: (q: Queryable) => Promise<T>): Promise<T> => fn(await readerFor(db, stampOf(point)));
+  const run = async <T>(point: ReadPoint, fn: (q: Queryable) => Promise<T>): Promise<T> =>
+    fn(await readerFor(db, stampOf(point)));
 
   return {
     async page(plan, grants, req) {
@@ -129,7 +149,11 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
       const { point, after } = await start(plan, grants, req);
       const db = await readerFor(primary, stampOf(point));
       if (db.copyOut === undefined) return undefined;
-      const st = pageStatement(plan, point, grants, { ...(after ? { after } : {}), ...(req.limit !== undefined ? { limit: req.limit } : {}), select });
+      const st = pageStatement(plan, point, grants, {
+        ...(after ? { after } : {}),
+        ...(req.limit !== undefined ? { limit: req.limit } : {}),
+        select,
+      });
       return db.copyOut(st.sql, st.params);
     },
 
@@ -139,7 +163,10 @@ export function createQueryEngine(db: Db, options: QueryEngineOptions = {}): Que
       const db = await readerFor(primary, stampOf(point));
       if (db.capabilities.streamedBatches) {
         // One statement, one snapshot: a server-side cursor hands it out in batches.
-        const st = pageStatement(plan, point, grants, { ...(after ? { after } : {}), ...(req.limit !== undefined ? { limit: req.limit } : {}) });
+        const st = pageStatement(plan, point, grants, {
+          ...(after ? { after } : {}),
+          ...(req.limit !== undefined ? { limit: req.limit } : {}),
+        });
         await db.transaction(async (tx) => {
           await tx.query(`DECLARE query_export NO SCROLL CURSOR FOR ${st.sql}`, st.params);
           for (;;) {

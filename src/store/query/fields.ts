@@ -43,7 +43,8 @@ const METADATA: ReadonlyMap<string, QueryField> = new Map(
       ["version", "bigint", false, (a: string) => `${a}.version`],
     ] as const
   ).map(([name, type, nullable, expr]) => {
-    if (name !== "payload_type" && !metadataFieldByName.has(name)) throw new Error(`Resource has no metadata field ${name}`);
+    if (name !== "payload_type" && !metadataFieldByName.has(name))
+      throw new Error(`Resource has no metadata field ${name}`);
     return [name, { name, type, source: "metadata", nullable, expr } satisfies QueryField];
   }),
 );

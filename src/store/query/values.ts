@@ -37,7 +37,12 @@ export function bindValue(field: QueryField, value: JsonValue | undefined): stri
       if (typeof value !== "string" || !isCalendarDate(value)) throw bad("a calendar date YYYY-MM-DD");
       return value;
     case "int": {
-      const n = typeof value === "number" ? value : typeof value === "string" && /^-?\d{1,10}$/.test(value) ? Number(value) : NaN;
+      const n =
+        typeof value === "number"
+          ? value
+          : typeof value === "string" && /^-?\d{1,10}$/.test(value)
+            ? Number(value)
+            : NaN;
       if (!Number.isInteger(n) || n < -2147483648 || n > 2147483647) throw bad("a 32-bit integer");
       return n;
     }
@@ -51,7 +56,8 @@ export function bindValue(field: QueryField, value: JsonValue | undefined): stri
     case "float8":
       if (typeof value === "number" && Number.isFinite(value)) return String(value);
       if (value === "NaN" || value === "Infinity" || value === "-Infinity") return value;
-      if (typeof value === "string" && DECIMAL.test(value) && Number.isFinite(Number(value))) return String(Number(value));
+      if (typeof value === "string" && DECIMAL.test(value) && Number.isFinite(Number(value)))
+        return String(Number(value));
       throw bad("a number");
     case "bool":
       if (typeof value !== "boolean") throw bad("a boolean");
