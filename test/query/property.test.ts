@@ -59,13 +59,11 @@ const value: fc.Arbitrary<JsonValue | undefined> = fc.oneof(
 );
 
 type Cond = { field: string; op: string; value?: ReturnType<typeof fromJson<typeof ValueSchema>>; any?: Cond[] };
-const leaf: fc.Arbitrary<Cond> = fc
-  .record({ field: name, op, value })
-  .map(({ field, op, value }) => ({
-    field,
-    op,
-    ...(value !== undefined ? { value: fromJson(ValueSchema, value) } : {}),
-  }));
+const leaf: fc.Arbitrary<Cond> = fc.record({ field: name, op, value }).map(({ field, op, value }) => ({
+  field,
+  op,
+  ...(value !== undefined ? { value: fromJson(ValueSchema, value) } : {}),
+}));
 const condition: fc.Arbitrary<Cond> = fc.oneof(
   { weight: 4, arbitrary: leaf },
   { weight: 1, arbitrary: fc.array(leaf, { minLength: 1, maxLength: 3 }).map((any) => ({ field: "", op: "", any })) },
