@@ -360,7 +360,7 @@ describe.skipIf(!havePg)("soak (PostgreSQL)", () => {
       await new Promise((r) => setTimeout(r, Number(process.env.SOAK_IDLE_SECONDS ?? "3") * 1000));
       samples.push(memory("idle"));
       const filesAtIdle = openFiles();
-      const streamsLeft = await waitForStreams((n) => n === 0, 2000);
+      const streamsLeft = await waitForStreams((n) => n === 0, 10_000);
       const start = samples[0] as Memory;
       const idle = samples.at(-1) as Memory;
       const mb = (b: number) => Math.round(b / 1024 / 1024);
