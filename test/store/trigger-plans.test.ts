@@ -10,12 +10,9 @@
 //   sending every nested plan to the client as a notice, shows each plan the
 //   big update ran.
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { LOCAL_CALLER } from "../../src/access/index.js";
-import { createResourceStore, migrate, openDatabase, type Db } from "../../src/store/index.js";
-import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
-
-const pgOk = await postgresReachable();
+import { describeBackends } from "./backends.js";
 
 interface PlanNode {
   "Node Type": string;
@@ -35,74 +32,69 @@ function tuplestoreLoops(node: PlanNode, out: PlanNode[] = []): PlanNode[] {
   return out;
 }
 
-describe.skipIf(!pgOk)("the write triggers on resources [postgres]", () => {
-  let tdb: TestDatabase;
-  let db: Db;
-  beforeAll(async () => {
-    tdb = await createTestDatabase();
-    db = await openDatabase({ databaseUrl: tdb.url, poolSize: 2 });
-    await migrate(db);
-  });
-  afterAll(async () => {
-    await db?.close();
-    await tdb?.drop();
-  });
-
-  it("are statement triggers, never one call per row", async () => {
-    const { rows } = await db.query<{ name: string; per_row: boolean }>(
-      `SELECT tgname AS name, (tgtype & 1) = 1 AS per_row FROM pg_trigger WHERE tgrelid = 'resources'::regclass AND NOT tgisinternal ORDER BY tgname`,
-    );
-    expect(rows.length).toBeGreaterThan(0);
-    expect(rows.filter((r) => r.per_row).map((r) => r.name)).toEqual([]);
-  });
-
-  it("join the transition tables by hash for a big update that follows a one-row update on the same connection", async () => {
-    const store = createResourceStore(db);
-    await store.create(LOCAL_CALLER, [{ identifier: "tp-ds", payloadType: "datasource", payload: { name: "tp" } }]);
-    await store.create(LOCAL_CALLER, [
-      { identifier: "tp-p", payloadType: "patient", parentIdentifier: "tp-ds", payload: { datasource_id: "tp-ds" } },
-      ...Array.from({ length: 3000 }, (_, i) => ({
-        identifier: `tp-s${i}`,
-        payloadType: "study",
-        parentIdentifier: "tp-p",
-        payload: { modality: "CT" },
-      })),
-    ]);
-    const client = new pg.Client({ connectionString: tdb.url });
-    await client.connect();
-    try {
-      const plans: { Plan: PlanNode; "Query Text": string }[] = [];
-      let collecting = false;
-      client.on("notice", (n) => {
-        if (!collecting || !n.message?.includes('"Plan"')) return;
-        const text = n.message.slice(n.message.indexOf("{"));
-        plans.push(JSON.parse(text) as { Plan: PlanNode; "Query Text": string });
-      });
-      await client.query("LOAD 'auto_explain'");
-      await client.query(
-        "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_format = json; SET auto_explain.log_level = notice",
+describeBackends(
+  "the write triggers on resources",
+  (backend) => {
+    it("are statement triggers, never one call per row", async () => {
+      const { db } = backend();
+      const { rows } = await db.query<{ name: string; per_row: boolean }>(
+        `SELECT tgname AS name, (tgtype & 1) = 1 AS per_row FROM pg_trigger WHERE tgrelid = 'resources'::regclass AND NOT tgisinternal ORDER BY tgname`,
       );
-      // One row first: every trigger's statements run, and plan, for one row.
-      await client.query(`UPDATE resources SET payload = '{"n":1}' WHERE identifier = 'tp-s0'`);
-      await client.query(`UPDATE resources SET parent_identifier = 'tp-ds' WHERE identifier = 'tp-s1'`);
-      collecting = true;
-      // Then 3,000 rows on the same connection: a payload edit, then a move.
-      await client.query(`UPDATE resources SET payload = '{"n":2}' WHERE parent_identifier = 'tp-p'`);
-      await client.query(`UPDATE resources SET parent_identifier = 'tp-ds' WHERE parent_identifier = 'tp-p'`);
-      collecting = false;
-      const joined = plans.filter((p) => /superseded|replacing/.test(p["Query Text"]) && /JOIN/i.test(p["Query Text"]));
-      expect(joined.length).toBeGreaterThan(0);
-      for (const p of joined) expect(tuplestoreLoops(p.Plan), p["Query Text"].slice(0, 200)).toEqual([]);
-    } finally {
-      await client.end();
-    }
-    // The counts followed: the patient lost its 2,999 studies to the datasource.
-    const { rows } = await db.query<{ node: string; children: string }>(
-      `SELECT node, sum(children)::text AS children FROM tree_counts WHERE node IN ('tp-p', 'tp-ds') GROUP BY node ORDER BY node`,
-    );
-    expect(rows).toEqual([
-      { node: "tp-ds", children: "3001" },
-      { node: "tp-p", children: "0" },
-    ]);
-  });
-});
+      expect(rows.length).toBeGreaterThan(0);
+      expect(rows.filter((r) => r.per_row).map((r) => r.name)).toEqual([]);
+    });
+
+    it("join the transition tables by hash for a big update that follows a one-row update on the same connection", async () => {
+      const { db, store, url } = backend();
+      await store.create(LOCAL_CALLER, [{ identifier: "tp-ds", payloadType: "datasource", payload: { name: "tp" } }]);
+      await store.create(LOCAL_CALLER, [
+        { identifier: "tp-p", payloadType: "patient", parentIdentifier: "tp-ds", payload: { datasource_id: "tp-ds" } },
+        ...Array.from({ length: 3000 }, (_, i) => ({
+          identifier: `tp-s${i}`,
+          payloadType: "study",
+          parentIdentifier: "tp-p",
+          payload: { modality: "CT" },
+        })),
+      ]);
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        const plans: { Plan: PlanNode; "Query Text": string }[] = [];
+        let collecting = false;
+        client.on("notice", (n) => {
+          if (!collecting || !n.message?.includes('"Plan"')) return;
+          const text = n.message.slice(n.message.indexOf("{"));
+          plans.push(JSON.parse(text) as { Plan: PlanNode; "Query Text": string });
+        });
+        await client.query("LOAD 'auto_explain'");
+        await client.query(
+          "SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on; SET auto_explain.log_format = json; SET auto_explain.log_level = notice",
+        );
+        // One row first: every trigger's statements run, and plan, for one row.
+        await client.query(`UPDATE resources SET payload = '{"n":1}' WHERE identifier = 'tp-s0'`);
+        await client.query(`UPDATE resources SET parent_identifier = 'tp-ds' WHERE identifier = 'tp-s1'`);
+        collecting = true;
+        // Then 3,000 rows on the same connection: a payload edit, then a move.
+        await client.query(`UPDATE resources SET payload = '{"n":2}' WHERE parent_identifier = 'tp-p'`);
+        await client.query(`UPDATE resources SET parent_identifier = 'tp-ds' WHERE parent_identifier = 'tp-p'`);
+        collecting = false;
+        const joined = plans.filter(
+          (p) => /superseded|replacing/.test(p["Query Text"]) && /JOIN/i.test(p["Query Text"]),
+        );
+        expect(joined.length).toBeGreaterThan(0);
+        for (const p of joined) expect(tuplestoreLoops(p.Plan), p["Query Text"].slice(0, 200)).toEqual([]);
+      } finally {
+        await client.end();
+      }
+      // The counts followed: the patient lost its 2,999 studies to the datasource.
+      const { rows } = await db.query<{ node: string; children: string }>(
+        `SELECT node, sum(children)::text AS children FROM tree_counts WHERE node IN ('tp-p', 'tp-ds') GROUP BY node ORDER BY node`,
+      );
+      expect(rows).toEqual([
+        { node: "tp-ds", children: "3001" },
+        { node: "tp-p", children: "0" },
+      ]);
+    });
+  },
+  ["postgres"],
+);
