@@ -11,6 +11,12 @@ export interface OpenDatabaseOptions {
   readonly databaseUrl?: string;
   /** PGlite lives under `${dataDir}/pglite`; unset = in memory. Ignored with databaseUrl. */
   readonly dataDir?: string;
+  /**
+   * PGlite in memory only: start from this image of a data directory (PGlite's
+   * `dumpDataDir`) instead of initialising one (initdb, seconds). The test
+   * suites start each store from one image made once per run.
+   */
+  readonly embeddedImage?: Blob;
   /** pg pool size (default 10). */
   readonly poolSize?: number;
   /** Hot standbys of databaseUrl for reads (replicas.ts); ignored without databaseUrl. */
@@ -26,7 +32,7 @@ export interface OpenDatabaseOptions {
 }
 
 export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<Db> {
-  if (options.databaseUrl === undefined) return openPglite(options.dataDir);
+  if (options.databaseUrl === undefined) return openPglite(options.dataDir, options.embeddedImage);
   const timeouts: SessionTimeouts = {
     statementTimeoutMs: options.statementTimeoutMs,
     idleInTransactionMs: options.idleInTransactionMs,

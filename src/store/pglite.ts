@@ -63,7 +63,7 @@ function alive(pid: number): boolean {
   }
 }
 
-export async function openPglite(dataDir: string | undefined): Promise<Db> {
+export async function openPglite(dataDir: string | undefined, image?: Blob): Promise<Db> {
   let dir: string | undefined;
   let unlock = (): Promise<void> => Promise.resolve();
   if (dataDir !== undefined) {
@@ -74,7 +74,10 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
   const parsers = Object.fromEntries([...KEEP_AS_TEXT].map((oid) => [oid, asText]));
   let lite: PGlite;
   try {
-    lite = await PGlite.create({ ...(dir !== undefined ? { dataDir: dir } : {}), parsers });
+    lite = await PGlite.create({
+      ...(dir !== undefined ? { dataDir: dir } : image !== undefined ? { loadDataDir: image } : {}),
+      parsers,
+    });
   } catch (err) {
     await unlock();
     throw err;

@@ -237,9 +237,10 @@ describeBackends("query", (backend) => {
 
 describe("query cursor secret", () => {
   it("is shared through the database when not configured", async () => {
-    const { openDatabase, migrate } = await import("../../src/store/index.js");
+    const { migrate } = await import("../../src/store/index.js");
     const { loadCursorSecret } = await import("../../src/store/index.js");
-    const db = await openDatabase({});
+    const { openMemoryStore } = await import("../support/pglite-image.js");
+    const db = await openMemoryStore();
     await migrate(db);
     const a = await loadCursorSecret(db, undefined);
     const b = await loadCursorSecret(db, undefined);

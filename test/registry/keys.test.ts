@@ -23,6 +23,7 @@ import {
   type RegistryKey,
 } from "../../src/store/index.js";
 import { expectCode } from "../store/helpers.js";
+import { openMemoryStore } from "../support/pglite-image.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { ALL_GRANTS } from "../../src/access/index.js";
 
@@ -46,7 +47,7 @@ function eachBackend(name: string, suite: (fresh: (upTo?: number) => Promise<Db>
           made.push(t);
           db = await openDatabase({ databaseUrl: t.url, poolSize: 4 });
         } else {
-          db = await openDatabase({});
+          db = await openMemoryStore();
         }
         opened.push(db);
         await migrate(db, upTo === undefined ? migrations : migrations.filter((m) => m.id <= upTo));

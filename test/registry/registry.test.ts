@@ -14,6 +14,7 @@ import {
 } from "../../src/store/index.js";
 import { uid } from "../store/backends.js";
 import { expectCode } from "../store/helpers.js";
+import { openMemoryStore } from "../support/pglite-image.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { buildServices, describeServices, type Services } from "../lineage/harness.js";
 import { TEST_REGISTRY_SECRET } from "../support/registry-key.js";
@@ -109,8 +110,8 @@ describe("the registry secret", () => {
   let other: Db;
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "registry-secret-"));
-    db = await openDatabase({});
-    other = await openDatabase({});
+    db = await openMemoryStore();
+    other = await openMemoryStore();
     await Promise.all([migrate(db), migrate(other)]);
   });
   afterAll(async () => {

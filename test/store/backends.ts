@@ -1,7 +1,9 @@
-// Runs a store suite once per backend: PGlite in memory, and PostgreSQL in a
-// fresh database of its own (skipped when unreachable, unless REQUIRE_POSTGRES=1).
+// Runs a store suite once per backend: PGlite in memory (from the run's image),
+// and PostgreSQL in a fresh database of its own (skipped when unreachable,
+// unless REQUIRE_POSTGRES=1).
 import { afterAll, beforeAll, describe } from "vitest";
 import { createResourceStore, migrate, openDatabase, type Db, type ResourceStore } from "../../src/store/index.js";
+import { openMemoryStore } from "../support/pglite-image.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 
 export type BackendKind = "pglite" | "postgres";
@@ -38,7 +40,7 @@ export function describeBackends(
           testDb = await createTestDatabase();
           db = await openDatabase({ databaseUrl: testDb.url, poolSize: 8 });
         } else {
-          db = await openDatabase({});
+          db = await openMemoryStore();
         }
         await migrate(db);
         current = { kind, db, store: createResourceStore(db), url: testDb?.url };
