@@ -4,7 +4,7 @@
 // planner hashed a sequential scan of `resources` (or a range scan of the
 // whole history) at every step of the recursion: a listing of 10 children
 // with 1,000 descendants in a store of 50,000 took 10 ms now and 31 ms as of a
-// point, a descendant query 24 and 58 ms (BENCHMARKS.md, "Round seven: the documents, and the subtree walks of the reads"). Each walk
+// point, a descendant query 24 and 58 ms (docs/benchmarks/load.md, "Round seven: the documents, and the subtree walks of the reads"). Each walk
 // is run here under EXPLAIN ANALYZE and the rows it reads from the resource
 // tables are counted, whatever plan the planner picks. Now, children's
 // counts and a subtree's count are stored (tree_counts): no walk at all.
