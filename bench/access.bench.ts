@@ -1,4 +1,4 @@
-// The cost of access control (BENCHMARKS.md, "Access"). The same work through the
+// The cost of access control (docs/benchmarks/access.md, "Access"). The same work through the
 // service with a restricted token as a ratio to an unrestricted one (target
 // >= 0.9: a restricted caller pays at most ~10%). The restricted token lists
 // every datasource of the data explicitly at clearance `internal`, so both

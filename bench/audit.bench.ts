@@ -1,4 +1,4 @@
-// The read audit's cost (BENCHMARKS.md, "Audit and history"). The same server work with
+// The read audit's cost (docs/benchmarks/history-and-audit.md, "Audit and history"). The same server work with
 // AUDIT_LOG set (a file, as production would have it) and unset: two servers
 // of the same build on the same database, their calls interleaved, so the
 // ratio (unset over set) is what writing one line a call costs a read of 100

@@ -1,12 +1,12 @@
-// Where a batch create's database time goes (BENCHMARKS.md, "storage change and lean reference": "make every index pay
-// for itself"), on the store's own statements replayed through pg, as the
+// Where a batch create's database time goes (docs/benchmarks/create.md, "the tree checks of every write":
+// "every index pays for itself"), on the store's own statements replayed through pg, as the
 // create benchmark's context line sends them:
 //   1. each statement of a batch, its mean time over the run;
 //   2. the write rate with each secondary index and each trigger of the
 //      write path dropped in turn (and all secondary indexes at once), each
 //      variant in a database of its own, interleaved round by round.
 //   npx tsx bench/create-costs.ts [batches=40]
-// Context for BENCHMARKS.md, not a benchmark line: nothing here has a target.
+// Context for docs/benchmarks/create.md, not a benchmark line: nothing here has a target.
 import { createResources } from "../src/store/index.js";
 import { baselineWriter, interleaved } from "./create.bench.js";
 import { captureStatements, type Statement } from "./support/capture.js";

@@ -32,8 +32,8 @@
 // client until the feed lane, src/rpc/feed-lane.ts) every stream inflated every 76 KB
 // message itself, a hundred or a thousand times what one real client does:
 // the bench process was busy 76% of a core at 100 streams and was what
-// limited the line at 1,000 (BENCHMARKS.md, "Feed at 100 streams: the feed
-// lane").
+// limited the line at 1,000 (docs/benchmarks/events.md, "Feed at 100 streams: the
+// feed lane").
 //
 // After each case the service's own account follows, from its /metrics:
 // history pages read by the shared tails and by streams on their own, and

@@ -1,8 +1,8 @@
-// Throughput under concurrent load (BENCHMARKS.md, "Throughput under load"). autocannon drives one service
+// Throughput under concurrent load (docs/benchmarks/load.md, "Throughput under load"). autocannon drives one service
 // process (PostgreSQL) at 50 connections for a bounded time per route; the
 // reference, measured in the same run, is pgbench with as many clients
 // running the statements the route sends (captured from the store's own
-// code), each prepared (BENCHMARKS.md, "Load against prepared floors"), or /healthz for the documents that never
+// code), each prepared (docs/benchmarks/load.md, "Load against prepared floors"), or /healthz for the documents that never
 // change. Each statement route also gets a `-vs-floor` line: the service
 // against the leanest Node service sending the same statements, prepared,
 // driven in turns with it.
@@ -66,7 +66,7 @@ export interface LoadRequest {
  * over http without being asked (browsers add br and zstd). /healthz gets it
  * too, so the documents and their reference are asked alike. The POSTs of the
  * API lines send none, as our clients do: a Connect server compresses answers
- * over 1 KB for a client that asks (BENCHMARKS.md, "Throughput under load").
+ * over 1 KB for a client that asks (docs/benchmarks/load.md, "Throughput under load").
  */
 export const ACCEPT_ENCODING = "gzip, deflate";
 
@@ -289,7 +289,7 @@ export async function routeStatements(
 
 export async function loadBenchmarks(opts: BenchOptions): Promise<Result[]> {
   const seconds = opts.quick ? 3 : 10;
-  // The cluster decision (BENCHMARKS.md, "Load"): BENCH_LOAD_WORKERS=2 runs the service in node:cluster workers.
+  // The cluster decision (docs/benchmarks/load.md, "The cluster decision"): BENCH_LOAD_WORKERS=2 runs the service in node:cluster workers.
   const workers = process.env.BENCH_LOAD_WORKERS === undefined ? undefined : Number(process.env.BENCH_LOAD_WORKERS);
   const pool = process.env.DATABASE_POOL_SIZE ?? "default";
   const { childrenEach, batchSize } = LOAD_DATA;
@@ -371,7 +371,7 @@ export function startFloor(dbUrl: string, statements: readonly Statement[]) {
  * driven in turns (ROUNDS each, `seconds` split between the rounds, both
  * warmed up first); each figure is the mean over its rounds. The floor shows
  * what is Node, pg and HTTP on this machine, and so what the service's own
- * layers cost (BENCHMARKS.md, "Round eight" and "Load against prepared floors").
+ * layers cost (docs/benchmarks/load.md, "Round eight" and "Load against prepared floors").
  */
 async function againstFloor(
   dbUrl: string,

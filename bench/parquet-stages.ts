@@ -1,4 +1,5 @@
-// Where the parquet encoding stage's time goes (BENCHMARKS.md): the export's
+// Where the parquet encoding stage's time goes (docs/benchmarks/parquet.md,
+// "Where the encoding stage's time goes"): the export's
 // binary COPY stream read from PostgreSQL; this thread's share (cutting it
 // into row groups); the workers' share (COPY tuples -> Arrow IPC, then one
 // row group encoded in one worker); the whole stage with 1 and 2 workers;

@@ -1,4 +1,4 @@
-// /query/parquet (BENCHMARKS.md, "Parquet off the main thread"): end to end against
+// /query/parquet (docs/benchmarks/parquet.md, "Parquet off the main thread"): end to end against
 // the same rows streamed straight out of PostgreSQL with pg (target 0.8); the
 // encoding stage, fed by the binary COPY stream the service reads, against
 // DuckDB writing the same rows to SNAPPY parquet (target 0.45); and the

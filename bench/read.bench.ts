@@ -51,7 +51,7 @@ export async function readBenchmarks(opts: BenchOptions): Promise<Result[]> {
       }
       // Statistics as autovacuum would have them a minute later. Without them
       // the as_of plan is costed high enough to be JIT-compiled (~0.8 s a
-      // read): see BENCHMARKS.md.
+      // read): see docs/benchmarks/first-runs.md, "What limits each miss".
       await pgClient.query("ANALYZE");
       const rnd = random(9);
       const idSets = Array.from({ length: calls * 2 }, () => {

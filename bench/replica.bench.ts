@@ -2,7 +2,7 @@
 // the median latency of an as_of read of 100 resources through a service
 // with DATABASE_READ_URLS (served by the standby) over the same read through
 // a service on the primary alone (target <= 1.1). As context: the replay lag
-// p99 while the create load runs, and the per-read costs BENCHMARKS.md turns
+// p99 while the create load runs, and the per-read costs docs/benchmarks/replica.md turns
 // into the throughput a second machine would add (a calculation).
 //
 // The primary and the standby are built here from the machine's PostgreSQL

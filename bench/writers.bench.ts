@@ -1,10 +1,10 @@
-// The writers' ceiling (BENCHMARKS.md, "The writers' ceiling"). Batch creates from 1, 2 and 4
+// The writers' ceiling (docs/benchmarks/writers.md, "The writers' ceiling"). Batch creates from 1, 2 and 4
 // concurrent clients into the lean reference (bench/support/lean.ts) taking
 // their commit stamp three ways: the clock row the store holds until commit
 // ("clock"), no shared stamp at all ("free": the most the engine can do,
-// but as_of would not be exact), and the design of BENCHMARKS.md's
-// "writers' ceiling" ("horizon": a shared advisory lock, the xid, a stamp
-// from a sequence; no writer waits for another). The service (gRPC) writes
+// but as_of would not be exact), and the design of docs/benchmarks/writers.md,
+// "A design that commits writers in parallel" ("horizon": a shared advisory
+// lock, the xid, a stamp from a sequence; no writer waits for another). The service (gRPC) writes
 // the same batches at the same concurrency, against the lean reference with
 // its clock, which is what it does today.
 //

@@ -47,7 +47,7 @@ export function createHttpFallback(deps: HttpFallbackDeps): (req: Req, res: Res)
       const url = req.url ?? "/";
       const query = url.indexOf("?");
       const path = (query === -1 ? url : url.slice(0, query)).slice(0, 200);
-      // Written out in full, not spread: this runs for every request (BENCHMARKS.md, "Throughput under load").
+      // Written out in full, not spread: this runs for every request (docs/benchmarks/load.md, "Throughput under load").
       if (rpc !== undefined && record.traceId === undefined)
         log.info(
           {

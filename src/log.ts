@@ -52,8 +52,8 @@ function withProperty(v: object, key: string, value: unknown): Record<string, un
  * not. A log object's `authorization`, any top-level value's
  * `authorization` (`headers.authorization`, ...) and `req.headers.authorization`
  * are censored in a copy; the caller's objects are left as they were.
- * pino's `redact` with the same paths cost about 10 us a line (BENCHMARKS.md,
- * round five); this is one pass over the line's top-level keys.
+ * pino's `redact` with the same paths cost about 10 us a line (docs/benchmarks/load.md,
+ * "Round five: the log line"); this is one pass over the line's top-level keys.
  */
 function censorCredentials(obj: Record<string, unknown>): Record<string, unknown> {
   let out: Record<string, unknown> | undefined;

@@ -1,4 +1,4 @@
-// Bench-only harness for the cluster decision (BENCHMARKS.md, "Load"): the
+// Bench-only harness for the cluster decision (docs/benchmarks/load.md, "The cluster decision"): the
 // compiled server (dist/src/main.js) in BENCH_WORKERS node:cluster workers
 // sharing one port (PORT=0 gives every worker the same port). The workers'
 // stdout is this process's, so the first "listening" line names the port.

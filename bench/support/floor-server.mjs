@@ -1,4 +1,4 @@
-// The floor of the load benchmark (BENCHMARKS.md, "Load against prepared floors"): the leanest Node service that
+// The floor of the load benchmark (docs/benchmarks/load.md, "Load against prepared floors"): the leanest Node service that
 // does a route's database work. node:http and a pg pool of the service's
 // size and session options; per request it reads (and parses) a JSON body,
 // runs the route's captured statements on one pooled connection, every one

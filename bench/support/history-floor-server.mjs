@@ -1,4 +1,4 @@
-// The floor of bench history-page (BENCHMARKS.md, "History page against a floor"): the leanest Node service that
+// The floor of bench history-page (docs/benchmarks/history-and-audit.md, "History page against a floor"): the leanest Node service that
 // answers the same gRPC History call. node:http2 (gRPC needs it) and a pg
 // pool of one connection; per call it reads the gRPC frame, decodes the
 // HistoryRequest (identifier, limit), runs the page's lean statement as a

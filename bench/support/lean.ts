@@ -1,4 +1,4 @@
-// The fixed lean reference of the create benchmark (BENCHMARKS.md, "storage change and lean reference"): what PostgreSQL
+// The fixed lean reference of the create benchmark (docs/benchmarks/create.md, "storage change and lean reference"): what PostgreSQL
 // itself can do for a bitemporal batch create, with nothing of the service.
 // A minimal schema (resources and resource_versions with their primary keys,
 // an index on parent_identifier, one on (payload_type, created_at,
@@ -8,14 +8,14 @@
 // the issue's reference does. It does not depend on the store's code, so a
 // change to the store's SQL leaves the reference where it is.
 //
-// How a batch takes its commit stamp (BENCHMARKS.md, "The writers'
-// ceiling), `StampMode`:
+// How a batch takes its commit stamp (docs/benchmarks/writers.md, "The writers'
+// ceiling"), `StampMode`:
 // - "clock": the row `clock` (last stamp), updated first and held until
 //   commit, as the store does: writers commit one at a time, in stamp order;
 // - "free": `clock_timestamp()` alone, no shared row: what writers cost with
 //   nothing making them wait for each other (as_of would not be exact);
-// - "horizon": the design of BENCHMARKS.md's "writers' ceiling": a shared
-//   advisory lock (structural writes would take it exclusively), the
+// - "horizon": the design of docs/benchmarks/writers.md, "A design that commits
+//   writers in parallel": a shared advisory lock (structural writes would take it exclusively), the
 //   transaction's xid assigned, then a stamp from a sequence, in one call of
 //   `take_stamp()`; no row is written, no writer waits for another.
 //

@@ -49,7 +49,8 @@ export interface ClientOptions {
   /**
    * Ask the server to compress its answers (gzip or brotli), for slow links.
    * Off by default: near the server, compressing and inflating a read of
-   * 100 resources cost more time than sending its ~20 KB (BENCHMARKS.md).
+   * 100 resources cost more time than sending its ~20 KB
+   * (docs/benchmarks/read.md, "the read path").
    */
   readonly compression?: boolean;
 }

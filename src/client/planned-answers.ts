@@ -4,7 +4,7 @@
 // cost in the bench's `read-100` call: 0.36-0.40 ms of decoding and
 // 0.16-0.40 ms of collecting its garbage (profiled); by plan the client
 // spends 0.5-0.6 ms less CPU a call and the call is 0.19-0.32 ms shorter
-// (BENCHMARKS.md, "`read-100` through the client's planned answers").
+// (docs/benchmarks/read.md, "`read-100` through the client's planned answers").
 //
 // connect has no hook for how a transport parses an answer, and this
 // project does not keep a copy of connect's transport. So this is a

@@ -6,7 +6,7 @@
 // (kept in one array, in visiting order), the second writes into one buffer
 // of exactly that size, strings straight from UTF-16 (no TextEncoder copy
 // and no fork/join of nested writers). toBinary spent most of a read of 100
-// resources in encodeUtf8 and fork/join (BENCHMARKS.md, "the read path").
+// resources in encodeUtf8 and fork/join (docs/benchmarks/read.md, "the read path").
 //
 // Only what the planned kinds cover is planned: a message type that can
 // reach a group (delimited encoding), a map whose key is not a string, a

@@ -4,8 +4,8 @@
 // {case, value}, a singular message field met twice merged, repeated
 // scalars packed or not, map entries with a missing key or value at its
 // zero value, the last value of a scalar winning. fromBinary through
-// reflection was four fifths of a gRPC create's server CPU (BENCHMARKS.md,
-// the writers' ceiling).
+// reflection was four fifths of a gRPC create's server CPU (docs/benchmarks/writers.md,
+// "Create and read lines").
 //
 // The plan covers the message types planned-binary.ts plans (the same
 // scalar kinds, string map keys, no groups, no wrappers or Struct) and only

@@ -1,6 +1,6 @@
 // The feed lane: a gRPC Watch (EventService, both revisions) written to its
 // HTTP/2 stream as one envelope per message, made once for every stream that
-// sends the same message (BENCHMARKS.md, "Feed at 100 streams").
+// sends the same message (docs/benchmarks/events.md, "Feed at 100 streams").
 //
 // The feed hands the same message object to every stream at the tail
 // (store/events.ts) and the handler hands it on as bytes made once
@@ -10,7 +10,7 @@
 // it (another copy) and passed it down a pipeline of async iterables: with
 // 100 streams a commit of 1,000 events (76 KB) was copied 200 times and the
 // last stream got it about 100 ms after the first, on a 2-core machine
-// (BENCHMARKS.md, "Feed at 100 streams, continued"). Here a message's
+// (docs/benchmarks/events.md, "Feed at 100 streams: the feed lane"). Here a message's
 // envelope (its 5-byte prefix and its bytes, compressed when the client
 // accepts it and the message is large enough, as connect would) is made the
 // first time a stream sends it and kept by message object, and every stream

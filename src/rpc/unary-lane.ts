@@ -2,7 +2,7 @@
 // and its handler without connect's universal request and response (an async
 // iterable over the body, a linked AbortController and a DOMException on
 // every call, the handler context copied three times). Under 50 concurrent
-// Connect reads those cost more CPU than the read itself (BENCHMARKS.md,
+// Connect reads those cost more CPU than the read itself (docs/benchmarks/load.md,
 // "Throughput under load").
 //
 // Two callers use it:

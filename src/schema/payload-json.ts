@@ -3,7 +3,7 @@
 // the reflection: one plan of (name, local name, kind, presence) per payload
 // type, read once from the descriptors. A create turns every item's payload
 // into JSON; the reflective toJson was the largest part of the handler's own
-// time (BENCHMARKS.md, "per-item JavaScript"). test/schema/payload-json.test.ts checks
+// time (docs/benchmarks/create.md, "per-item JavaScript"). test/schema/payload-json.test.ts checks
 // both give the same JSON.
 import { create, fromJson } from "@bufbuild/protobuf";
 import type { JsonObject, JsonValue, Message } from "@bufbuild/protobuf";

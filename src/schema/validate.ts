@@ -76,7 +76,8 @@ export function normalizePayload(
 ): JsonObject {
   // A payload written by toJson of its typed message already has the right
   // names and value types: only the value rules are left to check. The
-  // round trip below costs more than the rest of a create (BENCHMARKS.md).
+  // round trip below costs more than the rest of a create (docs/benchmarks/first-runs.md,
+  // "What limits each miss").
   if (options.canonical === true) {
     checkPayloadRules(type, payload as JsonObject);
     return payload as JsonObject;

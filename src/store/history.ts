@@ -13,7 +13,7 @@
 //   before the range and visibility filters, so a version's kind is the same
 //   on every page and for every caller. One ordered scan of the primary
 //   keys: joining each version to the one before it scanned the history
-//   twice and took twice as long (bench history-page, BENCHMARKS.md).
+//   twice and took twice as long (bench history-page, docs/benchmarks/history-and-audit.md).
 // - `since` is inclusive and `until` exclusive, on `at` ([since, until), as
 //   every period of the store).
 // - Pages are keyed by version; the cursor is the query cursor's signed

@@ -35,8 +35,8 @@ export interface StatementNames {
    * filters, sort, read point, whether it continues a cursor; every value,
    * the limit included, is a parameter) while fewer than MAX_PREPARED_PAGES
    * are named: the server then skips parsing and analysing it on every
-   * later call, about a fifth of its CPU for a page of 20 (BENCHMARKS.md,
-   * round eight). Returns the text.
+   * later call, about a fifth of its CPU for a page of 20 (docs/benchmarks/load.md,
+   * "Round eight"). Returns the text.
    */
   page(sql: string): string;
 }
@@ -68,7 +68,7 @@ export function createStatementNames(maxPages = MAX_PREPARED_PAGES): StatementNa
  * A generated statement text, named as the database names query shapes (the
  * first MAX_PREPARED_PAGES texts; StatementNames.page): parsed once per
  * connection, not on every call. For the texts of the tree listings and the
- * statistics, which differ by grants and read state (BENCHMARKS.md, "Load against prepared floors": those lines
+ * statistics, which differ by grants and read state (docs/benchmarks/load.md, "Load against prepared floors": those lines
  * against a floor that prepares every statement). Unnamed on a database
  * without names (PGlite).
  */

@@ -17,7 +17,7 @@
 // subquery with LIMIT or OFFSET is not flattened into a join. With
 // `identifier = ANY($1)` over a batch of 1,000 and plain joins in the walks
 // the planner chose sequential scans and hash joins, so each write read the
-// whole table several times (BENCHMARKS.md, "the tree checks of every write";
+// whole table several times (docs/benchmarks/create.md, "the tree checks of every write";
 // test/store/write-check-plans.test.ts holds the plans to it).
 import { failedPrecondition, treeTooDeep } from "../errors.js";
 import type { Queryable } from "./db.js";

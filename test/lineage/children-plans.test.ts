@@ -10,20 +10,14 @@ import { ALL_GRANTS, LOCAL_CALLER, type Grants } from "../../src/access/index.js
 import { listChildren } from "../../src/store/index.js";
 import { describeBackends } from "../store/backends.js";
 import { recording, type Recorded } from "../store/recording.js";
-
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  Plans?: PlanNode[];
-}
+import { explainPlan, planNodes, type PlanNode } from "../support/plans.js";
 
 const TREE_TABLES = new Set(["resources", "resource_versions", "tree_counts"]);
 
-function seqScans(node: PlanNode, out: string[] = []): string[] {
-  if (node["Node Type"] === "Seq Scan" && TREE_TABLES.has(node["Relation Name"] ?? ""))
-    out.push(node["Relation Name"]!);
-  for (const child of node.Plans ?? []) seqScans(child, out);
-  return out;
+function seqScans(root: PlanNode): string[] {
+  return planNodes(root)
+    .filter((n) => n["Node Type"] === "Seq Scan" && TREE_TABLES.has(n["Relation Name"] ?? ""))
+    .map((n) => n["Relation Name"]!);
 }
 
 /** The hospital tree, level by level, one INSERT ... SELECT each (the write triggers keep the counts, set-based). */
@@ -101,10 +95,7 @@ describeBackends(
         expect(big.find((n) => n.identifier === "big-p1")?.descendantCount, who).toBe(restricted ? 2025 - 200 : 2025);
         expect(recorded.length, who).toBeGreaterThan(0);
         for (const r of recorded) {
-          const { rows } = await db.query<{ "QUERY PLAN": unknown }>(`EXPLAIN (FORMAT JSON) ${r.sql}`, r.params);
-          const raw = rows[0]!["QUERY PLAN"];
-          const doc = (typeof raw === "string" ? JSON.parse(raw) : raw) as [{ Plan: PlanNode }];
-          expect(seqScans(doc[0].Plan), `${who}: ${r.sql}`).toEqual([]);
+          expect(seqScans(await explainPlan(db, r.sql, r.params)), `${who}: ${r.sql}`).toEqual([]);
         }
       }
     }, 180_000);

@@ -1,7 +1,7 @@
 // The load benchmark's floor (bench/support/floor-server.mjs) must do the
 // route's database work, or the figure it gives would flatter nothing but
 // itself: every statement runs, in order, on one connection, each one a
-// named prepared statement that stays prepared across calls (BENCHMARKS.md, "Load against prepared floors": the
+// named prepared statement that stays prepared across calls (docs/benchmarks/load.md, "Load against prepared floors": the
 // floor is the leanest service, which prepares what it sends), and every
 // row comes back as JSON.
 import { spawn, type ChildProcess } from "node:child_process";

@@ -1,4 +1,4 @@
-// The load benchmark's pgbench reference runs `-M prepared` (BENCHMARKS.md, "Load against prepared floors"), where
+// The load benchmark's pgbench reference runs `-M prepared` (docs/benchmarks/load.md, "Load against prepared floors"), where
 // pgbench binds every `:name` of a command as a variable, inside quotes too:
 // the script must keep the statement's meaning with its colons out of
 // pgbench's reach, and its parameters written in as the values pg sends.

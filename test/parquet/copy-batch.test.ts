@@ -1,4 +1,4 @@
-// The COPY path of the parquet export (BENCHMARKS.md, "Parquet off the main thread") makes the very Arrow batch
+// The COPY path of the parquet export (docs/benchmarks/parquet.md, "Parquet off the main thread") makes the very Arrow batch
 // the row path makes of the same rows: PostgreSQL's binary COPY tuples read
 // in a worker (copy-batch.ts) against the rows `pg` parses (columns.ts
 // getters + arrow-batch.ts), for every column kind and the awkward values

@@ -1,4 +1,4 @@
-// A bounded soak (BENCHMARKS.md, "Soak"): many concurrent clients mixing creates
+// A bounded soak (docs/benchmarks/soak.md, "Soak"): many concurrent clients mixing creates
 // (unique identifiers, acknowledgements recorded), reads, queries, a few
 // parquet exports, slow clients (partial headers) and broken ones (sockets
 // destroyed mid-request) against one server on PostgreSQL with small
@@ -9,7 +9,7 @@
 // JavaScript objects shows there). RSS is printed and only held under a
 // coarse ceiling for native memory: it rises in the first quarter and then
 // stays flat while the heap stays flat too, which is allocator and thread
-// footprint, not a leak (BENCHMARKS.md has the readings). SOAK_SECONDS sets the length (`npm run soak` runs a longer one and
+// footprint, not a leak (docs/benchmarks/soak.md has the readings). SOAK_SECONDS sets the length (`npm run soak` runs a longer one and
 // prints its figures; SOAK_IDLE_SECONDS sets the idle wait, 3 s by default;
 // SOAK_TRACE=1 prints every memory reading). Clients of every kind of
 // change-feed stream (gRPC, gRPC-Web, Connect, SSE, over HTTP/1.1 and

@@ -12,25 +12,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
 import { ALL_GRANTS, type Grants } from "../../src/access/index.js";
 import { HEAD_WALK_FACTOR, migrate, openDatabase, pageStatement, planQuery, type Db } from "../../src/store/index.js";
+import { explainPlan, planNodes, type PlanNode } from "../support/plans.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 
 const reachable = await postgresReachable();
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Actual Rows"?: number;
-  "Actual Loops"?: number;
-  Plans?: PlanNode[];
-}
-
 /** Rows the plan's scans of `resources` returned, over all loops. */
-function rowsRead(node: PlanNode): number {
-  const own =
-    /Scan/.test(node["Node Type"]) && node["Relation Name"] === "resources"
-      ? (node["Actual Rows"] ?? 0) * (node["Actual Loops"] ?? 1)
-      : 0;
-  return own + (node.Plans ?? []).reduce((n, child) => n + rowsRead(child), 0);
+function rowsRead(root: PlanNode): number {
+  return planNodes(root)
+    .filter((n) => /Scan/.test(n["Node Type"]) && n["Relation Name"] === "resources")
+    .reduce((rows, n) => rows + (n["Actual Rows"] ?? 0) * (n["Actual Loops"] ?? 1), 0);
 }
 
 const TOTAL = 100_000;
@@ -71,12 +62,7 @@ describe.skipIf(!reachable)("a filtered page with a limit reads a bounded prefix
     grants: Grants,
   ): Promise<{ read: number; ids: string[] }> {
     const st = pageStatement(planQuery(create(QueryRequestSchema, req)), { kind: "now" }, grants, { limit: LIMIT });
-    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
-      `EXPLAIN (ANALYZE, FORMAT JSON) ${st.sql}`,
-      st.params,
-    );
-    const root = rows[0]?.["QUERY PLAN"][0]?.Plan;
-    if (!root) throw new Error("no plan");
+    const root = await explainPlan(db, st.sql, st.params, { analyze: true });
     const answer = await db.query<{ identifier: string }>(st.sql, st.params);
     return { read: rowsRead(root), ids: answer.rows.map((r) => r.identifier) };
   }

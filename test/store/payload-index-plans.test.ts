@@ -15,24 +15,17 @@ import {
   type Db,
   type ReadPoint,
 } from "../../src/store/index.js";
+import { explainPlan, planNodes, type PlanNode } from "../support/plans.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { ALL_GRANTS } from "../../src/access/index.js";
 
 const reachable = await postgresReachable();
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Index Name"?: string;
-  Plans?: PlanNode[];
-}
-
 /** Every scan of the plan as "<node type>:<relation or index>". */
-function scans(node: PlanNode, out: string[] = []): string[] {
-  if (/Scan/.test(node["Node Type"]))
-    out.push(`${node["Node Type"]}:${node["Index Name"] ?? node["Relation Name"] ?? ""}`);
-  for (const child of node.Plans ?? []) scans(child, out);
-  return out;
+function scans(root: PlanNode): string[] {
+  return planNodes(root)
+    .filter((n) => /Scan/.test(n["Node Type"]))
+    .map((n) => `${n["Node Type"]}:${n["Index Name"] ?? n["Relation Name"] ?? ""}`);
 }
 
 const TOTAL = 100_000;
@@ -77,13 +70,7 @@ describe.skipIf(!reachable)("equality and in filters on identifying payload fiel
     const st = count
       ? countStatement(planned, point, ALL_GRANTS)
       : pageStatement(planned, point, ALL_GRANTS, { limit: 101 });
-    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
-      `EXPLAIN (FORMAT JSON) ${st.sql}`,
-      st.params,
-    );
-    const root = rows[0]?.["QUERY PLAN"][0]?.Plan;
-    if (!root) throw new Error("no plan");
-    return scans(root);
+    return scans(await explainPlan(db, st.sql, st.params));
   }
 
   const NOW: ReadPoint = { kind: "now" };

@@ -1,6 +1,6 @@
 // A query's page statement is sent as a named prepared statement on
 // PostgreSQL, so the server parses and analyses each query shape once per
-// connection, not on every page (BENCHMARKS.md, round eight); the names are
+// connection, not on every page (docs/benchmarks/load.md, "Round eight"); the names are
 // bounded, so a client inventing shapes cannot grow them without end.
 import { create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

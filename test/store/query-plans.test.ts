@@ -10,20 +10,14 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { migrate, openDatabase, type Db, pageStatement, planQuery } from "../../src/store/index.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { ALL_GRANTS } from "../../src/access/index.js";
+import { explainPlan, planNodes, type PlanNode } from "../support/plans.js";
 
 const reachable = await postgresReachable();
 
-interface PlanNode {
-  "Node Type": string;
-  "Index Name"?: string;
-  Plans?: PlanNode[];
-}
-
-function indexScans(node: PlanNode, out: string[] = []): string[] {
-  if (/Index (Only )?Scan|Bitmap Index Scan/.test(node["Node Type"]) && node["Index Name"])
-    out.push(`${node["Node Type"]}:${node["Index Name"]}`);
-  for (const child of node.Plans ?? []) indexScans(child, out);
-  return out;
+function indexScans(root: PlanNode): string[] {
+  return planNodes(root)
+    .filter((n) => /Index (Only )?Scan|Bitmap Index Scan/.test(n["Node Type"]) && n["Index Name"])
+    .map((n) => `${n["Node Type"]}:${n["Index Name"]}`);
 }
 
 describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
@@ -54,13 +48,7 @@ describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
 
   async function explain(req: MessageInitShape<typeof QueryRequestSchema>): Promise<string[]> {
     const st = pageStatement(planQuery(create(QueryRequestSchema, req)), { kind: "now" }, ALL_GRANTS, { limit: 101 });
-    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
-      `EXPLAIN (FORMAT JSON) ${st.sql}`,
-      st.params,
-    );
-    const plan = rows[0]?.["QUERY PLAN"][0]?.Plan;
-    if (!plan) throw new Error("no plan");
-    return indexScans(plan);
+    return indexScans(await explainPlan(db, st.sql, st.params));
   }
 
   it("by payload type, newest first", async () => {
@@ -89,11 +77,7 @@ describe.skipIf(!reachable)("query plans use the indexes [postgres]", () => {
       ALL_GRANTS,
       { limit: 101, after: { value: "2999-01-01T00:00:00.000000Z", identifier: "r1" } },
     );
-    const { rows } = await db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
-      `EXPLAIN (FORMAT JSON) ${st.sql}`,
-      st.params,
-    );
-    expect(indexScans(rows[0]!["QUERY PLAN"][0].Plan)).toContainEqual(
+    expect(indexScans(await explainPlan(db, st.sql, st.params))).toContainEqual(
       expect.stringMatching(/Index (Only )?Scan.*:resource_versions_type_created_idx/),
     );
   });

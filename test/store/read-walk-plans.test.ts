@@ -4,7 +4,7 @@
 // planner hashed a sequential scan of `resources` (or a range scan of the
 // whole history) at every step of the recursion: a listing of 10 children
 // with 1,000 descendants in a store of 50,000 took 10 ms now and 31 ms as of a
-// point, a descendant query 24 and 58 ms (BENCHMARKS.md, "Round seven: the documents, and the subtree walks of the reads"). Each walk
+// point, a descendant query 24 and 58 ms (docs/benchmarks/load.md, "Round seven: the documents, and the subtree walks of the reads"). Each walk
 // is run here under EXPLAIN ANALYZE and the rows it reads from the resource
 // tables are counted, whatever plan the planner picks. Now, children's
 // counts and a subtree's count are stored (tree_counts): no walk at all.
@@ -16,28 +16,19 @@ import { countStatement, createResourceStore, listChildren, pageStatement, planQ
 import { describeBackends, uid } from "./backends.js";
 import { recording, type Recorded } from "./recording.js";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
-
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Actual Rows"?: number;
-  "Actual Loops"?: number;
-  "Rows Removed by Filter"?: number;
-  "Rows Removed by Index Recheck"?: number;
-  Plans?: PlanNode[];
-}
+import { explainPlan, planNodes, type PlanNode } from "../support/plans.js";
 
 /** Rows the plan read from the resource tables: found plus filtered away, at every loop. */
-function rowsRead(node: PlanNode): number {
-  let own = 0;
-  if (node["Relation Name"] === "resources" || node["Relation Name"] === "resource_versions") {
-    own =
-      ((node["Actual Rows"] ?? 0) +
-        (node["Rows Removed by Filter"] ?? 0) +
-        (node["Rows Removed by Index Recheck"] ?? 0)) *
-      (node["Actual Loops"] ?? 1);
-  }
-  return own + (node.Plans ?? []).reduce((sum, child) => sum + rowsRead(child), 0);
+function rowsRead(root: PlanNode): number {
+  return planNodes(root)
+    .filter((n) => n["Relation Name"] === "resources" || n["Relation Name"] === "resource_versions")
+    .reduce(
+      (sum, n) =>
+        sum +
+        ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0) + (n["Rows Removed by Index Recheck"] ?? 0)) *
+          (n["Actual Loops"] ?? 1),
+      0,
+    );
 }
 
 /** The recursive walks of a plan (what runs once per step). */
@@ -53,10 +44,7 @@ function walks(node: PlanNode, out: PlanNode[] = []): PlanNode[] {
  * table's size (a scan of a small table beats a thousand probes).
  */
 async function readsOf(db: Queryable, sql: string, params: readonly unknown[] | undefined): Promise<number> {
-  const { rows } = await db.query<{ "QUERY PLAN": unknown }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params);
-  const raw = rows[0]!["QUERY PLAN"];
-  const doc = (typeof raw === "string" ? JSON.parse(raw) : raw) as [{ Plan: PlanNode }];
-  const found = walks(doc[0].Plan);
+  const found = walks(await explainPlan(db, sql, params, { analyze: true }));
   expect(found.length).toBe(1);
   return rowsRead(found[0]!);
 }

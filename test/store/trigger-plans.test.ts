@@ -12,24 +12,17 @@
 import pg from "pg";
 import { expect, it } from "vitest";
 import { LOCAL_CALLER } from "../../src/access/index.js";
+import { planNodes, type PlanNode } from "../support/plans.js";
 import { describeBackends } from "./backends.js";
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  Plans?: PlanNode[];
-}
-
 /** The nested loops in a plan whose two inputs are both transition tables. */
-function tuplestoreLoops(node: PlanNode, out: PlanNode[] = []): PlanNode[] {
-  if (
-    node["Node Type"] === "Nested Loop" &&
-    (node.Plans ?? []).length === 2 &&
-    node.Plans!.every((p) => p["Node Type"] === "Named Tuplestore Scan")
-  )
-    out.push(node);
-  for (const child of node.Plans ?? []) tuplestoreLoops(child, out);
-  return out;
+function tuplestoreLoops(root: PlanNode): PlanNode[] {
+  return planNodes(root).filter(
+    (n) =>
+      n["Node Type"] === "Nested Loop" &&
+      (n.Plans ?? []).length === 2 &&
+      n.Plans!.every((p) => p["Node Type"] === "Named Tuplestore Scan"),
+  );
 }
 
 describeBackends(

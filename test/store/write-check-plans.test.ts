@@ -4,7 +4,7 @@
 // With `identifier = ANY($1)` over a batch of 1,000 and plain joins in the
 // recursive steps, the planner chose sequential scans of `resources` (hash
 // joins), repeated at every step, so every batch read the whole table
-// several times and writes slowed down as the store grew (BENCHMARKS.md, "the tree checks of every write"). Each
+// several times and writes slowed down as the store grew (docs/benchmarks/create.md, "the tree checks of every write"). Each
 // walking statement of such writes is explained here against a table of a
 // few thousand rows, and none may scan a resource table.
 import { expect, it } from "vitest";

@@ -2,7 +2,7 @@
 // row trigger of 0020 walked the ancestor chain once per changed row, so a
 // cascading delete or restore of a whole patient (2,026 rows in one
 // statement) paid 2,026 walks and upserts, 5-10x the statement itself
-// (BENCHMARKS.md, "Tree counts"). One statement trigger over the transition
+// (docs/benchmarks/tree-and-scale.md, "Tree counts"). One statement trigger over the transition
 // tables replaces it and the relabel trigger, in three set-based steps:
 //
 // 1. Off: every row whose parent or tombstone changed and that was active
