@@ -9,11 +9,20 @@
 //   3,000-row update, quadratic (4 s; 10,000 rows a minute). auto_explain,
 //   sending every nested plan to the client as a notice, shows each plan the
 //   big update ran.
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import pg from "pg";
 import { expect, it } from "vitest";
 import { LOCAL_CALLER } from "../../src/access/index.js";
+import { migrate, openDatabase } from "../../src/store/index.js";
 import { planNodes, type PlanNode } from "../support/plans.js";
+import { createTestDatabase } from "../support/postgres.js";
 import { describeBackends } from "./backends.js";
+
+const run = promisify(execFile);
 
 /** The nested loops in a plan whose two inputs are both transition tables. */
 function tuplestoreLoops(root: PlanNode): PlanNode[] {
@@ -87,6 +96,45 @@ describeBackends(
         { node: "tp-ds", children: "3001" },
         { node: "tp-p", children: "0" },
       ]);
+    });
+
+    // pg_restore empties search_path before it loads rows: a trigger that
+    // named its tables unqualified failed the restore (relation "tree_counts"
+    // does not exist). Each trigger function carries the store's schema.
+    it("run under pg_restore's empty search_path: a data-only restore into a migrated store keeps the counts", async () => {
+      const { db, store, url } = backend();
+      await store.create(LOCAL_CALLER, [
+        { identifier: "pr-ds", payloadType: "datasource", payload: { name: "pr" } },
+        { identifier: "pr-p", payloadType: "patient", parentIdentifier: "pr-ds", payload: { datasource_id: "pr-ds" } },
+        { identifier: "pr-s", payloadType: "study", parentIdentifier: "pr-p", payload: { modality: "MR" } },
+      ]);
+      const dir = await mkdtemp(join(tmpdir(), "rs-pg-restore-"));
+      const target = await createTestDatabase();
+      try {
+        const file = join(dir, "store.pgdump");
+        const tables = ["resources", "resource_versions", "resource_attribution"].flatMap((t) => ["-t", t]);
+        await run("pg_dump", ["--format=custom", "--data-only", ...tables, "-f", file, "-d", url!]);
+        const restored = await openDatabase({ databaseUrl: target.url, poolSize: 1 });
+        try {
+          await migrate(restored);
+          await run("pg_restore", ["--data-only", "--single-transaction", "-d", target.url, file]);
+          // A group whose count went back to zero keeps its row; a restore writes none: the same numbers.
+          const counts = (d: typeof db) =>
+            d.query<{ row: string }>(
+              `SELECT row::text FROM (
+                 SELECT to_jsonb(t) AS row FROM tree_counts t WHERE children <> 0 OR descendants <> 0
+                 UNION ALL SELECT to_jsonb(c) FROM datasource_counts c WHERE resources <> 0) x ORDER BY 1`,
+            );
+          const [before, after] = await Promise.all([counts(db), counts(restored)]);
+          expect(before.rows.length).toBeGreaterThan(0);
+          expect(after.rows).toEqual(before.rows);
+        } finally {
+          await restored.close();
+        }
+      } finally {
+        await target.drop();
+        await rm(dir, { recursive: true, force: true });
+      }
     });
   },
   ["postgres"],

@@ -19,6 +19,7 @@ import { sql as payloadFieldIndexes } from "./0022-payload-field-indexes.js";
 import { sql as datasourceCounts } from "./0023-datasource-counts.js";
 import { sql as objectClaims } from "./0024-object-claims.js";
 import { sql as treeCountsSetBased } from "./0025-tree-counts-set-based.js";
+import { sql as triggerSearchPath } from "./0026-trigger-search-path.js";
 
 export interface Migration {
   readonly id: number;
@@ -46,4 +47,5 @@ export const migrations: readonly Migration[] = [
   { id: 23, name: "datasource-counts", sql: datasourceCounts },
   { id: 24, name: "object-claims", sql: objectClaims },
   { id: 25, name: "tree-counts-set-based", sql: treeCountsSetBased },
+  { id: 26, name: "trigger-search-path", sql: triggerSearchPath },
 ];
