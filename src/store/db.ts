@@ -92,6 +92,8 @@ export interface Db extends Queryable {
   transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
   ping(): Promise<void>;
   close(): Promise<void>;
+  /** Waits for the statistics work in flight (PGlite's own ANALYZE after writes, pglite.ts); present on PGlite. */
+  analyzed?(): Promise<void>;
   /** Connections of the PostgreSQL pool (for metrics); absent on PGlite. */
   poolStats?(): PoolStats;
   /**

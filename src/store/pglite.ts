@@ -53,6 +53,23 @@ async function lockEmbedded(dataDir: string): Promise<() => Promise<void>> {
   };
 }
 
+/**
+ * The tables of the current schema grown by more than a tenth (and 8 pages)
+ * since their last ANALYZE, or never analysed with 8 pages or more: what
+ * PostgreSQL's autovacuum would analyse (docs/scaling.md, the embedded store).
+ * Sizes come from the files and pg_class, never from the rows.
+ */
+const STALE_TABLES = `
+  SELECT format('%I.%I', n.nspname, c.relname) AS name
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,
+         LATERAL (SELECT pg_relation_size(c.oid) / current_setting('block_size')::int AS pages) s
+   WHERE c.relkind = 'r' AND n.nspname = current_schema()
+     AND s.pages >= 8 AND s.pages > greatest(c.relpages, 0) * 1.1 + 8`;
+
+/** Write transactions between two checks for stale statistics, at most; and the longest wait (ms) after a write. */
+const ANALYZE_EVERY_WRITES = 16;
+const ANALYZE_CHECK_MS = 1000;
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -99,19 +116,52 @@ export async function openPglite(dataDir: string | undefined, image?: Blob): Pro
     },
   });
   const root = wrap(lite);
+  // PGlite runs no autovacuum, so nothing else gives its planner statistics:
+  // without them an equality filter on an indexed payload field read every
+  // row of a 200k store. After write transactions (every 16th, or the first
+  // a second after the last check) a check in the background ANALYZEs the
+  // tables that grew; PGlite's one connection takes it between statements.
+  let writes = 0;
+  let lastCheck = 0;
+  let analysing: Promise<void> | undefined;
+  const analyse = (): Promise<void> =>
+    (analysing ??= (async () => {
+      try {
+        const { rows } = await lite.query<{ name: string }>(STALE_TABLES);
+        for (const r of rows) if (!lite.closed) await lite.exec(`ANALYZE ${r.name}`);
+      } catch {
+        // Statistics are an optimisation: a failed check (a store closing) is retried after later writes.
+      } finally {
+        writes = 0;
+        lastCheck = Date.now();
+        analysing = undefined;
+      }
+    })());
+  const afterWrite = () => {
+    writes += 1;
+    if (analysing === undefined && (writes >= ANALYZE_EVERY_WRITES || Date.now() - lastCheck >= ANALYZE_CHECK_MS))
+      void analyse();
+  };
   return {
     kind: "pglite",
     capabilities: { streamedBatches: false, listen: true, embedded: true },
     ...(dataDir !== undefined ? { dataDir } : {}),
     query: (sql, params) => guard(() => root.query(sql, params)),
     exec: (sql) => guard(() => root.exec(sql)),
-    transaction: (fn, options) =>
-      guard(() =>
+    transaction: async (fn, options) => {
+      const readOnly = options?.readOnlySnapshot === true;
+      const result = await guard(() =>
         lite.transaction(async (tx) => {
-          if (options?.readOnlySnapshot === true) await tx.query(`SET TRANSACTION ${SNAPSHOT_MODE}`);
+          if (readOnly) await tx.query(`SET TRANSACTION ${SNAPSHOT_MODE}`);
           return fn(wrapTx(tx));
         }),
-      ),
+      );
+      if (!readOnly) afterWrite();
+      return result;
+    },
+    analyzed: async () => {
+      await analysing;
+    },
     ping: () => guard(async () => void (await lite.query("SELECT 1"))),
     // The notification arrives in-process when the writing transaction commits; the connection is never lost.
     listen: async (channel, handlers) => {
@@ -123,6 +173,7 @@ export async function openPglite(dataDir: string | undefined, image?: Blob): Pro
       };
     },
     close: async () => {
+      await analysing;
       if (!lite.closed) await lite.close();
       await unlock();
     },
