@@ -53,10 +53,7 @@ export async function datasourceStats(
   const rows = await db.transaction(
     async (q) => {
       if (asOf === undefined) return collect(q, name, grants, only);
-      return (
-        (seesEverything(grants) ? await collectFromLog(q, name, only, asOf) : undefined) ??
-        collectAt(q, name, grants, only, asOf)
-      );
+      return (await collectFromLog(q, name, grants, only, asOf)) ?? collectAt(q, name, grants, only, asOf);
     },
     { readOnlySnapshot: true },
   );
@@ -129,13 +126,21 @@ async function collect(
 }
 
 /**
- * At an as_of, for a caller who sees everything: each group's values from
- * the log of counts (migration 0023), O(groups); undefined when the read
- * point lies before the log's start (the history answers then).
+ * At an as_of: each group's values from the log of counts (migration 0023),
+ * O(groups); undefined when the read point lies before the log's start (the
+ * history answers then). For narrower grants, the groups the caller may see
+ * (datasource and level as they were) less the resources the stricter-of
+ * rule (docs/access.md) hides: visible then and hidden now, which only a
+ * change after the point can make (their row rewritten, or their
+ * attribution period started, after it; `hiddenSince`), so the cost follows
+ * the changes since the point, not the store. When a hidden resource may
+ * have been its group's last change, the group's last change is unknown
+ * here: undefined, and the history answers.
  */
 async function collectFromLog(
   q: Queryable,
   name: (sql: string) => string,
+  grants: Grants,
   only: string | null,
   asOf: string,
 ): Promise<DatasourceStatsRow[] | undefined> {
@@ -152,35 +157,95 @@ async function collectFromLog(
            WHERE l.datasource_id = ${alias}.datasource_id AND l.payload_type = ${alias}.payload_type AND l.access_level = ${alias}.access_level
              AND l.tx_from <= ${t}
            ORDER BY l.tx_from DESC LIMIT 1) l`;
+  const { rows: logged } = await q.query<GroupRow>(
+    name(`SELECT c.datasource_id AS ds, c.payload_type, c.access_level, l.resources::text AS n, l.total_bytes::text AS bytes,
+            ${ts("l.last_updated_at")} AS last
+       FROM datasource_counts c ${atT("c", pointOf(2))}
+      WHERE l.resources > 0 AND ($1::text IS NULL OR c.datasource_id = $1::text)${andVisible(visibleNow(grants, "c"))}`),
+    [only, asOf],
+  );
+  const groups = seesEverything(grants)
+    ? logged
+    : subtractHidden(logged, await hiddenSince(q, name, grants, only, asOf));
+  if (groups === undefined) return undefined;
+  // Listed: registered by the point, or with an active patient the caller may see then.
+  const withPatients = [...new Set(groups.filter((g) => g.payload_type === "patient").map((g) => g.ds))];
   const { rows: listed } = await q.query<ListedRow>(
     name(
       registryCounts(
         `SELECT datasource_id FROM registry_patients WHERE registered_at <= ${pointOf(3)}
         UNION
-        SELECT c.datasource_id FROM datasource_counts c ${atT("c", pointOf(3))} WHERE c.payload_type = 'patient' AND l.resources > 0`,
+        SELECT unnest($4::text[]) COLLATE "C"`,
         pointOf(3),
       ),
     ),
-    [only, null, asOf],
+    [only, grantedList(grants), asOf, withPatients],
   );
-  if (listed.length === 0) return [];
-  const { rows: groups } = await q.query<GroupRow>(
-    name(`SELECT c.datasource_id AS ds, c.payload_type, c.access_level, l.resources::text AS n, l.total_bytes::text AS bytes,
-            ${ts("l.last_updated_at")} AS last
-       FROM datasource_counts c ${atT("c", pointOf(2))}
-      WHERE l.resources > 0 AND ($1::text IS NULL OR c.datasource_id = $1::text)`),
-    [only, asOf],
-  );
-  return assemble(listed, groups);
+  return listed.length === 0 ? [] : assemble(listed, groups);
 }
 
 /**
- * At an as_of, for a caller with narrower grants (or a point before the
- * log starts): from the history, per resource. The stricter-of rule
- * (docs/access.md) hides a version visible then when the resource reads
- * outside the grants now, which the log's groups (per datasource, type
- * and level as they were) cannot tell; docs/scaling.md says what would
- * bound it.
+ * Per group (datasource and level at the point): the resources active at
+ * the point that the caller may see as they read then but not as they read
+ * now. Only a change after the point makes them: their current row written
+ * after it (a level raised, a move, a tombstone), or an attribution period
+ * started after it (their patient's datasource changed, or an ancestor moved
+ * to another patient).
+ */
+async function hiddenSince(
+  q: Queryable,
+  name: (sql: string) => string,
+  grants: Grants,
+  only: string | null,
+  asOf: string,
+): Promise<GroupRow[]> {
+  const t = "(SELECT least($2::timestamptz, last) FROM clock)";
+  const { rows } = await q.query<GroupRow>(
+    name(`WITH changed AS (
+        SELECT r.identifier FROM resources r WHERE r.updated_at > ${t}
+        UNION
+        SELECT a.identifier FROM resource_attribution a WHERE a.tx_from > ${t}
+      )
+      SELECT a.datasource_id AS ds, v.payload_type, v.access_level, count(*)::text AS n,
+             coalesce(sum((v.payload->>'size_bytes')::numeric) FILTER (WHERE v.payload_type = 'file'), 0)::text AS bytes,
+             ${ts("max(v.updated_at)")} AS last
+        FROM changed c
+        JOIN resource_history v ON v.identifier = c.identifier AND v.tx_from <= ${t} AND v.tx_to > ${t}
+        JOIN resource_attribution a ON a.identifier = c.identifier AND a.tx_from <= ${t} AND a.tx_to > ${t}
+        CROSS JOIN LATERAL (SELECT a.datasource_id, v.access_level) g
+       WHERE NOT v.is_deleted AND v.payload_type <> 'datasource'
+         AND ($1::text IS NULL OR a.datasource_id = $1::text)${andVisible(visibleNow(grants, "g"))}
+         AND NOT ${visibleAt(grants, "v", t) ?? "true"}
+       GROUP BY a.datasource_id, v.payload_type, v.access_level`),
+    [only, asOf],
+  );
+  return rows;
+}
+
+/** The logged groups less the hidden ones; undefined when a hidden resource may hold a group's last change. */
+function subtractHidden(logged: GroupRow[], hidden: GroupRow[]): GroupRow[] | undefined {
+  const key = (g: GroupRow) => `${g.ds}\u0000${g.payload_type}\u0000${g.access_level}`;
+  const less = new Map(hidden.map((h) => [key(h), h]));
+  const out: GroupRow[] = [];
+  for (const g of logged) {
+    const h = less.get(key(g));
+    if (h === undefined) {
+      out.push(g);
+      continue;
+    }
+    // Fixed-width UTC stamps compare as strings.
+    if (h.last !== null && (g.last === null || h.last >= g.last)) return undefined;
+    const n = Number(g.n) - Number(h.n);
+    if (n > 0) out.push({ ...g, n: String(n), bytes: (BigInt(g.bytes) - BigInt(h.bytes)).toString() });
+  }
+  return out;
+}
+
+/**
+ * At an as_of before the log starts (a store migrated to 23, a restored
+ * dump), or when a resource hidden by the stricter-of rule may have been
+ * its group's last change: from the history, per resource, with the
+ * stricter-of rule of docs/access.md.
  */
 async function collectAt(
   q: Queryable,

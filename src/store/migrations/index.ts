@@ -20,6 +20,7 @@ import { sql as datasourceCounts } from "./0023-datasource-counts.js";
 import { sql as objectClaims } from "./0024-object-claims.js";
 import { sql as treeCountsSetBased } from "./0025-tree-counts-set-based.js";
 import { sql as triggerSearchPath } from "./0026-trigger-search-path.js";
+import { sql as attributionChangesIndex } from "./0027-attribution-changes-index.js";
 
 export interface Migration {
   readonly id: number;
@@ -48,4 +49,5 @@ export const migrations: readonly Migration[] = [
   { id: 24, name: "object-claims", sql: objectClaims },
   { id: 25, name: "tree-counts-set-based", sql: treeCountsSetBased },
   { id: 26, name: "trigger-search-path", sql: triggerSearchPath },
+  { id: 27, name: "attribution-changes-index", sql: attributionChangesIndex },
 ];
