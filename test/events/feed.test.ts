@@ -5,6 +5,7 @@ import { expect, it } from "vitest";
 import {
   createEventFeed,
   createNotifications,
+  type Notifications,
   readHistoryPage,
   type EventMessage,
   type ResourceEvent,
@@ -180,6 +181,44 @@ describeBackends("change feed history", (backend) => {
       await notifications.close();
     }
   });
+
+  // The LISTEN of a feed's first watch is set up beside it: a commit notified
+  // before it took effect, and not yet polled (polling stops once it
+  // listens), waited for the next commit or heartbeat (seen under CI's load).
+  it("a commit made while the first LISTEN is still being set up reaches the watch once it listens", async () => {
+    const b = backend();
+    let release!: () => void;
+    const listeningNow = new Promise<void>((r) => (release = r));
+    let live = false;
+    const wakeUps: (() => void)[] = [];
+    const slowToListen: Notifications = {
+      async subscribe(_channel, onNotify) {
+        wakeUps.push(onNotify);
+        await listeningNow;
+        live = true;
+        return () => Promise.resolve();
+      },
+      listening: () => live,
+      close: () => Promise.resolve(),
+    };
+    // No poll and no heartbeat inside the test's time: only a read after the LISTEN delivers the commit.
+    const feed = createEventFeed({ db: b.db, notifications: slowToListen, pollMs: 600_000 });
+    const w = uid("ls");
+    try {
+      const stream = feed.watch({ grants: ALL_GRANTS, heartbeatMs: 600_000 });
+      expect(((await stream.next()).value as EventMessage).events).toEqual([]);
+      const waiting = stream.next();
+      // Committed (and notified to no one) before the LISTEN takes effect.
+      const { at } = await b.store.create(LOCAL_CALLER, [ds(`${w}a`)]);
+      release();
+      const msg = (await waiting).value as EventMessage;
+      expect(msg.at).toBe(at);
+      expect(msg.events.map(brief)).toEqual([[`${w}a`, "created", 1]]);
+      expect(wakeUps).toHaveLength(1);
+    } finally {
+      await feed.close();
+    }
+  }, 20_000);
 
   it("streams without filters get the very same message objects of a commit (encoded once), a filtered stream its own", async () => {
     const b = backend();
