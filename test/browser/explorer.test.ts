@@ -482,6 +482,7 @@ describe("the explorer in Chromium", () => {
     await page.getByRole("button", { name: "Run query" }).click();
     await expect.poll(() => page.locator("#q-count").innerText()).toBe("3 results");
     const shot = join(ARTEFACTS, "explorer.png");
+    await page.evaluate("window.scrollTo(0, 0)");
     await page.screenshot({ path: shot });
     if (README_SHOT !== undefined) await copyFile(shot, README_SHOT);
   });
@@ -578,6 +579,16 @@ describe("the explorer in Chromium", () => {
     await expect.poll(() => detail.innerText(), { timeout: 10_000 }).toMatch(/version 2/);
     expect(await detail.locator("table.fields").innerText()).toContain("written later");
     await treeItem("pat-late").waitFor({ timeout: 10_000 });
+    // Without the feed (it cannot be opened), "Now" at now reads everything again.
+    await page.route("**/EventService/Watch", (route) => route.abort("connectionrefused"));
+    await page.reload();
+    await expect.poll(() => detail.innerText()).toMatch(/version 2/);
+    expect(await post("/resources/update", { updates: { "stu-2": { description: "read on Now" } } })).toMatchObject({
+      status: 200,
+    });
+    await page.getByRole("button", { name: "Now", exact: true }).click();
+    await expect.poll(() => detail.locator("table.fields").innerText()).toContain("read on Now");
+    await page.unrouteAll({ behavior: "ignoreErrors" });
   });
 
   it("refuses an empty number filter, shows access levels, and learns leaves without asking again", async () => {
