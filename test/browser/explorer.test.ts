@@ -184,6 +184,14 @@ describe("the explorer in Chromium", () => {
     await page.goto(server.url + "/");
     await expect.poll(() => page.url()).toContain("/ui/");
     await treeItem("ds-a").waitFor();
+    // Authentication off: WhoAmI names the local caller, with every scope and grant, in the header.
+    expect(await get("/whoami")).toMatchObject({
+      status: 200,
+      json: { actor: "local", scopes: ["read", "write", "admin"], authenticated: false },
+    });
+    await expect
+      .poll(() => page.locator("#whoami").innerText())
+      .toBe("local · read, write, admin · every datasource · up to restricted");
     expect(await treeItem("ds-gone").count()).toBe(0);
     await expect
       .poll(() => treeItem("ds-a").locator(":scope > .label").innerText())
