@@ -118,7 +118,6 @@ export const ready: Promise<WhoAmIResponse | undefined> = whoAmIClient
   .catch(() => identity);
 
 export const api = {
-  identity: whoAmIClient,
   stats: createClient(StatsService, transport),
   children: createClient(LineageV1, transport),
   lineage: createClient(LineageService, transport),
