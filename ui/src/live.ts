@@ -36,8 +36,9 @@ async function follow(signal: AbortSignal): Promise<void> {
       timer ??= window.setTimeout(flush, BURST_MS);
     }
   } catch {
-    // The page still works as a snapshot; the reader can press "Now" to read again.
+    // The page still works as a snapshot; "Now" (or signing in) reads again and follows again.
   }
+  if (controller?.signal === signal) controller = undefined;
 }
 
 function sync(): void {

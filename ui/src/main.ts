@@ -6,6 +6,7 @@ import type { WhoAmIResponse } from "../../gen/resourcestore/type/v1/identity_pb
 import { currentToken, onIdentity, onTokenNeeded, ready, setToken, signIn } from "./api.js";
 import { h } from "./dom.js";
 import { startLive } from "./live.js";
+import { refresh } from "./state.js";
 import { panels } from "./panels.js";
 import { createTimebar } from "./timebar.js";
 
@@ -77,7 +78,8 @@ function identityBox(): HTMLElement {
       hidden: true,
       onclick: () =>
         void signIn("Enter a token to sign in.").then((t) => {
-          if (t !== null) location.reload();
+          // Every panel reads again with the token; no reload.
+          if (t !== null) refresh();
         }),
     },
     "Sign in",
