@@ -21,7 +21,8 @@ export function createIdentityService(): ServiceImpl<typeof IdentityService> {
           clearance: grants.clearance,
         }),
         authenticated: checked,
-        ...(expiresAt === undefined ? {} : { expiresAt: new Date(expiresAt).toISOString() }),
+        // RFC 3339 UTC with microseconds, as every stamp the API writes (docs/contract/01-resources.md).
+        ...(expiresAt === undefined ? {} : { expiresAt: new Date(expiresAt).toISOString().replace("Z", "000Z") }),
       });
     },
   };

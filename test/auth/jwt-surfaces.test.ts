@@ -162,6 +162,7 @@ describe("WhoAmI", () => {
         grants: { all_datasources: false, datasources: ["ds-a"], clearance: "public" },
         authenticated: true,
       });
+      expect(me.expires_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/);
       expect(Date.parse(String(me.expires_at))).toBeGreaterThan(Date.now());
       expect(JSON.stringify(me)).not.toContain(jwt.split(".")[2]);
       const admin = await whoAmI(surface, revision, ADMIN);
