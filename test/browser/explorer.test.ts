@@ -675,6 +675,12 @@ describe("the explorer in Chromium", () => {
       .filter((v) => v.impact === "serious" || v.impact === "critical")
       .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
     expect(serious).toEqual([]);
+    // The run can fail: a button with no name is a serious violation it reports.
+    const probe = await a11y.evaluate<string[]>(
+      "(() => { const b = document.createElement('button'); b.id = 'axe-probe'; document.body.append(b); " +
+        "return axe.run('#axe-probe').then((r) => { b.remove(); return r.violations.map((v) => v.id + ':' + v.impact); }); })()",
+    );
+    expect(probe).toContain("button-name:critical");
     // docs/browsers.md's pictures: the header, then each panel.
     await shoot(a11y.locator("header.top"), "explorer-header.png");
     for (const panel of ["tree", "detail", "stats", "query", "storage", "feed"])
