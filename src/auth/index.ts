@@ -3,7 +3,15 @@ export { createAuthenticator } from "./authenticator.js";
 export type { Authenticator, Principal } from "./authenticator.js";
 export { assertSafeBind, isLoopback } from "./bind-check.js";
 export { streamExpiry } from "./expiry.js";
-export { actorKey, callerKey, callerOf, checkScope, createAuthInterceptor, trustedCallerKey } from "./interceptor.js";
+export {
+  actorKey,
+  callerKey,
+  callerOf,
+  checkScope,
+  createAuthInterceptor,
+  credentialsKey,
+  trustedCallerKey,
+} from "./interceptor.js";
 export { declaredScope } from "./method-scope.js";
 export { createOidcVerifier, grantsOfClaim, parseDefaultGrants } from "./oidc.js";
 export type { OidcOptions } from "./oidc.js";

@@ -10,7 +10,7 @@ import { LOCAL_CALLER, type Caller } from "../access/index.js";
 import { internal, permissionDenied } from "../errors.js";
 import type { Authenticator, Principal } from "./authenticator.js";
 import { requiredScope } from "./method-scope.js";
-import { grants } from "./scopes.js";
+import { grants, type Scope } from "./scopes.js";
 
 /**
  * The call's caller, set by the auth interceptor before any handler runs.
@@ -49,6 +49,20 @@ export const trustedCallerKey = createContextKey<Caller | undefined>(undefined, 
   description: "a caller set by the process for its own in-process calls",
 });
 
+/**
+ * What the call's credentials hold: the scopes they grant (a higher scope
+ * grants the lower ones; all three when no credentials were checked:
+ * authentication off), and whether they were
+ * checked. What WhoAmI answers (docs/contract/12-authentication.md);
+ * nothing may decide access with it.
+ */
+export const credentialsKey = createContextKey<{ readonly scopes: readonly Scope[]; readonly checked: boolean }>(
+  { scopes: [], checked: false },
+  { description: "the scopes the credentials hold" },
+);
+
+const ALL_SCOPES: readonly Scope[] = ["read", "write", "admin"];
+
 function callerFrom(principal: Principal): Caller {
   return principal.expiresAt === undefined
     ? { actor: principal.actor, grants: principal.grants }
@@ -69,8 +83,13 @@ export function createAuthInterceptor(auth: Authenticator): Interceptor {
       req.header.get("authorization"),
       (principal) => req.contextValues.set(actorKey, principal.actor),
     );
-    const caller = check === undefined ? LOCAL_CALLER : callerFrom(await check);
-    req.contextValues.set(actorKey, caller.actor).set(callerKey, caller);
+    const principal = check === undefined ? undefined : await check;
+    const caller = principal === undefined ? LOCAL_CALLER : callerFrom(principal);
+    const credentials =
+      principal === undefined
+        ? { scopes: ALL_SCOPES, checked: false }
+        : { scopes: ALL_SCOPES.filter((s) => grants(principal.scopes, s)), checked: true };
+    req.contextValues.set(actorKey, caller.actor).set(callerKey, caller).set(credentialsKey, credentials);
     return next(req);
   };
 }

@@ -10,6 +10,7 @@ import { createRegistry, createResourceStore, loadRegistryKeys, type RegistryKey
 import { createAdminService } from "./admin-service.js";
 import { createArtefactService } from "./artefact-service.js";
 import { createEventService } from "./event-service.js";
+import { createIdentityService } from "./identity-service.js";
 import { createLineageService } from "./lineage-service.js";
 import { createQueryService } from "./query-service.js";
 import { createRegistryService } from "./registry-service.js";
@@ -70,6 +71,7 @@ export async function createServiceImpls(deps: ServiceDeps): Promise<ServiceImpl
       maxPreviewBytes: config.defence.maxPreviewBytes,
     }),
     AdminService: createAdminService({ db }),
+    IdentityService: createIdentityService(),
     ...(deps.feed
       ? { EventService: createEventService({ feed: deps.feed, heartbeatMs: config.events.heartbeatMs }) }
       : {}),

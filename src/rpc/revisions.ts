@@ -5,6 +5,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import type { Revision } from "../schema/http-rules.js";
 import { AdminService } from "../../gen/resourcestore/v1/admin_service_pb.js";
 import { ArtefactService } from "../../gen/resourcestore/v1/artefact_service_pb.js";
+import { IdentityService as IdentityServiceV1 } from "../../gen/resourcestore/v1/identity_service_pb.js";
 import { EventService as EventServiceV1 } from "../../gen/resourcestore/v1/event_service_pb.js";
 import { LineageService as LineageServiceV1 } from "../../gen/resourcestore/v1/lineage_service_pb.js";
 import { QueryService as QueryServiceV1 } from "../../gen/resourcestore/v1/query_service_pb.js";
@@ -13,6 +14,7 @@ import { ResourceService as ResourceServiceV1 } from "../../gen/resourcestore/v1
 import { SchemaService as SchemaServiceV1 } from "../../gen/resourcestore/v1/schema_service_pb.js";
 import { StatsService as StatsServiceV1 } from "../../gen/resourcestore/v1/stats_service_pb.js";
 import { StorageService as StorageServiceV1 } from "../../gen/resourcestore/v1/storage_service_pb.js";
+import { IdentityService as IdentityServiceV2 } from "../../gen/resourcestore/v2/identity_service_pb.js";
 import { EventService as EventServiceV2 } from "../../gen/resourcestore/v2/event_service_pb.js";
 import { LineageService as LineageServiceV2 } from "../../gen/resourcestore/v2/lineage_service_pb.js";
 import { QueryService as QueryServiceV2 } from "../../gen/resourcestore/v2/query_service_pb.js";
@@ -33,7 +35,8 @@ export type ServiceName =
   | "SchemaService"
   | "StorageService"
   | "AdminService"
-  | "EventService";
+  | "EventService"
+  | "IdentityService";
 
 export type { Revision };
 
@@ -51,6 +54,7 @@ export const revisions: readonly Revision[] = [
       StorageServiceV1,
       AdminService,
       EventServiceV1,
+      IdentityServiceV1,
     ],
   },
   {
@@ -64,6 +68,7 @@ export const revisions: readonly Revision[] = [
       SchemaServiceV2,
       StorageServiceV2,
       EventServiceV2,
+      IdentityServiceV2,
     ],
   },
 ];

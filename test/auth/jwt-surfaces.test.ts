@@ -6,6 +6,8 @@
 //   follow the user's assignments, not the client's request;
 // - an open change feed (Watch, GET /events) ends with unauthenticated when
 //   its token expires (docs/contract/12-authentication.md);
+// - WhoAmI answers the caller's actor, scopes and grants (never the
+//   token) on every surface and in both revisions;
 // - a 401 is logged with its method, path and status, also for a path no
 //   operation has.
 import { create } from "@bufbuild/protobuf";
@@ -13,6 +15,8 @@ import { Code, ConnectError, createClient, type Transport } from "@connectrpc/co
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../../gen/resourcestore/v2/event_service_pb.js";
+import { IdentityService as IdentityV1 } from "../../gen/resourcestore/v1/identity_service_pb.js";
+import { IdentityService } from "../../gen/resourcestore/v2/identity_service_pb.js";
 import { ResourceService } from "../../gen/resourcestore/v2/resource_service_pb.js";
 import { WatchRequestSchema } from "../../gen/resourcestore/type/v1/event_pb.js";
 import { startTestServer, type TestServer } from "../support/app.js";
@@ -121,6 +125,57 @@ describe("a token that asks for less", () => {
       }
     },
   );
+});
+
+/** WhoAmI over a surface and a revision, as flat JSON (REST) or the message's JSON names (RPC). */
+async function whoAmI(surface: Surface, revision: "v1" | "v2" | "", token: string): Promise<Record<string, unknown>> {
+  if (surface === "rest") {
+    const res = await fetch(`${srv.url}${revision === "" ? "" : `/${revision}`}/whoami`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(res.status).toBe(200);
+    return (await res.json()) as Record<string, unknown>;
+  }
+  const client = createClient(revision === "v1" ? IdentityV1 : IdentityService, transportOf(srv, surface));
+  const r = await client.whoAmI({}, { headers: { authorization: `Bearer ${token}` } });
+  return {
+    actor: r.actor,
+    scopes: r.scopes,
+    grants: {
+      all_datasources: r.grants?.allDatasources,
+      datasources: r.grants?.datasources,
+      clearance: r.grants?.clearance,
+    },
+    authenticated: r.authenticated,
+    ...(r.expiresAt === undefined ? {} : { expires_at: r.expiresAt }),
+  };
+}
+
+describe("WhoAmI", () => {
+  it.each(SURFACES)("names the caller, its scopes and grants, never the token, over %s", async (surface) => {
+    const jwt = await idp.login("alice", "openid read datasource:ds-a clearance:public", AUD);
+    for (const revision of surface === "rest" ? (["", "v1", "v2"] as const) : (["v1", "v2"] as const)) {
+      const me = await whoAmI(surface, revision, jwt);
+      expect(me).toMatchObject({
+        actor: "oidc:alice",
+        scopes: ["read"],
+        grants: { all_datasources: false, datasources: ["ds-a"], clearance: "public" },
+        authenticated: true,
+      });
+      expect(me.expires_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/);
+      expect(Date.parse(String(me.expires_at))).toBeGreaterThan(Date.now());
+      expect(JSON.stringify(me)).not.toContain(jwt.split(".")[2]);
+      const admin = await whoAmI(surface, revision, ADMIN);
+      expect(admin).toMatchObject({
+        actor: "token#1",
+        scopes: ["read", "write"],
+        grants: { all_datasources: true, datasources: [], clearance: "restricted" },
+        authenticated: true,
+      });
+      expect(admin).not.toHaveProperty("expires_at");
+      expect(JSON.stringify(admin)).not.toContain(ADMIN);
+    }
+  });
 });
 
 /** How a Watch (or GET /events) opened with `token` ended: its code, after every message was read. */

@@ -16,6 +16,29 @@ import { startTestServer, type TestServer } from "../support/app.js";
 import { restCaller } from "../support/rest.js";
 import { ARTEFACTS, launchChromium } from "./chromium.js";
 
+/** docs/browsers.md's screenshots of each panel are refreshed by the run when this is set. */
+const DOCS_SHOTS =
+  process.env.UPDATE_DOCS_SCREENSHOTS === "1" ? join(import.meta.dirname, "..", "..", "docs") : undefined;
+
+/** A screenshot of one part of the page, into the artefacts and, when asked, into docs/. */
+async function shoot(target: Page | ReturnType<Page["locator"]>, name: string): Promise<void> {
+  const path = join(ARTEFACTS, name);
+  await target.screenshot({ path });
+  if (DOCS_SHOTS !== undefined) await copyFile(path, join(DOCS_SHOTS, name));
+}
+
+/** axe-core's serious and critical violations on the page as it is (the page must bypass its CSP to take the script). */
+async function seriousViolations(page: Page): Promise<string[]> {
+  if (!(await page.evaluate("typeof axe !== 'undefined'")))
+    await page.addScriptTag({ path: join(import.meta.dirname, "..", "..", "node_modules", "axe-core", "axe.min.js") });
+  const result = await page.evaluate<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }>(
+    "axe.run(document, { resultTypes: ['violations'] })",
+  );
+  return result.violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
 /** The README's screenshot is refreshed by the run when this is set. */
 const README_SHOT =
   process.env.UPDATE_README_SCREENSHOT === "1"
@@ -50,7 +73,8 @@ describe("the explorer in Chromium", () => {
   beforeAll(async () => {
     uiDir = await mkdtemp(join(tmpdir(), "rs-ui-"));
     await buildUi(uiDir);
-    [server, browser] = await Promise.all([startTestServer({}, { uiDir }), launchChromium()]);
+    // A parent with more than 3 children is paged through Query (docs/contract/05-lineage.md).
+    [server, browser] = await Promise.all([startTestServer({ MAX_CHILDREN: "3" }, { uiDir }), launchChromium()]);
     const created = await post("/resources/create", {
       resources: [
         { identifier: "ds-a", payload_type: "datasource", name: "Hospital A", country: "NL" },
@@ -172,6 +196,14 @@ describe("the explorer in Chromium", () => {
     await page.goto(server.url + "/");
     await expect.poll(() => page.url()).toContain("/ui/");
     await treeItem("ds-a").waitFor();
+    // Authentication off: WhoAmI names the local caller, with every scope and grant, in the header.
+    expect(await get("/whoami")).toMatchObject({
+      status: 200,
+      json: { actor: "local", scopes: ["read", "write", "admin"], authenticated: false },
+    });
+    await expect
+      .poll(() => page.locator("#whoami").innerText())
+      .toBe("local · read, write, admin · every datasource · up to restricted");
     expect(await treeItem("ds-gone").count()).toBe(0);
     await expect
       .poll(() => treeItem("ds-a").locator(":scope > .label").innerText())
@@ -221,19 +253,40 @@ describe("the explorer in Chromium", () => {
   });
 
   it("moves the slider to before the delete: the deleted subtree reappears", async () => {
-    const ms = (micros(createdAt) + 999n) / 1000n;
-    await page.locator("#as-of-slider").fill(String(ms));
-    await expect.poll(() => page.url()).toContain("as_of=");
+    const slider = page.locator("#as-of-slider");
+    const steps = await page.evaluate("history.length");
+    // One step per change on screen (the oldest is the first batch), a tick for each, and now at the end.
+    await expect.poll(() => page.locator("#as-of-marks option").count()).toBeGreaterThanOrEqual(3);
+    expect(await slider.getAttribute("list")).toBe("as-of-marks");
+    expect(await slider.getAttribute("max")).toBe(String((await page.locator("#as-of-marks option").count()) - 1));
+    await slider.focus();
+    await page.keyboard.press("Home");
+    await expect.poll(() => page.url()).toContain(`as_of=${encodeURIComponent(createdAt)}`);
     await treeItem("ds-gone").waitFor();
     await treeItem("ds-gone").locator(":scope > .label .toggle").click();
     await treeItem("pat-gone").waitFor();
     // What the reader had opened stays open at the new read point.
     await treeItem("pat-1").waitFor({ state: "visible", timeout: 10_000 });
-    expect(await page.locator("#as-of-shown").innerText()).toContain(new Date(Number(ms)).toISOString());
+    expect(await page.locator("#as-of-shown").innerText()).toContain(createdAt);
+    // The statistics follow the read point: the withdrawn datasource is counted before its delete.
+    await expect.poll(() => page.locator(".stats-panel").innerText()).toContain("ds-gone");
+    // One step right is the next change exactly (not a millisecond), and no step is a browser-history entry.
+    await slider.focus();
+    await page.keyboard.press("ArrowRight");
+    await expect.poll(() => page.url()).not.toContain(encodeURIComponent(createdAt));
+    const next = decodeURIComponent(/as_of=([^&]+)/.exec(page.url())?.[1] ?? "");
+    expect(micros(next) > micros(createdAt)).toBe(true);
+    expect(
+      await page.locator("#as-of-marks option").evaluateAll((os) => os.map((o) => o.getAttribute("label"))),
+    ).toContain(next);
+    expect(await page.evaluate("history.length")).toBe(steps);
+    await page.keyboard.press("Home");
+    await expect.poll(() => page.url()).toContain(encodeURIComponent(createdAt));
     await page.screenshot({ path: join(ARTEFACTS, "explorer-past.png") });
     await page.getByRole("button", { name: "Now", exact: true }).click();
     await expect.poll(() => treeItem("ds-gone").count()).toBe(0);
     expect(page.url()).not.toContain("as_of=");
+    await expect.poll(() => page.locator(".stats-panel").innerText()).not.toContain("ds-gone");
   });
 
   it("takes an instant to the microsecond, in a shareable URL: an update reverts", async () => {
@@ -324,8 +377,10 @@ describe("the explorer in Chromium", () => {
     await page.getByLabel("Payload types").fill("study");
     await page.getByRole("button", { name: "Start" }).click();
     expect(await page.locator("#feed-toggle").getAttribute("aria-pressed")).toBe("true");
-    // The first message (a heartbeat) gives the read point: from here on nothing is missed.
-    await expect.poll(() => feed.locator(".status").innerText()).toMatch(/^Following; read up to /);
+    // The first message (a heartbeat) gives the read point: from here on nothing is missed. The
+    // status says the feed is live, not the server's read point (which read as a lag).
+    await expect.poll(() => feed.locator(".status").innerText()).toMatch(/^Following live since /);
+    expect(await feed.locator(".status").innerText()).not.toContain("read up to");
     expect(await rows.count()).toBe(0);
     expect(
       await post("/resources/create", {
@@ -353,8 +408,10 @@ describe("the explorer in Chromium", () => {
     await expect.poll(() => rows.count()).toBe(2);
     const cells = async (i: number) => (await rows.nth(i).locator("td").allInnerTexts()).slice(1);
     // Newest first.
-    expect(await cells(0)).toEqual(["stu-live", "study", "deleted", "2"]);
-    expect(await cells(1)).toEqual(["stu-live", "study", "created", "1"]);
+    // Each with who wrote it (authentication off: local).
+    expect(await cells(0)).toEqual(["stu-live", "study", "deleted", "2", "local"]);
+    expect(await feed.locator("thead th").allInnerTexts()).toContain("actor");
+    expect(await cells(1)).toEqual(["stu-live", "study", "created", "1", "local"]);
     expect(await rows.nth(0).locator("td").first().innerText()).toMatch(
       /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/,
     );
@@ -403,7 +460,10 @@ describe("the explorer in Chromium", () => {
     let first = true;
     await page.route("**/resourcestore.v2.EventService/Watch", async (route) => {
       // A streaming request is one envelope too: 5 bytes of flags and length, then the JSON.
-      sent.push(JSON.parse((route.request().postDataBuffer() ?? Buffer.alloc(5)).subarray(5).toString() || "{}"));
+      const body = JSON.parse((route.request().postDataBuffer() ?? Buffer.alloc(5)).subarray(5).toString() || "{}");
+      // The page's own background feed (which keeps "now" live) asks for every type: not this panel's.
+      if (!("payloadTypes" in body)) return route.continue();
+      sent.push(body);
       if (!first) return route.continue();
       first = false;
       await route.fulfill({
@@ -416,7 +476,13 @@ describe("the explorer in Chromium", () => {
     await page.getByLabel("Payload types").fill("study");
     await page.getByRole("button", { name: "Start" }).click();
     await expect.poll(() => rows.count()).toBe(1);
-    expect((await rows.nth(0).locator("td").allInnerTexts()).slice(1)).toEqual(["stu-replay", "study", "created", "1"]);
+    expect((await rows.nth(0).locator("td").allInnerTexts()).slice(1)).toEqual([
+      "stu-replay",
+      "study",
+      "created",
+      "1",
+      "local",
+    ]);
     expect(sent).toHaveLength(2);
     expect(sent[0]).not.toHaveProperty("since");
     expect(sent[1]).toMatchObject({ since: before, payloadTypes: ["study"] });
@@ -436,6 +502,7 @@ describe("the explorer in Chromium", () => {
     await page.getByRole("button", { name: "Run query" }).click();
     await expect.poll(() => page.locator("#q-count").innerText()).toBe("3 results");
     const shot = join(ARTEFACTS, "explorer.png");
+    await page.evaluate("window.scrollTo(0, 0)");
     await page.screenshot({ path: shot });
     if (README_SHOT !== undefined) await copyFile(shot, README_SHOT);
   });
@@ -472,13 +539,16 @@ describe("the explorer in Chromium", () => {
     });
     await page.goto(`${server.url}/ui/?id=stu-many`);
     const detail = page.locator(".detail-panel");
+    // Newest first, counted: the latest is on top without a click.
     await expect.poll(() => detail.locator(".history li").count()).toBe(20);
-    await detail.getByRole("button", { name: "Show more versions" }).click();
+    expect(await detail.locator(".history-count").innerText()).toMatch(/^27 versions/);
+    const first = await detail.locator(".history li").allInnerTexts();
+    expect(first[0]).toMatch(/^\s*v27 \S+ restored by local/);
+    expect(first[1]).toMatch(/^\s*v26 \S+ deleted by local/);
+    await detail.getByRole("button", { name: "Show older versions (7 more)" }).click();
     await expect.poll(() => detail.locator(".history li").count()).toBe(27);
-    expect(await detail.getByRole("button", { name: "Show more versions" }).isVisible()).toBe(false);
-    const items = await detail.locator(".history li").allInnerTexts();
-    expect(items[25]).toMatch(/^\s*v26 \S+ deleted by local/);
-    expect(items[26]).toMatch(/^\s*v27 \S+ restored by local/);
+    expect(await detail.getByRole("button", { name: /Show older versions/ }).isVisible()).toBe(false);
+    expect((await detail.locator(".history li").allInnerTexts())[26]).toMatch(/^\s*v1 \S+ created by local/);
     // Versions 2 and 4: description and modality differ.
     await detail.getByRole("checkbox", { name: "Compare version 2", exact: true }).check();
     await detail.getByRole("checkbox", { name: "Compare version 4", exact: true }).check();
@@ -488,7 +558,141 @@ describe("the explorer in Chromium", () => {
     expect(changed).toEqual(expect.arrayContaining(["description", "modality", "version", "updated_at"]));
     expect(changed).not.toContain("identifier");
     expect(await table.locator("tr", { hasText: "modality" }).innerText()).toMatch(/CT\s+MR/);
+    // The comparison sits above the list, not below 27 versions.
+    const [tableBox, listBox] = await Promise.all([table.boundingBox(), detail.locator(".history").boundingBox()]);
+    expect(tableBox !== null && listBox !== null && tableBox.y < listBox.y).toBe(true);
     await page.screenshot({ path: join(ARTEFACTS, "explorer-history.png") });
+    // In a past view the version on screen is marked in the list.
+    const v3 = /\d{4}-\S+Z/.exec(await detail.locator('.history li[data-version="3"]').innerText())?.[0] ?? "";
+    await detail.locator('.history li[data-version="3"]').getByRole("button", { name: "v3" }).click();
+    await expect.poll(() => detail.locator('.history li[aria-current="true"]').getAttribute("data-version")).toBe("3");
+    expect(page.url()).toContain(encodeURIComponent(v3));
+    expect(await detail.locator('.history li[aria-current="true"]').innerText()).toContain("(on screen)");
+  });
+
+  it("finds a deleted resource through its history and shows it just before the delete", async () => {
+    await page.goto(`${server.url}/ui/?id=ds-gone`);
+    const detail = page.locator(".detail-panel");
+    await expect.poll(() => detail.locator(".absent").innerText()).toMatch(/^Deleted: version 2, at \S+ by local\./);
+    expect(await detail.locator(".history li").count()).toBe(2);
+    await detail.getByRole("button", { name: "Show it just before it was deleted" }).click();
+    await expect.poll(() => detail.locator("table.fields").innerText()).toContain("Withdrawn");
+    expect(page.url()).toContain("as_of=");
+  });
+
+  it("at now, shows a new version and a new child written while the page is open", async () => {
+    await page.goto(`${server.url}/ui/?id=stu-2`);
+    const detail = page.locator(".detail-panel");
+    await expect.poll(() => detail.innerText()).toMatch(/version 1/);
+    await treeItem("ds-a").locator(":scope > .label .toggle").click();
+    await treeItem("stu-many").waitFor();
+    expect(await post("/resources/update", { updates: { "stu-2": { description: "written later" } } })).toMatchObject({
+      status: 200,
+    });
+    expect(
+      await post("/resources/create", {
+        resources: [
+          { identifier: "pat-late", payload_type: "patient", parent_identifier: "ds-a", datasource_id: "ds-a" },
+        ],
+      }),
+    ).toMatchObject({ status: 200 });
+    await expect.poll(() => detail.innerText(), { timeout: 10_000 }).toMatch(/version 2/);
+    expect(await detail.locator("table.fields").innerText()).toContain("written later");
+    await treeItem("pat-late").waitFor({ timeout: 10_000 });
+    // Without the feed (it cannot be opened), "Now" at now reads everything again.
+    await page.route("**/EventService/Watch", (route) => route.abort("connectionrefused"));
+    await page.reload();
+    await expect.poll(() => detail.innerText()).toMatch(/version 2/);
+    expect(await post("/resources/update", { updates: { "stu-2": { description: "read on Now" } } })).toMatchObject({
+      status: 200,
+    });
+    await page.getByRole("button", { name: "Now", exact: true }).click();
+    await expect.poll(() => detail.locator("table.fields").innerText()).toContain("read on Now");
+    await page.unrouteAll({ behavior: "ignoreErrors" });
+  });
+
+  it("refuses an empty number filter, shows access levels, and learns leaves without asking again", async () => {
+    await page.goto(`${server.url}/ui/`);
+    await page.locator("#q-type").selectOption("series");
+    await page.getByRole("button", { name: "+ Filter" }).click();
+    await page.locator(".filter .f-field").selectOption("series_number");
+    await page.getByRole("button", { name: "Run query" }).click();
+    await expect
+      .poll(() => page.locator(".query-panel .status").innerText())
+      .toBe("Enter a whole number for series_number.");
+    expect(await page.locator("#q-count").innerText()).toBe("");
+    await page.locator(".filter .f-val").fill("1");
+    await page.getByRole("button", { name: "Run query" }).click();
+    await expect.poll(() => page.locator("#q-count").innerText()).toBe("1 result");
+    expect(await page.locator(".results thead th").allInnerTexts()).toContain("access_level");
+    expect(await page.locator(".results tbody td").allInnerTexts()).toContain("internal");
+
+    // pat-1 gets a fourth study: more than MAX_CHILDREN, so it is paged through Query, its rows' counts unknown.
+    expect(
+      await post("/resources/create", {
+        resources: [{ identifier: "stu-4", payload_type: "study", parent_identifier: "pat-1", modality: "CT" }],
+      }),
+    ).toMatchObject({ status: 200 });
+    const refused: string[] = [];
+    page.on("response", (r) => {
+      if (r.status() === 400) refused.push(r.url());
+    });
+    await page.reload();
+    await treeItem("ds-a").locator(":scope > .label .toggle").click();
+    await treeItem("pat-1").locator(":scope > .label .toggle").click();
+    await treeItem("stu-4").waitFor();
+    // Opening a leaf finds nothing: from then on it has no arrow and is not expandable.
+    await treeItem("stu-4").locator(":scope > .label .toggle").click();
+    await expect.poll(() => treeItem("stu-4").getAttribute("aria-expanded")).toBeNull();
+    expect(await treeItem("stu-4").locator(":scope > .label .toggle").innerText()).toBe("·");
+    // Another read point lists pat-1 again: straight through Query, no second 400.
+    await page.locator("#as-of-input").fill(stamp(micros(new Date().toISOString().replace("Z", "000Z")) - 1n));
+    await page.locator("#as-of-input").press("Enter");
+    await treeItem("stu-4").waitFor();
+    expect(refused).toHaveLength(1);
+    await page.getByRole("button", { name: "Now", exact: true }).click();
+  });
+
+  it("is accessible (axe finds no serious or critical violation) and loads in under 100 KB", async () => {
+    // A page of its own: axe is injected as a script, which the explorer's content security policy forbids.
+    const a11y = await browser.newPage({ viewport: { width: 1360, height: 1000 }, bypassCSP: true });
+    const sizes: Promise<number>[] = [];
+    a11y.on("requestfinished", (req) => {
+      if (new URL(req.url()).pathname.startsWith("/ui/")) sizes.push(req.sizes().then((z) => z.responseBodySize));
+    });
+    await a11y.goto(`${server.url}/ui/?id=stu-1`);
+    const item = (id: string) => a11y.locator(`[role="treeitem"][data-id="${id}"]`);
+    await item("ds-a").locator(":scope > .label .toggle").click();
+    await item("pat-1").locator(":scope > .label .toggle").click();
+    await item("stu-1").waitFor();
+    const bytes = (await Promise.all(sizes)).reduce((a, b) => a + b, 0);
+    expect(bytes).toBeGreaterThan(10_000);
+    expect(bytes).toBeLessThan(100_000);
+    await expect.poll(() => a11y.locator(".detail-panel .history li").count()).toBe(2);
+    await a11y.locator("#q-type").selectOption("study");
+    await a11y.getByRole("button", { name: "Run query" }).click();
+    await expect.poll(() => a11y.locator("#q-count").innerText()).toMatch(/results$/);
+    await a11y.getByRole("button", { name: "Start" }).click();
+    await expect.poll(() => a11y.locator(".feed-panel .status").innerText()).toMatch(/^Following live/);
+    expect(await post("/resources/update", { updates: { "stu-3": { description: "seen live" } } })).toMatchObject({
+      status: 200,
+    });
+    await expect.poll(() => a11y.locator(".feed-panel tbody tr").count()).toBe(1);
+    await a11y.locator(".stats-panel table").waitFor();
+    const serious = await seriousViolations(a11y);
+    expect(serious).toEqual([]);
+    // The run can fail: a button with no name is a serious violation it reports.
+    const probe = await a11y.evaluate<string[]>(
+      "(() => { const b = document.createElement('button'); b.id = 'axe-probe'; document.body.append(b); " +
+        "return axe.run('#axe-probe').then((r) => { b.remove(); return r.violations.map((v) => v.id + ':' + v.impact); }); })()",
+    );
+    expect(probe).toContain("button-name:critical");
+    // docs/browsers.md's pictures: the header, then each panel.
+    await shoot(a11y.locator("header.top"), "explorer-header.png");
+    for (const panel of ["tree", "detail", "stats", "query", "storage", "feed"])
+      await shoot(a11y.locator(`.${panel}-panel`), `explorer-${panel}.png`);
+    await a11y.getByRole("button", { name: "Stop" }).click();
+    await a11y.close();
   });
 });
 
@@ -532,6 +736,13 @@ describe("the explorer with authentication on", () => {
             datasource_id: "ds-two",
             access_level: "internal",
           },
+          // Public, in ds-two, below a patient the public reader may not see.
+          {
+            identifier: "stu-under-hidden",
+            payload_type: "study",
+            parent_identifier: "pat-two-internal",
+            access_level: "public",
+          },
         ],
       }),
     });
@@ -559,6 +770,65 @@ describe("the explorer with authentication on", () => {
     await page.reload();
     await page.locator('[role="treeitem"][data-id="ds-auth"]').waitFor();
     expect(await dialog.isVisible()).toBe(false);
+    await page.close();
+  });
+
+  it("asks once on a fresh load, checks a token before keeping it, and says who the caller is", async () => {
+    const page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
+    const refused: string[] = [];
+    page.on("response", (r) => {
+      if (r.status() === 401) refused.push(new URL(r.url()).pathname);
+    });
+    await page.goto(server.url + "/ui/");
+    const dialog = page.locator("#token-dialog");
+    await dialog.waitFor({ state: "visible" });
+    // One call is refused before a token is entered (WhoAmI), not one per panel.
+    expect(refused).toEqual(["/resourcestore.v2.IdentityService/WhoAmI"]);
+    // A wrong token is refused in the dialog and never kept.
+    await page.locator("#token-input").fill("not-a-token");
+    await page.getByRole("button", { name: "Use token" }).click();
+    await expect.poll(() => dialog.locator(".status").innerText()).toMatch(/^That token was refused/);
+    expect(await dialog.isVisible()).toBe(true);
+    expect(await page.evaluate('sessionStorage.getItem("resource-store.token")')).toBeNull();
+    // Cancel, then sign in again from the header.
+    await page.getByRole("button", { name: "Cancel" }).click();
+    await expect.poll(() => page.locator("#whoami").innerText()).toBe("Not signed in");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await dialog.waitFor({ state: "visible" });
+    await page.locator("#token-input").fill("two-token");
+    await page.getByRole("button", { name: "Use token" }).click();
+    // Who it is (WhoAmI), and the way to forget the token, without a reload.
+    await expect.poll(() => page.locator("#whoami").innerText()).toBe("token#4 · read · ds-two · up to public");
+    expect(await page.getByRole("button", { name: "Forget token" }).isVisible()).toBe(true);
+    await page.locator('[role="treeitem"][data-id="ds-two"]').waitFor();
+    // A service that cannot be reached is said in words.
+    await page.route("**/resourcestore.v2.QueryService/**", (route) => route.abort("connectionrefused"));
+    await page.getByRole("button", { name: "Run query" }).click();
+    await expect.poll(() => page.locator(".query-panel .status").innerText()).toMatch(/^The service cannot be reached/);
+    await page.unrouteAll({ behavior: "ignoreErrors" });
+    await shoot(page.locator("header.top"), "explorer-identity.png");
+    await page.close();
+  });
+
+  it("reaches what the caller may see below a parent it may not, and never links the hidden parent", async () => {
+    // bypassCSP: axe is injected (the token dialog and the narrow tree are checked too).
+    const page = await browser.newPage({ viewport: { width: 1360, height: 900 }, bypassCSP: true });
+    await page.goto(server.url + "/ui/");
+    await page.locator("#token-dialog").waitFor({ state: "visible" });
+    expect(await seriousViolations(page)).toEqual([]);
+    await page.locator("#token-input").fill("two-token");
+    await page.getByRole("button", { name: "Use token" }).click();
+    const group = page.locator('[role="treeitem"][data-id="(under hidden parents)"]');
+    await group.locator(":scope > .label .toggle").click();
+    const item = page.locator('[role="treeitem"][data-id="stu-under-hidden"]');
+    await item.waitFor();
+    expect(await item.innerText()).toContain("pat-two-internal");
+    await item.locator(":scope > .label .id").click();
+    const fields = page.locator(".detail-panel table.fields");
+    await expect.poll(() => fields.innerText()).toMatch(/parent_identifier\s+pat-two-internal \(not visible to you\)/);
+    expect(await fields.getByRole("button", { name: "pat-two-internal" }).count()).toBe(0);
+    expect(await seriousViolations(page)).toEqual([]);
+    await shoot(page.locator(".tree-panel"), "explorer-hidden-parents.png");
     await page.close();
   });
 
@@ -590,7 +860,9 @@ describe("the explorer with authentication on", () => {
     expect(await item(two, "pat-two-internal").count()).toBe(0);
     // A link to a resource the caller may not see shows it as absent.
     await two.goto(`${server.url}/ui/?id=pat-one`);
-    await expect.poll(() => two.locator(".detail-panel").innerText()).toMatch(/Not present/);
+    await expect
+      .poll(() => two.locator(".detail-panel").innerText())
+      .toMatch(/never created, or your grants do not cover it/);
     await one.screenshot({ path: join(ARTEFACTS, "explorer-access-one.png") });
     await two.screenshot({ path: join(ARTEFACTS, "explorer-access-two.png") });
     await Promise.all([one.close(), two.close()]);
@@ -606,7 +878,7 @@ describe("the explorer with authentication on", () => {
     const feed = page.locator(".feed-panel");
     const rows = feed.locator("tbody tr");
     await page.getByRole("button", { name: "Start" }).click();
-    await expect.poll(() => feed.locator(".status").innerText()).toMatch(/^Following; read up to /);
+    await expect.poll(() => feed.locator(".status").innerText()).toMatch(/^Following live since /);
     const write = async (body: unknown) => {
       const res = await fetch(`${server.url}/resources/create`, {
         method: "POST",

@@ -458,6 +458,7 @@ const scenarios: Record<string, Scenario> = {
     bad: { datasource_id: "never-seen-datasource" },
   },
   "SchemaService.Schemas": { ok: () => ({ req: {} }), bad: {} },
+  "IdentityService.WhoAmI": { ok: () => ({ req: {} }), bad: {} },
   "StorageService.Config": { ok: () => ({ req: {} }), bad: {} },
   "StorageService.Presign": {
     ok: (t) => ({ req: { direction: "upload", filename: "a.dcm", group: `g/${t}` } }),

@@ -1,15 +1,41 @@
 // One resource: every field as of the view's read point, its ancestors, and
 // its whole history from ResourceService.History (docs/contract/19-audit-history.md):
-// every version with its stamp, actor and kind, a page at a time, and a
-// field-by-field comparison of any two versions.
+// every version with its stamp, actor and kind, newest first and counted, the
+// version on screen marked, and a field-by-field comparison of any two
+// versions above the list. A resource that reads as absent but whose history
+// answers (deleted, or not yet created at the read point) says so; a parent
+// the caller may not see is named, as the API answers it, never linked
+// (docs/access.md, "The explorer").
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { Resource, ResourceVersion } from "../../gen/resourcestore/type/v1/resource_pb.js";
-import { api, describeError } from "./api.js";
+import { api, describeError, identityNow } from "./api.js";
 import { h, show, status } from "./dom.js";
+import { onLiveChanges } from "./live.js";
 import { flatten, METADATA, type FlatResource } from "./resource.js";
-import { asOf, select, selected, setAsOf, subscribe } from "./state.js";
+import { addMarks, asOf, micros, select, selected, setAsOf, stamp, subscribe } from "./state.js";
 
-/** Versions asked for per page of the history. */
+/** Versions shown at a time (newest first). */
 const HISTORY_PAGE = 20;
+/** Versions asked for per History call. */
+const HISTORY_FETCH = 1000;
+
+/** Every version of a resource, oldest first (at most `cap`), or undefined when History answers 404. */
+async function allVersions(id: string, cap = 20_000): Promise<ResourceVersion[] | undefined> {
+  const out: ResourceVersion[] = [];
+  let cursor: string | undefined;
+  try {
+    do {
+      const page = await api.resources.history({ identifier: id, limit: HISTORY_FETCH, cursor });
+      out.push(...page.versions);
+      cursor = page.nextCursor;
+    } while (cursor !== undefined && out.length < cap);
+  } catch (err) {
+    if (ConnectError.from(err).code === Code.NotFound) return undefined;
+    throw err;
+  }
+  addMarks(out.map((v) => v.at));
+  return out;
+}
 
 async function readAt(id: string, at: string | undefined): Promise<Resource | undefined> {
   const res = await api.resources.read({ identifiers: [id], asOf: at });
@@ -20,13 +46,20 @@ function idLink(id: string): HTMLElement {
   return h("button", { type: "button", class: "link", onclick: () => select(id) }, id);
 }
 
-function fieldsTable(f: FlatResource): HTMLElement {
+/**
+ * `parentVisible`: whether the parent is in the caller's /parents chain (it
+ * holds tombstoned ancestors and stops before the first one the caller may
+ * not see), so a parent outside it is one the caller may not see.
+ */
+function fieldsTable(f: FlatResource, parentVisible: boolean): HTMLElement {
   const rows: HTMLElement[] = [];
   for (const k of METADATA) {
     const v = f.meta[k];
     const cell =
       k === "parent_identifier" && typeof v === "string"
-        ? idLink(v)
+        ? parentVisible
+          ? idLink(v)
+          : h("span", { class: "hidden-parent" }, v, h("span", { class: "hint" }, " (not visible to you)"))
         : show(Array.isArray(v) && v.length === 0 ? "[]" : v);
     rows.push(h("tr", {}, h("th", { scope: "row" }, k), h("td", {}, cell)));
   }
@@ -108,20 +141,23 @@ function comparison(a: ResourceVersion, b: ResourceVersion): HTMLElement {
 }
 
 /**
- * The history list: pages of versions, oldest first, each with what changed
- * since the one before; two ticked versions are compared below the list.
+ * The history: every version (oldest first from the API), shown newest
+ * first, HISTORY_PAGE at a time, each with what changed since the one
+ * before; `onScreen` (the version the fields show) is marked; two ticked
+ * versions are compared above the list.
  */
-function historyView(id: string, stillCurrent: () => boolean, onError: (err: unknown) => void): HTMLElement {
-  const list = h("ol", { class: "history", "aria-label": "Versions, oldest first" });
-  const more = h("button", { type: "button", class: "more", hidden: true }, "Show more versions");
+function historyView(versions: readonly ResourceVersion[], onScreen: bigint | undefined): HTMLElement {
+  const list = h("ol", { class: "history", reversed: true, "aria-label": "Versions, newest first" });
+  const more = h("button", { type: "button", class: "more", hidden: true }, "Show older versions");
   const compareNote = h("p", { class: "hint" }, "Tick two versions to compare them field by field.");
-  const compareBox = h("div", { class: "compare-box" });
+  const compareBox = h("div", { class: "compare-box", "aria-live": "polite" });
   const ticked: ResourceVersion[] = [];
-  let previous: FlatResource | undefined;
-  let cursor: string | undefined;
+  const flat = versions.map((v) => (v.resource === undefined ? undefined : flatten(v.resource)));
 
-  const entry = (v: ResourceVersion): HTMLElement => {
-    const f = v.resource === undefined ? undefined : flatten(v.resource);
+  const entry = (index: number): HTMLElement => {
+    const v = versions[index] as ResourceVersion;
+    const f = flat[index];
+    const before = index > 0 ? flat[index - 1] : undefined;
     const box = h("input", { type: "checkbox", "aria-label": `Compare version ${v.version}` });
     box.addEventListener("change", () => {
       if (box.checked) ticked.push(v);
@@ -137,12 +173,15 @@ function historyView(id: string, stillCurrent: () => boolean, onError: (err: unk
       );
     });
     box.dataset.version = String(v.version);
-    const text =
-      f === undefined || previous === undefined ? (v.kind === "created" ? "created" : "") : changes(f, previous);
-    if (f !== undefined) previous = f;
+    const text = f === undefined || before === undefined ? (v.kind === "created" ? "created" : "") : changes(f, before);
+    const current = onScreen !== undefined && v.version === onScreen;
     return h(
       "li",
-      { "data-version": String(v.version) },
+      {
+        "data-version": String(v.version),
+        class: current ? "on-screen" : "",
+        "aria-current": current ? "true" : false,
+      },
       box,
       " ",
       h(
@@ -159,31 +198,70 @@ function historyView(id: string, stillCurrent: () => boolean, onError: (err: unk
       h("span", { class: `kind k-${v.kind}` }, v.kind),
       " by ",
       h("span", { class: "actor" }, v.actor),
+      current ? h("strong", { class: "here" }, " (on screen)") : "",
       text === "" ? "" : h("span", { class: "change" }, ` — ${text}`),
     );
   };
 
-  async function loadPage(): Promise<void> {
-    more.disabled = true;
-    try {
-      const page = await api.resources.history({
-        identifier: id,
-        limit: HISTORY_PAGE,
-        ...(cursor === undefined ? {} : { cursor }),
-      });
-      if (!stillCurrent()) return;
-      list.append(...page.versions.map(entry));
-      cursor = page.nextCursor ?? undefined;
-      more.hidden = cursor === undefined;
-    } catch (err) {
-      if (stillCurrent()) onError(err);
-    } finally {
-      more.disabled = false;
-    }
+  let shown = 0;
+  const showMore = (): void => {
+    const from = versions.length - 1 - shown;
+    for (let i = from; i > from - HISTORY_PAGE && i >= 0; i--) list.append(entry(i));
+    shown = Math.min(versions.length, shown + HISTORY_PAGE);
+    more.hidden = shown >= versions.length;
+    more.textContent = `Show older versions (${versions.length - shown} more)`;
+  };
+  more.addEventListener("click", showMore);
+  showMore();
+  // The version on screen is always in the list, however far back.
+  const at = onScreen === undefined ? -1 : versions.findIndex((v) => v.version === onScreen);
+  while (at >= 0 && versions.length - shown > at) showMore();
+  const count = h(
+    "p",
+    { class: "history-count" },
+    `${versions.length} ${versions.length === 1 ? "version" : "versions"}, newest first`,
+  );
+  return h("div", { class: "history-box" }, count, compareNote, compareBox, list, more);
+}
+
+/** What to say about a resource that reads as absent, from its history (undefined: History answers 404). */
+function absence(id: string, at: string | undefined, versions: ResourceVersion[] | undefined): HTMLElement[] {
+  if (versions === undefined || versions.length === 0) {
+    const me = identityNow();
+    const everything = me?.grants?.allDatasources === true && me.grants.clearance === "restricted";
+    return [
+      h(
+        "p",
+        { class: "absent" },
+        everything
+          ? "No such resource: it was never created."
+          : "No resource by this name that you may see: it was never created, or your grants do not cover it.",
+      ),
+    ];
   }
-  more.addEventListener("click", () => void loadPage());
-  void loadPage();
-  return h("div", { class: "history-box" }, list, more, compareNote, compareBox);
+  const first = versions[0] as ResourceVersion;
+  const t = at === undefined ? undefined : micros(at);
+  const before = t === undefined ? versions : versions.filter((v) => micros(v.at) <= t);
+  const last = before[before.length - 1];
+  const out: HTMLElement[] = [];
+  if (last === undefined) {
+    out.push(h("p", { class: "absent" }, `Not yet created as of ${at ?? ""}: it was created at ${first.at}.`));
+  } else {
+    out.push(
+      h(
+        "p",
+        { class: "absent" },
+        `Deleted${at === undefined ? "" : ` as of ${at}`}: version ${String(last.version)}, at ${last.at} by ${last.actor}.`,
+      ),
+      h(
+        "button",
+        { type: "button", onclick: () => setAsOf(stamp(micros(last.at) - 1n)) },
+        "Show it just before it was deleted",
+      ),
+    );
+  }
+  out.push(h("h4", {}, "History"), historyView(versions, undefined));
+  return out;
 }
 
 export function createDetail(): HTMLElement {
@@ -205,27 +283,27 @@ export function createDetail(): HTMLElement {
       const r = await readAt(id, at);
       if (mine !== token) return;
       if (r === undefined) {
+        const versions = await allVersions(id);
+        if (mine !== token) return;
         status(note, "");
-        body.replaceChildren(
-          h("h3", {}, id),
-          h(
-            "p",
-            { class: "absent" },
-            at === undefined ? "Not present now (never created, or deleted)." : `Not present as of ${at}.`,
-          ),
-        );
+        body.replaceChildren(h("h3", {}, id), ...absence(id, at, versions));
         return;
       }
       const f = flatten(r);
-      const parents = (await api.lineage.parents({ identifier: id, asOf: at })).identifiers;
+      const [parents, versions] = await Promise.all([
+        api.lineage.parents({ identifier: id, asOf: at }).then((p) => p.identifiers),
+        allVersions(id),
+      ]);
+      if (mine !== token) return;
+      const parent = r.parentIdentifier;
+      const parentVisible = parent !== undefined && parents[0] === parent;
       const crumbs = h(
         "nav",
         { "aria-label": "Ancestors", class: "crumbs" },
+        parent !== undefined && !parentVisible ? [h("span", { class: "hint" }, "(not visible to you)"), " / "] : [],
         [...parents].reverse().flatMap((p) => [idLink(p), " / "]),
         h("strong", {}, id),
       );
-      const onError = (err: unknown) => status(note, describeError(err), "error");
-      const history = historyView(id, () => mine === token, onError);
       body.replaceChildren(
         h(
           "h3",
@@ -236,15 +314,19 @@ export function createDetail(): HTMLElement {
           h("span", { class: "version" }, ` version ${String(f.meta.version)}`),
         ),
         crumbs,
-        fieldsTable(f),
+        fieldsTable(f, parentVisible),
         h("h4", {}, "History"),
-        history,
+        historyView(versions ?? [], r.version),
       );
       status(note, "");
     } catch (err) {
       if (mine === token) status(note, describeError(err), "error");
     }
   }
+  onLiveChanges((events) => {
+    const id = selected();
+    if (asOf() === undefined && id !== undefined && events.some((e) => e.identifier === id)) void render();
+  });
   subscribe(() => void render());
   void render();
   return h(

@@ -27,6 +27,7 @@ function row(e: Event): HTMLTableRowElement {
     h("td", {}, h("span", { class: `badge t-${e.payloadType}` }, e.payloadType)),
     h("td", {}, e.kind),
     h("td", {}, String(e.version)),
+    h("td", { class: "actor" }, e.actor),
   );
 }
 
@@ -51,7 +52,7 @@ export function createFeed(): HTMLElement {
       h(
         "tr",
         {},
-        ["at", "identifier", "payload_type", "kind", "version"].map((c) => h("th", { scope: "col" }, c)),
+        ["at", "identifier", "payload_type", "kind", "version", "actor"].map((c) => h("th", { scope: "col" }, c)),
       ),
     ),
     body,
@@ -89,8 +90,10 @@ export function createFeed(): HTMLElement {
             `Stream dropped (${describeError(err)}); resuming${since === undefined ? "" : ` after ${since}`}…`,
           ),
       });
+      const since = new Date().toISOString().slice(11, 19);
       for await (const message of feed) {
-        status(note, `Following; read up to ${message.at}.`);
+        // A heartbeat's `at` is the server's read point, not a delay: say only that the feed is live.
+        status(note, `Following live since ${since} UTC.`);
         for (const e of message.events) {
           body.prepend(row(e));
           const line = h("p", {}, `${e.kind} ${e.payloadType} ${e.identifier} version ${String(e.version)}`);

@@ -4,6 +4,7 @@
 import { createDetail } from "./detail.js";
 import { createFeed } from "./feed.js";
 import { createQuery } from "./query.js";
+import { createStats } from "./stats.js";
 import { createStorage } from "./storage.js";
 import { createTree } from "./tree.js";
 
@@ -16,6 +17,7 @@ export interface Panel {
 export const panels: readonly Panel[] = [
   { column: "left", create: createTree },
   { column: "right", create: createDetail },
+  { column: "wide", create: createStats },
   { column: "wide", create: createQuery },
   { column: "wide", create: createStorage },
   { column: "wide", create: createFeed },

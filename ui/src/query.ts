@@ -7,7 +7,7 @@ import { QueryRequestSchema, type QueryRequest } from "../../gen/resourcestore/t
 import { api, describeError } from "./api.js";
 import { h, show, status } from "./dom.js";
 import { flatten } from "./resource.js";
-import { asOf, select, subscribe } from "./state.js";
+import { addMarks, asOf, select, subscribe } from "./state.js";
 
 interface FieldInfo {
   readonly type: "string" | "integer" | "number" | "boolean" | "array";
@@ -42,9 +42,18 @@ function fieldsOf(type: string): Record<string, FieldInfo> {
   return out;
 }
 
-function typedValue(info: FieldInfo | undefined, raw: string): JsonValue {
+/** A filter value the reader has to fix before the query runs. */
+class BadValue extends Error {}
+
+function typedValue(info: FieldInfo | undefined, raw: string, field: string): JsonValue {
   const s = raw.trim();
-  if (info?.type === "number" || info?.type === "integer") return Number(s);
+  if (info?.type === "number" || info?.type === "integer") {
+    // An empty or unreadable number is never silently 0.
+    const n = s === "" ? NaN : Number(s);
+    if (!Number.isFinite(n) || (info.type === "integer" && !Number.isInteger(n)))
+      throw new BadValue(`Enter ${info.type === "integer" ? "a whole number" : "a number"} for ${field}.`);
+    return n;
+  }
   if (info?.type === "boolean") return s === "true";
   return s;
 }
@@ -161,9 +170,9 @@ export function createQuery(): HTMLElement {
           value: raw
             .split(",")
             .filter((s) => s.trim() !== "")
-            .map((s) => typedValue(info[field], s)),
+            .map((s) => typedValue(info[field], s, field)),
         });
-      else conds.push({ field, op, value: typedValue(info[field], raw) });
+      else conds.push({ field, op, value: typedValue(info[field], raw, field) });
     }
     const json: JsonObject = {
       filters: conds,
@@ -181,9 +190,15 @@ export function createQuery(): HTMLElement {
   let nextCursor: string | undefined;
 
   async function run(cursor: string | undefined): Promise<void> {
+    let req: QueryRequest;
+    try {
+      req = request(cursor);
+    } catch (err) {
+      if (err instanceof BadValue) return status(note, err.message, "error");
+      throw err;
+    }
     status(note, "Running…");
     try {
-      const req = request(cursor);
       const [page, count] = await Promise.all([
         api.query.query(req),
         cursor === undefined ? api.query.count(request()) : Promise.resolve(undefined),
@@ -192,7 +207,16 @@ export function createQuery(): HTMLElement {
         countOut.textContent = `${String(count.count)} ${count.count === 1n ? "result" : "results"}`;
       const type = typeSel.value;
       const payloadCols = type === "" ? ["payload"] : Object.keys((schemas[type]?.properties ?? {}) as JsonObject);
-      const cols = ["identifier", "payload_type", "parent_identifier", "created_at", "version", ...payloadCols];
+      const cols = [
+        "identifier",
+        "payload_type",
+        "parent_identifier",
+        "access_level",
+        "created_at",
+        "version",
+        ...payloadCols,
+      ];
+      addMarks(page.results.flatMap((r) => [r.createdAt, r.updatedAt]));
       const rows = page.results.map((r) => {
         const f = flatten(r);
         return { ...f.meta, ...(type === "" ? { payload: f.payload } : f.payload) };
@@ -261,7 +285,7 @@ export function createQuery(): HTMLElement {
       setTimeout(() => URL.revokeObjectURL(url), 60_000);
       status(note, `Downloaded ${chunks.reduce((n, c) => n + c.byteLength, 0)} bytes.`);
     } catch (err) {
-      status(note, describeError(err), "error");
+      status(note, err instanceof BadValue ? err.message : describeError(err), "error");
     }
   }
 
@@ -325,8 +349,8 @@ export function createQuery(): HTMLElement {
     .catch((err: unknown) => status(note, describeError(err), "error"));
   refreshSortOptions();
   let ranAsOf = asOf();
-  subscribe(() => {
-    if (asOf() === ranAsOf) return;
+  subscribe((why) => {
+    if (why !== "refresh" && asOf() === ranAsOf) return;
     ranAsOf = asOf();
     if (!parquetBtn.disabled) {
       cursors.length = 0;

@@ -1,17 +1,21 @@
-// The read point of the whole view: a slider from the oldest resource to
-// now, and a text field that takes an RFC 3339 instant to the microsecond.
-// Either one sets ?as_of= (state.ts); "Now" clears it.
-import { api, describeError } from "./api.js";
+// The read point of the whole view. The slider steps through the instants
+// of the changes on screen (state.ts marks: the tree's resources, the open
+// resource's versions, the query's rows), one step per change, with a tick
+// for each, and ends at "now"; the text field takes any RFC 3339 instant to
+// the microsecond. Either one sets ?as_of= (state.ts); "Now" clears it, and
+// at now reads everything again.
 import { h, status } from "./dom.js";
-import { asOf, micros, RFC3339, setAsOf, subscribe } from "./state.js";
+import { allMarks, asOf, micros, onMarks, refresh, RFC3339, setAsOf, subscribe } from "./state.js";
 
 export function createTimebar(): HTMLElement {
+  const ticks = h("datalist", { id: "as-of-marks" });
   const slider = h("input", {
     type: "range",
     id: "as-of-slider",
     min: 0,
-    max: 1,
+    max: 0,
     step: 1,
+    list: "as-of-marks",
     "aria-describedby": "as-of-shown",
   });
   const input = h("input", {
@@ -24,30 +28,38 @@ export function createTimebar(): HTMLElement {
   });
   const shown = h("output", { id: "as-of-shown", for: "as-of-slider as-of-input" });
   const note = h("span", { class: "status", role: "status" });
-  let oldestMs = Date.now() - 3600_000;
+  let instants: string[] = [];
 
-  function msOf(at: string): number {
-    return Number(micros(at) / 1000n);
+  /** The slider position of a read point: the last change at or before it; the end for now. */
+  function positionOf(at: string | undefined): number {
+    if (at === undefined) return instants.length;
+    const t = micros(at);
+    let i = 0;
+    while (i < instants.length && micros(instants[i] as string) <= t) i++;
+    return Math.max(0, i - 1);
+  }
+
+  function label(i: number): string {
+    return i >= instants.length ? "Now (live)" : `As of ${instants[i] as string}`;
   }
 
   function sync(): void {
     const at = asOf();
-    const nowMs = Date.now();
-    const lo = Math.min(oldestMs, at === undefined ? nowMs : msOf(at)) - 1000;
-    slider.min = String(lo);
-    slider.max = String(nowMs);
-    slider.value = String(at === undefined ? nowMs : msOf(at));
+    instants = allMarks();
+    ticks.replaceChildren(...[...instants, "now"].map((s, i) => h("option", { value: i, label: s })));
+    slider.max = String(instants.length);
+    slider.value = String(positionOf(at));
+    slider.setAttribute("aria-valuetext", at === undefined ? "Now" : at);
+    slider.title = `${instants.length} ${instants.length === 1 ? "change" : "changes"} on screen`;
     if (document.activeElement !== input) input.value = at ?? "";
     shown.textContent = at === undefined ? "Now (live)" : `As of ${at}`;
     document.body.classList.toggle("past", at !== undefined);
   }
 
-  let timer: number | undefined;
   slider.addEventListener("input", () => {
-    window.clearTimeout(timer);
-    const v = Number(slider.value);
-    shown.textContent = `As of ${new Date(v).toISOString()}`;
-    timer = window.setTimeout(() => setAsOf(v >= Number(slider.max) ? undefined : new Date(v).toISOString()), 200);
+    const i = Number(slider.value);
+    shown.textContent = label(i);
+    setAsOf(i >= instants.length ? undefined : instants[i]);
   });
   const apply = (): void => {
     const v = input.value.trim();
@@ -71,6 +83,7 @@ export function createTimebar(): HTMLElement {
     },
     h("label", { for: "as-of-slider" }, "Time"),
     slider,
+    ticks,
     h("label", { for: "as-of-input" }, "As of (UTC)"),
     input,
     h("button", { type: "submit" }, "Go"),
@@ -80,7 +93,8 @@ export function createTimebar(): HTMLElement {
         type: "button",
         onclick: () => {
           input.value = "";
-          setAsOf(undefined);
+          if (asOf() === undefined) refresh();
+          else setAsOf(undefined);
         },
       },
       "Now",
@@ -89,15 +103,7 @@ export function createTimebar(): HTMLElement {
     note,
   );
   subscribe(sync);
+  onMarks(sync);
   sync();
-  // The slider starts at the oldest resource there is now.
-  api.query
-    .query({ sortBy: "created_at", sortOrder: "asc", limit: 1, selectColumns: ["created_at"] })
-    .then((res) => {
-      const first = res.results[0];
-      if (first !== undefined && first.createdAt !== "") oldestMs = msOf(first.createdAt);
-      sync();
-    })
-    .catch((err: unknown) => status(note, describeError(err), "error"));
   return form;
 }

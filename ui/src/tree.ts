@@ -2,13 +2,17 @@
 // opened (v1 LineageService.Children with payloads, for child counts and a
 // payload preview). A parent with more children than the service lists at
 // once is paged through v2 Query by parent_identifier instead. Keyboard:
-// the WAI-ARIA tree pattern (arrows, Home, End, Enter).
+// the WAI-ARIA tree pattern (arrows, Home, End, Enter). At now, a list on
+// screen is read again when the live feed (live.ts) reports a change in it.
+// Resources the caller may see whose parent it may not see are listed under
+// their own root item (docs/access.md, "The explorer").
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { TreeNode } from "../../gen/resourcestore/type/v1/resource_pb.js";
-import { api, describeError } from "./api.js";
+import { api, describeError, identityNow } from "./api.js";
 import { h, status } from "./dom.js";
+import { onLiveChanges } from "./live.js";
 import { preview } from "./resource.js";
-import { asOf, select, selected, subscribe } from "./state.js";
+import { addMarks, asOf, select, selected, subscribe } from "./state.js";
 
 const PAGE = 200;
 
@@ -30,17 +34,23 @@ function fromNode(n: TreeNode): Row {
   };
 }
 
+/** Parents the service refused to list at once (too many children): paged with Query from then on, never asked again. */
+const tooBig = new Set<string>();
+
 async function childrenOf(
   parent: string | undefined,
   more: (rows: Row[], next: (() => Promise<void>) | undefined) => void,
 ): Promise<void> {
   const as_of = asOf();
   try {
+    if (parent !== undefined && tooBig.has(parent)) throw new ConnectError("paged", Code.FailedPrecondition);
     const res = await api.children.children({ parentIdentifier: parent, withPayloads: true, asOf: as_of });
+    addMarks(res.nodes.map((n) => n.createdAt));
     more(res.nodes.map(fromNode), undefined);
   } catch (err) {
     // Too many to list at once: page them with Query (v2) by parent.
     if (parent === undefined || ConnectError.from(err).code !== Code.FailedPrecondition) throw err;
+    tooBig.add(parent);
     const page = async (cursor: string | undefined): Promise<void> => {
       const res = await api.query.query({
         parentIdentifier: parent,
@@ -50,6 +60,7 @@ async function childrenOf(
         cursor,
         asOf: cursor === undefined ? as_of : undefined,
       });
+      addMarks(res.results.flatMap((r) => [r.createdAt, r.updatedAt]));
       const rows = res.results.map((r) => ({
         identifier: r.identifier,
         payloadType: r.payload.case ?? "",
@@ -64,11 +75,54 @@ async function childrenOf(
   }
 }
 
+/** Rows scanned per page when looking for resources whose parent is hidden. */
+const SCAN = 500;
+
+/**
+ * Resources the caller may see whose parent it may not see: a page of
+ * resources with a parent (Query), then which of those parents it may read
+ * (Read). Only what those two calls answer; `next` scans on.
+ */
+async function underHiddenParents(cursor: string | undefined): Promise<{ rows: Row[]; next: string | undefined }> {
+  const res = await api.query.query({
+    filters: [{ field: "parent_identifier", op: "is_not_null" }],
+    sortBy: "created_at",
+    sortOrder: "asc",
+    limit: SCAN,
+    selectColumns: ["parent_identifier", "created_at"],
+    cursor,
+    asOf: cursor === undefined ? asOf() : undefined,
+  });
+  const parents = [...new Set(res.results.map((r) => r.parentIdentifier ?? ""))].filter((p) => p !== "");
+  const seen = new Set<string>();
+  for (let i = 0; i < parents.length; i += 1000) {
+    const read = await api.resources.read({
+      identifiers: parents.slice(i, i + 1000),
+      excludeChildren: true,
+      asOf: asOf(),
+    });
+    for (const r of read.resources) seen.add(r.identifier);
+  }
+  const rows = res.results
+    .filter((r) => r.parentIdentifier !== undefined && !seen.has(r.parentIdentifier))
+    .map((r) => ({
+      identifier: r.identifier,
+      payloadType: r.payload.case ?? "",
+      childCount: undefined,
+      descendantCount: undefined,
+      payloadPreview: `parent ${r.parentIdentifier ?? ""}: not visible to you (hidden from you, or deleted)`,
+    }));
+  addMarks(res.results.map((r) => r.createdAt));
+  return { rows, next: res.nextCursor };
+}
+
 export function createTree(): HTMLElement {
   const note = h("p", { class: "status", role: "status" });
   const root = h("ul", { role: "tree", "aria-label": "Resources by lineage", class: "tree" });
   // Nodes the reader opened stay open when the read point moves.
   const expanded = new Set<string>();
+  // The lists on screen, by parent ("" for the roots): read again when the live feed changes them.
+  const lists = new Map<string, () => Promise<void>>();
 
   function items(): HTMLElement[] {
     return [...root.querySelectorAll<HTMLElement>('[role="treeitem"]')].filter((el) => el.offsetParent !== null);
@@ -81,18 +135,22 @@ export function createTree(): HTMLElement {
     el.focus();
   }
 
+  function more(list: HTMLElement, level: number, rows: Row[], next: (() => Promise<void>) | undefined, label: string) {
+    list.querySelector(":scope > .more")?.remove();
+    for (const row of rows) list.append(item(row, level));
+    if (next !== undefined) {
+      const btn = h("button", { type: "button", class: "link" }, label);
+      btn.addEventListener(
+        "click",
+        () => void next().catch((err: unknown) => status(note, describeError(err), "error")),
+      );
+      list.append(h("li", { class: "more", role: "none" }, btn));
+    }
+  }
+
   function fill(list: HTMLElement, parent: string | undefined, level: number): Promise<void> {
     return childrenOf(parent, (rows, next) => {
-      list.querySelector(":scope > .more")?.remove();
-      for (const row of rows) list.append(item(row, level));
-      if (next !== undefined) {
-        const btn = h("button", { type: "button", class: "link" }, "Load more…");
-        btn.addEventListener(
-          "click",
-          () => void next().catch((err: unknown) => status(note, describeError(err), "error")),
-        );
-        list.append(h("li", { class: "more", role: "none" }, btn));
-      }
+      more(list, level, rows, next, "Load more…");
       if (list === root && rows.length === 0)
         list.append(h("li", { role: "none", class: "empty" }, "Nothing here at this time."));
       const first = root.querySelector<HTMLElement>('[role="treeitem"]');
@@ -100,8 +158,9 @@ export function createTree(): HTMLElement {
     });
   }
 
-  function item(row: Row, level: number): HTMLElement {
-    const expandable = row.childCount === undefined || row.childCount > 0n;
+  function item(row: Row, level: number, loadGroup?: (group: HTMLElement) => Promise<void>): HTMLElement {
+    // Unknown (a row paged through Query): expandable until opening it finds nothing.
+    let expandable = row.childCount === undefined || row.childCount > 0n;
     const group = h("ul", { role: "group", hidden: true });
     const toggle = h("span", { class: "toggle", "aria-hidden": "true" }, expandable ? "▸" : "·");
     const label = h(
@@ -109,12 +168,12 @@ export function createTree(): HTMLElement {
       { class: "label" },
       toggle,
       h("span", { class: "id" }, row.identifier),
-      h("span", { class: `badge t-${row.payloadType}` }, row.payloadType),
+      row.payloadType === "" ? null : h("span", { class: `badge t-${row.payloadType}` }, row.payloadType),
       row.childCount === undefined || row.childCount === 0n
         ? null
         : h(
             "span",
-            { class: "count", title: `${String(row.descendantCount ?? 0n)} descendants` },
+            { class: "count", title: `${String(row.descendantCount ?? 0n)} descendants you may see` },
             `${String(row.childCount)} ${row.childCount === 1n ? "child" : "children"}`,
           ),
       h("span", { class: "preview" }, row.payloadPreview),
@@ -133,6 +192,15 @@ export function createTree(): HTMLElement {
     );
     if (expandable) li.setAttribute("aria-expanded", "false");
     let loaded = false;
+    const load =
+      loadGroup ??
+      (async (g: HTMLElement) => {
+        await fill(g, row.identifier, level + 1);
+        lists.set(row.identifier, async () => {
+          g.replaceChildren();
+          await fill(g, row.identifier, level + 1);
+        });
+      });
     const setOpen = async (open: boolean): Promise<void> => {
       if (!expandable) return;
       if (open) expanded.add(row.identifier);
@@ -144,7 +212,13 @@ export function createTree(): HTMLElement {
         loaded = true;
         group.setAttribute("aria-busy", "true");
         try {
-          await fill(group, row.identifier, level + 1);
+          await load(group);
+          if (row.childCount === undefined && loadGroup === undefined && group.childElementCount === 0) {
+            // A leaf after all: no arrow, never asked again.
+            expandable = false;
+            li.removeAttribute("aria-expanded");
+            toggle.textContent = "·";
+          }
         } catch (err) {
           loaded = false;
           status(note, describeError(err), "error");
@@ -159,7 +233,8 @@ export function createTree(): HTMLElement {
     });
     label.addEventListener("click", () => {
       focusItem(li);
-      select(row.identifier);
+      if (loadGroup === undefined) select(row.identifier);
+      else void setOpen(li.getAttribute("aria-expanded") !== "true");
     });
     li.addEventListener("keydown", (e) => {
       if (e.target !== li) return;
@@ -189,7 +264,8 @@ export function createTree(): HTMLElement {
           break;
         case "Enter":
         case " ":
-          select(row.identifier);
+          if (loadGroup === undefined) select(row.identifier);
+          else void setOpen(!open);
           break;
         default:
           return;
@@ -200,24 +276,82 @@ export function createTree(): HTMLElement {
     return li;
   }
 
+  /** The root item that gathers what the caller may see below parents it may not (none with every grant). */
+  function hiddenParentsItem(): HTMLElement | null {
+    const me = identityNow();
+    if (me === undefined || me.grants === undefined) return null;
+    if (me.grants.allDatasources && me.grants.clearance === "restricted") return null;
+    const scan = async (list: HTMLElement, cursor: string | undefined): Promise<void> => {
+      const { rows, next } = await underHiddenParents(cursor);
+      more(list, 2, rows, next === undefined ? undefined : () => scan(list, next), "Look further…");
+      if (next === undefined && list.querySelector('[role="treeitem"]') === null)
+        list.append(h("li", { role: "none", class: "empty" }, "None."));
+    };
+    return item(
+      {
+        identifier: "(under hidden parents)",
+        payloadType: "",
+        childCount: undefined,
+        descendantCount: undefined,
+        payloadPreview: "resources you may see whose parent you may not",
+      },
+      1,
+      (group) => scan(group, undefined),
+    );
+  }
+
   let shownAsOf: string | undefined | null = null;
   async function reload(): Promise<void> {
     shownAsOf = asOf();
+    lists.clear();
     root.replaceChildren();
     root.setAttribute("aria-busy", "true");
     status(note, "");
     try {
       await fill(root, undefined, 1);
+      lists.set("", async () => {
+        root.replaceChildren();
+        await fill(root, undefined, 1);
+        const extra = hiddenParentsItem();
+        if (extra !== null) root.append(extra);
+      });
+      const extra = hiddenParentsItem();
+      if (extra !== null) root.append(extra);
     } catch (err) {
       status(note, describeError(err), "error");
     } finally {
       root.removeAttribute("aria-busy");
     }
   }
-  subscribe(() => {
-    if (asOf() !== shownAsOf) void reload();
+  subscribe((why) => {
+    if (why === "refresh" || asOf() !== shownAsOf) void reload();
     for (const li of root.querySelectorAll<HTMLElement>('[role="treeitem"]'))
       li.setAttribute("aria-selected", String(li.dataset.id === selected()));
+  });
+  // One read of a list at a time; changes while it runs read it once more after.
+  const running = new Map<string, boolean>();
+  async function refill(parent: string): Promise<void> {
+    const again = lists.get(parent);
+    if (again === undefined) return;
+    if (running.has(parent)) {
+      running.set(parent, true);
+      return;
+    }
+    running.set(parent, false);
+    try {
+      await again();
+    } catch (err) {
+      status(note, describeError(err), "error");
+    } finally {
+      const dirty = running.get(parent) === true;
+      running.delete(parent);
+      if (dirty) void refill(parent);
+    }
+  }
+  onLiveChanges((events) => {
+    if (asOf() !== undefined) return;
+    const parents = new Set(events.map((e) => e.resource?.parentIdentifier ?? ""));
+    for (const p of parents) void refill(p);
   });
   void reload();
   return h(
