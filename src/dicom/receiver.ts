@@ -196,8 +196,9 @@ export async function startDicomReceiver(
   // One filing lane per calling AE (its actor): the instances of all its
   // associations queue there and are filed in batches, a few at a time
   // (LANE_BATCHES), so one sender's parallel associations share round trips.
-  // Lanes of different senders run side by side. When two batches meet on a
-  // patient, study or series being created, the loser's create is refused
+  // Lanes of different senders run side by side. A sender's batches create
+  // patients, studies and series one batch at a time (filer.ts); when batches
+  // of two senders meet on one being created, the loser's create is refused
   // (all or nothing) and its batch is filed again, finding what the other made.
   interface Lane {
     readonly queue: Queued[];
