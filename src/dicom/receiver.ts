@@ -147,12 +147,15 @@ function aeOfFolder(name: string): string | undefined {
   return /^ae-([0-9a-f]{2})+$/.test(name) ? Buffer.from(name.slice(3), "hex").toString("latin1") : undefined;
 }
 
-/** Writes and syncs a spool file under a temporary name, then renames it into place: a spool file is always whole. */
+/**
+ * Writes and syncs a spool file under a temporary name, then renames it into place: a spool file is always whole.
+ * Owner-only, as DATA_DIR is: it holds the objects as received, direct identifiers and all.
+ */
 async function spoolWrite(dir: string, bytes: Buffer): Promise<string> {
   const name = `${Date.now().toString(36)}-${randomBytes(8).toString("hex")}`;
   const tmp = join(dir, `${name}.tmp`);
   const path = join(dir, `${name}.dcm`);
-  const fh = await open(tmp, "w");
+  const fh = await open(tmp, "w", 0o600);
   try {
     await fh.writeFile(bytes);
     await fh.sync();
@@ -215,7 +218,7 @@ export async function startDicomReceiver(
     let lane = lanes.get(ae);
     if (lane === undefined) {
       const dir = join(config.spoolDir, aeFolder(ae));
-      const spool = mkdir(dir, { recursive: true }).then(() => dir);
+      const spool = mkdir(dir, { recursive: true, mode: 0o700 }).then(() => dir);
       spool.catch(() => lanes.delete(ae));
       lane = { queue: [], running: 0, settled: Promise.resolve(), waiting: [], spool };
       lanes.set(ae, lane);
@@ -418,7 +421,7 @@ export async function startDicomReceiver(
   // What the spool held when the service stopped: filed before the port opens,
   // a batch at a time. A `.tmp` file is a write cut short, whose C-STORE was
   // never answered: the sender still has it.
-  await mkdir(config.spoolDir, { recursive: true });
+  await mkdir(config.spoolDir, { recursive: true, mode: 0o700 });
   for (const folder of (await readdir(config.spoolDir)).sort()) {
     const ae = aeOfFolder(folder);
     if (ae === undefined) continue;

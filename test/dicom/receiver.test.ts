@@ -5,7 +5,7 @@
 // finds every resource already there: the receiver made the same tree. The
 // service itself (src/main.ts) starts it from its environment, files what its
 // spool held when it stopped, and leaves the spool empty.
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -128,9 +128,11 @@ describe("DICOM receiver", () => {
     );
     const after = await everything(admin);
     expect(after.length).toBe(all.length);
-    // Every instance filed: nothing is left in the spool.
+    // Every instance filed: nothing is left in the spool, whose folders only the service's user may open.
     const spooled = await readdir(join(work, "dicom-spool"), { recursive: true });
     expect(spooled.filter((f) => f.endsWith(".dcm") || f.endsWith(".tmp"))).toEqual([]);
+    for (const folder of [".", `ae-${Buffer.from("MODALITY1", "latin1").toString("hex")}`])
+      expect((await stat(join(work, "dicom-spool", folder))).mode & 0o777).toBe(0o700);
   });
 });
 
