@@ -130,7 +130,7 @@ describe("DICOM receiver", () => {
     expect(after.length).toBe(all.length);
     // Every instance filed: nothing is left in the spool, whose folders only the service's user may open.
     const spooled = await readdir(join(work, "dicom-spool"), { recursive: true });
-    expect(spooled.filter((f) => f.endsWith(".dcm") || f.endsWith(".tmp"))).toEqual([]);
+    expect(spooled.filter((f) => f.endsWith(".seg"))).toEqual([]);
     for (const folder of [".", `ae-${Buffer.from("MODALITY1", "latin1").toString("hex")}`])
       expect((await stat(join(work, "dicom-spool", folder))).mode & 0o777).toBe(0o700);
   });
@@ -141,12 +141,21 @@ describe("the service with DICOM_PORT (src/main.ts)", () => {
     const dataDir = await mkdtemp(join(tmpdir(), "rs-dicom-main-"));
     // An embedded PGlite from the run's initialised copy, instead of paying initdb.
     await cp(inject("pgliteTemplate"), join(dataDir, "pglite"), { recursive: true });
-    // What a service that stopped before filing left in its spool: one whole instance of MODALITY9, one cut write.
+    // What a service that stopped before filing left in its spool: a segment with one whole record of
+    // MODALITY9 (a 4-byte little-endian length, then the object) and one cut short while it was written.
     const left = made.good.find((f) => f.startsWith("other/multiframe"))!;
     const spool = join(dataDir, "dicom-spool", `ae-${Buffer.from("MODALITY9", "latin1").toString("hex")}`);
     await mkdir(spool, { recursive: true });
-    await writeFile(join(spool, "left.dcm"), await readFile(join(made.dir, left)));
-    await writeFile(join(spool, "cut.tmp"), "DICM");
+    const object = await readFile(join(made.dir, left));
+    const record = (bytes: Buffer, length = bytes.length) => {
+      const head = Buffer.alloc(4);
+      head.writeUInt32LE(length, 0);
+      return Buffer.concat([head, bytes]);
+    };
+    await writeFile(
+      join(spool, "left.seg"),
+      Buffer.concat([record(object), record(object.subarray(0, 300), object.length)]),
+    );
     const key = "a-deidentify-key-for-the-main-test";
     let main: MainProcess | undefined;
     try {
