@@ -16,7 +16,7 @@ async function main(): Promise<void> {
   let dicom: ReceiverConfig | undefined;
   try {
     config = loadConfig();
-    dicom = receiverConfigFrom(process.env, config.host);
+    dicom = receiverConfigFrom(process.env, config.host, config.dataDir);
     auth = createAuthenticator(config.auth, { onKeyFetchFailure: (message) => warn(message) });
     assertSafeBind(config.host, auth.enabled);
     assertCorsSafe(config.corsOrigins, auth.enabled);

@@ -146,6 +146,8 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
   const patients = new Map<string, Promise<string>>();
   const studies = new Map<string, Promise<string>>();
   const known = new Set<string>();
+  /** The last hierarchy create of this filer: the next one waits for it. */
+  let creating: Promise<void> = Promise.resolve();
   let datasourceParent: Promise<string | undefined> | undefined;
   const touchedSeries = new Set<string>();
   const touchedStudies = new Set<string>();
@@ -276,53 +278,65 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
     for (const [id, i] of uniqueFiles) if (active.has(id)) outcomes[i] = { kind: "present" };
 
     const level = opts.accessLevel;
-    const hierarchy = [...firstOf.entries()]
-      .filter(([id]) => !active.has(id))
-      .map(([id, p]) => {
-        const h = p.instance.header;
-        if (id === p.patient) {
+    const missing = [...firstOf.entries()].filter(([id]) => !active.has(id));
+    const hierarchy = () =>
+      missing
+        .filter(([id]) => !known.has(id))
+        .map(([id, p]) => {
+          const h = p.instance.header;
+          if (id === p.patient) {
+            return {
+              identifier: id,
+              ...(parent !== undefined ? { parentIdentifier: parent } : {}),
+              accessLevel: level,
+              payload: {
+                case: "patient" as const,
+                value: { datasourceId: opts.datasource, sex: h.sex, birthYear: h.birthYear },
+              },
+            };
+          }
+          if (id === p.study) {
+            return {
+              identifier: id,
+              parentIdentifier: p.patient,
+              accessLevel: level,
+              payload: {
+                case: "study" as const,
+                value: {
+                  studyDate: h.studyDate,
+                  modality: h.modality,
+                  description: h.studyDescription,
+                  bodyPart: h.bodyPart,
+                },
+              },
+            };
+          }
           return {
             identifier: id,
-            ...(parent !== undefined ? { parentIdentifier: parent } : {}),
+            parentIdentifier: p.study,
             accessLevel: level,
             payload: {
-              case: "patient" as const,
-              value: { datasourceId: opts.datasource, sex: h.sex, birthYear: h.birthYear },
-            },
-          };
-        }
-        if (id === p.study) {
-          return {
-            identifier: id,
-            parentIdentifier: p.patient,
-            accessLevel: level,
-            payload: {
-              case: "study" as const,
+              case: "series" as const,
               value: {
-                studyDate: h.studyDate,
                 modality: h.modality,
-                description: h.studyDescription,
-                bodyPart: h.bodyPart,
+                seriesNumber: h.seriesNumber,
+                description: h.seriesDescription,
+                instanceCount: 0,
               },
             },
           };
-        }
-        return {
-          identifier: id,
-          parentIdentifier: p.study,
-          accessLevel: level,
-          payload: {
-            case: "series" as const,
-            value: {
-              modality: h.modality,
-              seriesNumber: h.seriesNumber,
-              description: h.seriesDescription,
-              instanceCount: 0,
-            },
-          },
-        };
+        });
+    // One hierarchy create at a time: batches filed side by side (the receiver's) would otherwise both
+    // create a new patient, study or series and one of them be refused; the later one finds it known.
+    if (missing.length > 0) {
+      const run = creating.then(async () => {
+        const resources = hierarchy();
+        if (resources.length > 0) await client.resources.create({ resources });
+        for (const [id] of missing) known.add(id);
       });
-    if (hierarchy.length > 0) await client.resources.create({ resources: hierarchy });
+      creating = run.catch(() => {});
+      await run;
+    }
     for (const id of firstOf.keys()) known.add(id);
 
     // 3. Objects: one presign call per study (a fresh upload root each: a root is resumed only by the
@@ -373,18 +387,31 @@ export function createFiler(client: FilerClient, opts: FilerOptions): Filer {
     // 4. The file resources, after their objects: a file resource always names an object that is there.
     if (files.length > 0) {
       files.sort((x, y) => x.i - y.i);
-      await client.resources.create({
-        resources: files.map((f) => ({
-          identifier: f.p.file,
-          parentIdentifier: f.p.series,
-          accessLevel: level,
-          payload: {
-            case: "file" as const,
-            value: { path: f.path, sizeBytes: BigInt(f.size), contentType: CONTENT_TYPE, sha256: f.sha256 },
-          },
-        })),
-      });
-      for (const f of files) {
+      const create = (list: typeof files) =>
+        client.resources.create({
+          resources: list.map((f) => ({
+            identifier: f.p.file,
+            parentIdentifier: f.p.series,
+            accessLevel: level,
+            payload: {
+              case: "file" as const,
+              value: { path: f.path, sizeBytes: BigInt(f.size), contentType: CONTENT_TYPE, sha256: f.sha256 },
+            },
+          })),
+        });
+      let created = files;
+      try {
+        await create(files);
+      } catch (err) {
+        if (!isFailedPrecondition(err)) throw err;
+        // A batch filed beside it (the same instance in two files, or sent twice at once) created some of them
+        // first, and a create is all or nothing: those are there, the rest is created now.
+        const there = await activeOf(files.map((f) => f.p.file));
+        created = files.filter((f) => !there.has(f.p.file));
+        for (const f of files) if (there.has(f.p.file)) outcomes[f.i] = { kind: "present" };
+        if (created.length > 0) await create(created);
+      }
+      for (const f of created) {
         outcomes[f.i] = { kind: "stored", bytes: f.size };
         touchedSeries.add(f.p.series);
         touchedStudies.add(f.p.study);

@@ -2,6 +2,7 @@
 // from the receiver itself, so that a service without DICOM_PORT never loads
 // the DIMSE library.
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { ConfigError } from "../config.js";
 import type { AccessLevel } from "./filer.js";
 
@@ -15,6 +16,8 @@ export interface ReceiverConfig {
   readonly datasource: string;
   readonly accessLevel: AccessLevel;
   readonly deidentifyKey?: Buffer;
+  /** Where received objects wait, synced, until they are filed (DICOM_SPOOL_DIR, default DATA_DIR/dicom-spool). */
+  readonly spoolDir: string;
   /** Instances filed together (several associations at once share a batch). */
   readonly batchSize: number;
 }
@@ -32,7 +35,11 @@ function aeTitle(value: string, variable: string): string {
 }
 
 /** The receiver's configuration, or undefined when DICOM_PORT is unset. */
-export function receiverConfigFrom(env: NodeJS.ProcessEnv, defaultHost: string): ReceiverConfig | undefined {
+export function receiverConfigFrom(
+  env: NodeJS.ProcessEnv,
+  defaultHost: string,
+  dataDir: string,
+): ReceiverConfig | undefined {
   const rawPort = env.DICOM_PORT?.trim();
   if (rawPort === undefined || rawPort === "") return undefined;
   if (!/^\d+$/.test(rawPort) || Number(rawPort) > 65535)
@@ -76,6 +83,7 @@ export function receiverConfigFrom(env: NodeJS.ProcessEnv, defaultHost: string):
       : {}),
     datasource,
     accessLevel: level,
+    spoolDir: env.DICOM_SPOOL_DIR?.trim() || join(dataDir, "dicom-spool"),
     ...(key !== undefined ? { deidentifyKey: key } : {}),
     batchSize: 256,
   };

@@ -1,4 +1,4 @@
-// `resource-store import-dicom` (issue 45) on real files made by dcmtk in the
+// `resource-store import-dicom` on real files made by dcmtk in the
 // test: the tree and its payloads, skipped and refused files named, reruns
 // and resumed runs that create and upload nothing twice, access levels, and
 // a scan of everything stored for the identifiers planted in the files.

@@ -47,14 +47,14 @@ export function startMain(env: Record<string, string>): MainProcess {
   return { proc, lines, exited };
 }
 
-/** The port from the child's "listening" log line; fails if it exits first or logs none within `ms`. */
-export async function listeningPort(child: MainProcess, ms = 60_000): Promise<number> {
+/** The port from the child's "listening" log line (or another line with a port: `message`); fails if it exits first or logs none within `ms`. */
+export async function listeningPort(child: MainProcess, ms = 60_000, message = "listening"): Promise<number> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
     for (const l of child.lines) {
       try {
         const j = JSON.parse(l) as { msg?: string; port?: number };
-        if (j.msg === "listening" && typeof j.port === "number") return j.port;
+        if (j.msg === message && typeof j.port === "number") return j.port;
       } catch {
         // not JSON
       }
@@ -62,5 +62,5 @@ export async function listeningPort(child: MainProcess, ms = 60_000): Promise<nu
     if (child.proc.exitCode !== null) throw new Error(`exited early: ${child.lines.join("\n")}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`never logged "listening" within ${ms} ms: ${child.lines.join("\n")}`);
+  throw new Error(`never logged "${message}" within ${ms} ms: ${child.lines.join("\n")}`);
 }
