@@ -84,6 +84,7 @@ beforeAll(async () => {
   await get("/datasources/detailed-stats", "/datasources/detailed-stats");
   await get("/datasources/detailed-stats?datasource_id=none", "/datasources/detailed-stats");
   await get("/schemas", "/schemas");
+  await get("/whoami", "/whoami");
   await get("/s3/config", "/s3/config");
   const up = await post("/s3/presign", { direction: "upload", filename: "a.txt", group: "oa" });
   await fetch(up.url, { method: "PUT", body: "hello" });
