@@ -3,7 +3,7 @@
 // moves (between datasources, to the root), level changes, a patient's
 // datasource change, deletes and restores; per caller (docs/access.md: the
 // granted datasources within the clearance, and at an as_of the stricter of
-// the version then and the resource now).
+// the version then and the resource now), while another writer commits beside.
 import { expect, it } from "vitest";
 import { ALL_GRANTS, LOCAL_CALLER, type AccessLevel, type Grants } from "../../src/access/index.js";
 import { datasourceStats, type NewResource, type ResourcePatch } from "../../src/store/index.js";
@@ -104,6 +104,31 @@ describeBackends("statistics against a model, now and at every past point", (bac
     const m: Model = new Map();
     const points: { at: string; state: Model }[] = [];
     const deletedBy = new Map<string, string[]>();
+    // Another writer in a datasource of its own: one of its commits (a create, every third a level raise,
+    // every fifth a delete) is under way during each check below, and its own counts are checked at the end.
+    const w = uid("cw");
+    const written = { files: 0, deleted: 0 };
+    await store.create(LOCAL_CALLER, [
+      { identifier: `${w}ds`, payloadType: "datasource", payload: { name: "writer" } },
+      { identifier: `${w}p`, payloadType: "patient", parentIdentifier: `${w}ds`, payload: { datasource_id: `${w}D` } },
+    ]);
+    const writeBeside = async () => {
+      const n = written.files + 1;
+      written.files = n;
+      await store.create(LOCAL_CALLER, [
+        {
+          identifier: `${w}f${n}`,
+          payloadType: "file",
+          parentIdentifier: `${w}p`,
+          payload: { path: `s3://b/${w}f${n}`, size_bytes: "3" },
+        },
+      ]);
+      if (n % 3 === 0) await store.update(LOCAL_CALLER, [[`${w}f${n}`, { accessLevel: "restricted" }]]);
+      if (n % 5 === 0) {
+        written.deleted += 1;
+        await store.delete(LOCAL_CALLER, [`${w}f${n - 1}`]);
+      }
+    };
 
     const create = async (items: [string, string, string | null, AccessLevel, { ds?: string; size?: number }?][]) => {
       const batch: NewResource[] = items.map(([id, type, parent, level, extra]) => ({
@@ -167,40 +192,45 @@ describeBackends("statistics against a model, now and at every past point", (bac
     ];
 
     const check = async (at: string | undefined, then: Model) => {
-      for (const g of callers) {
-        const rows = await datasourceStats(db, g, at !== undefined ? { asOf: at } : {});
-        const got = rows.filter((r) => r.datasourceId.startsWith(p));
-        const want = expected(then, m, g, p);
-        const label = `${at ?? "now"} ${JSON.stringify({ ds: g.datasources === "all" ? "all" : [...g.datasources], c: g.clearance })}`;
-        expect(
-          got.map((r) => ({
-            datasourceId: r.datasourceId,
-            resources: r.resources,
-            byPayloadType: r.byPayloadType,
-            byAccessLevel: r.byAccessLevel,
-            totalBytes: r.totalBytes,
-          })),
-          label,
-        ).toEqual(want.map(({ counted: _c, ...e }) => e));
-        // The last change among the counted resources, as they read at that point.
-        for (const [i, w] of want.entries()) {
-          const read = await store.read(ALL_GRANTS, w.counted, {
-            excludeChildren: true,
-            ...(at !== undefined ? { asOf: at } : {}),
-          });
-          expect(got[i]?.lastUpdatedAt ?? null, label).toBe(
-            read
-              .map((r) => r.updatedAt)
-              .sort()
-              .at(-1) ?? null,
-          );
-        }
-        // One datasource alone answers the same entry.
-        for (const r of got)
+      const beside = writeBeside();
+      try {
+        for (const g of callers) {
+          const rows = await datasourceStats(db, g, at !== undefined ? { asOf: at } : {});
+          const got = rows.filter((r) => r.datasourceId.startsWith(p));
+          const want = expected(then, m, g, p);
+          const label = `${at ?? "now"} ${JSON.stringify({ ds: g.datasources === "all" ? "all" : [...g.datasources], c: g.clearance })}`;
           expect(
-            await datasourceStats(db, g, { datasourceId: r.datasourceId, ...(at !== undefined ? { asOf: at } : {}) }),
+            got.map((r) => ({
+              datasourceId: r.datasourceId,
+              resources: r.resources,
+              byPayloadType: r.byPayloadType,
+              byAccessLevel: r.byAccessLevel,
+              totalBytes: r.totalBytes,
+            })),
             label,
-          ).toEqual([r]);
+          ).toEqual(want.map(({ counted: _c, ...e }) => e));
+          // The last change among the counted resources, as they read at that point.
+          for (const [i, w] of want.entries()) {
+            const read = await store.read(ALL_GRANTS, w.counted, {
+              excludeChildren: true,
+              ...(at !== undefined ? { asOf: at } : {}),
+            });
+            expect(got[i]?.lastUpdatedAt ?? null, label).toBe(
+              read
+                .map((r) => r.updatedAt)
+                .sort()
+                .at(-1) ?? null,
+            );
+          }
+          // One datasource alone answers the same entry.
+          for (const r of got)
+            expect(
+              await datasourceStats(db, g, { datasourceId: r.datasourceId, ...(at !== undefined ? { asOf: at } : {}) }),
+              label,
+            ).toEqual([r]);
+        }
+      } finally {
+        await beside;
       }
     };
     const step = async (at: string) => {
@@ -253,5 +283,10 @@ describeBackends("statistics against a model, now and at every past point", (bac
     await db.query("SELECT datasource_counts_restart()");
     for (const { at, state } of points) await check(at, state);
     await check(undefined, m);
+    // The writer ran beside every check, and its own counts are exact too.
+    expect(written.files).toBeGreaterThan(points.length);
+    const [mine] = await datasourceStats(db, ALL_GRANTS, { datasourceId: `${w}D` });
+    expect(mine?.resources).toBe(1 + written.files - written.deleted);
+    expect(mine?.totalBytes).toBe(String(3 * (written.files - written.deleted)));
   });
 });
