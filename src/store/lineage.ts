@@ -96,10 +96,13 @@ export async function listChildren(db: Db, grants: Grants, options: ChildrenOpti
     asOf === undefined
       ? childrenSql(CURRENT, true, withPayloads, grants, parent === null)
       : childrenSql(asOfSource("$2"), false, withPayloads, grants, parent === null);
+  // Never a named statement: its plan hinges on the parent (a series of 100
+  // files, a datasource of 5,000 patients). Named, PostgreSQL switched it to
+  // one generic plan after calls on smaller parents (ten on a 500-child
+  // datasource), which listed a 5,000-child parent in 700 ms instead of 17
+  // (BENCHMARKS.md, scale at 20M).
   const { rows } =
-    asOf === undefined
-      ? await db.query<ChildRow>(named(db, sql), [parent])
-      : await db.query<ChildRow>(sql, [parent, asOf]);
+    asOf === undefined ? await db.query<ChildRow>(sql, [parent]) : await db.query<ChildRow>(sql, [parent, asOf]);
 
   if (rows[0]?.parent_ok !== true) throw notFound(`parent ${parent ?? ""} is not an active resource at that time`);
   const max = options.maxChildren ?? DEFAULT_MAX_CHILDREN;
