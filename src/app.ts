@@ -5,16 +5,8 @@
 // itself. Everything is passed in, and no state lives in a module: each app
 // has its own database, statement names, metrics registry and caches, so
 // tests build the same app as many times as they like.
-import type { IncomingMessage } from "node:http";
-import type { Http2ServerRequest } from "node:http2";
 import type { ConnectRouter } from "@connectrpc/connect";
-import {
-  Code,
-  type ConnectError,
-  createContextValues,
-  createRouterTransport,
-  type Transport,
-} from "@connectrpc/connect";
+import { Code, type ConnectError, type Transport } from "@connectrpc/connect";
 import { checkScope, createAuthenticator, type Authenticator } from "./auth/index.js";
 import { ConfigError, type Config } from "./config.js";
 import type { Logger } from "./log.js";
@@ -22,7 +14,9 @@ import { createMetrics, type Metrics } from "./metrics.js";
 import { createRestHandler } from "./rest/index.js";
 import { buildRouteTable, findRoute } from "./rest/index.js";
 import { createFrontDoor } from "./http/front-door.js";
-import { peerKey, peerOf } from "./http/peer.js";
+import type { Arrival, CallRecord } from "./http/arrival.js";
+import type { IncomingHttpHeaders } from "node:http";
+import { peerOf } from "./http/peer.js";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
@@ -33,7 +27,6 @@ import {
   auditSink,
   auditTargetProblem,
   type AuditSink,
-  callRecordKey,
   createAuditInterceptor,
   createHealthService,
   createPipeline,
@@ -44,10 +37,7 @@ import {
   createLaneTransport,
   createUnaryLane,
   guardedNodeAdapter,
-  REQUEST_ID,
-  requestIdOf,
   revisions,
-  type CallRecord,
   type Pipeline,
   ServerReflectionV1alpha,
   serviceName,
@@ -91,8 +81,6 @@ export interface App {
   /** Close the database and object storage (after the listener has drained). */
   close(): Promise<void>;
 }
-
-type Req = IncomingMessage | Http2ServerRequest;
 
 const allServices = revisions.flatMap((r) => r.services);
 
@@ -249,27 +237,20 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     ...(audit !== undefined ? { audit: createAuditInterceptor(audit) } : {}),
   });
   const routes = routesFor(impls, ready, pipeline);
-  // REST streams reach their handlers through an in-process router with the pipeline.
-  const transport = createRouterTransport(routes, { router: pipeline.routerOptions });
-  // A REST request's log record (http-fallback.ts): the call of the request fills it.
-  const callRecords = new WeakMap<Req, CallRecord>();
   // A call answered without the interceptors (refused at the front door, or a
   // cached constant document): the log line and metrics they would write.
   const recordCall = (
     method: DescMethod,
     err: ConnectError | undefined,
-    req: Req,
-    started: bigint,
-    record?: CallRecord,
-  ): void =>
+    arrival: Arrival,
+    headers: IncomingHttpHeaders,
+  ) =>
     pipeline.recordSkipped(
       method,
       err,
-      req.headers[REQUEST_ID] as string | undefined,
-      record ?? callRecords.get(req),
-      started,
+      arrival,
       // Its span too, when tracing is on: the trace id goes into its log line.
-      tracing?.recordCall(`${method.parent.typeName}/${method.name}`, err?.code, req.headers, started),
+      tracing?.recordCall(`${method.parent.typeName}/${method.name}`, err?.code, headers, arrival.started),
     );
   // The handler objects by service type name, for the lanes.
   const implsByType = new Map(
@@ -280,24 +261,21 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   );
   // Unary calls of our services, REST and plain Connect, run their interceptors and handlers in process.
   const lane = createUnaryLane({ services: allServices, impls: implsByType, pipeline });
+  // The process's own calls (the DICOM receiver's) take the lane too.
+  const localTransport = createLaneTransport(lane);
   const rest = createRestHandler({
     revisions,
-    transport,
+    transport: localTransport,
     lane,
     maxBodyBytes: pipeline.readMaxBytes,
     acceptCompression: pipeline.acceptCompression,
     stallMs: config.defence.exportStallMs,
     // Constant documents, once cached, are answered after the auth interceptor's own check.
-    authorize: (method, message, authorization) => checkScope(auth, method, message, authorization),
-    onConstant: recordCall,
-    contextValuesFor: (req) => {
-      const record = callRecords.get(req);
-      const values = createContextValues().set(peerKey, peerOf(req));
-      return record === undefined ? values : values.set(callRecordKey, record);
-    },
+    authorize: (method, message, authorization, atDoor) => checkScope(auth, method, message, authorization, atDoor),
+    onConstant: (method, err, arrival, req) => recordCall(method, err, arrival, req.headers),
   });
   // Requests for no RPC path: REST, then /healthz, /readyz, /metrics, /openapi.json, else 404.
-  const fallback = createHttpFallback({ log, rest, ops: createOpsRoutes({ metrics, ready }), callRecords });
+  const fallback = createHttpFallback({ log, rest, ops: createOpsRoutes({ metrics, ready }) });
 
   // A gRPC Watch (the plain case) writes each feed message's one envelope to all its streams.
   const feedLane = createFeedLane({
@@ -322,24 +300,21 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       },
       // A refusal before the body is still a call: one log line and the metrics, as the interceptors would
       // write, and its audit line when the operation is audited (docs/contract/19-audit-history.md).
-      onRefused: (method, err, req, started, status) => {
+      onRefused: (method, err, req, arrival, status) => {
         if (method !== undefined && audit !== undefined) {
-          const id = req.headers[REQUEST_ID];
-          auditRefused(audit, method, err, {
-            requestId: typeof id === "string" && requestIdOf(id) === id ? id : undefined,
-            address: peerOf(req),
-          }).catch((e: unknown) =>
+          auditRefused(audit, method, err, { requestId: arrival.requestId, address: peerOf(req) }).catch((e: unknown) =>
             log.error({ err: e }, "the audit line of a call refused by authentication could not be written"),
           );
         }
         const rawPath = (req.url ?? "/").split("?", 1)[0] ?? "/";
-        if (method !== undefined && rpcPaths.has(rawPath)) return recordCall(method, err, req, started);
+        if (method !== undefined && rpcPaths.has(rawPath)) return recordCall(method, err, arrival, req.headers);
         // REST or a path no operation has: the HTTP fields too, as the line of a request the gateway answered.
         const record: CallRecord = { closed: false };
-        if (method !== undefined) recordCall(method, err, req, started, record);
-        const durationMs = Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
+        arrival.record = record;
+        if (method !== undefined) recordCall(method, err, arrival, req.headers);
+        const durationMs = Math.round(Number(process.hrtime.bigint() - arrival.started) / 1e3) / 1e3;
         const head = {
-          request_id: requestIdOf(req.headers[REQUEST_ID] as string | undefined),
+          request_id: arrival.requestId,
           method: req.method,
           path: rawPath.slice(0, 200),
           status,
@@ -374,7 +349,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     auth,
     metrics,
     encoders,
-    localTransport: createLaneTransport(lane),
+    localTransport,
     ready,
     endStreams: () => feed.close(),
     async close() {

@@ -5,7 +5,7 @@
 // CORS_ORIGINS = no CORS headers at all: the handler is returned as it is.
 import { cors } from "@connectrpc/connect";
 import type { RequestHandler } from "./server.js";
-import { REQUEST_ID } from "./rpc/index.js";
+import { REQUEST_ID } from "./http/arrival.js";
 import { addVary } from "./http/headers.js";
 import { ConfigError } from "./config.js";
 

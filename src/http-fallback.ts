@@ -1,15 +1,15 @@
 // Every request the RPC adapter does not serve (its path is no
 // /package.Service/Method): the REST gateway first, then the ops routes
-// (ops-routes.ts), else 404 `NO_OPERATION`. Each such request gets its
-// request id here, so that one refused by the gateway (bad JSON, body too
-// large) has one too, and exactly one log line.
+// (ops-routes.ts), else 404 `NO_OPERATION`. Each such request answers with
+// its arrival's request id (src/http/arrival.ts), also when the gateway
+// refuses it (bad JSON, body too large), and has exactly one log line.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { notFound } from "./errors.js";
+import { REQUEST_ID, type Arrival, type CallRecord } from "./http/arrival.js";
 import type { Logger } from "./log.js";
 import type { OpsRoutes } from "./ops-routes.js";
 import { writeRestError } from "./rest/index.js";
-import { REQUEST_ID, requestIdOf, type CallRecord } from "./rpc/index.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -17,28 +17,23 @@ type Res = ServerResponse | Http2ServerResponse;
 export interface HttpFallbackDeps {
   readonly log: Logger;
   /** The REST gateway: resolves true when it answered the request. */
-  readonly rest: (req: Req, res: Res) => Promise<boolean>;
+  readonly rest: (req: Req, res: Res, arrival: Arrival) => Promise<boolean>;
   readonly ops: OpsRoutes;
-  /** A REST request's log record, which its call fills (the gateway reads it through contextValuesFor). */
-  readonly callRecords: WeakMap<Req, CallRecord>;
 }
 
-export function createHttpFallback(deps: HttpFallbackDeps): (req: Req, res: Res) => void {
-  const { log, rest, ops, callRecords } = deps;
-  return (req, res) => {
-    // The gateway passes the request id on to the call interceptor, so both
-    // lines share it. The path is logged without its query string (which may
-    // carry values).
-    const requestId = requestIdOf(req.headers[REQUEST_ID] as string | undefined);
-    req.headers[REQUEST_ID] = requestId;
+export function createHttpFallback(deps: HttpFallbackDeps): (req: Req, res: Res, arrival: Arrival) => void {
+  const { log, rest, ops } = deps;
+  return (req, res, arrival) => {
+    // The request id of its arrival, which its call (through the gateway) logs
+    // by too. The path is logged without its query string (which may carry values).
+    const { requestId, started } = arrival;
     res.setHeader(REQUEST_ID, requestId);
     // One line per REST request: a `call` line when the request was a call
     // (its rpc and code, filled in by the call, beside the HTTP fields), else
     // an `http` line once the answer is sent. A call still running when its
     // client goes away writes its own line when it ends.
-    const started = process.hrtime.bigint();
     const record: CallRecord = { closed: false };
-    callRecords.set(req, record);
+    arrival.record = record;
     res.once("close", () => {
       record.closed = true;
       const { rpc } = record;
@@ -83,7 +78,7 @@ export function createHttpFallback(deps: HttpFallbackDeps): (req: Req, res: Res)
     });
     void (async () => {
       try {
-        if (await rest(req, res)) return;
+        if (await rest(req, res, arrival)) return;
         if (await ops(req, res)) return;
         const path = (req.url ?? "/").split("?")[0];
         writeRestError(res, notFound(`no route for ${req.method ?? "?"} ${path ?? "/"}`, "NO_OPERATION"));

@@ -5,6 +5,8 @@ export { assertSafeBind, isLoopback } from "./bind-check.js";
 export { streamExpiry } from "./expiry.js";
 export {
   actorKey,
+  authenticatedKey,
+  type Authenticated,
   callerKey,
   callerOf,
   checkScope,

@@ -61,6 +61,22 @@ export const credentialsKey = createContextKey<{ readonly scopes: readonly Scope
   { description: "the scopes the credentials hold" },
 );
 
+/**
+ * Credentials already authenticated for this call's request (the front
+ * door checks them before any body is read, src/http/arrival.ts): the
+ * Authorization header they were read from, and the principal it names. The
+ * interceptor takes the principal from here, when the header is the same,
+ * and checks the method's scope only: one authentication a call (with OIDC,
+ * one JWT verification). Context values never come from the wire.
+ */
+export interface Authenticated {
+  readonly authorization: string | null;
+  readonly principal: Principal;
+}
+export const authenticatedKey = createContextKey<Authenticated | undefined>(undefined, {
+  description: "the credentials the front door authenticated",
+});
+
 const ALL_SCOPES: readonly Scope[] = ["read", "write", "admin"];
 
 function callerFrom(principal: Principal): Caller {
@@ -81,6 +97,7 @@ export function createAuthInterceptor(auth: Authenticator): Interceptor {
       req.method,
       req.stream ? undefined : req.message,
       req.header.get("authorization"),
+      req.contextValues.get(authenticatedKey),
       (principal) => req.contextValues.set(actorKey, principal.actor),
     );
     const principal = check === undefined ? undefined : await check;
@@ -97,14 +114,17 @@ export function createAuthInterceptor(auth: Authenticator): Interceptor {
 /**
  * The principal who may call the method, or undefined when no credentials
  * need checking (an open operation, or authentication off). Throws (or
- * rejects) unless the credentials may call it. `authenticated` is told of
- * the principal once the credentials are valid, before the scope is checked.
+ * rejects) unless the credentials may call it. `atDoor`: the principal the
+ * front door authenticated the same header as, if it did (then nothing is
+ * authenticated again). `authenticated` is told of the principal once the
+ * credentials are valid, before the scope is checked.
  */
 function authorize(
   auth: Authenticator,
   method: DescMethod,
   message: Parameters<typeof requiredScope>[1],
   authorization: string | null,
+  atDoor: Authenticated | undefined,
   authenticated?: (principal: Principal) => void,
 ): Promise<Principal> | undefined {
   const needed = requiredScope(method, message);
@@ -112,13 +132,18 @@ function authorize(
     throw internal(new Error(`${method.parent.typeName}.${method.name} declares no scope`));
   }
   if (needed === "open" || !auth.enabled) return undefined;
-  return auth.authenticate(authorization).then((principal: Principal) => {
+  const allowed = (principal: Principal): Principal => {
     authenticated?.(principal);
     if (!grants(principal.scopes, needed)) {
       throw permissionDenied(`this operation needs the "${needed}" scope`);
     }
     return principal;
-  });
+  };
+  const principal =
+    atDoor !== undefined && atDoor.authorization === authorization
+      ? Promise.resolve(atDoor.principal)
+      : auth.authenticate(authorization);
+  return principal.then(allowed);
 }
 
 /**
@@ -132,7 +157,8 @@ export function checkScope(
   method: DescMethod,
   message: Parameters<typeof requiredScope>[1],
   authorization: string | null,
+  atDoor: Authenticated | undefined,
 ): Promise<void> | undefined {
-  const check = authorize(auth, method, message, authorization);
+  const check = authorize(auth, method, message, authorization, atDoor);
   return check === undefined ? undefined : check.then(() => undefined);
 }

@@ -22,6 +22,7 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Authenticator } from "../auth/index.js";
 import { declaredScope } from "../auth/index.js";
 import { notFound, unauthenticated } from "../errors.js";
+import { arrive, authenticatedAtDoor, REQUEST_ID, type Arrival, type ArrivedHandler } from "./arrival.js";
 import { restErrorOf } from "./error-status.js";
 
 type Req = IncomingMessage | http2.Http2ServerRequest;
@@ -41,7 +42,7 @@ export interface FrontDoorOptions {
     method: DescMethod | undefined,
     err: ConnectError,
     req: Req,
-    started: bigint,
+    arrival: Arrival,
     status: number,
   ) => void;
 }
@@ -69,7 +70,7 @@ function jsonError(req: Req, err: ConnectError): string {
 const RPC_PATH = /^\/[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+\/[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Answers `err` in the request's protocol without touching its body, then stops the body from coming; returns the HTTP status written. */
-export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStatus: number): number {
+export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStatus: number, requestId: string): number {
   const type = mediaType(req);
   const isH2 = "stream" in res;
   const grpc = type.startsWith("application/grpc");
@@ -77,7 +78,11 @@ export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStat
     // grpc-status, grpc-message and grpc-status-details-bin (the ErrorInfo with the reason).
     const trailer = new Headers();
     setTrailerStatus(trailer, err);
-    const headers: Record<string, string> = { "content-type": type, ...Object.fromEntries(trailer) };
+    const headers: Record<string, string> = {
+      "content-type": type,
+      [REQUEST_ID]: requestId,
+      ...Object.fromEntries(trailer),
+    };
     if (isH2) {
       // Trailers-only: status in the one HEADERS frame that ends the stream.
       res.stream.respond({ ":status": 200, ...headers }, { endStream: true });
@@ -102,13 +107,23 @@ export function refuseBeforeBody(req: Req, res: Res, err: ConnectError, httpStat
     body = Buffer.concat([head, payload]);
   }
   if (isH2) {
-    res.stream.respond({ ":status": status, "content-type": contentType, "content-length": body.length });
+    res.stream.respond({
+      ":status": status,
+      "content-type": contentType,
+      "content-length": body.length,
+      [REQUEST_ID]: requestId,
+    });
     res.stream.end(body, () => res.stream.close(http2.constants.NGHTTP2_NO_ERROR));
     return status;
   }
   const socket = (req as IncomingMessage).socket;
   lingerInsteadOfReset(socket);
-  res.writeHead(status, { "content-type": contentType, "content-length": body.length, connection: "close" });
+  res.writeHead(status, {
+    "content-type": contentType,
+    "content-length": body.length,
+    [REQUEST_ID]: requestId,
+    connection: "close",
+  });
   res.end(body);
   return status;
 }
@@ -145,8 +160,10 @@ function isOpenPath(verb: string, rawPath: string): boolean {
   return OPEN_PATHS.has(rawPath) || rawPath.startsWith("/ui/");
 }
 
-export function createFrontDoor(opts: FrontDoorOptions, next: NodeHandler): NodeHandler {
+/** Makes each request's arrival (arrival.ts), refuses what must be refused before the body, and passes the rest on with it. */
+export function createFrontDoor(opts: FrontDoorOptions, next: ArrivedHandler): NodeHandler {
   return (req, res) => {
+    const arrival = arrive(req);
     const rawPath = (req.url ?? "/").split("?", 1)[0] ?? "/";
     if (isUnsafePath(rawPath)) {
       refuseBeforeBody(
@@ -154,10 +171,11 @@ export function createFrontDoor(opts: FrontDoorOptions, next: NodeHandler): Node
         res,
         notFound(`no route for ${req.method ?? "?"} ${rawPath.slice(0, 200)} (paths are matched as sent)`),
         404,
+        arrival.requestId,
       );
       return;
     }
-    if (!opts.auth.enabled) return next(req, res);
+    if (!opts.auth.enabled) return next(req, res, arrival);
     const verb = (req.method ?? "GET").toUpperCase();
     let method: DescMethod | undefined;
     try {
@@ -165,19 +183,30 @@ export function createFrontDoor(opts: FrontDoorOptions, next: NodeHandler): Node
     } catch (err) {
       // A path the route table cannot even decode (a bad percent escape): refused here, never thrown out of the handler.
       const e = ConnectError.from(err);
-      refuseBeforeBody(req, res, e, e.code === Code.InvalidArgument ? 400 : 404);
+      refuseBeforeBody(req, res, e, e.code === Code.InvalidArgument ? 400 : 404, arrival.requestId);
       return;
     }
-    if (method === undefined ? isOpenPath(verb, rawPath) : declaredScope(method) === "open") return next(req, res);
-    const authorization = req.headers.authorization;
-    const started = process.hrtime.bigint();
-    opts.auth.authenticate(typeof authorization === "string" ? authorization : null).then(
-      () => next(req, res),
+    if (method === undefined ? isOpenPath(verb, rawPath) : declaredScope(method) === "open")
+      return next(req, res, arrival);
+    const header = req.headers.authorization;
+    const authorization = typeof header === "string" ? header : null;
+    opts.auth.authenticate(authorization).then(
+      (principal) => {
+        // The auth interceptor checks the method's scope against this principal, without authenticating again.
+        authenticatedAtDoor(arrival, authorization, principal);
+        next(req, res, arrival);
+      },
       (err: unknown) => {
         const e = ConnectError.from(err);
-        const status = refuseBeforeBody(req, res, e, e.code === unauthenticated("").code ? 401 : 503);
+        const status = refuseBeforeBody(
+          req,
+          res,
+          e,
+          e.code === unauthenticated("").code ? 401 : 503,
+          arrival.requestId,
+        );
         // Logged either way; only a refused call is counted as a call (an unknown path has no operation).
-        opts.onRefused?.(method, e, req, started, status);
+        opts.onRefused?.(method, e, req, arrival, status);
       },
     );
   };

@@ -8,6 +8,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { misdirectedRequest } from "../errors.js";
+import { REQUEST_ID, requestIdOf } from "./arrival.js";
 import { refuseBeforeBody } from "./front-door.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -57,6 +58,7 @@ export function withAllowedHosts(allowed: readonly string[] | undefined, next: N
   return (req, res) => {
     const host = requestHost(req);
     if (hostAllowed(host, allowed)) return next(req, res);
-    refuseBeforeBody(req, res, misdirectedRequest(host), 421);
+    const id = req.headers[REQUEST_ID];
+    refuseBeforeBody(req, res, misdirectedRequest(host), 421, requestIdOf(typeof id === "string" ? id : undefined));
   };
 }

@@ -12,13 +12,14 @@ import type {
   MessageShape,
 } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
-import type { ContextValues, Transport } from "@connectrpc/connect";
+import type { Transport } from "@connectrpc/connect";
 import { createAsyncIterable, type Compression } from "@connectrpc/connect/protocol";
 import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { hasBody } from "../http/read-body.js";
 import { webHeaders } from "../http/headers.js";
-import { PEER_HEADER, peerOf } from "../http/peer.js";
+import { arrive, type Arrival } from "../http/arrival.js";
+import { authenticatedKey, type Authenticated } from "../auth/index.js";
 import { constantDocument, isConstantOperation, sendConstant } from "../http/constant-document.js";
 import type { ConstantDocument } from "../http/constant-document.js";
 import type { HttpBody } from "../../gen/google/api/httpbody_pb.js";
@@ -41,11 +42,11 @@ type AnyResponse = ServerResponse | Http2ServerResponse;
 export interface RestOptions {
   /** In order; the last revision that has an operation serves its unprefixed path. */
   readonly revisions: readonly Revision[];
-  /** Where streaming calls go: an in-process router transport with the server's interceptors. */
+  /** Where calls go without a lane (tests serve the gateway over a router transport of their own). */
   readonly transport: Transport;
   /**
-   * Where unary calls go: the server's interceptors and handlers, called in
-   * process (rpc/unary-lane.ts). Without it they go through the transport.
+   * Where calls go: the server's interceptors and handlers, called in
+   * process (rpc/unary-lane.ts) with the request's context values.
    */
   readonly lane?: UnaryLane;
   /** A larger body is 413 resource_exhausted and nothing runs. */
@@ -63,15 +64,14 @@ export interface RestOptions {
     method: DescMethod,
     message: Message,
     authorization: string | null,
+    atDoor: Authenticated | undefined,
   ) => Promise<void> | undefined;
   /**
    * Told of every cached constant answer (err undefined) and of every refusal
    * of one by `authorize`: such a call never reaches the interceptors, so this
-   * gives it its log line and metrics. `started` is process.hrtime.bigint().
+   * gives it its log line and metrics.
    */
-  readonly onConstant?: (method: DescMethod, err: ConnectError | undefined, req: AnyRequest, started: bigint) => void;
-  /** Context values of a request's call through the lane (app.ts: the request's log record). */
-  readonly contextValuesFor?: (req: AnyRequest) => ContextValues | undefined;
+  readonly onConstant?: (method: DescMethod, err: ConnectError | undefined, arrival: Arrival, req: AnyRequest) => void;
   /** EXPORT_STALL_MS: a raw body stream whose client takes nothing for this long is closed. */
   readonly stallMs?: number;
 }
@@ -131,19 +131,19 @@ function sendCachedConstant(
   doc: ConstantDocument,
   req: AnyRequest,
   res: AnyResponse,
+  arrival: Arrival,
 ): Promise<void> | undefined {
-  const started = process.hrtime.bigint();
   const refused = (err: unknown): never => {
-    opts.onConstant?.(method, ConnectError.from(err), req, started);
+    opts.onConstant?.(method, ConnectError.from(err), arrival, req);
     throw err;
   };
   const send = (): void => {
     sendConstant(req, res, doc);
-    opts.onConstant?.(method, undefined, req, started);
+    opts.onConstant?.(method, undefined, arrival, req);
   };
   let check: Promise<void> | undefined;
   try {
-    check = opts.authorize!(method, request, req.headers.authorization ?? null);
+    check = opts.authorize!(method, request, req.headers.authorization ?? null, arrival.values.get(authenticatedKey));
   } catch (err) {
     return refused(err);
   }
@@ -163,6 +163,7 @@ async function serve(
   res: AnyResponse,
   url: RequestTarget,
   bindings: Parameters<typeof decodeRestRequest>[1]["bindings"],
+  arrival: Arrival,
 ): Promise<void> {
   // docs/contract/15-browsers.md: a body must be JSON (a page on another site cannot send that without a preflight).
   if (hasBody(req) && !isJsonContentType(req.headers["content-type"]))
@@ -174,16 +175,36 @@ async function serve(
   const request = decodeRestRequest(method.input, { bindings, query, body, bodyField: route.body });
   const cached = constants.get(route);
   if (cached !== undefined && opts.authorize !== undefined)
-    return sendCachedConstant(opts, method, request, cached, req, res);
+    return sendCachedConstant(opts, method, request, cached, req, res, arrival);
   const signal = abortOnClose(res);
   const header = webHeaders(req, isForwarded);
   const writeOpts = writeOptionsFor(method.input, request);
+  // A call through the lane: in process, with the request's arrival for its context values.
+  const laneCall = <M>(m: M) => ({
+    method: m,
+    message: request,
+    header,
+    signal,
+    protocolName: "rest",
+    requestMethod: route.verb,
+    url: url.href,
+    contextValues: arrival.values,
+  });
 
   if (method.methodKind === "server_streaming") {
     const streaming = method as DescMethodServerStreaming;
-    // The in-process call carries headers only: the client's address goes in one (http/peer.ts).
-    header.set(PEER_HEADER, peerOf(req));
-    const response = await opts.transport.stream(streaming, signal, undefined, header, createAsyncIterable([request]));
+    // In process, with the arrival's context values, as the unary calls below.
+    const response =
+      opts.lane === undefined
+        ? await opts.transport.stream(
+            streaming,
+            signal,
+            undefined,
+            header,
+            createAsyncIterable([request]),
+            arrival.values,
+          )
+        : await opts.lane.stream(laneCall(streaming));
     if (method.output.typeName === HTTP_BODY) {
       await writeHttpBodyStream(
         res,
@@ -210,22 +231,20 @@ async function serve(
   }
 
   if (opts.lane === undefined) {
-    const response = await opts.transport.unary(method as DescMethodUnary, signal, undefined, header, request);
+    const response = await opts.transport.unary(
+      method as DescMethodUnary,
+      signal,
+      undefined,
+      header,
+      request,
+      arrival.values,
+    );
     await writeUnary(req, res, route, response, writeOpts, constants);
     return;
   }
   // The request message goes to the interceptors and the handler in process
   // and the answer comes back the same way: nothing is encoded and parsed again.
-  const response = await opts.lane.call({
-    method: method as DescMethodUnary,
-    message: request,
-    header,
-    signal,
-    protocolName: "rest",
-    requestMethod: route.verb,
-    url: url.href,
-    contextValues: opts.contextValuesFor?.(req),
-  });
+  const response = await opts.lane.call(laneCall(method as DescMethodUnary));
   await writeUnary(req, res, route, response, writeOpts, constants);
 }
 
@@ -282,14 +301,21 @@ export function requestTarget(raw: string | undefined): RequestTarget | undefine
   }
 }
 
-/** Returns a handler that answers a REST request and resolves true, or resolves false when no REST path matches. */
-export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: AnyResponse) => Promise<boolean> {
+/**
+ * Returns a handler that answers a REST request and resolves true, or
+ * resolves false when no REST path matches. `arrival`: what the front door
+ * made of the request (src/http/arrival.ts); made here when the gateway is
+ * served without one.
+ */
+export function createRestHandler(
+  opts: RestOptions,
+): (req: AnyRequest, res: AnyResponse, arrival?: Arrival) => Promise<boolean> {
   const table = buildRouteTable(opts.revisions);
   const constants: ConstantCache = new Map();
   // Request targets (exactly as sent, no query) already answered from the
   // cache: the next GET of one skips the URL parse, route match and decode.
   const constantTargets = new Map<string, { route: Route; request: Message }>();
-  return async (req, res) => {
+  return async (req, res, arrival = arrive(req)) => {
     const verb = (req.method ?? "GET").toUpperCase();
     const known = verb === "GET" && opts.authorize !== undefined ? constantTargets.get(req.url ?? "") : undefined;
     if (known !== undefined) {
@@ -302,6 +328,7 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
           constants.get(known.route)!,
           req,
           res,
+          arrival,
         );
         if (pending !== undefined) await pending;
       } catch (err) {
@@ -325,7 +352,7 @@ export function createRestHandler(opts: RestOptions): (req: AnyRequest, res: Any
       return true;
     }
     try {
-      await serve(opts, constants, match.route, req, res, url, match.bindings);
+      await serve(opts, constants, match.route, req, res, url, match.bindings, arrival);
       // Bounded: a client cannot grow it by spelling one path many ways.
       if (
         verb === "GET" &&

@@ -36,8 +36,8 @@ import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { actorKey, callerKey } from "../auth/index.js";
 import { serviceError } from "../errors.js";
 import { toServiceError } from "../store/index.js";
-import { REQUEST_ID } from "./interceptors.js";
-import { PEER_HEADER, peerKey } from "../http/peer.js";
+import { requestIdKey } from "./interceptors.js";
+import { peerKey } from "../http/peer.js";
 
 /** Identifiers one line lists at most; `count` says how many were answered in all. */
 const MAX_AUDIT_IDENTIFIERS = 1000;
@@ -298,8 +298,8 @@ export function createAuditInterceptor(sink: AuditSink): Interceptor {
       at,
       actor: req.contextValues.get(actorKey) ?? req.contextValues.get(callerKey)?.actor ?? null,
       method: `${req.service.typeName}/${req.method.name}`,
-      request_id: req.header.get(REQUEST_ID),
-      address: req.contextValues.get(peerKey) ?? req.header.get(PEER_HEADER),
+      request_id: req.contextValues.get(requestIdKey) ?? null,
+      address: req.contextValues.get(peerKey) ?? null,
       as_of: asOfOf(message),
       outcome,
       ...rest,

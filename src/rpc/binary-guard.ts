@@ -52,7 +52,7 @@ import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/conne
 import { malformedBodyReason, notAMessage, parsedBody, type BodyRefusal } from "./body-marks.js";
 import { decodeJsonMessage, grpcEnvelope } from "./grpc-wire.js";
 import { decompress } from "../http/read-body.js";
-import { peerKey, peerOf } from "../http/peer.js";
+import type { Arrival } from "../http/arrival.js";
 import type { Pipeline } from "./pipeline.js";
 import { resetTransport, transportReset } from "./transport-reset.js";
 import type { FeedLane } from "./feed-lane.js";
@@ -337,7 +337,11 @@ export function guardBinaryBodies(
   });
 }
 
-type NodeHandler = (req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse) => void;
+type ArrivedHandler = (
+  req: IncomingMessage | Http2ServerRequest,
+  res: ServerResponse | Http2ServerResponse,
+  arrival: Arrival,
+) => void;
 
 export interface GuardedAdapterOptions {
   readonly routes: (router: ConnectRouter) => void;
@@ -348,16 +352,16 @@ export interface GuardedAdapterOptions {
   /** Serves the plain gRPC Watch (feed-lane.ts); the rest go through connect. */
   readonly feedLane?: FeedLane;
   /** Requests for paths no service answers. */
-  readonly fallback?: NodeHandler;
-  readonly contextValues?: (req: IncomingMessage | Http2ServerRequest) => ContextValues;
+  readonly fallback?: ArrivedHandler;
 }
 
 /**
  * connect-node's connectNodeAdapter, with every handler behind the guard.
  * (The adapter itself offers no hook between body and parse.) Each call's
- * context carries `resetTransport` for its own stream or connection.
+ * context is its arrival's (src/http/arrival.ts), with `resetTransport` for
+ * its own stream or connection.
  */
-export function guardedNodeAdapter(options: GuardedAdapterOptions): NodeHandler {
+export function guardedNodeAdapter(options: GuardedAdapterOptions): ArrivedHandler {
   const router = createConnectRouter(options.pipeline.routerOptions);
   options.routes(router);
   const paths = new Map<string, UniversalHandler>();
@@ -371,15 +375,13 @@ export function guardedNodeAdapter(options: GuardedAdapterOptions): NodeHandler 
         options.pipeline.acceptCompression,
       ),
     );
-  return (req, res) => {
+  return (req, res, arrival) => {
     const handler = paths.get(req.url?.split("?", 2)[0] ?? "");
     if (handler === undefined) {
-      options.fallback?.(req, res);
+      options.fallback?.(req, res, arrival);
       return;
     }
-    const values = options.contextValues?.(req) ?? createContextValues();
-    values.set(resetTransport, transportReset(res));
-    values.set(peerKey, peerOf(req));
+    const values = arrival.values.set(resetTransport, transportReset(res));
     // The plain Connect unary case runs without connect's universal request and response.
     if (options.lane?.serveConnect(req, res, values) === true) return;
     // So does the plain gRPC Watch, each message framed once for all its streams.

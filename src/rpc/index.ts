@@ -94,7 +94,7 @@ export {
   isAudited,
   type AuditSink,
 } from "./audit.js";
-export { callRecordKey, logCall, REQUEST_ID, requestIdOf, type CallRecord } from "./interceptors.js";
+export { logCall } from "./interceptors.js";
 export { createLaneTransport } from "./lane-transport.js";
 export {
   createReflectionService,

@@ -2,7 +2,6 @@
 // gateway calls through the same router). They give each call a request id,
 // log its outcome without payloads, and make sure no internal detail (stack,
 // SQL, file path) reaches a client.
-import { randomUUID } from "node:crypto";
 import { Code, createContextKey, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { internal, invalidArgument, withReason } from "../errors.js";
 import { malformedBodyReason, parsedBody } from "./body-marks.js";
@@ -10,33 +9,14 @@ import { onResponseEnd } from "./response-end.js";
 import type { Logger } from "../log.js";
 import { toServiceError } from "../store/index.js";
 import { traceIdKey } from "../tracing/index.js";
-
-export const REQUEST_ID = "x-request-id";
-const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** The client's request id when it is safe to log and echo, else a fresh one. */
-export function requestIdOf(incoming: string | null | undefined): string {
-  return incoming !== null && incoming !== undefined && SAFE_ID.test(incoming) ? incoming : randomUUID();
-}
+import { arrivalKey, REQUEST_ID, requestIdOf, type CallRecord } from "../http/arrival.js";
 
 /**
- * A REST request's one log line (app.ts): the gateway hands the call this
- * record, the call's outcome goes into it instead of a line of its own, and
- * the request's line carries both (rpc and code beside method, path and
- * status). A record the request has already closed (its client went away
- * before the handler finished) is not filled: the call writes its own line.
+ * The call's request id, set by the call interceptor for the interceptors
+ * inside it (the audit): its arrival's (src/http/arrival.ts), or, for a call
+ * the process makes itself, the x-request-id it carries or a fresh one.
  */
-export interface CallRecord {
-  rpc?: string;
-  code?: string;
-  /** The call span's trace id, when tracing is on. */
-  traceId?: string;
-  closed: boolean;
-}
-
-export const callRecordKey = createContextKey<CallRecord | undefined>(undefined, {
-  description: "the REST request's log record",
-});
+export const requestIdKey = createContextKey<string | undefined>(undefined, { description: "the call's request id" });
 
 /** Puts a call's outcome on its request's record; false when there is none (or it is closed) and the call logs its own line. */
 function recordOnRequest(
@@ -94,15 +74,16 @@ function sanitize(err: unknown, log: Logger, ctx: Record<string, unknown>): Conn
 
 export function createCallInterceptor(log: Logger): Interceptor {
   return (next) => async (req) => {
-    const requestId = requestIdOf(req.header.get(REQUEST_ID));
+    const arrival = req.contextValues.get(arrivalKey);
+    const requestId = arrival?.requestId ?? requestIdOf(req.header.get(REQUEST_ID));
     // The interceptors inside (the audit) name the call by the same id.
-    req.header.set(REQUEST_ID, requestId);
+    req.contextValues.set(requestIdKey, requestId);
     const ctx = { request_id: requestId, rpc: `${req.service.typeName}/${req.method.name}` };
     const started = process.hrtime.bigint();
     const done = (code: string): void =>
       logCall(
         log,
-        req.contextValues.get(callRecordKey),
+        arrival?.record,
         requestId,
         ctx.rpc,
         code,

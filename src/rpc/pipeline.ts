@@ -1,8 +1,8 @@
 // The one pipeline every call runs, whichever way it came in: Connect, gRPC
-// and gRPC-Web through connect's router (binary-guard.ts), REST and plain
-// unary Connect/gRPC through the unary lane (unary-lane.ts), plain gRPC
-// Watch streams through the feed lane (feed-lane.ts), REST streams through
-// an in-process router transport (app.ts). Each of those takes its
+// and gRPC-Web through connect's router (binary-guard.ts), REST (unary and
+// streams) and plain unary Connect/gRPC through the lane (unary-lane.ts),
+// plain gRPC Watch streams through the feed lane (feed-lane.ts). Each of
+// those takes its
 // interceptors, body limit, compressions and JSON options from the Pipeline
 // made here, and from nowhere else: a new interceptor added here runs on
 // every path, and no path can run a list of its own.
@@ -43,7 +43,8 @@ import { HistoryResponseSchema, ReadResponseSchema } from "../../gen/resourcesto
 import { createAuthInterceptor, type Authenticator } from "../auth/index.js";
 import type { Logger } from "../log.js";
 import { createPlannedBinaryInterceptor } from "../protobuf/index.js";
-import { createCallInterceptor, logCall, requestIdOf, type CallRecord } from "./interceptors.js";
+import type { Arrival } from "../http/arrival.js";
+import { createCallInterceptor, logCall } from "./interceptors.js";
 import { sharedCompression } from "./shared-compression.js";
 
 export interface PipelineParts {
@@ -85,17 +86,10 @@ export interface Pipeline {
   readonly routerOptions: ConnectRouterOptions;
   /**
    * A call answered without the interceptors: the metrics and the log line
-   * they would have written. `record` is its REST request's log record, if
-   * any; `started` is process.hrtime.bigint() when it began.
+   * they would have written, timed from its arrival (on its request's log
+   * record when the request has one).
    */
-  recordSkipped(
-    method: DescMethod,
-    err: ConnectError | undefined,
-    requestId: string | undefined,
-    record: CallRecord | undefined,
-    started: bigint,
-    traceId?: string,
-  ): void;
+  recordSkipped(method: DescMethod, err: ConnectError | undefined, arrival: Arrival, traceId?: string): void;
 }
 
 /** The compressions the server offers, in connect's order of preference (the router's, and the unary lane's). */
@@ -128,12 +122,12 @@ export function createPipeline(parts: PipelineParts): Pipeline {
       acceptCompression: [...ACCEPT_COMPRESSION],
       jsonOptions,
     },
-    recordSkipped(method, err, requestId, record, started, traceId) {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    recordSkipped(method, err, arrival, traceId) {
+      const seconds = Number(process.hrtime.bigint() - arrival.started) / 1e9;
       const rpc = `${method.parent.typeName}/${method.name}`;
       parts.metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
       const code = err === undefined ? "ok" : Code[err.code];
-      logCall(parts.log, record, requestIdOf(requestId), rpc, code, seconds * 1000, traceId);
+      logCall(parts.log, arrival.record, arrival.requestId, rpc, code, seconds * 1000, traceId);
     },
   };
 }

@@ -5,9 +5,11 @@
 // Connect reads those cost more CPU than the read itself (docs/benchmarks/load.md,
 // "Throughput under load").
 //
-// Two callers use it:
-// - the REST gateway, for every unary operation (before it, each REST call
-//   went through an in-process router transport and back);
+// Three callers use it:
+// - the REST gateway, for every operation, its streams too (`stream`): the
+//   call runs in process with the request's arrival (src/http/arrival.ts)
+//   for its context values;
+// - the process's own calls (lane-transport.ts: the DICOM receiver's);
 // - the Connect adapter (binary-guard.ts), for the plain cases of two
 //   protocols: Connect unary (POST, an uncompressed JSON or protobuf body of
 //   a declared length within the limit) and gRPC unary over HTTP/2 (one
@@ -23,12 +25,21 @@
 // wire: reading the body, parsing, writing the answer in the protocol.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { create, type DescMessage, type DescMethodUnary, type DescService, type Message } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescMessage,
+  type DescMethodServerStreaming,
+  type DescMethodUnary,
+  type DescService,
+  type Message,
+} from "@bufbuild/protobuf";
 import { createContextValues } from "@connectrpc/connect";
 import type { ContextValues, HandlerContext, MethodImplSpec } from "@connectrpc/connect";
 import {
+  createAsyncIterable,
   createMethodSerializationLookup,
   invokeUnaryImplementation,
+  transformInvokeImplementation,
   type Compression,
   type MethodSerializationLookup,
 } from "@connectrpc/connect/protocol";
@@ -57,8 +68,8 @@ import type { Pipeline } from "./pipeline.js";
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
 
-interface UnaryCall {
-  readonly method: DescMethodUnary;
+export interface UnaryCall<M = DescMethodUnary> {
+  readonly method: M;
   readonly message: Message;
   /** The request headers the interceptors and the handler see. */
   readonly header: Headers;
@@ -79,6 +90,17 @@ interface UnaryOutcome {
 export interface UnaryLane {
   /** Runs the interceptors and the handler; rejects with what the interceptors made of a failure. */
   call(call: UnaryCall): Promise<UnaryOutcome>;
+  /**
+   * A server-streaming call in process (REST's streams: the parquet export,
+   * the event stream): the interceptors and the handler run as for a call
+   * from the wire, with the call's own context values. Resolves once the
+   * first message is ready (or the stream ended), with the response headers
+   * and the messages; rejects with what the interceptors made of a failure
+   * before then. A failure later ends the iterable with it.
+   */
+  stream(
+    call: UnaryCall<DescMethodServerStreaming>,
+  ): Promise<{ readonly header: Headers; readonly message: AsyncIterable<Message> }>;
   /**
    * Answers a Connect unary request when it is the plain case (see the top of
    * this file) and returns true; returns false, having touched nothing, when
@@ -102,6 +124,26 @@ export interface UnaryLaneOptions {
 const JSON_TYPE = /^application\/json(?:;\s*charset=utf-?8)?$/i;
 const PROTO_TYPE = /^application\/proto$/i;
 
+/** The handler context of a call run in the lane (no deadline: those calls go through connect). */
+function contextOf(
+  call: UnaryCall<DescMethodUnary | DescMethodServerStreaming>,
+  responseHeader?: Headers,
+): HandlerContext {
+  return {
+    method: call.method,
+    service: call.method.parent,
+    requestMethod: call.requestMethod,
+    protocolName: call.protocolName,
+    url: call.url,
+    signal: call.signal,
+    timeoutMs: () => undefined,
+    requestHeader: call.header,
+    responseHeader: new Headers(responseHeader),
+    responseTrailer: new Headers(),
+    values: call.contextValues ?? createContextValues(),
+  };
+}
+
 export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
   const { readMaxBytes, jsonOptions, acceptCompression } = opts.pipeline;
   // connect's invoker takes a mutable list: a copy, made once.
@@ -122,6 +164,9 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
   }
   const byMethod = new Map<DescMethodUnary, Entry>();
   for (const e of entries.values()) byMethod.set(e.spec.method, e);
+  const streams = new Map<DescMethodServerStreaming, MethodImplSpec & { kind: "server_streaming" }>();
+  for (const spec of implementedMethods(opts.services, opts.impls, "server_streaming").values())
+    streams.set(spec.method, spec);
 
   /**
    * A binary request message, or, when the bytes are not one (undefined),
@@ -144,19 +189,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     call: UnaryCall,
     responseHeader?: Headers,
   ): Promise<{ message: Message; context: HandlerContext }> {
-    const context: HandlerContext = {
-      method: call.method,
-      service: call.method.parent,
-      requestMethod: call.requestMethod,
-      protocolName: call.protocolName,
-      url: call.url,
-      signal: call.signal,
-      timeoutMs: () => undefined,
-      requestHeader: call.header,
-      responseHeader: new Headers(responseHeader),
-      responseTrailer: new Headers(),
-      values: call.contextValues ?? createContextValues(),
-    };
+    const context = contextOf(call, responseHeader);
     const message = await invokeUnaryImplementation(entry.spec, context, call.message, interceptors);
     return { message, context };
   }
@@ -262,6 +295,30 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
         throw unimplemented(`${call.method.parent.typeName}.${call.method.name} is not implemented`);
       const { message, context } = await run(entry, call);
       return { message, header: context.responseHeader, trailer: context.responseTrailer };
+    },
+    async stream(call) {
+      const spec = streams.get(call.method);
+      if (spec === undefined)
+        throw unimplemented(`${call.method.parent.typeName}.${call.method.name} is not implemented`);
+      const context = contextOf(call);
+      const it = transformInvokeImplementation(
+        spec,
+        context,
+        interceptors,
+      )(createAsyncIterable([call.message]))[Symbol.asyncIterator]() as AsyncIterator<Message>;
+      // The interceptors run and the handler starts here; a refusal rejects this call.
+      const first = await it.next();
+      async function* rest(): AsyncGenerator<Message> {
+        try {
+          if (first.done === true) return;
+          yield first.value;
+          for (let r = await it.next(); r.done !== true; r = await it.next()) yield r.value;
+        } finally {
+          // Left before the end (the client went away): end the handler's generators too.
+          await it.return?.();
+        }
+      }
+      return { header: context.responseHeader, message: rest() };
     },
     serveConnect(req, res, contextValues) {
       if (req.method !== "POST") return false;
