@@ -473,22 +473,16 @@ export function createEventFeed(options: EventFeedOptions): EventFeed {
 
   // Subscribed once, lazily; the hub keeps listening again after failures
   // and says whether it listens now. A failed LISTEN never fails a watch:
-  // until it is back, the tails poll. Once it listens, the tails read once
-  // more: a commit notified before the LISTEN took effect, and not yet
-  // polled (the poll stops when listening starts), would otherwise wait for
-  // the next commit or heartbeat.
+  // until it is back, the tails poll. Once it listens, the hub calls kickAll
+  // (notifications.ts): a commit notified before the LISTEN took effect, and
+  // not yet polled (the poll stops when listening starts), is read then
+  // rather than at the next commit or heartbeat.
   function listen(): void {
     if (subscription !== undefined || notifications === undefined) return;
-    subscription = notifications
-      .subscribe(EVENTS_CHANNEL, kickAll)
-      .then((unsubscribe) => {
-        kickAll();
-        return unsubscribe;
-      })
-      .catch(() => {
-        subscription = undefined;
-        return undefined;
-      });
+    subscription = notifications.subscribe(EVENTS_CHANNEL, kickAll).catch(() => {
+      subscription = undefined;
+      return undefined;
+    });
   }
   const listening = () => notifications?.listening(EVENTS_CHANNEL) === true;
 

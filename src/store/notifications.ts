@@ -12,9 +12,11 @@ import type { Db, Listener } from "./db.js";
 
 export interface Notifications {
   /**
-   * Calls onNotify after each notification on `channel` (and after a
-   * reconnect); returns the unsubscribe. Resolves after the first attempt to
-   * listen, whether or not it succeeded (it is retried).
+   * Calls onNotify after each notification on `channel`, and whenever the
+   * channel starts listening (the first LISTEN, a reconnect): a commit
+   * notified before the LISTEN took effect is then looked for all the same.
+   * Returns the unsubscribe. Resolves after the first attempt to listen,
+   * whether or not it succeeded (it is retried).
    */
   subscribe(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
   /** Whether a connection listens on `channel` now (when not, notifications may be missed: poll). */
@@ -116,6 +118,8 @@ export function createNotifications(db: Db, options: NotificationsOptions = {}):
       if (!ch.listener && ch.retrying !== true) {
         try {
           await start(name, ch);
+          // Listening now: what was notified before it took effect was missed.
+          notify(ch);
         } catch (err) {
           // Refused now: keep trying in the background; the subscriber polls meanwhile.
           onError(err);

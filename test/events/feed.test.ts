@@ -196,6 +196,8 @@ describeBackends("change feed history", (backend) => {
         wakeUps.push(onNotify);
         await listeningNow;
         live = true;
+        // As the hub does once a channel listens (test/events/notifications.test.ts).
+        onNotify();
         return () => Promise.resolve();
       },
       listening: () => live,
