@@ -101,8 +101,7 @@ export async function listChildren(db: Db, grants: Grants, options: ChildrenOpti
   // one generic plan after calls on smaller parents (ten on a 500-child
   // datasource), which listed a 5,000-child parent in 700 ms instead of 17
   // (BENCHMARKS.md, scale at 20M).
-  const { rows } =
-    asOf === undefined ? await db.query<ChildRow>(sql, [parent]) : await db.query<ChildRow>(sql, [parent, asOf]);
+  const { rows } = await db.query<ChildRow>(sql, asOf === undefined ? [parent] : [parent, asOf]);
 
   if (rows[0]?.parent_ok !== true) throw notFound(`parent ${parent ?? ""} is not an active resource at that time`);
   const max = options.maxChildren ?? DEFAULT_MAX_CHILDREN;

@@ -76,6 +76,9 @@ interface GroupRow {
   last: string | null;
 }
 
+/** The read point of an as_of given as parameter $n: least(as_of, clock), as for every read. */
+const pointOf = (n: number) => `(SELECT least($${n}::timestamptz, last) FROM clock)`;
+
 /** The grants' datasources as a parameter: null for every one. */
 function grantedList(grants: Grants): string[] | null {
   return grants.datasources === "all" ? null : [...grants.datasources];
@@ -144,11 +147,8 @@ async function collectFromLog(
   only: string | null,
   asOf: string,
 ): Promise<DatasourceStatsRow[] | undefined> {
-  const pointOf = (n: number) => `(SELECT least($${n}::timestamptz, last) FROM clock)`;
   const { rows: start } = await q.query<{ covered: boolean }>(
-    name(
-      "SELECT (SELECT since FROM datasource_counts_since) <= (SELECT least($1::timestamptz, last) FROM clock) AS covered",
-    ),
+    name(`SELECT (SELECT since FROM datasource_counts_since) <= ${pointOf(1)} AS covered`),
     [asOf],
   );
   if (start[0]?.covered !== true) return undefined;
@@ -199,7 +199,7 @@ async function hiddenSince(
   only: string | null,
   asOf: string,
 ): Promise<GroupRow[]> {
-  const t = "(SELECT least($2::timestamptz, last) FROM clock)";
+  const t = pointOf(2);
   const { rows } = await q.query<GroupRow>(
     name(`WITH changed AS (
         SELECT r.identifier FROM resources r WHERE r.updated_at > ${t}
@@ -254,8 +254,6 @@ async function collectAt(
   only: string | null,
   asOf: string,
 ): Promise<DatasourceStatsRow[]> {
-  // The read point is least(as_of, clock), as for every read; as_of is parameter $n.
-  const pointOf = (n: number) => `(SELECT least($${n}::timestamptz, last) FROM clock)`;
   let t = pointOf(3);
   const { rows: listed } = await q.query<ListedRow>(
     name(
