@@ -14,7 +14,8 @@ import { createMetrics, type Metrics } from "./metrics.js";
 import { createRestHandler } from "./rest/index.js";
 import { buildRouteTable, findRoute } from "./rest/index.js";
 import { createFrontDoor } from "./http/front-door.js";
-import type { Arrival, CallRecord } from "./http/arrival.js";
+import type { Arrival } from "./http/arrival.js";
+import { logRequest } from "./http/request-line.js";
 import type { IncomingHttpHeaders } from "node:http";
 import { peerOf } from "./http/peer.js";
 import type { DescMethod } from "@bufbuild/protobuf";
@@ -309,28 +310,9 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
         const rawPath = (req.url ?? "/").split("?", 1)[0] ?? "/";
         if (method !== undefined && rpcPaths.has(rawPath)) return recordCall(method, err, arrival, req.headers);
         // REST or a path no operation has: the HTTP fields too, as the line of a request the gateway answered.
-        const record: CallRecord = { closed: false };
-        arrival.record = record;
+        arrival.record = { closed: false };
         if (method !== undefined) recordCall(method, err, arrival, req.headers);
-        const durationMs = Math.round(Number(process.hrtime.bigint() - arrival.started) / 1e3) / 1e3;
-        const head = {
-          request_id: arrival.requestId,
-          method: req.method,
-          path: rawPath.slice(0, 200),
-          status,
-        };
-        if (record.rpc === undefined) log.info({ ...head, code: Code[err.code], duration_ms: durationMs }, "http");
-        else
-          log.info(
-            {
-              ...head,
-              ...(record.traceId !== undefined ? { trace_id: record.traceId } : {}),
-              rpc: record.rpc,
-              code: record.code,
-              duration_ms: durationMs,
-            },
-            "call",
-          );
+        logRequest(log, arrival, { method: req.method, url: req.url, status, code: Code[err.code] });
       },
     },
     rpc,

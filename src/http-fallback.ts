@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { notFound } from "./errors.js";
 import { REQUEST_ID, type Arrival, type CallRecord } from "./http/arrival.js";
+import { logRequest } from "./http/request-line.js";
 import type { Logger } from "./log.js";
 import type { OpsRoutes } from "./ops-routes.js";
 import { writeRestError } from "./rest/index.js";
@@ -24,10 +25,8 @@ export interface HttpFallbackDeps {
 export function createHttpFallback(deps: HttpFallbackDeps): (req: Req, res: Res, arrival: Arrival) => void {
   const { log, rest, ops } = deps;
   return (req, res, arrival) => {
-    // The request id of its arrival, which its call (through the gateway) logs
-    // by too. The path is logged without its query string (which may carry values).
-    const { requestId, started } = arrival;
-    res.setHeader(REQUEST_ID, requestId);
+    // The request id of its arrival, which its call (through the gateway) logs by too.
+    res.setHeader(REQUEST_ID, arrival.requestId);
     // One line per REST request: a `call` line when the request was a call
     // (its rpc and code, filled in by the call, beside the HTTP fields), else
     // an `http` line once the answer is sent. A call still running when its
@@ -36,45 +35,9 @@ export function createHttpFallback(deps: HttpFallbackDeps): (req: Req, res: Res,
     arrival.record = record;
     res.once("close", () => {
       record.closed = true;
-      const { rpc } = record;
-      if (rpc === undefined && !res.writableFinished) return;
-      const durationMs = Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
-      const url = req.url ?? "/";
-      const query = url.indexOf("?");
-      const path = (query === -1 ? url : url.slice(0, query)).slice(0, 200);
-      // Written out in full, not spread: this runs for every request (docs/benchmarks/load.md, "Throughput under load").
-      if (rpc !== undefined && record.traceId === undefined)
-        log.info(
-          {
-            request_id: requestId,
-            rpc,
-            code: record.code,
-            method: req.method,
-            path,
-            status: res.statusCode,
-            duration_ms: durationMs,
-          },
-          "call",
-        );
-      else if (rpc !== undefined)
-        log.info(
-          {
-            request_id: requestId,
-            trace_id: record.traceId,
-            rpc,
-            code: record.code,
-            method: req.method,
-            path,
-            status: res.statusCode,
-            duration_ms: durationMs,
-          },
-          "call",
-        );
-      else
-        log.info(
-          { request_id: requestId, method: req.method, path, status: res.statusCode, duration_ms: durationMs },
-          "http",
-        );
+      // A request its client left before the answer, with no call: no line.
+      if (record.rpc === undefined && !res.writableFinished) return;
+      logRequest(log, arrival, { method: req.method, url: req.url, status: res.statusCode });
     });
     void (async () => {
       try {
