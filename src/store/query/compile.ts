@@ -156,8 +156,16 @@ function body(plan: QueryPlan, point: ReadPoint, grants: Grants, p: Params): Bod
         : p.add(point.at, "timestamptz");
     source = { kind: "history", point: t };
   }
+  // At a point, `created_at <= t` too: every version active at t was
+  // created at or before it (created_at <= tx_from), so it drops nothing,
+  // and it bounds the walks of the creation order (the default sort, by
+  // resources_type_created_idx and its twin on the versions) to what
+  // existed at the point; a page at an early point otherwise walked every
+  // resource created since (test/query/as-of-page-plans.test.ts).
   const where: string[] =
-    source.kind === "current" ? ["NOT r.is_deleted"] : [`r.tx_from <= ${t}`, `r.tx_to > ${t}`, "NOT r.is_deleted"];
+    source.kind === "current"
+      ? ["NOT r.is_deleted"]
+      : [`r.tx_from <= ${t}`, `r.tx_to > ${t}`, `r.created_at <= ${t}`, "NOT r.is_deleted"];
   const ctes: string[] = [];
   if (plan.payloadType) where.push(`r.payload_type = ${p.add(plan.payloadType.name, "text")}`);
   if (plan.identifiers) where.push(`r.identifier = ANY(${p.add(plan.identifiers, "text[]")})`);
