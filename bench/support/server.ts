@@ -32,6 +32,26 @@ export interface ServerOptions {
   readonly entry?: string;
 }
 
+/**
+ * The servers this process started and has not stopped. A benchmark stopped
+ * from outside (Ctrl-C, kill) takes them with it: a server left running
+ * kept a core busy and skewed every later measurement on the machine.
+ */
+const running = new Set<ChildProcess>();
+function killRunning(): void {
+  for (const child of running) child.kill("SIGKILL");
+  running.clear();
+}
+process.once("exit", killRunning);
+for (const [signal, code] of [
+  ["SIGINT", 130],
+  ["SIGTERM", 143],
+] as const)
+  process.once(signal, () => {
+    killRunning();
+    process.exit(code);
+  });
+
 export async function startServer(opts: ServerOptions = {}): Promise<BenchServer> {
   const ownDir = opts.dataDir === undefined ? await mkdtemp(join(tmpdir(), "rs-bench-")) : undefined;
   const dataDir = opts.dataDir ?? ownDir ?? "";
@@ -65,6 +85,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<BenchServer
     env,
     stdio: ["ignore", "pipe", "pipe"],
   });
+  running.add(child);
+  child.once("exit", () => running.delete(child));
   let stderr = "";
   child.stderr?.on("data", (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);
