@@ -4,8 +4,9 @@
 //   npx tsx bench/load-route.ts read-connect 8
 //   npx tsx bench/load-route.ts query 8 floor          # the route's floor server instead (bench/support/floor-server.mjs)
 //   npx tsx bench/load-route.ts query 8 service,floor 3  # service, then floor, in turns, 3 rounds each
-//   npx tsx bench/load-route.ts query 8 service,service+LOG_LEVEL=warn,dist-old/src/main.js 3
+//   npx tsx bench/load-route.ts query 8 service,service+DATABASE_POOL_SIZE=20,dist-old/src/main.js 3
 //     # A/B: a server is `service`, `floor` or another build's main.js (from the repository's root, beside node_modules), each with +NAME=value settings if any
+//     # (not LOG_LEVEL above info: the harness waits for the server's "listening" line, an info line)
 //   BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" npx tsx bench/load-route.ts query
 // Routes: the names of load.bench.ts's lines (read-rest, read-connect, query, parents, children, stats, healthz, schemas, openapi, s3-config).
 import { randomBytes } from "node:crypto";
