@@ -6,10 +6,8 @@
 // call its arrival (src/http/arrival.ts) and a caller the process names
 // itself (auth's trustedCallerKey) gets in, and why only code of the
 // process can hold such a transport.
-import { create } from "@bufbuild/protobuf";
-import type { Transport } from "@connectrpc/connect";
-import type { DescMethod } from "@bufbuild/protobuf";
-import type { ContextValues } from "@connectrpc/connect";
+import { create, type DescMethod } from "@bufbuild/protobuf";
+import type { ContextValues, Transport } from "@connectrpc/connect";
 import { unimplemented } from "../errors.js";
 import type { UnaryCall, UnaryLane } from "./unary-lane.js";
 
@@ -62,8 +60,8 @@ export function createLaneTransport(lane: UnaryLane): Transport {
         service: method.parent,
         method,
         header: out.header,
-        // Read once the messages have ended.
-        trailer: new Headers(),
+        // Filled as the stream ends (the handler's and the interceptors' trailers): read it after the last message.
+        trailer: out.trailer,
         message: out.message as never,
       };
     },

@@ -96,11 +96,13 @@ export interface UnaryLane {
    * from the wire, with the call's own context values. Resolves once the
    * first message is ready (or the stream ended), with the response headers
    * and the messages; rejects with what the interceptors made of a failure
-   * before then. A failure later ends the iterable with it.
+   * before then. A failure later ends the iterable with it. The trailer is
+   * the call's own: filled by the handler and the interceptors as the stream
+   * ends, so it is complete once the messages have ended.
    */
   stream(
     call: UnaryCall<DescMethodServerStreaming>,
-  ): Promise<{ readonly header: Headers; readonly message: AsyncIterable<Message> }>;
+  ): Promise<{ readonly header: Headers; readonly trailer: Headers; readonly message: AsyncIterable<Message> }>;
   /**
    * Answers a Connect unary request when it is the plain case (see the top of
    * this file) and returns true; returns false, having touched nothing, when
@@ -318,7 +320,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
           await it.return?.();
         }
       }
-      return { header: context.responseHeader, message: rest() };
+      return { header: context.responseHeader, trailer: context.responseTrailer, message: rest() };
     },
     serveConnect(req, res, contextValues) {
       if (req.method !== "POST") return false;
