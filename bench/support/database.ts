@@ -3,15 +3,25 @@
 import pg from "pg";
 import { SESSION_OPTIONS } from "../../src/store/index.js";
 import { ADMIN_URL, createTestDatabase, postgresReachable } from "../../test/support/postgres.js";
+import { onStop, stopping } from "./on-stop.js";
 
 export interface BenchDatabase {
   readonly url: string;
   drop(): Promise<void>;
 }
 
+/** A fresh database; dropped by `drop()`, or when the benchmark is stopped from outside before that (on-stop.ts). */
 export async function createBenchDatabase(): Promise<BenchDatabase> {
   if (!(await postgresReachable())) throw new Error(`PostgreSQL at ${ADMIN_URL} is not reachable`);
-  return createTestDatabase();
+  const db = await createTestDatabase();
+  const forget = onStop(() => db.drop());
+  return {
+    url: db.url,
+    async drop() {
+      forget();
+      await db.drop();
+    },
+  };
 }
 
 /** Runs fn with a fresh database, dropped afterwards whatever happens. */
@@ -40,6 +50,10 @@ const types = {
  */
 export async function connect(url: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: url, types, options: SESSION_OPTIONS });
+  // Dropping the database on a stop from outside ends this connection: expected then, an error otherwise.
+  client.on("error", (e) => {
+    if (!stopping()) throw e;
+  });
   await client.connect();
   return client;
 }

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { onStop } from "./on-stop.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -43,14 +44,7 @@ function killRunning(): void {
   running.clear();
 }
 process.once("exit", killRunning);
-for (const [signal, code] of [
-  ["SIGINT", 130],
-  ["SIGTERM", 143],
-] as const)
-  process.once(signal, () => {
-    killRunning();
-    process.exit(code);
-  });
+onStop(killRunning);
 
 export async function startServer(opts: ServerOptions = {}): Promise<BenchServer> {
   const ownDir = opts.dataDir === undefined ? await mkdtemp(join(tmpdir(), "rs-bench-")) : undefined;
