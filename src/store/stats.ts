@@ -129,16 +129,15 @@ async function collect(
 }
 
 /**
- * At an as_of: each group's values from the log of counts (migration 0023),
- * O(groups); undefined when the read point lies before the log's start (the
- * history answers then). For narrower grants, the groups the caller may see
- * (datasource and level as they were) less the resources the stricter-of
- * rule (docs/access.md) hides: visible then and hidden now, which only a
- * change after the point can make (their row rewritten, or their
- * attribution period started, after it; `hiddenSince`), so the cost follows
- * the changes since the point, not the store. When a hidden resource may
- * have been its group's last change, the group's last change is unknown
- * here: undefined, and the history answers.
+ * At an as_of: each group's values from the log of counts (migrations 0023
+ * and 0028: it covers the whole history), O(groups). For narrower grants,
+ * the groups the caller may see (datasource and level as they were) less
+ * the resources the stricter-of rule (docs/access.md) hides: visible then
+ * and hidden now, which only a change after the point can make (their row
+ * rewritten, or their attribution period started, after it; `hiddenSince`),
+ * so the cost follows the changes since the point, not the store. When a
+ * hidden resource may have been its group's last change, the group's last
+ * change is unknown here: undefined, and the history answers.
  */
 async function collectFromLog(
   q: Queryable,
@@ -147,11 +146,6 @@ async function collectFromLog(
   only: string | null,
   asOf: string,
 ): Promise<DatasourceStatsRow[] | undefined> {
-  const { rows: start } = await q.query<{ covered: boolean }>(
-    name(`SELECT (SELECT since FROM datasource_counts_since) <= ${pointOf(1)} AS covered`),
-    [asOf],
-  );
-  if (start[0]?.covered !== true) return undefined;
   const atT = (alias: string, t: string) => `CROSS JOIN LATERAL (
           SELECT l.resources, l.total_bytes, l.last_updated_at FROM datasource_counts_log l
            WHERE l.datasource_id = ${alias}.datasource_id AND l.payload_type = ${alias}.payload_type AND l.access_level = ${alias}.access_level

@@ -1,5 +1,6 @@
 // Statistics against a model (docs/lineage.md): the counts the writes keep answer
-// now, and the history answers at an as_of, through creates, payload edits,
+// now, and their log at an as_of (kept by the writes, or derived from the
+// history as migration 0028 and every restore derive it), through creates, payload edits,
 // moves (between datasources, to the root), level changes, a patient's
 // datasource change, deletes and restores; per caller (docs/access.md: the
 // granted datasources within the clearance, and at an as_of the stricter of
@@ -279,8 +280,31 @@ describeBackends("statistics against a model, now and at every past point", (bac
 
     // Every past point, read from today's store (from the log of counts for a caller who sees everything).
     for (const { at, state } of points) await check(at, state);
-    // A log that starts now (as after a restore): the past is read from the history, for every caller.
-    await db.query("SELECT datasource_counts_restart()");
+    // The log derived from the history (migration 0028; every restore): at every point the writes logged, each
+    // group holds the values the writes kept, and every past point reads the same from it, for every caller.
+    // Fixed-width UTC stamps, to the microsecond: they compare as strings.
+    const STAMP = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')`;
+    type LogRow = { ds: string; pt: string; al: string; at: string; n: string; bytes: string; last: string | null };
+    const logRows = async () =>
+      (
+        await db.query<LogRow>(
+          `SELECT datasource_id AS ds, payload_type AS pt, access_level AS al, ${STAMP("tx_from")} AS at, resources::text AS n,
+                  total_bytes::text AS bytes, ${STAMP("last_updated_at")} AS last
+             FROM datasource_counts_log ORDER BY datasource_id, payload_type, access_level, tx_from`,
+        )
+      ).rows;
+    const kept = await logRows();
+    await db.query("SELECT datasource_counts_rebuild()");
+    const derived = await logRows();
+    const valueAt = (rows: LogRow[], g: LogRow) =>
+      rows.filter((r) => r.ds === g.ds && r.pt === g.pt && r.al === g.al && r.at <= g.at).at(-1);
+    expect(kept.length).toBeGreaterThan(points.length);
+    for (const k of kept) {
+      const d = valueAt(derived, k);
+      const values = (r: LogRow | undefined) =>
+        r === undefined || r.n === "0" ? { n: "0", bytes: "0", last: null } : { n: r.n, bytes: r.bytes, last: r.last };
+      expect(values(d), JSON.stringify(k)).toEqual(values(k));
+    }
     for (const { at, state } of points) await check(at, state);
     await check(undefined, m);
     // The writer ran beside every check, and its own counts are exact too.

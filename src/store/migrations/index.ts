@@ -21,6 +21,7 @@ import { sql as objectClaims } from "./0024-object-claims.js";
 import { sql as treeCountsSetBased } from "./0025-tree-counts-set-based.js";
 import { sql as triggerSearchPath } from "./0026-trigger-search-path.js";
 import { sql as attributionChangesIndex } from "./0027-attribution-changes-index.js";
+import { sql as datasourceCountsHistory } from "./0028-datasource-counts-history.js";
 
 export interface Migration {
   readonly id: number;
@@ -50,4 +51,5 @@ export const migrations: readonly Migration[] = [
   { id: 25, name: "tree-counts-set-based", sql: treeCountsSetBased },
   { id: 26, name: "trigger-search-path", sql: triggerSearchPath },
   { id: 27, name: "attribution-changes-index", sql: attributionChangesIndex },
+  { id: 28, name: "datasource-counts-history", sql: datasourceCountsHistory },
 ];
