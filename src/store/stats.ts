@@ -37,8 +37,9 @@ export interface DatasourceStatsRow {
  * when it is not listed or not granted: absent, as if unknown); sorted by
  * datasource_id (bytes). Resource counts count only what the caller may see.
  * Now: from the counts the writes keep (migration 0023), O(datasources x
- * payload types x levels). At an as_of: from the history at that point
- * (least(as_of, clock)), with the stricter-of rule of docs/access.md.
+ * payload types x levels). At an as_of (least(as_of, clock)): from the log
+ * of those counts (migrations 0023 and 0028), with the stricter-of rule of
+ * docs/access.md (`collectFromLog`).
  */
 export async function datasourceStats(
   db: Db,
@@ -53,7 +54,7 @@ export async function datasourceStats(
   const rows = await db.transaction(
     async (q) => {
       if (asOf === undefined) return collect(q, name, grants, only);
-      return (await collectFromLog(q, name, grants, only, asOf)) ?? collectAt(q, name, grants, only, asOf);
+      return collectFromLog(q, name, grants, only, asOf);
     },
     { readOnlySnapshot: true },
   );
@@ -137,7 +138,7 @@ async function collect(
  * rewritten, or their attribution period started, after it; `hiddenSince`),
  * so the cost follows the changes since the point, not the store. When a
  * hidden resource may have been its group's last change, the group's last
- * change is unknown here: undefined, and the history answers.
+ * change is found by `lastSeen`.
  */
 async function collectFromLog(
   q: Queryable,
@@ -145,7 +146,7 @@ async function collectFromLog(
   grants: Grants,
   only: string | null,
   asOf: string,
-): Promise<DatasourceStatsRow[] | undefined> {
+): Promise<DatasourceStatsRow[]> {
   const atT = (alias: string, t: string) => `CROSS JOIN LATERAL (
           SELECT l.resources, l.total_bytes, l.last_updated_at FROM datasource_counts_log l
            WHERE l.datasource_id = ${alias}.datasource_id AND l.payload_type = ${alias}.payload_type AND l.access_level = ${alias}.access_level
@@ -158,10 +159,12 @@ async function collectFromLog(
       WHERE l.resources > 0 AND ($1::text IS NULL OR c.datasource_id = $1::text)${andVisible(visibleNow(grants, "c"))}`),
     [only, asOf],
   );
-  const groups = seesEverything(grants)
-    ? logged
-    : subtractHidden(logged, await hiddenSince(q, name, grants, only, asOf));
-  if (groups === undefined) return undefined;
+  let groups = logged;
+  if (!seesEverything(grants)) {
+    const { kept, lastUnknown } = subtractHidden(logged, await hiddenSince(q, name, grants, only, asOf));
+    groups = kept;
+    for (const g of lastUnknown) groups.push({ ...g, last: await lastSeen(q, name, grants, g, asOf) });
+  }
   // Listed: registered by the point, or with an active patient the caller may see then.
   const withPatients = [...new Set(groups.filter((g) => g.payload_type === "patient").map((g) => g.ds))];
   const { rows: listed } = await q.query<ListedRow>(
@@ -216,66 +219,59 @@ async function hiddenSince(
   return rows;
 }
 
-/** The logged groups less the hidden ones; undefined when a hidden resource may hold a group's last change. */
-function subtractHidden(logged: GroupRow[], hidden: GroupRow[]): GroupRow[] | undefined {
+/**
+ * The logged groups less the hidden ones. A group whose last change may be
+ * held by a hidden resource comes back apart (`lastUnknown`, its counts
+ * already less the hidden): its last change is another resource's.
+ */
+function subtractHidden(logged: GroupRow[], hidden: GroupRow[]): { kept: GroupRow[]; lastUnknown: GroupRow[] } {
   const key = (g: GroupRow) => `${g.ds}\u0000${g.payload_type}\u0000${g.access_level}`;
   const less = new Map(hidden.map((h) => [key(h), h]));
-  const out: GroupRow[] = [];
+  const kept: GroupRow[] = [];
+  const lastUnknown: GroupRow[] = [];
   for (const g of logged) {
     const h = less.get(key(g));
     if (h === undefined) {
-      out.push(g);
+      kept.push(g);
       continue;
     }
-    // Fixed-width UTC stamps compare as strings.
-    if (h.last !== null && (g.last === null || h.last >= g.last)) return undefined;
     const n = Number(g.n) - Number(h.n);
-    if (n > 0) out.push({ ...g, n: String(n), bytes: (BigInt(g.bytes) - BigInt(h.bytes)).toString() });
+    if (n <= 0) continue;
+    const rest = { ...g, n: String(n), bytes: (BigInt(g.bytes) - BigInt(h.bytes)).toString() };
+    // Fixed-width UTC stamps compare as strings.
+    if (h.last !== null && (g.last === null || h.last >= g.last)) lastUnknown.push(rest);
+    else kept.push(rest);
   }
-  return out;
+  return { kept, lastUnknown };
 }
 
 /**
- * At an as_of before the log starts (a store migrated to 23, a restored
- * dump), or when a resource hidden by the stricter-of rule may have been
- * its group's last change: from the history, per resource, with the
- * stricter-of rule of docs/access.md.
+ * The last change among a group's resources active at the point that the
+ * caller may see (the stricter-of rule): the newest such version, walking
+ * the versions from the group's logged last change back (a version's
+ * updated_at is its tx_from: migration 0006), through the two time indexes
+ * (resources_updated_idx, resource_versions_tx_from_idx); the walk stops at
+ * the first version of the group the caller sees, and passes only versions
+ * written between that one and the hidden one.
  */
-async function collectAt(
+async function lastSeen(
   q: Queryable,
   name: (sql: string) => string,
   grants: Grants,
-  only: string | null,
+  g: GroupRow,
   asOf: string,
-): Promise<DatasourceStatsRow[]> {
-  let t = pointOf(3);
-  const { rows: listed } = await q.query<ListedRow>(
-    name(
-      registryCounts(
-        `SELECT datasource_id FROM registry_patients WHERE registered_at <= ${t}
-        UNION
-        SELECT (v.payload->>'datasource_id') COLLATE "C" FROM resource_history v
-         WHERE v.payload_type = 'patient' AND v.tx_from <= ${t} AND v.tx_to > ${t} AND NOT v.is_deleted${andVisible(visibleAt(grants, "v", t))}`,
-        t,
-      ),
-    ),
-    [only, grantedList(grants), asOf],
-  );
-  if (listed.length === 0) return [];
-  // The version of each resource at t, attributed to the datasource of its period holding t.
-  t = pointOf(2);
-  const { rows: groups } = await q.query<GroupRow>(
-    name(`SELECT a.datasource_id AS ds, v.payload_type, v.access_level, count(*)::text AS n,
-            coalesce(sum((v.payload->>'size_bytes')::numeric) FILTER (WHERE v.payload_type = 'file'), 0)::text AS bytes,
-            ${ts("max(v.updated_at)")} AS last
+): Promise<string | null> {
+  const t = pointOf(1);
+  const { rows } = await q.query<{ last: string }>(
+    name(`SELECT ${ts("v.tx_from")} AS last
        FROM resource_history v
        JOIN resource_attribution a ON a.identifier = v.identifier AND a.tx_from <= ${t} AND a.tx_to > ${t}
-      WHERE v.tx_from <= ${t} AND v.tx_to > ${t} AND NOT v.is_deleted AND v.payload_type <> 'datasource'
-        AND ($1::text IS NULL OR a.datasource_id = $1::text)${andVisible(visibleAt(grants, "v", t))}
-      GROUP BY a.datasource_id, v.payload_type, v.access_level`),
-    [only, asOf],
+      WHERE v.tx_from <= coalesce($5::timestamptz, ${t}) AND v.tx_to > ${t} AND NOT v.is_deleted
+        AND v.payload_type = $3::text AND v.access_level = $4::text AND a.datasource_id = $2::text${andVisible(visibleAt(grants, "v", t))}
+      ORDER BY v.tx_from DESC LIMIT 1`),
+    [asOf, g.ds, g.payload_type, g.access_level, g.last],
   );
-  return assemble(listed, groups);
+  return rows[0]?.last ?? null;
 }
 
 function assemble(listed: ListedRow[], groups: GroupRow[]): DatasourceStatsRow[] {
