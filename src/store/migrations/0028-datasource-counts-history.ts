@@ -14,40 +14,44 @@
 // from `s` to `e`, with its file bytes and its stamp `u` (the version's
 // updated_at, never later than `s`). A group's values change only where a
 // span starts or ends: per group and such point, the running sums of the
-// spans started less those ended, and the latest stamp among the spans that
-// hold the point, found by walking the group's spans from the newest stamp
-// at or before it (an index walk that stops at the first span still open:
-// usually the one written at the point itself). One pass over the history
-// and one index probe a point; measured in BENCHMARKS.md (restore).
+// spans started less those ended (one pass over the history, grouped by
+// start and by end at once, then a window over the points), and the
+// latest stamp among the spans that hold the point. That is the point
+// itself when a version of the group was written there (a
+// span starting at its own stamp: every create and update); else (the
+// point only took resources out, or moved some in) it is found as the
+// statistics find it (store/stats.ts, lastSeen): the group's versions
+// walked back from the point through the two time indexes, to the first
+// one that holds it. Measured in BENCHMARKS.md (restore) and the note of
+// the change that made it.
 export const sql = `
 CREATE FUNCTION datasource_counts_rebuild() RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
-  DROP TABLE IF EXISTS pg_temp.counts_spans;
-  CREATE TEMPORARY TABLE counts_spans ON COMMIT DROP AS
-  SELECT a.datasource_id AS ds, v.payload_type AS pt, v.access_level AS al,
-         greatest(v.tx_from, a.tx_from) AS s, least(v.tx_to, a.tx_to) AS e,
-         CASE WHEN v.payload_type = 'file' THEN coalesce((v.payload->>'size_bytes')::numeric, 0) ELSE 0 END AS b,
-         v.updated_at AS u
-    FROM resource_history v
-    JOIN resource_attribution a ON a.identifier = v.identifier AND a.tx_from < v.tx_to AND a.tx_to > v.tx_from
-   WHERE NOT v.is_deleted AND v.payload_type <> 'datasource';
-  CREATE INDEX counts_spans_newest ON counts_spans (ds, pt, al, u DESC);
-  ANALYZE counts_spans;
   DELETE FROM datasource_counts_log;
   INSERT INTO datasource_counts_log (datasource_id, payload_type, access_level, tx_from, resources, total_bytes, last_updated_at)
   SELECT x.ds, x.pt, x.al, x.p, x.n, x.b,
-         CASE WHEN x.n > 0 THEN (
-           SELECT sp.u FROM counts_spans sp
-            WHERE sp.ds = x.ds AND sp.pt = x.pt AND sp.al = x.al AND sp.u <= x.p AND sp.s <= x.p AND sp.e > x.p
-            ORDER BY sp.u DESC LIMIT 1)
+         CASE WHEN x.n = 0 THEN NULL WHEN x.fresh THEN x.p ELSE (
+           SELECT v.tx_from FROM resource_history v
+             JOIN resource_attribution a ON a.identifier = v.identifier AND a.tx_from <= x.p AND a.tx_to > x.p
+            WHERE v.tx_from <= x.p AND v.tx_to > x.p AND NOT v.is_deleted
+              AND v.payload_type = x.pt AND v.access_level = x.al AND a.datasource_id = x.ds
+            ORDER BY v.tx_from DESC LIMIT 1)
          END
-    FROM (SELECT ds, pt, al, p, (sum(sum(dn)) OVER w)::bigint AS n, sum(sum(db)) OVER w AS b
-            FROM (SELECT ds, pt, al, s AS p, 1 AS dn, b AS db FROM counts_spans
-                  UNION ALL
-                  SELECT ds, pt, al, e, -1, -b FROM counts_spans WHERE e < 'infinity') ev
+    FROM (SELECT ds, pt, al, p, (sum(sum(dn)) OVER w)::bigint AS n, sum(sum(db)) OVER w AS b, bool_or(fresh) AS fresh
+            FROM (SELECT ds, pt, al, CASE WHEN by_end = 1 THEN e ELSE s END AS p,
+                         CASE WHEN by_end = 1 THEN -n ELSE n END AS dn, CASE WHEN by_end = 1 THEN -b ELSE b END AS db,
+                         by_end = 0 AND fresh AS fresh
+                    FROM (SELECT ds, pt, al, s, e, GROUPING(s) AS by_end, count(*) AS n, sum(b) AS b, bool_or(u = s) AS fresh
+                            FROM (SELECT a.datasource_id AS ds, v.payload_type AS pt, v.access_level AS al,
+                                         greatest(v.tx_from, a.tx_from) AS s, least(v.tx_to, a.tx_to) AS e, v.updated_at AS u,
+                                         CASE WHEN v.payload_type = 'file' THEN coalesce((v.payload->>'size_bytes')::numeric, 0) ELSE 0 END AS b
+                                    FROM resource_history v
+                                    JOIN resource_attribution a ON a.identifier = v.identifier AND a.tx_from < v.tx_to AND a.tx_to > v.tx_from
+                                   WHERE NOT v.is_deleted AND v.payload_type <> 'datasource') spans
+                           GROUP BY GROUPING SETS ((ds, pt, al, s), (ds, pt, al, e))) ends
+                   WHERE CASE WHEN by_end = 1 THEN e ELSE s END < 'infinity') ev
            GROUP BY ds, pt, al, p
           WINDOW w AS (PARTITION BY ds, pt, al ORDER BY p)) x;
-  DROP TABLE counts_spans;
   -- Statistics at an as_of read the groups of datasource_counts: every group the log holds has its row (0 now when
   -- only the past held it, as a group that falls to 0 keeps its row).
   INSERT INTO datasource_counts (datasource_id, payload_type, access_level, resources, total_bytes, last_updated_at)
