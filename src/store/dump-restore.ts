@@ -502,8 +502,9 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     // Built once over the loaded rows, as a bulk load does, instead of kept row by row.
     for (const ix of dropped) await tx.query(ix.def);
     if (header.until !== null) await tx.query("UPDATE clock SET last = $1::timestamptz", [header.until]);
-    // The statistics' log of counts (migration 0028), derived from the history as loaded: the versions carry stamps of their own.
-    await tx.query("SELECT datasource_counts_rebuild()");
+    // The statistics' log of counts (migration 0023) starts again here: the versions loaded carry stamps of their own.
+    // (Deriving it from the history, datasource_counts_rebuild(), took the restore from 0.67 of pg_restore to 0.42.)
+    await tx.query("SELECT datasource_counts_restart()");
     // Derived data: the tree counts, once over what was loaded (the triggers were paused for the load).
     if (treeCounts) await rebuildTreeCounts(tx);
     return { versions: counts.version!, until: header.until ?? "", since: header.since };

@@ -39,7 +39,8 @@ export interface DatasourceStatsRow {
  * Now: from the counts the writes keep (migration 0023), O(datasources x
  * payload types x levels). At an as_of (least(as_of, clock)): from the log
  * of those counts (migrations 0023 and 0028), with the stricter-of rule of
- * docs/access.md (`collectFromLog`).
+ * docs/access.md (`collectFromLog`); before the log's start (a point before
+ * a restore), from the history (`collectAt`).
  */
 export async function datasourceStats(
   db: Db,
@@ -54,7 +55,7 @@ export async function datasourceStats(
   const rows = await db.transaction(
     async (q) => {
       if (asOf === undefined) return collect(q, name, grants, only);
-      return collectFromLog(q, name, grants, only, asOf);
+      return (await collectFromLog(q, name, grants, only, asOf)) ?? collectAt(q, name, grants, only, asOf);
     },
     { readOnlySnapshot: true },
   );
@@ -131,7 +132,8 @@ async function collect(
 
 /**
  * At an as_of: each group's values from the log of counts (migrations 0023
- * and 0028: it covers the whole history), O(groups). For narrower grants,
+ * and 0028), O(groups); undefined when the read point lies before the log's
+ * start (after a restore: the history answers then). For narrower grants,
  * the groups the caller may see (datasource and level as they were) less
  * the resources the stricter-of rule (docs/access.md) hides: visible then
  * and hidden now, which only a change after the point can make (their row
@@ -146,7 +148,12 @@ async function collectFromLog(
   grants: Grants,
   only: string | null,
   asOf: string,
-): Promise<DatasourceStatsRow[]> {
+): Promise<DatasourceStatsRow[] | undefined> {
+  const { rows: start } = await q.query<{ covered: boolean }>(
+    name(`SELECT (SELECT since FROM datasource_counts_since) <= ${pointOf(1)} AS covered`),
+    [asOf],
+  );
+  if (start[0]?.covered !== true) return undefined;
   const atT = (alias: string, t: string) => `CROSS JOIN LATERAL (
           SELECT l.resources, l.total_bytes, l.last_updated_at FROM datasource_counts_log l
            WHERE l.datasource_id = ${alias}.datasource_id AND l.payload_type = ${alias}.payload_type AND l.access_level = ${alias}.access_level
@@ -272,6 +279,49 @@ async function lastSeen(
     [asOf, g.ds, g.payload_type, g.access_level, g.last],
   );
   return rows[0]?.last ?? null;
+}
+
+/**
+ * At an as_of before the log starts (a restored dump, whose versions carry
+ * stamps of their own: the log starts at the restore; migration 0028
+ * derived it for every store migrated before): from the history, per
+ * resource, with the stricter-of rule of docs/access.md.
+ */
+async function collectAt(
+  q: Queryable,
+  name: (sql: string) => string,
+  grants: Grants,
+  only: string | null,
+  asOf: string,
+): Promise<DatasourceStatsRow[]> {
+  let t = pointOf(3);
+  const { rows: listed } = await q.query<ListedRow>(
+    name(
+      registryCounts(
+        `SELECT datasource_id FROM registry_patients WHERE registered_at <= ${t}
+        UNION
+        SELECT (v.payload->>'datasource_id') COLLATE "C" FROM resource_history v
+         WHERE v.payload_type = 'patient' AND v.tx_from <= ${t} AND v.tx_to > ${t} AND NOT v.is_deleted${andVisible(visibleAt(grants, "v", t))}`,
+        t,
+      ),
+    ),
+    [only, grantedList(grants), asOf],
+  );
+  if (listed.length === 0) return [];
+  // The version of each resource at t, attributed to the datasource of its period holding t.
+  t = pointOf(2);
+  const { rows: groups } = await q.query<GroupRow>(
+    name(`SELECT a.datasource_id AS ds, v.payload_type, v.access_level, count(*)::text AS n,
+            coalesce(sum((v.payload->>'size_bytes')::numeric) FILTER (WHERE v.payload_type = 'file'), 0)::text AS bytes,
+            ${ts("max(v.updated_at)")} AS last
+       FROM resource_history v
+       JOIN resource_attribution a ON a.identifier = v.identifier AND a.tx_from <= ${t} AND a.tx_to > ${t}
+      WHERE v.tx_from <= ${t} AND v.tx_to > ${t} AND NOT v.is_deleted AND v.payload_type <> 'datasource'
+        AND ($1::text IS NULL OR a.datasource_id = $1::text)${andVisible(visibleAt(grants, "v", t))}
+      GROUP BY a.datasource_id, v.payload_type, v.access_level`),
+    [only, asOf],
+  );
+  return assemble(listed, groups);
 }
 
 function assemble(listed: ListedRow[], groups: GroupRow[]): DatasourceStatsRow[] {

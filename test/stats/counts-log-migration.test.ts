@@ -1,11 +1,11 @@
 // Migration 0028 derives the log of counts from the whole history. Before it,
-// a store migrated to 0023 with a history of its own (or a restored one) had
-// a log that started at the migration: statistics at an earlier point read
-// the history, per resource. Here a store is written at schema 27, its
-// statistics are read at every point while its log still covers them, the
-// log is then restarted as 0023 and a restore left it, and after migration
-// 0028 every point answers as before, from the log: no statement reads the
-// history, for a caller who sees everything.
+// a store migrated to 0023 with a history of its own had a log that started
+// at the migration: statistics at an earlier point read the history, per
+// resource. Here a store is written at schema 27, its statistics are read
+// at every point while its log still covers them, the log is then
+// restarted (as migration 0023 started it for an older store), and after
+// migration 0028 every point answers as before, from the log: no statement
+// reads the history, for a caller who sees everything.
 import { afterEach, describe, expect, it } from "vitest";
 import { ALL_GRANTS, LOCAL_CALLER, type Grants } from "../../src/access/index.js";
 import {
@@ -74,7 +74,7 @@ for (const kind of ["pglite", "postgres"] as const) {
       // Written at 27 from an empty store: its log covers every point.
       const before = await answers(db);
       expect(JSON.stringify(before)).toContain('"B"');
-      // As a store migrated to 0023 with a history, or a restore, left it: a log that starts now.
+      // As migration 0023 left a store with a history: a log that starts now.
       await db.query("SELECT datasource_counts_restart()");
       await migrate(db);
       expect(await answers(db)).toEqual(before);

@@ -1,6 +1,6 @@
 // Statistics against a model (docs/lineage.md): the counts the writes keep answer
 // now, and their log at an as_of (kept by the writes, or derived from the
-// history as migration 0028 and every restore derive it), through creates, payload edits,
+// history as migration 0028 derives it; the history before a restore), through creates, payload edits,
 // moves (between datasources, to the root), level changes, a patient's
 // datasource change, deletes and restores; per caller (docs/access.md: the
 // granted datasources within the clearance, and at an as_of the stricter of
@@ -280,7 +280,7 @@ describeBackends("statistics against a model, now and at every past point", (bac
 
     // Every past point, read from today's store (from the log of counts for a caller who sees everything).
     for (const { at, state } of points) await check(at, state);
-    // The log derived from the history (migration 0028; every restore): at every point the writes logged, each
+    // The log derived from the history (migration 0028): at every point the writes logged, each
     // group holds the values the writes kept, and every past point reads the same from it, for every caller.
     // Fixed-width UTC stamps, to the microsecond: they compare as strings.
     const STAMP = (col: string) => `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')`;
@@ -305,6 +305,9 @@ describeBackends("statistics against a model, now and at every past point", (bac
         r === undefined || r.n === "0" ? { n: "0", bytes: "0", last: null } : { n: r.n, bytes: r.bytes, last: r.last };
       expect(values(d), JSON.stringify(k)).toEqual(values(k));
     }
+    for (const { at, state } of points) await check(at, state);
+    // A log that starts now (as after a restore): the past is read from the history, for every caller.
+    await db.query("SELECT datasource_counts_restart()");
     for (const { at, state } of points) await check(at, state);
     await check(undefined, m);
     // The writer ran beside every check, and its own counts are exact too.
