@@ -30,6 +30,10 @@
 export const sql = `
 CREATE FUNCTION datasource_counts_rebuild() RETURNS void LANGUAGE plpgsql AS $fn$
 BEGIN
+  -- Writers take the clock row first (store/sql.ts, tickClock) and log their groups before they let it go: holding
+  -- it, the rebuild sees every write that committed and none can log beside it (a service of the old code still
+  -- writing while another migrates).
+  PERFORM 1 FROM clock FOR UPDATE;
   DELETE FROM datasource_counts_log;
   INSERT INTO datasource_counts_log (datasource_id, payload_type, access_level, tx_from, resources, total_bytes, last_updated_at)
   SELECT x.ds, x.pt, x.al, x.p, x.n, x.b,
