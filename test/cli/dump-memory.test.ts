@@ -225,5 +225,7 @@ describe.skipIf(!pgReachable)("dump and restore memory", () => {
     expect(mb(large.restore.live), "the restore's peak live heap + external, large store").toBeLessThanOrEqual(
       mb(small.restore.live) + SLACK_MB,
     );
-  }, 300_000);
+    // It bounds memory, not time: on a 2-core machine 3-5 times slower than usual it took 177 s alone and
+    // passed 300 s beside the polyglot clients' builds (CI's Node 24 lane).
+  }, 900_000);
 });
