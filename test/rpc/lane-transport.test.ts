@@ -8,9 +8,7 @@ import { createClient, type Interceptor } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { WatchResponseSchema, type WatchRequest } from "../../gen/resourcestore/type/v1/event_pb.js";
 import { EventService } from "../../gen/resourcestore/v1/event_service_pb.js";
-import { createLaneTransport } from "../../src/rpc/lane-transport.js";
-import type { Pipeline } from "../../src/rpc/pipeline.js";
-import { createUnaryLane } from "../../src/rpc/unary-lane.js";
+import { createLaneTransport, createUnaryLane, type Pipeline } from "../../src/rpc/index.js";
 
 /** An interceptor that stamps the trailer once a stream's messages have ended, counting them. */
 const countsOnEnd: Interceptor = (next) => async (req) => {
@@ -42,6 +40,8 @@ function transport() {
     async *watch(_req: WatchRequest, ctx: { responseHeader: Headers; responseTrailer: Headers }) {
       ctx.responseHeader.set("x-started", "yes");
       yield create(WatchResponseSchema, {});
+      // The second message after a turn of the event loop, as a handler reading the store gives it.
+      await new Promise((resolve) => setImmediate(resolve));
       yield create(WatchResponseSchema, {});
       ctx.responseTrailer.set("x-ended", "by the handler");
     },
