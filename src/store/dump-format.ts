@@ -8,8 +8,8 @@ import type { Queryable } from "./db.js";
 import { ts } from "./sql.js";
 
 export const DUMP_FORMAT = "resource-store-dump";
-/** The format this code writes, and the newest it reads (docs/dump-format.md); it reads version 1 too. */
-export const DUMP_FORMAT_VERSION = 2;
+/** The format this code writes, and the newest it reads (docs/dump-format.md); it reads versions 1 and 2 too. */
+export const DUMP_FORMAT_VERSION = 3;
 
 export const SECTIONS = [
   "versions",
@@ -17,6 +17,7 @@ export const SECTIONS = [
   "registry_key_chains",
   "registry_patients",
   "registry_studies",
+  "counts_log",
 ] as const;
 
 /**
@@ -41,6 +42,8 @@ export interface Shape {
   readonly registryChains: boolean;
   /** The column naming a registry row's key chain: key_chain, or key_id before chains. */
   readonly keyColumn: "key_chain" | "key_id";
+  /** The log of counts (migration 23) and where it starts (datasource_counts_since). */
+  readonly countsLog: boolean;
   readonly migrations: number[];
 }
 
@@ -57,6 +60,7 @@ export async function shapeOf(q: Queryable): Promise<Shape> {
     registryKeys: has("registry_keys", "fingerprint"),
     registryChains: has("registry_key_chains", "key_ids"),
     keyColumn: has("registry_patients", "key_chain") ? "key_chain" : "key_id",
+    countsLog: applied.some((r) => Number(r.id) === 23),
     migrations: applied.map((r) => Number(r.id)),
   };
 }
@@ -204,11 +208,45 @@ export const REGISTRY_SECTIONS: readonly RegistrySection[] = [
   })),
 ];
 
+/**
+ * The log of counts (section `counts_log`, format version 3): the rows of
+ * datasource_counts_log in its key order (an incremental dump's: those
+ * after its `since`), written by a dump of a store that keeps one, so that
+ * the copy answers statistics at every earlier point from the log as the
+ * source does, not from its history (docs/dump-format.md). The header's
+ * `counts_log.since` is where the source's log begins.
+ */
+export const COUNTS_LOG_COLUMNS = [
+  "datasource_id",
+  "payload_type",
+  "access_level",
+  "tx_from",
+  "resources",
+  "total_bytes",
+  "last_updated_at",
+] as const;
+/** A count as JSON: a number when it is an integer up to 2^53, else its text as a string. */
+const countJson = (x: string): string =>
+  `CASE WHEN ${x} = trunc(${x}) AND abs(${x}) <= 9007199254740991 THEN trunc(${x})::text ELSE '"' || ${x}::text || '"' END`;
+
+/**
+ * The log's records (an incremental dump's: those after its `since`, $1),
+ * each line's text built by the statement, in the log's key order (its
+ * primary key: an index walk).
+ */
+export const countsLogSql = (incremental: boolean): string =>
+  `SELECT '[' || to_json(l.datasource_id)::text || ',' || to_json(l.payload_type)::text || ',' || to_json(l.access_level)::text
+          || ',"' || ${ts("l.tx_from")} || '",' || ${countJson("l.resources::numeric")} || ',' || ${countJson("l.total_bytes")}
+          || ',' || coalesce('"' || ${ts("l.last_updated_at")} || '"', 'null') || ']' AS line
+     FROM datasource_counts_log l${incremental ? " WHERE l.tx_from > $1::timestamptz" : ""}
+    ORDER BY l.datasource_id, l.payload_type, l.access_level, l.tx_from`;
+
 /** Each section's record type and columns, in the order of SECTIONS: what a version-2 reader expects. */
 export const SECTION_COLUMNS: ReadonlyMap<string, { readonly records: string; readonly columns: readonly string[] }> =
   new Map([
     ["versions", { records: "version", columns: VERSION_COLUMN_NAMES }],
     ...REGISTRY_SECTIONS.map((r) => [r.section, { records: r.records, columns: r.columns }] as const),
+    ["counts_log", { records: "counts_log_row", columns: COUNTS_LOG_COLUMNS }],
   ]);
 
 /** The line that opens a section (format version 2): its name, its records' type, their columns. */
@@ -224,6 +262,8 @@ export interface Header {
   since: string | null;
   until: string | null;
   sections: string[];
+  /** Format version 3, a dump of a store with a log of counts: where the log begins (null: at the first write). */
+  counts_log?: { since: string | null };
 }
 
 export function checkHeader(h: unknown): Header {

@@ -9,6 +9,7 @@ import { ts } from "./sql.js";
 import { rebuildAttribution } from "./attribution.js";
 import {
   checkHeader,
+  COUNTS_LOG_COLUMNS,
   Digest,
   DumpError,
   kindOf,
@@ -34,6 +35,13 @@ export interface RestoreSummary {
   readonly versions: number;
   readonly until: string;
   readonly since: string | null;
+  /**
+   * Whether the store took the dump's log of counts (format version 3, a
+   * full dump): statistics at every earlier point then read the log as on
+   * the source; otherwise the log starts again at `until`, and earlier
+   * points read the history.
+   */
+  readonly countsLog: boolean;
 }
 
 interface VersionRecord {
@@ -80,6 +88,8 @@ interface OpenSection {
   readonly records: string;
   readonly columns: readonly string[];
   readonly payload: number;
+  /** Where each column this reader knows (SECTION_COLUMNS' order) is in the records. */
+  readonly order: readonly number[];
 }
 
 /** Checks a section line against the one before it and the columns this reader knows (docs/dump-format.md). */
@@ -102,7 +112,13 @@ function openSection(rec: Record<string, unknown>, lineNo: number, before: OpenS
       `section ${name} declares records ${JSON.stringify(rec.records)} of columns ${JSON.stringify(columns)}; this resource-store reads ${spec.records} of ${spec.columns.join(", ")}`,
     );
   }
-  return { section: name, records: spec.records, columns: columns as string[], payload: columns.indexOf("payload") };
+  return {
+    section: name,
+    records: spec.records,
+    columns: columns as string[],
+    payload: columns.indexOf("payload"),
+    order: spec.columns.map((c) => columns.indexOf(c)),
+  };
 }
 
 function bad(line: number, what: string): DumpError {
@@ -271,6 +287,10 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
         );
       }
       dropped = await dropSecondaryIndexes(tx);
+      // The datasource counts too are counted once over what was loaded (their triggers off for the load; the
+      // store's table is this transaction's alone already, since the indexes above were dropped).
+      if (shape.countsLog)
+        await tx.query(`ALTER TABLE resources ${COUNTS_TRIGGERS.map((t) => `DISABLE TRIGGER ${t}`).join(", ")}`);
     } else {
       const { rows } = await tx.query<{ same: boolean }>(
         "SELECT $1::timestamptz IS NOT DISTINCT FROM $2::timestamptz AS same",
@@ -290,6 +310,7 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
       registry_key_chain: 0,
       registry_patient: 0,
       registry_study: 0,
+      counts_log_row: 0,
     };
     // Rows in COPY's text format, a table each; the closed versions' keys for an incremental dump.
     let currentRows = "";
@@ -332,6 +353,57 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     ];
     const copyIn = tx.copyIn?.bind(tx);
     if (copyIn === undefined) throw new Error("restore needs a transaction that can COPY");
+    // The dump's log of counts (format version 3) is taken into a store that keeps one, when the two logs meet:
+    // a full restore takes the dump's whole; an incremental one the rows after its `since`, when the store's log
+    // and the source's both answered at that point. Its rows wait in a temporary table until the versions are in.
+    const carryLog =
+      header.counts_log !== undefined &&
+      shape.countsLog &&
+      (header.since === null || (await logsMeet(tx, header.since, header.counts_log.since)));
+    // A full restore loads the log's rows into the store's (empty, and its triggers off); an incremental one
+    // stages them, and keeps what the store logged at the dump's `since`, its last write: the load's triggers
+    // log at the clock, which is that point, over it.
+    const logTable = header.since === null ? "datasource_counts_log" : "restore_counts_log";
+    if (carryLog && header.since === null) await tx.query("DELETE FROM datasource_counts_log");
+    if (carryLog && header.since !== null) {
+      await tx.query("CREATE TEMPORARY TABLE restore_counts_log (LIKE datasource_counts_log) ON COMMIT DROP");
+      await tx.query(
+        `CREATE TEMPORARY TABLE restore_counts_log_at_since ON COMMIT DROP AS
+           SELECT * FROM datasource_counts_log WHERE tx_from = $1::timestamptz`,
+        [header.since],
+      );
+    }
+    let logRows = "";
+    let logBatched = 0;
+    /** A record of the log, its values in the order of COUNTS_LOG_COLUMNS. */
+    const logRecord = (row: unknown[], lineNo: number): void => {
+      const [ds, pt, al, from, n, bytes, last] = row;
+      if (
+        typeof ds !== "string" ||
+        typeof pt !== "string" ||
+        typeof al !== "string" ||
+        typeof from !== "string" ||
+        !isCount(n) ||
+        !isCount(bytes) ||
+        (last !== null && typeof last !== "string")
+      )
+        throw bad(lineNo, "a counts_log_row record whose values are not those of its columns");
+      counts.counts_log_row!++;
+      if (carryLog) {
+        logRows += `${copyValue(ds)}\t${copyValue(pt)}\t${copyValue(al)}\t${copyValue(from)}\t${String(n)}\t${String(bytes)}\t${copyValue(last)}\n`;
+        logBatched++;
+      }
+    };
+    // Like the versions: the batch before loads while this one is read.
+    const flushLog = async (): Promise<void> => {
+      await loading;
+      if (logBatched === 0) return;
+      const rows = logRows;
+      logRows = "";
+      logBatched = 0;
+      loading = copyIn(logTable, [...COUNTS_LOG_COLUMNS], rows);
+      loading.catch(() => {});
+    };
     const flushVersions = async (): Promise<void> => {
       await loading;
       if (batched === 0) return;
@@ -378,6 +450,7 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
       await loading;
       for (const name of ["registry_key", "registry_key_chain", "registry_patient", "registry_study"])
         await flushRegistry(tx, shape, registryRows, name);
+      await flushLog();
     };
     type Trailer = { counts?: Record<string, number>; sha256?: string };
     let trailer: Trailer | undefined;
@@ -406,6 +479,16 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
           );
         if (parsed.length !== open.columns.length)
           throw bad(lineNo, `a ${open.records} record of ${parsed.length} values, not ${open.columns.length}`);
+        if (open.records === "counts_log_row") {
+          // The log's rows are many (one a group and write): taken from the list, no record built.
+          digest.add(lastRaw);
+          logRecord(
+            open.order.map((i) => parsed[i] as unknown),
+            lineNo,
+          );
+          if (logBatched >= batchSize) await flushLog();
+          continue;
+        }
         rec = { record: open.records };
         for (let i = 0; i < parsed.length; i++) rec[open.columns[i]!] = parsed[i];
         if (open.payload !== -1) payload = elementText(line, open.payload, open.payload === open.columns.length - 1);
@@ -487,7 +570,10 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     endIdentifier(lineNo);
     if (trailer === undefined) throw new DumpError("the dump has no trailer: it was cut short; nothing was restored");
     for (const [name, n] of Object.entries(counts)) {
-      if (trailer.counts?.[name] !== n)
+      // A dump before version 3 has no log of counts, nor its count.
+      const expected =
+        trailer.counts?.[name] ?? (name === "counts_log_row" && header.format_version < 3 ? 0 : undefined);
+      if (expected !== n)
         throw new DumpError(
           `the dump's trailer counts ${trailer.counts?.[name] ?? 0} ${name} records, the file holds ${n}; nothing was restored`,
         );
@@ -501,15 +587,110 @@ export async function restoreDump(db: Db, input: Readable, opts: RestoreOptions 
     await rebuildAttribution(tx);
     // Built once over the loaded rows, as a bulk load does, instead of kept row by row.
     for (const ix of dropped) await tx.query(ix.def);
+    if (header.since === null && shape.countsLog) await recountDatasources(tx);
     if (header.until !== null) await tx.query("UPDATE clock SET last = $1::timestamptz", [header.until]);
-    // The statistics' log of counts (migration 0023) starts again here: the versions loaded carry stamps of their own.
-    // (Deriving it from the history, datasource_counts_rebuild(), took the restore from 0.67 of pg_restore to 0.42.)
-    await tx.query("SELECT datasource_counts_restart()");
+    // The statistics' log of counts (migration 0023): the dump's, when it carries one that agrees with the counts
+    // the load kept; else it starts again here, and points before it read the history. (Deriving it from the
+    // history, datasource_counts_rebuild(), took the restore from 0.67 of pg_restore to 0.42.)
+    const countsLog = carryLog && (await adoptCountsLog(tx, header.since, header.counts_log?.since ?? null));
+    if (!countsLog && shape.countsLog) await tx.query("SELECT datasource_counts_restart()");
     // Derived data: the tree counts, once over what was loaded (the triggers were paused for the load).
     if (treeCounts) await rebuildTreeCounts(tx);
-    return { versions: counts.version!, until: header.until ?? "", since: header.since };
+    return { versions: counts.version!, until: header.until ?? "", since: header.since, countsLog };
   }
   return summary;
+}
+
+/** The triggers that keep datasource_counts and its log (migration 23). */
+const COUNTS_TRIGGERS = ["resources_counts_insert", "resources_counts_update", "resources_counts_delete"];
+
+/**
+ * The datasource counts of a full restore, counted once over the loaded
+ * rows as migration 23 first counted them (its triggers were off for the
+ * load), and the triggers on again. Nothing is logged here: the log is the
+ * dump's, or starts again.
+ */
+async function recountDatasources(tx: Queryable): Promise<void> {
+  await tx.query("DELETE FROM datasource_counts");
+  await tx.query(
+    `INSERT INTO datasource_counts (datasource_id, payload_type, access_level, resources, total_bytes, last_updated_at)
+     SELECT datasource_id, payload_type, access_level, count(*),
+            coalesce(sum((payload->>'size_bytes')::numeric) FILTER (WHERE payload_type = 'file'), 0), max(updated_at)
+       FROM resources
+      WHERE NOT is_deleted AND payload_type <> 'datasource' AND datasource_id IS NOT NULL
+      GROUP BY datasource_id, payload_type, access_level`,
+  );
+  await tx.query(`ALTER TABLE resources ${COUNTS_TRIGGERS.map((t) => `ENABLE TRIGGER ${t}`).join(", ")}`);
+}
+
+/** A count of the log: a JSON integer, or its digits as text past 2^53. */
+function isCount(v: unknown): boolean {
+  return (typeof v === "number" && Number.isFinite(v)) || (typeof v === "string" && /^-?\d+(\.\d+)?$/.test(v));
+}
+
+/**
+ * Whether an incremental dump's log of counts continues the store's: both
+ * answered at the dump's `since` (the store's log began at or before it, and
+ * the source's, `sourceSince`, too; null: at the first write).
+ */
+async function logsMeet(tx: Queryable, since: string, sourceSince: string | null): Promise<boolean> {
+  const { rows } = await tx.query<{ ok: boolean }>(
+    `SELECT (SELECT since FROM datasource_counts_since) <= $1::timestamptz
+        AND coalesce($2::timestamptz, '-infinity') <= $1::timestamptz AS ok`,
+    [since, sourceSince],
+  );
+  return rows[0]?.ok === true;
+}
+
+/**
+ * The dump's log of counts becomes the store's, when the last values of
+ * every group are then the counts the load kept from the versions
+ * (datasource_counts). A full restore loaded it in place; an incremental
+ * one staged it (restore_counts_log): its rows after `since` join the
+ * store's, whose own at `since` are put back as they were before the load.
+ * A log that disagrees is not taken (false, and nothing of it stays). Every
+ * group the log holds gets its row of counts, 0 when only the past held it,
+ * as migration 28 leaves them.
+ */
+async function adoptCountsLog(tx: Queryable, since: string | null, sourceSince: string | null): Promise<boolean> {
+  if (since === null) {
+    if (!(await logAgrees(tx))) {
+      await tx.query("DELETE FROM datasource_counts_log");
+      return false;
+    }
+    // The log begins where the source's did.
+    await tx.query("UPDATE datasource_counts_since SET since = coalesce($1::timestamptz, '-infinity')", [sourceSince]);
+  } else {
+    await tx.query("SAVEPOINT restore_counts_log");
+    await tx.query("DELETE FROM datasource_counts_log WHERE tx_from = $1::timestamptz", [since]);
+    await tx.query("INSERT INTO datasource_counts_log SELECT * FROM restore_counts_log_at_since");
+    const columns = COUNTS_LOG_COLUMNS.join(", ");
+    await tx.query(`INSERT INTO datasource_counts_log (${columns}) SELECT ${columns} FROM restore_counts_log`);
+    if (!(await logAgrees(tx))) {
+      await tx.query("ROLLBACK TO SAVEPOINT restore_counts_log");
+      return false;
+    }
+    await tx.query("RELEASE SAVEPOINT restore_counts_log");
+  }
+  await tx.query(
+    `INSERT INTO datasource_counts (datasource_id, payload_type, access_level, resources, total_bytes, last_updated_at)
+     SELECT DISTINCT datasource_id, payload_type, access_level, 0, 0, NULL::timestamptz FROM datasource_counts_log
+     ON CONFLICT (datasource_id, payload_type, access_level) DO NOTHING`,
+  );
+  return true;
+}
+
+/** Whether the log's last row of every group holds the group's counts (a group without a row holds none). */
+async function logAgrees(tx: Queryable): Promise<boolean> {
+  const { rows } = await tx.query<{ n: string }>(
+    `SELECT count(*) AS n
+       FROM (SELECT DISTINCT ON (datasource_id, payload_type, access_level) *
+               FROM datasource_counts_log ORDER BY datasource_id, payload_type, access_level, tx_from DESC) l
+       FULL JOIN (SELECT * FROM datasource_counts WHERE resources <> 0) c USING (datasource_id, payload_type, access_level)
+      WHERE coalesce(l.resources, 0) <> coalesce(c.resources, 0) OR coalesce(l.total_bytes, 0) <> coalesce(c.total_bytes, 0)
+         OR (coalesce(l.resources, 0) <> 0 AND l.last_updated_at IS DISTINCT FROM c.last_updated_at)`,
+  );
+  return Number(rows[0]?.n) === 0;
 }
 
 interface SecondaryIndex {

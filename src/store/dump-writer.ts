@@ -11,6 +11,7 @@ import { ts } from "./sql.js";
 import { inlineParams } from "./copy-out.js";
 import { parseAsOf } from "../time.js";
 import {
+  countsLogSql,
   Digest,
   DumpError,
   DUMP_FORMAT,
@@ -101,7 +102,16 @@ async function* dumpLines(
     registry_key_chain: 0,
     registry_patient: 0,
     registry_study: 0,
+    counts_log_row: 0,
   };
+  // The dump carries the log of counts (format version 3), and says where it begins.
+  let countsLog: { since: string | null } | undefined;
+  if (shape.countsLog) {
+    const { rows } = await tx.query<{ since: string | null }>(
+      `SELECT CASE WHEN since = '-infinity' THEN NULL ELSE ${ts("since")} END AS since FROM datasource_counts_since`,
+    );
+    if (rows.length === 1) countsLog = { since: rows[0]!.since };
+  }
   const emit = <T extends string | Buffer>(line: T): T => {
     digest.add(line);
     return line;
@@ -121,6 +131,7 @@ async function* dumpLines(
       since: opts.since ?? null,
       until,
       sections: SECTIONS,
+      ...(countsLog === undefined ? {} : { counts_log: countsLog }),
     })}\n`,
   );
 
@@ -187,6 +198,24 @@ async function* dumpLines(
       let chunk = "";
       for (const row of rows) chunk += `${JSON.stringify(r.columns.map((c) => row[c]))}\n`;
       counts[r.records]! += rows.length;
+      yield emit(chunk);
+    }
+  }
+
+  // --- the log of counts: its rows in key order, values as the table holds them.
+  yield emit(sectionLine("counts_log"));
+  if (countsLog !== undefined) {
+    const params = incremental ? [opts.since] : [];
+    for await (const rows of cursorRows<{ line: string }>(
+      tx,
+      "dump_counts_log",
+      countsLogSql(incremental),
+      params,
+      batch,
+    )) {
+      let chunk = "";
+      for (const r of rows) chunk += `${r.line}\n`;
+      counts.counts_log_row! += rows.length;
       yield emit(chunk);
     }
   }

@@ -1,6 +1,6 @@
 // Dump and restore of a whole store (docs/dump-format.md): every version of every
 // resource with its period, and the registry's rows and key fingerprints, as
-// one gzip stream of NDJSON lines (format version 2: each section's columns
+// one gzip stream of NDJSON lines (format version 2 on: each section's columns
 // named once, each record an array of values) closed by a trailer with
 // counts and a SHA-256. The format, and why this works on the database and
 // not over the API, is docs/dump-format.md: change both together.

@@ -133,7 +133,7 @@ async function collect(
 /**
  * At an as_of: each group's values from the log of counts (migrations 0023
  * and 0028), O(groups); undefined when the read point lies before the log's
- * start (after a restore: the history answers then). For narrower grants,
+ * start (after a restore of a dump without a log: the history answers then). For narrower grants,
  * the groups the caller may see (datasource and level as they were) less
  * the resources the stricter-of rule (docs/access.md) hides: visible then
  * and hidden now, which only a change after the point can make (their row

@@ -3,10 +3,11 @@
 // log started at migration 0023 for an existing store: a point before it
 // was answered from the history, per resource. Here it is derived from the
 // history once, and it covers every point (datasource_counts_since:
-// '-infinity'). A restore still starts it again (datasource_counts_restart,
-// store/dump-restore.ts): deriving it there made a restore of 100,000
-// versions, each its own transaction, 70% slower (0.42 of pg_restore
-// instead of 0.67), so points before a restore read the history.
+// '-infinity'). A restore does not derive it (that made a restore of
+// 100,000 versions, each its own transaction, 70% slower: 0.42 of
+// pg_restore instead of 0.67): the dump carries it since format version 3
+// (store/dump-restore.ts), and a dump without one starts it again
+// (datasource_counts_restart).
 //
 // datasource_counts_rebuild(): the log as the writes would have kept it,
 // from the versions and their attribution periods (the attribution is
