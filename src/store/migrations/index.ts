@@ -22,6 +22,7 @@ import { sql as treeCountsSetBased } from "./0025-tree-counts-set-based.js";
 import { sql as triggerSearchPath } from "./0026-trigger-search-path.js";
 import { sql as attributionChangesIndex } from "./0027-attribution-changes-index.js";
 import { sql as datasourceCountsHistory } from "./0028-datasource-counts-history.js";
+import { sql as versionsPayloadGin } from "./0029-versions-payload-gin.js";
 
 export interface Migration {
   readonly id: number;
@@ -52,4 +53,5 @@ export const migrations: readonly Migration[] = [
   { id: 26, name: "trigger-search-path", sql: triggerSearchPath },
   { id: 27, name: "attribution-changes-index", sql: attributionChangesIndex },
   { id: 28, name: "datasource-counts-history", sql: datasourceCountsHistory },
+  { id: 29, name: "versions-payload-gin", sql: versionsPayloadGin },
 ];
