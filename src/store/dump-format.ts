@@ -208,36 +208,50 @@ export const REGISTRY_SECTIONS: readonly RegistrySection[] = [
   })),
 ];
 
+/** A count as JSON: a number when it is an integer up to 2^53, else its text as a string. */
+const countJson = (x: string): string =>
+  `CASE WHEN ${x} = trunc(${x}) AND abs(${x}) <= 9007199254740991 THEN trunc(${x})::text ELSE '"' || ${x}::text || '"' END`;
+
 /**
  * The log of counts (section `counts_log`, format version 3): the rows of
  * datasource_counts_log in its key order (an incremental dump's: those
  * after its `since`), written by a dump of a store that keeps one, so that
  * the copy answers statistics at every earlier point from the log as the
  * source does, not from its history (docs/dump-format.md). The header's
- * `counts_log.since` is where the source's log begins.
+ * `counts_log.since` is where the source's log begins. Its columns, and
+ * how each is written, as versionColumns has it: by the
+ * client from a binary COPY on PostgreSQL (VersionEncoder: strings and
+ * stamps; the counts' JSON text from the statement), or in the line the
+ * statement builds on PGlite; the same bytes.
  */
-export const COUNTS_LOG_COLUMNS = [
-  "datasource_id",
-  "payload_type",
-  "access_level",
-  "tx_from",
-  "resources",
-  "total_bytes",
-  "last_updated_at",
-] as const;
-/** A count as JSON: a number when it is an integer up to 2^53, else its text as a string. */
-const countJson = (x: string): string =>
-  `CASE WHEN ${x} = trunc(${x}) AND abs(${x}) <= 9007199254740991 THEN trunc(${x})::text ELSE '"' || ${x}::text || '"' END`;
+export const countsLogColumns: readonly VersionColumn[] = [
+  { name: "datasource_id", copy: "l.datasource_id", encoding: STRING, sql: json("l.datasource_id") },
+  { name: "payload_type", copy: "l.payload_type", encoding: STRING, sql: json("l.payload_type") },
+  { name: "access_level", copy: "l.access_level", encoding: STRING, sql: json("l.access_level") },
+  { name: "tx_from", copy: "l.tx_from", encoding: STAMP, sql: jsonTs("l.tx_from") },
+  {
+    name: "resources",
+    copy: countJson("l.resources::numeric"),
+    encoding: RAW,
+    sql: countJson("l.resources::numeric"),
+  },
+  { name: "total_bytes", copy: countJson("l.total_bytes"), encoding: RAW, sql: countJson("l.total_bytes") },
+  { name: "last_updated_at", copy: "l.last_updated_at", encoding: STAMP, sql: jsonTs("l.last_updated_at") },
+];
+
+export const COUNTS_LOG_COLUMNS: readonly string[] = countsLogColumns.map((c) => c.name);
 
 /**
- * The log's records (an incremental dump's: those after its `since`, $1),
- * each line's text built by the statement, in the log's key order (its
- * primary key: an index walk).
+ * The log's records in its key order (its primary key: an index walk), an
+ * incremental dump's those after its `since` ($1): each line built by the
+ * statement (`line`), or the values for a binary COPY (`copy`).
  */
-export const countsLogSql = (incremental: boolean): string =>
-  `SELECT '[' || to_json(l.datasource_id)::text || ',' || to_json(l.payload_type)::text || ',' || to_json(l.access_level)::text
-          || ',"' || ${ts("l.tx_from")} || '",' || ${countJson("l.resources::numeric")} || ',' || ${countJson("l.total_bytes")}
-          || ',' || coalesce('"' || ${ts("l.last_updated_at")} || '"', 'null') || ']' AS line
+export const countsLogSql = (incremental: boolean, form: "line" | "copy"): string =>
+  `SELECT ${
+    form === "line"
+      ? `'[' || ${countsLogColumns.map((c) => c.sql).join(" || ',' || ")} || ']' AS line`
+      : countsLogColumns.map((c) => c.copy).join(", ")
+  }
      FROM datasource_counts_log l${incremental ? " WHERE l.tx_from > $1::timestamptz" : ""}
     ORDER BY l.datasource_id, l.payload_type, l.access_level, l.tx_from`;
 

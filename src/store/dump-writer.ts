@@ -11,6 +11,7 @@ import { ts } from "./sql.js";
 import { inlineParams } from "./copy-out.js";
 import { parseAsOf } from "../time.js";
 import {
+  countsLogColumns,
   countsLogSql,
   Digest,
   DumpError,
@@ -206,17 +207,32 @@ async function* dumpLines(
   yield emit(sectionLine("counts_log"));
   if (countsLog !== undefined) {
     const params = incremental ? [opts.since] : [];
-    for await (const rows of cursorRows<{ line: string }>(
-      tx,
-      "dump_counts_log",
-      countsLogSql(incremental),
-      params,
-      batch,
-    )) {
-      let chunk = "";
-      for (const r of rows) chunk += `${r.line}\n`;
-      counts.counts_log_row! += rows.length;
-      yield emit(chunk);
+    if (tx.copyTo !== undefined) {
+      // PostgreSQL: the stored values by binary COPY, each row written out here (as the versions are).
+      const encoder = new VersionEncoder(countsLogColumns, false);
+      for await (const chunk of tx.copyTo(
+        `COPY (${inlineParams(countsLogSql(incremental, "copy"), params)}) TO STDOUT (FORMAT binary)`,
+      ) as AsyncIterable<Buffer>) {
+        const text = encoder.push(chunk);
+        if (text !== undefined) {
+          counts.counts_log_row = encoder.versions;
+          yield emit(text);
+        }
+      }
+      if (!encoder.ended) throw new Error("the COPY of the log of counts ended before its trailer");
+    } else {
+      for await (const rows of cursorRows<{ line: string }>(
+        tx,
+        "dump_counts_log",
+        countsLogSql(incremental, "line"),
+        params,
+        batch,
+      )) {
+        let chunk = "";
+        for (const r of rows) chunk += `${r.line}\n`;
+        counts.counts_log_row! += rows.length;
+        yield emit(chunk);
+      }
     }
   }
 

@@ -36,6 +36,14 @@ async function writeHistory(db: Db, halfway?: () => Promise<void>): Promise<stri
     store.create(LOCAL_CALLER, [
       { identifier: "pa", payloadType: "patient", payload: { datasource_id: "A" } },
       { identifier: "pb", payloadType: "patient", accessLevel: "internal", payload: { datasource_id: "B" } },
+      // A datasource id with what JSON and COPY escape (a backslash, quotes, a tab) and a character beyond ASCII.
+      { identifier: "pw", payloadType: "patient", payload: { datasource_id: 'we\\ird "ds"\t\u2713' } },
+      {
+        identifier: "fw",
+        payloadType: "file",
+        parentIdentifier: "pw",
+        payload: { path: "s3://b/fw", size_bytes: "7" },
+      },
       { identifier: "sa", payloadType: "study", parentIdentifier: "pa", payload: {} },
       file("f1", "sa", 10),
       file("f2", "sa", 20, "internal"),
