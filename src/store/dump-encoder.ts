@@ -1,9 +1,10 @@
-// The versions section from PostgreSQL's binary COPY (docs/dump-format.md):
-// each row of versionCopySql written as its record, byte for byte the line
-// the statement of the embedded store builds. The rows are read by the one
+// The records of the versions and counts_log sections from PostgreSQL's
+// binary COPY (docs/dump-format.md): each row of versionCopySql (or of
+// countsLogSql) written as its record, byte for byte the line the statement
+// of the embedded store builds. The rows are read by the one
 // binary COPY reader (copy-binary.ts); what each value becomes is here.
 import { COPY_PARTIAL, COPY_TRAILER, copyHeaderEnd, readCopyRow } from "../copy-binary.js";
-import { BOOL, RAW, STAMP, STRING, type Kind, type VersionColumn } from "./dump-format.js";
+import { BOOL, RAW, STAMP, STRING, type Kind, type RecordColumn } from "./dump-format.js";
 
 /** Microseconds from the Unix epoch to PostgreSQL's (2000-01-01), in milliseconds. */
 const PG_EPOCH_MS = 946_684_800_000;
@@ -107,9 +108,10 @@ function sameBytes(a: Buffer, as: number, ae: number, b: Buffer, bs: number, be:
 
 /**
  * PostgreSQL's binary COPY rows of versionCopySql, as records of the
- * versions section: fed chunks as they come (a row may span two), it
- * returns the bytes of the complete rows of each and counts them. Each
- * column is written as versionColumns says. Strings are escaped by
+ * versions section (or of countsLogSql, of the counts_log section): fed
+ * chunks as they come (a row may span two), it returns the bytes of the
+ * complete rows of each and counts them. Each column is written as its
+ * columns (versionColumns, countsLogColumns) say. Strings are escaped by
  * JSON.stringify, which escapes exactly what PostgreSQL's to_json does (the
  * quote, the backslash, control characters, in the same forms), so the
  * records are those the statement of the embedded store builds, byte for
@@ -118,11 +120,11 @@ function sameBytes(a: Buffer, as: number, ae: number, b: Buffer, bs: number, be:
  * multi-byte character's bytes are all above 0x7f), and neither decoding
  * nor encoding validates or converts anything.
  *
- * The kind is kindOf's, from the version before: in a full dump the row
+ * The kind (a version's only) is kindOf's, from the version before: in a full dump the row
  * before, when it is of the same identifier (the rows come in key order,
  * every version of each); in an incremental one the last two fields.
  */
-export class VersionEncoder {
+export class RecordEncoder {
   private rest: Buffer | undefined;
   private headerRead = false;
   private readonly cache = { second: Number.NaN, text: Buffer.alloc(0) };
@@ -144,11 +146,12 @@ export class VersionEncoder {
   private prevCreatedHi = 0;
   private prevCreatedLo = 0;
   private prevCreatedNull = true;
-  versions = 0;
+  /** Records written. */
+  records = 0;
   current = 0;
   ended = false;
 
-  constructor(columns: readonly VersionColumn[], incremental: boolean) {
+  constructor(columns: readonly RecordColumn[], incremental: boolean) {
     let f = 0;
     for (const c of columns) {
       this.field.push(c.copy === undefined ? -1 : f++);
@@ -285,6 +288,6 @@ export class VersionEncoder {
     }
     out.byte(0x5d); // ]
     out.byte(0x0a);
-    this.versions++;
+    this.records++;
   }
 }

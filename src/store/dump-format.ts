@@ -103,7 +103,7 @@ const KIND_SQL = `CASE WHEN h.version = 1 OR h.prev_is_deleted IS NULL THEN 'cre
 /** A version's JSON text: a number up to 2^53, else a string. */
 const VERSION_SQL = `CASE WHEN h.version <= 9007199254740991 THEN h.version::text ELSE '"' || h.version || '"' END`;
 
-/** How a value of a version column is written (VersionEncoder). */
+/** How a value of a column is written (RecordEncoder). */
 export const STRING = 0; // text, as a JSON string
 export const RAW = 1; // text that is already JSON
 export const STAMP = 2; // a timestamp as a JSON string; infinity (an open period) as null
@@ -119,13 +119,13 @@ const KIND = 4; // kindOf, from this row and the version before it
  * same bytes. The payload is last, so a reader finds its text at the end
  * of the line.
  */
-export interface VersionColumn {
+export interface RecordColumn {
   readonly name: string;
   readonly copy: string | undefined;
   readonly encoding: number;
   readonly sql: string;
 }
-export const versionColumns = (actor: string): readonly VersionColumn[] => [
+export const versionColumns = (actor: string): readonly RecordColumn[] => [
   { name: "identifier", copy: "h.identifier", encoding: STRING, sql: json("h.identifier") },
   { name: "version", copy: VERSION_SQL, encoding: RAW, sql: VERSION_SQL },
   { name: "from", copy: "h.tx_from", encoding: STAMP, sql: jsonTs("h.tx_from") },
@@ -220,11 +220,11 @@ const countJson = (x: string): string =>
  * source does, not from its history (docs/dump-format.md). The header's
  * `counts_log.since` is where the source's log begins. Its columns, and
  * how each is written, as versionColumns has it: by the
- * client from a binary COPY on PostgreSQL (VersionEncoder: strings and
+ * client from a binary COPY on PostgreSQL (RecordEncoder: strings and
  * stamps; the counts' JSON text from the statement), or in the line the
  * statement builds on PGlite; the same bytes.
  */
-export const countsLogColumns: readonly VersionColumn[] = [
+export const countsLogColumns: readonly RecordColumn[] = [
   { name: "datasource_id", copy: "l.datasource_id", encoding: STRING, sql: json("l.datasource_id") },
   { name: "payload_type", copy: "l.payload_type", encoding: STRING, sql: json("l.payload_type") },
   { name: "access_level", copy: "l.access_level", encoding: STRING, sql: json("l.access_level") },

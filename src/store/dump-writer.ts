@@ -25,7 +25,7 @@ import {
   versionCopySql,
   versionLineSql,
 } from "./dump-format.js";
-import { VersionEncoder } from "./dump-encoder.js";
+import { RecordEncoder } from "./dump-encoder.js";
 
 export interface DumpOptions {
   /** The `until` of an earlier dump: write only what changed after it (docs/dump-format.md, incremental dumps). */
@@ -158,14 +158,14 @@ async function* dumpLines(
   if (tx.copyTo !== undefined) {
     // PostgreSQL: the stored values by binary COPY (the server formats nothing, nor derives the kind: a window
     // over the whole history cost a quarter of its time), written out here chunk by chunk.
-    const encoder = new VersionEncoder(versionColumns(actor), incremental);
+    const encoder = new RecordEncoder(versionColumns(actor), incremental);
     const copySql = `SELECT ${versionCopySql(actor, incremental)} FROM (${history}) h ORDER BY h.identifier, h.version`;
     for await (const chunk of tx.copyTo(
       `COPY (${inlineParams(copySql, params)}) TO STDOUT (FORMAT binary)`,
     ) as AsyncIterable<Buffer>) {
       const text = encoder.push(chunk);
       if (text !== undefined) {
-        counts.version = encoder.versions;
+        counts.version = encoder.records;
         yield emit(text);
         opts.onVersions?.(counts.version);
       }
@@ -209,13 +209,13 @@ async function* dumpLines(
     const params = incremental ? [opts.since] : [];
     if (tx.copyTo !== undefined) {
       // PostgreSQL: the stored values by binary COPY, each row written out here (as the versions are).
-      const encoder = new VersionEncoder(countsLogColumns, false);
+      const encoder = new RecordEncoder(countsLogColumns, false);
       for await (const chunk of tx.copyTo(
         `COPY (${inlineParams(countsLogSql(incremental, "copy"), params)}) TO STDOUT (FORMAT binary)`,
       ) as AsyncIterable<Buffer>) {
         const text = encoder.push(chunk);
         if (text !== undefined) {
-          counts.counts_log_row = encoder.versions;
+          counts.counts_log_row = encoder.records;
           yield emit(text);
         }
       }
