@@ -6,15 +6,13 @@
 // the history answers, as for a dump of version 2.
 import { gunzipSync, gzipSync } from "node:zlib";
 import { Readable } from "node:stream";
-import { afterEach, describe, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { ALL_GRANTS, LOCAL_CALLER, type Grants } from "../../src/access/index.js";
-import { createResourceStore, datasourceStats, openDatabase, restoreDump, type Db } from "../../src/store/index.js";
-import { migrate } from "../../src/store/index.js";
-import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
-import { dumpToBuffer, pgliteStores } from "../store/dump-support.js";
+import { createResourceStore, datasourceStats, restoreDump, type Db } from "../../src/store/index.js";
+import { describeFreshStores } from "../store/backends.js";
+import { dumpToBuffer } from "../store/dump-support.js";
 import { recording, type Recorded } from "../store/recording.js";
 
-const pgReachable = await postgresReachable();
 const CALLERS: Grants[] = [ALL_GRANTS, { datasources: new Set(["A"]), clearance: "internal" }];
 
 /**
@@ -86,121 +84,98 @@ const logRows = async (db: Db) =>
     )
   ).rows;
 
-for (const kind of ["pglite", "postgres"] as const) {
-  describe.skipIf(kind === "postgres" && !pgReachable)(`a dump's log of counts [${kind}]`, () => {
-    const stores = pgliteStores("rs-counts-log-");
-    const opened: Db[] = [];
-    const databases: TestDatabase[] = [];
-    const fresh = async (): Promise<Db> => {
-      let db: Db;
-      if (kind === "pglite") db = await stores.open();
-      else {
-        const t = await createTestDatabase();
-        databases.push(t);
-        db = await openDatabase({ databaseUrl: t.url, poolSize: 2 });
-        await migrate(db);
-      }
-      opened.push(db);
-      return db;
-    };
-    afterEach(async () => {
-      for (const db of opened.splice(0)) await db.close();
-      for (const t of databases.splice(0)) await t.drop();
-      await stores.removeAll();
-    });
+describeFreshStores("a dump's log of counts", (fresh) => {
+  it("is restored with the versions: every earlier point answers from the log, as on the source", async () => {
+    const source = await fresh();
+    const points = await writeHistory(source);
+    const expected = await answers(source, points);
+    expect(JSON.stringify(expected)).toContain('"B"');
+    const bytes = await dumpToBuffer(source, {});
+    const header = JSON.parse(gunzipSync(bytes).toString("utf8").split("\n")[0]!) as Record<string, unknown>;
+    expect(header.format_version).toBe(3);
+    expect(header.counts_log).toEqual({ since: null });
 
-    it("is restored with the versions: every earlier point answers from the log, as on the source", async () => {
-      const source = await fresh();
-      const points = await writeHistory(source);
-      const expected = await answers(source, points);
-      expect(JSON.stringify(expected)).toContain('"B"');
+    const copy = await fresh();
+    const summary = await restore(copy, bytes);
+    expect(summary.countsLog).toBe(true);
+    expect(await logRows(copy)).toEqual(await logRows(source));
+    expect(await answers(copy, points)).toEqual(expected);
+    expect(await readsHistory(copy, points)).toBe(false);
+    // The copy's dump carries the same log again.
+    const again = await fresh();
+    expect((await restore(again, await dumpToBuffer(copy, {}))).countsLog).toBe(true);
+    expect(await logRows(again)).toEqual(await logRows(source));
+    // Writes after the restore log on from the restored clock; the earlier points answer as before.
+    await createResourceStore(copy).create(LOCAL_CALLER, [
+      { identifier: "pc", payloadType: "patient", payload: { datasource_id: "A" } },
+    ]);
+    const after = await answers(copy, points);
+    expect(after.slice(1)).toEqual(expected.slice(1));
+    expect(after[0]).not.toEqual(expected[0]);
+  });
+
+  it("of an incremental dump continues the log a full one restored", async () => {
+    const source = await fresh();
+    const copy = await fresh();
+    let until = "";
+    const points = await writeHistory(source, async () => {
       const bytes = await dumpToBuffer(source, {});
-      const header = JSON.parse(gunzipSync(bytes).toString("utf8").split("\n")[0]!) as Record<string, unknown>;
-      expect(header.format_version).toBe(3);
-      expect(header.counts_log).toEqual({ since: null });
-
-      const copy = await fresh();
-      const summary = await restore(copy, bytes);
-      expect(summary.countsLog).toBe(true);
-      expect(await logRows(copy)).toEqual(await logRows(source));
-      expect(await answers(copy, points)).toEqual(expected);
-      expect(await readsHistory(copy, points)).toBe(false);
-      // The copy's dump carries the same log again.
-      const again = await fresh();
-      expect((await restore(again, await dumpToBuffer(copy, {}))).countsLog).toBe(true);
-      expect(await logRows(again)).toEqual(await logRows(source));
-      // Writes after the restore log on from the restored clock; the earlier points answer as before.
-      await createResourceStore(copy).create(LOCAL_CALLER, [
-        { identifier: "pc", payloadType: "patient", payload: { datasource_id: "A" } },
-      ]);
-      const after = await answers(copy, points);
-      expect(after.slice(1)).toEqual(expected.slice(1));
-      expect(after[0]).not.toEqual(expected[0]);
+      until = (JSON.parse(gunzipSync(bytes).toString("utf8").split("\n")[0]!) as { until: string }).until;
+      expect((await restore(copy, bytes)).countsLog).toBe(true);
     });
+    const expected = await answers(source, points);
+    const increment = await dumpToBuffer(source, { since: until });
+    const summary = await restore(copy, increment);
+    expect(summary.since).toBe(until);
+    expect(summary.countsLog).toBe(true);
+    expect(await logRows(copy)).toEqual(await logRows(source));
+    expect(await answers(copy, points)).toEqual(expected);
+    expect(await readsHistory(copy, points)).toBe(false);
+  });
 
-    it("of an incremental dump continues the log a full one restored", async () => {
-      const source = await fresh();
-      const copy = await fresh();
-      let until = "";
-      const points = await writeHistory(source, async () => {
-        const bytes = await dumpToBuffer(source, {});
-        until = (JSON.parse(gunzipSync(bytes).toString("utf8").split("\n")[0]!) as { until: string }).until;
-        expect((await restore(copy, bytes)).countsLog).toBe(true);
-      });
-      const expected = await answers(source, points);
-      const increment = await dumpToBuffer(source, { since: until });
-      const summary = await restore(copy, increment);
-      expect(summary.since).toBe(until);
-      expect(summary.countsLog).toBe(true);
-      expect(await logRows(copy)).toEqual(await logRows(source));
-      expect(await answers(copy, points)).toEqual(expected);
-      expect(await readsHistory(copy, points)).toBe(false);
-    });
-
-    it("is not taken when it disagrees with the versions: the log starts again and the history answers", async () => {
-      const source = await fresh();
-      const points = await writeHistory(source);
-      const expected = await answers(source, points);
-      // A log whose last values are not what the versions hold (a source damaged, or a writer's bug).
-      await source.query(
-        `UPDATE datasource_counts_log l SET resources = l.resources + 1
+  it("is not taken when it disagrees with the versions: the log starts again and the history answers", async () => {
+    const source = await fresh();
+    const points = await writeHistory(source);
+    const expected = await answers(source, points);
+    // A log whose last values are not what the versions hold (a source damaged, or a writer's bug).
+    await source.query(
+      `UPDATE datasource_counts_log l SET resources = l.resources + 1
           WHERE tx_from = (SELECT max(tx_from) FROM datasource_counts_log m WHERE m.datasource_id = l.datasource_id
                              AND m.payload_type = l.payload_type AND m.access_level = l.access_level)
             AND datasource_id = 'A' AND payload_type = 'file' AND access_level = 'public'`,
-      );
-      const copy = await fresh();
-      const summary = await restore(copy, await dumpToBuffer(source, {}));
-      expect(summary.countsLog).toBe(false);
-      expect(await answers(copy, points)).toEqual(expected);
-      expect(await readsHistory(copy, points)).toBe(true);
-    });
-
-    it("of a version-2 dump (none) starts again at its until, and the history answers before it", async () => {
-      const source = await fresh();
-      const points = await writeHistory(source);
-      const expected = await answers(source, points);
-      // The same dump as version 2 wrote it: no log section, no header field, no count.
-      const lines = gunzipSync(await dumpToBuffer(source, {}))
-        .toString("utf8")
-        .trimEnd()
-        .split("\n");
-      const header = JSON.parse(lines[0]!) as Record<string, unknown>;
-      header.format_version = 2;
-      header.sections = (header.sections as string[]).filter((s) => s !== "counts_log");
-      delete header.counts_log;
-      const cut = lines.findIndex((l) => l.startsWith('{"record":"section","section":"counts_log"'));
-      const kept = [JSON.stringify(header), ...lines.slice(1, cut)];
-      const { createHash } = await import("node:crypto");
-      const trailer = JSON.parse(lines.at(-1)!) as { counts: Record<string, number> };
-      delete trailer.counts.counts_log_row;
-      const text = `${kept.join("\n")}\n`;
-      const sha256 = createHash("sha256").update(text).digest("hex");
-      const v2 = gzipSync(`${text}${JSON.stringify({ record: "trailer", counts: trailer.counts, sha256 })}\n`);
-      const copy = await fresh();
-      const summary = await restore(copy, v2);
-      expect(summary.countsLog).toBe(false);
-      expect(await answers(copy, points)).toEqual(expected);
-      expect(await readsHistory(copy, points)).toBe(true);
-    });
+    );
+    const copy = await fresh();
+    const summary = await restore(copy, await dumpToBuffer(source, {}));
+    expect(summary.countsLog).toBe(false);
+    expect(await answers(copy, points)).toEqual(expected);
+    expect(await readsHistory(copy, points)).toBe(true);
   });
-}
+
+  it("of a version-2 dump (none) starts again at its until, and the history answers before it", async () => {
+    const source = await fresh();
+    const points = await writeHistory(source);
+    const expected = await answers(source, points);
+    // The same dump as version 2 wrote it: no log section, no header field, no count.
+    const lines = gunzipSync(await dumpToBuffer(source, {}))
+      .toString("utf8")
+      .trimEnd()
+      .split("\n");
+    const header = JSON.parse(lines[0]!) as Record<string, unknown>;
+    header.format_version = 2;
+    header.sections = (header.sections as string[]).filter((s) => s !== "counts_log");
+    delete header.counts_log;
+    const cut = lines.findIndex((l) => l.startsWith('{"record":"section","section":"counts_log"'));
+    const kept = [JSON.stringify(header), ...lines.slice(1, cut)];
+    const { createHash } = await import("node:crypto");
+    const trailer = JSON.parse(lines.at(-1)!) as { counts: Record<string, number> };
+    delete trailer.counts.counts_log_row;
+    const text = `${kept.join("\n")}\n`;
+    const sha256 = createHash("sha256").update(text).digest("hex");
+    const v2 = gzipSync(`${text}${JSON.stringify({ record: "trailer", counts: trailer.counts, sha256 })}\n`);
+    const copy = await fresh();
+    const summary = await restore(copy, v2);
+    expect(summary.countsLog).toBe(false);
+    expect(await answers(copy, points)).toEqual(expected);
+    expect(await readsHistory(copy, points)).toBe(true);
+  });
+});

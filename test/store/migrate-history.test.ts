@@ -5,7 +5,7 @@
 // wrote and opened new ones), every read is taken, the database is migrated,
 // and every read is taken again with the same statements.
 import { create } from "@bufbuild/protobuf";
-import { afterEach, describe, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { QueryRequestSchema } from "../../gen/resourcestore/type/v1/query_pb.js";
 import {
   createResourceStore,
@@ -13,14 +13,13 @@ import {
   listParents,
   migrate,
   migrations,
-  openDatabase,
   pageStatement,
   planQuery,
   ts,
   type Db,
   type ResourceStore,
 } from "../../src/store/index.js";
-import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
+import { describeFreshStores } from "./backends.js";
 import { ds, fromMicros, micros, study } from "./helpers.js";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 
@@ -34,7 +33,6 @@ const DROP_ACCESS_SHIM = `DROP TABLE tree_counts; DROP FUNCTION tree_counts_inse
   DROP FUNCTION tree_counts_carry, tree_counts_shift, tree_counts_rebuild, tree_counts_enabled;
   DROP TABLE resource_attribution; ALTER TABLE resources DROP COLUMN datasource_id; ALTER TABLE resources DROP COLUMN actor`;
 
-const pgReachable = await postgresReachable();
 const BEFORE = migrations.filter((m) => m.id <= 5);
 
 /** What every write did before migration 0006, after its rows were written. */
@@ -88,109 +86,96 @@ async function everyVersion(db: Db, table: string): Promise<unknown[]> {
   return rows;
 }
 
-for (const kind of ["pglite", "postgres"] as const) {
-  describe.skipIf(kind === "postgres" && !pgReachable)(`migration 0006: the history before and after [${kind}]`, () => {
-    let db: Db | undefined;
-    let testDb: TestDatabase | undefined;
-    afterEach(async () => {
-      await db?.close();
-      await testDb?.drop();
-    });
-
-    it("reads every version, now and at every instant, as before", async () => {
-      if (kind === "postgres") testDb = await createTestDatabase();
-      db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
-      await migrate(db, BEFORE);
-      const store = createResourceStore(db);
-      await db.exec(ACCESS_SHIM);
-      await db.exec(TREE_SHIM);
-      // The old history read through the new statements: the view over the old table.
-      await db.exec("CREATE VIEW resource_history AS SELECT * FROM resource_versions");
-      const stamps: string[] = [];
-      const write = async (op: () => Promise<{ at: string }>) => {
-        stamps.push((await op()).at);
-        await legacyVersions(db!);
-      };
-      await write(() => store.create(LOCAL_CALLER, [ds("d1"), ds("d2"), study("s1", "d1"), study("s2", "s1")]));
-      await write(() => store.create(LOCAL_CALLER, [study("s3", "d1"), study("s4", "s3")]));
-      await write(() =>
-        store.update(LOCAL_CALLER, [
-          ["s1", { license: "MIT" }],
-          ["s3", { parentIdentifier: "d2" }],
-        ]),
-      );
-      await write(() => store.delete(LOCAL_CALLER, ["s1"], { cascade: false }));
-      await write(() => store.update(LOCAL_CALLER, [["d2", { payload: { name: "renamed" } }]]));
-      await write(() => store.create(LOCAL_CALLER, [study("s1", "d2", { payload: { modality: "MR" } })])); // over the tombstone
-      await write(() => store.delete(LOCAL_CALLER, ["d2"], { cascade: true }));
-      await write(() => store.restore(LOCAL_CALLER, ["d2"], { cascade: true }));
-      await write(() =>
-        store.update(LOCAL_CALLER, [
-          ["s4", { parentIdentifier: null }],
-          ["s2", { license: "CC0" }],
-        ]),
-      );
-      await write(() => store.delete(LOCAL_CALLER, ["s4"]));
-
-      const points = [fromMicros(micros(stamps[0]!) - 1n)];
-      for (const s of stamps) points.push(fromMicros(micros(s) - 1n), s);
-      const before = await allReads(db, store, points);
-      const versions = await everyVersion(db, "resource_versions");
-      expect(versions.length).toBe(24);
-
-      await db.exec("DROP VIEW resource_history");
-      await db.exec(DROP_ACCESS_SHIM);
-      expect(await migrate(db)).toEqual(migrations.filter((m) => m.id > 5).map((m) => m.id));
-      // Only superseded versions stay in the table; the view yields every one as before.
-      const { rows: open } = await db.query<{ n: string }>(
-        "SELECT count(*)::text AS n FROM resource_versions WHERE tx_to = 'infinity'",
-      );
-      expect(open[0]?.n).toBe("0");
-      expect(await everyVersion(db, "resource_history")).toEqual(versions);
-      expect(await allReads(db, store, points)).toEqual(before);
-
-      const { rows: actors } = await db.query<{ actor: string; n: string }>(
-        "SELECT actor, count(*)::text AS n FROM resource_history GROUP BY actor",
-      );
-      expect(actors).toEqual([{ actor: "unknown", n: "24" }]);
-
-      // Writes after the migration continue the same history, with their actor.
-      const u = await store.update({ ...LOCAL_CALLER, actor: "after" }, [["d1", { license: "MIT" }]]);
-      const all = await everyVersion(db, "resource_history");
-      expect(all.length).toBe(25);
-      const { rows: byActor } = await db.query<{ actor: string; version: string }>(
-        "SELECT actor, version::text AS version FROM resource_history WHERE identifier = 'd1' ORDER BY version",
-      );
-      expect(byActor).toEqual([
-        { actor: "unknown", version: "1" },
-        { actor: "after", version: "2" },
-      ]);
-      expect(
-        (await store.read(ALL_GRANTS, ["d1"], { asOf: fromMicros(micros(u.at) - 1n), excludeChildren: true }))[0],
-      ).toMatchObject({ license: null, version: 1 });
-      expect((await store.read(ALL_GRANTS, ["d1"], { asOf: u.at, excludeChildren: true }))[0]).toMatchObject({
-        license: "MIT",
-        version: 2,
-      });
-    }, 240_000);
-
-    it("refuses to migrate a history whose open version does not match the current row", async () => {
-      if (kind === "postgres") testDb = await createTestDatabase();
-      db = await openDatabase(testDb ? { databaseUrl: testDb.url, poolSize: 2 } : {});
-      await migrate(db, BEFORE);
-      await db.exec(ACCESS_SHIM);
-      await db.exec(TREE_SHIM);
-      await createResourceStore(db).create(LOCAL_CALLER, [ds("d1")]);
-      await db.exec(DROP_ACCESS_SHIM);
+describeFreshStores("migration 0006: the history before and after", (fresh) => {
+  it("reads every version, now and at every instant, as before", async () => {
+    const db = await fresh(BEFORE);
+    const store = createResourceStore(db);
+    await db.exec(ACCESS_SHIM);
+    await db.exec(TREE_SHIM);
+    // The old history read through the new statements: the view over the old table.
+    await db.exec("CREATE VIEW resource_history AS SELECT * FROM resource_versions");
+    const stamps: string[] = [];
+    const write = async (op: () => Promise<{ at: string }>) => {
+      stamps.push((await op()).at);
       await legacyVersions(db);
-      await db.query("UPDATE resources SET version = 2");
-      const err: unknown = await migrate(db).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      expect(String((err as { cause?: unknown }).cause ?? err)).toMatch(/open version does not match/);
-      const { rows } = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM resource_versions");
-      expect(rows[0]?.n).toBe("1");
+    };
+    await write(() => store.create(LOCAL_CALLER, [ds("d1"), ds("d2"), study("s1", "d1"), study("s2", "s1")]));
+    await write(() => store.create(LOCAL_CALLER, [study("s3", "d1"), study("s4", "s3")]));
+    await write(() =>
+      store.update(LOCAL_CALLER, [
+        ["s1", { license: "MIT" }],
+        ["s3", { parentIdentifier: "d2" }],
+      ]),
+    );
+    await write(() => store.delete(LOCAL_CALLER, ["s1"], { cascade: false }));
+    await write(() => store.update(LOCAL_CALLER, [["d2", { payload: { name: "renamed" } }]]));
+    await write(() => store.create(LOCAL_CALLER, [study("s1", "d2", { payload: { modality: "MR" } })])); // over the tombstone
+    await write(() => store.delete(LOCAL_CALLER, ["d2"], { cascade: true }));
+    await write(() => store.restore(LOCAL_CALLER, ["d2"], { cascade: true }));
+    await write(() =>
+      store.update(LOCAL_CALLER, [
+        ["s4", { parentIdentifier: null }],
+        ["s2", { license: "CC0" }],
+      ]),
+    );
+    await write(() => store.delete(LOCAL_CALLER, ["s4"]));
+
+    const points = [fromMicros(micros(stamps[0]!) - 1n)];
+    for (const s of stamps) points.push(fromMicros(micros(s) - 1n), s);
+    const before = await allReads(db, store, points);
+    const versions = await everyVersion(db, "resource_versions");
+    expect(versions.length).toBe(24);
+
+    await db.exec("DROP VIEW resource_history");
+    await db.exec(DROP_ACCESS_SHIM);
+    expect(await migrate(db)).toEqual(migrations.filter((m) => m.id > 5).map((m) => m.id));
+    // Only superseded versions stay in the table; the view yields every one as before.
+    const { rows: open } = await db.query<{ n: string }>(
+      "SELECT count(*)::text AS n FROM resource_versions WHERE tx_to = 'infinity'",
+    );
+    expect(open[0]?.n).toBe("0");
+    expect(await everyVersion(db, "resource_history")).toEqual(versions);
+    expect(await allReads(db, store, points)).toEqual(before);
+
+    const { rows: actors } = await db.query<{ actor: string; n: string }>(
+      "SELECT actor, count(*)::text AS n FROM resource_history GROUP BY actor",
+    );
+    expect(actors).toEqual([{ actor: "unknown", n: "24" }]);
+
+    // Writes after the migration continue the same history, with their actor.
+    const u = await store.update({ ...LOCAL_CALLER, actor: "after" }, [["d1", { license: "MIT" }]]);
+    const all = await everyVersion(db, "resource_history");
+    expect(all.length).toBe(25);
+    const { rows: byActor } = await db.query<{ actor: string; version: string }>(
+      "SELECT actor, version::text AS version FROM resource_history WHERE identifier = 'd1' ORDER BY version",
+    );
+    expect(byActor).toEqual([
+      { actor: "unknown", version: "1" },
+      { actor: "after", version: "2" },
+    ]);
+    expect(
+      (await store.read(ALL_GRANTS, ["d1"], { asOf: fromMicros(micros(u.at) - 1n), excludeChildren: true }))[0],
+    ).toMatchObject({ license: null, version: 1 });
+    expect((await store.read(ALL_GRANTS, ["d1"], { asOf: u.at, excludeChildren: true }))[0]).toMatchObject({
+      license: "MIT",
+      version: 2,
     });
+  }, 240_000);
+
+  it("refuses to migrate a history whose open version does not match the current row", async () => {
+    const db = await fresh(BEFORE);
+    await db.exec(ACCESS_SHIM);
+    await db.exec(TREE_SHIM);
+    await createResourceStore(db).create(LOCAL_CALLER, [ds("d1")]);
+    await db.exec(DROP_ACCESS_SHIM);
+    await legacyVersions(db);
+    await db.query("UPDATE resources SET version = 2");
+    const err: unknown = await migrate(db).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(String((err as { cause?: unknown }).cause ?? err)).toMatch(/open version does not match/);
+    const { rows } = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM resource_versions");
+    expect(rows[0]?.n).toBe("1");
   });
-}
+});
