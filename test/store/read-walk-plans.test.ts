@@ -16,20 +16,7 @@ import { countStatement, createResourceStore, listChildren, pageStatement, planQ
 import { describeBackends, uid } from "./backends.js";
 import { recording, type Recorded } from "./recording.js";
 import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
-import { explainPlan, planNodes, type PlanNode } from "../support/plans.js";
-
-/** Rows the plan read from the resource tables: found plus filtered away, at every loop. */
-function rowsRead(root: PlanNode): number {
-  return planNodes(root)
-    .filter((n) => n["Relation Name"] === "resources" || n["Relation Name"] === "resource_versions")
-    .reduce(
-      (sum, n) =>
-        sum +
-        ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0) + (n["Rows Removed by Index Recheck"] ?? 0)) *
-          (n["Actual Loops"] ?? 1),
-      0,
-    );
-}
+import { explainPlan, rowsRead, type PlanNode } from "../support/plans.js";
 
 /** The recursive walks of a plan (what runs once per step). */
 function walks(node: PlanNode, out: PlanNode[] = []): PlanNode[] {

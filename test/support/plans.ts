@@ -41,3 +41,16 @@ export async function explainPlan(
   if (!root) throw new Error(`no plan for ${sql}`);
   return root;
 }
+
+/** Rows the plan (run with ANALYZE) read from the resource tables: found plus filtered away, at every loop. */
+export function rowsRead(root: PlanNode): number {
+  return planNodes(root)
+    .filter((n) => n["Relation Name"] === "resources" || n["Relation Name"] === "resource_versions")
+    .reduce(
+      (sum, n) =>
+        sum +
+        ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0) + (n["Rows Removed by Index Recheck"] ?? 0)) *
+          (n["Actual Loops"] ?? 1),
+      0,
+    );
+}
