@@ -4,74 +4,19 @@
 // point before (the log started again at the dump's `until`). A log that
 // disagrees with the versions restored is not taken: the log starts again and
 // the history answers, as for a dump of version 2.
+import { createHash } from "node:crypto";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { Readable } from "node:stream";
 import { expect, it } from "vitest";
-import { ALL_GRANTS, LOCAL_CALLER, type Grants } from "../../src/access/index.js";
+import { ALL_GRANTS, LOCAL_CALLER } from "../../src/access/index.js";
 import { createResourceStore, datasourceStats, restoreDump, type Db } from "../../src/store/index.js";
 import { describeFreshStores } from "../store/backends.js";
 import { dumpToBuffer } from "../store/dump-support.js";
-import { recording, type Recorded } from "../store/recording.js";
+import { readsHistory, statsAtPoints, writeHistory } from "./history-support.js";
 
-const CALLERS: Grants[] = [ALL_GRANTS, { datasources: new Set(["A"]), clearance: "internal" }];
-
-/**
- * A history that moves, relabels, deletes and restores across two
- * datasources; the stamp of every write. `halfway` runs after the fourth.
- */
-async function writeHistory(db: Db, halfway?: () => Promise<void>): Promise<string[]> {
-  const store = createResourceStore(db);
-  const file = (id: string, parent: string, size: number, level = "public") => ({
-    identifier: id,
-    payloadType: "file",
-    parentIdentifier: parent,
-    accessLevel: level,
-    payload: { path: `s3://b/${id}`, size_bytes: String(size) },
-  });
-  const points: string[] = [];
-  const write = async (op: () => Promise<{ at: string }>) => points.push((await op()).at);
-  await write(() =>
-    store.create(LOCAL_CALLER, [
-      { identifier: "pa", payloadType: "patient", payload: { datasource_id: "A" } },
-      { identifier: "pb", payloadType: "patient", accessLevel: "internal", payload: { datasource_id: "B" } },
-      // A datasource id with what JSON and COPY escape (a backslash, quotes, a tab) and a character beyond ASCII.
-      { identifier: "pw", payloadType: "patient", payload: { datasource_id: 'we\\ird "ds"\t\u2713' } },
-      {
-        identifier: "fw",
-        payloadType: "file",
-        parentIdentifier: "pw",
-        payload: { path: "s3://b/fw", size_bytes: "7" },
-      },
-      { identifier: "sa", payloadType: "study", parentIdentifier: "pa", payload: {} },
-      file("f1", "sa", 10),
-      file("f2", "sa", 20, "internal"),
-      file("f3", "pb", 40),
-    ]),
-  );
-  await write(() => store.update(LOCAL_CALLER, [["f1", { payload: { size_bytes: "11" } }]]));
-  await write(() => store.update(LOCAL_CALLER, [["sa", { parentIdentifier: "pb" }]]));
-  await write(() => store.update(LOCAL_CALLER, [["f3", { accessLevel: "restricted" }]]));
-  await halfway?.();
-  await write(() => store.delete(LOCAL_CALLER, ["f2"]));
-  await write(() => store.create(LOCAL_CALLER, [file("f4", "pa", 80)]));
-  await write(() => store.update(LOCAL_CALLER, [["pb", { payload: { datasource_id: "A" } }]]));
-  await write(() => store.restore(LOCAL_CALLER, ["f2"]));
-  await write(() => store.delete(LOCAL_CALLER, ["pa"]));
-  return points;
-}
-
+/** The statistics now, then at each point for each caller. */
 async function answers(db: Db, points: readonly string[]): Promise<unknown[]> {
-  const out: unknown[] = [await datasourceStats(db, ALL_GRANTS, {})];
-  for (const asOf of points) for (const g of CALLERS) out.push(await datasourceStats(db, g, { asOf }));
-  return out;
-}
-
-/** Whether statistics at every point, for a caller who sees everything, read the history. */
-async function readsHistory(db: Db, points: readonly string[]): Promise<boolean> {
-  const sent: Recorded[] = [];
-  for (const asOf of points) await datasourceStats(recording(db, sent), ALL_GRANTS, { asOf });
-  expect(sent.length).toBeGreaterThan(0);
-  return sent.some((r) => r.sql.includes("resource_history"));
+  return [await datasourceStats(db, ALL_GRANTS, {}), ...(await statsAtPoints(db, points))];
 }
 
 const restore = (db: Db, bytes: Buffer) => restoreDump(db, Readable.from([bytes]));
@@ -85,6 +30,14 @@ const logRows = async (db: Db) =>
   ).rows;
 
 describeFreshStores("a dump's log of counts", (fresh) => {
+  /** A fresh copy restored from `bytes` does not take a log: it answers as the source, from the history. */
+  const restoresWithoutLog = async (bytes: Buffer, points: readonly string[], expected: unknown[]) => {
+    const copy = await fresh();
+    expect((await restore(copy, bytes)).countsLog).toBe(false);
+    expect(await answers(copy, points)).toEqual(expected);
+    expect(await readsHistory(copy, points)).toBe(true);
+  };
+
   it("is restored with the versions: every earlier point answers from the log, as on the source", async () => {
     const source = await fresh();
     const points = await writeHistory(source);
@@ -144,11 +97,7 @@ describeFreshStores("a dump's log of counts", (fresh) => {
                              AND m.payload_type = l.payload_type AND m.access_level = l.access_level)
             AND datasource_id = 'A' AND payload_type = 'file' AND access_level = 'public'`,
     );
-    const copy = await fresh();
-    const summary = await restore(copy, await dumpToBuffer(source, {}));
-    expect(summary.countsLog).toBe(false);
-    expect(await answers(copy, points)).toEqual(expected);
-    expect(await readsHistory(copy, points)).toBe(true);
+    await restoresWithoutLog(await dumpToBuffer(source, {}), points, expected);
   });
 
   it("of a version-2 dump (none) starts again at its until, and the history answers before it", async () => {
@@ -166,16 +115,11 @@ describeFreshStores("a dump's log of counts", (fresh) => {
     delete header.counts_log;
     const cut = lines.findIndex((l) => l.startsWith('{"record":"section","section":"counts_log"'));
     const kept = [JSON.stringify(header), ...lines.slice(1, cut)];
-    const { createHash } = await import("node:crypto");
     const trailer = JSON.parse(lines.at(-1)!) as { counts: Record<string, number> };
     delete trailer.counts.counts_log_row;
     const text = `${kept.join("\n")}\n`;
     const sha256 = createHash("sha256").update(text).digest("hex");
     const v2 = gzipSync(`${text}${JSON.stringify({ record: "trailer", counts: trailer.counts, sha256 })}\n`);
-    const copy = await fresh();
-    const summary = await restore(copy, v2);
-    expect(summary.countsLog).toBe(false);
-    expect(await answers(copy, points)).toEqual(expected);
-    expect(await readsHistory(copy, points)).toBe(true);
+    await restoresWithoutLog(v2, points, expected);
   });
 });
