@@ -23,39 +23,12 @@ import {
   type RegistryKey,
 } from "../../src/store/index.js";
 import { expectCode } from "../store/helpers.js";
-import { openMemoryStore } from "../support/pglite-image.js";
+import { describeFreshStores } from "../store/backends.js";
 import { createTestDatabase, postgresReachable, type TestDatabase } from "../support/postgres.js";
 import { ALL_GRANTS } from "../../src/access/index.js";
 
 const key = (id: string): RegistryKey => ({ id, secret: Buffer.from(randomBytes(32).toString("base64url")) });
 const pgOk = await postgresReachable();
-
-/** Each test gets a database of its own: the key checks look at every row of it. */
-function eachBackend(name: string, suite: (fresh: (upTo?: number) => Promise<Db>) => void): void {
-  for (const kind of ["pglite", "postgres"] as const) {
-    describe.skipIf(kind === "postgres" && !pgOk)(`${name} [${kind}]`, () => {
-      const opened: Db[] = [];
-      const made: TestDatabase[] = [];
-      afterAll(async () => {
-        await Promise.all(opened.map((d) => d.close()));
-        await Promise.all(made.map((t) => t.drop()));
-      });
-      suite(async (upTo) => {
-        let db: Db;
-        if (kind === "postgres") {
-          const t = await createTestDatabase();
-          made.push(t);
-          db = await openDatabase({ databaseUrl: t.url, poolSize: 4 });
-        } else {
-          db = await openMemoryStore();
-        }
-        opened.push(db);
-        await migrate(db, upTo === undefined ? migrations : migrations.filter((m) => m.id <= upTo));
-        return db;
-      });
-    });
-  }
-}
 
 async function rowsByChain(db: Db): Promise<Record<string, number>> {
   const { rows } = await db.query<{ key_chain: string; n: string }>(
@@ -80,7 +53,8 @@ async function refusal(p: Promise<unknown>): Promise<Error> {
   return err as Error;
 }
 
-eachBackend("registry key order", (fresh) => {
+// Each test gets a database of its own: the key checks look at every row of it.
+describeFreshStores("registry key order", (fresh) => {
   it("appending or reordering keys changes no stored hash: every uid still resolves and none registers twice", async () => {
     const db = await fresh();
     const [a, b] = [key("a"), key("b")];
@@ -134,7 +108,7 @@ eachBackend("registry key order", (fresh) => {
   });
 });
 
-eachBackend("registry key fingerprints and start-up checks", (fresh) => {
+describeFreshStores("registry key fingerprints and start-up checks", (fresh) => {
   it("refuses a known id with another key, and a list without a key stored rows need, naming the id and never a key", async () => {
     const db = await fresh();
     const [a, b] = [key("prod"), key("next")];
@@ -225,7 +199,7 @@ eachBackend("registry key fingerprints and start-up checks", (fresh) => {
   });
 
   it("records the chains of rows hashed before chains existed from the keys configured at the first start-up", async () => {
-    const db = await fresh(12);
+    const db = await fresh(migrations.filter((m) => m.id <= 12));
     const [d, n] = [key("default"), key("new")];
     // What the earlier version wrote: a chain from the last listed key, each listed before it wrapping it.
     const link0 = (kind: string, scope: string, uid: string) => {

@@ -82,7 +82,7 @@ export function describeFreshStores(
         if (kind === "postgres") {
           const t = await createTestDatabase();
           databases.push(t);
-          db = await openDatabase({ databaseUrl: t.url, poolSize: 2 });
+          db = await openDatabase({ databaseUrl: t.url, poolSize: 4 });
         } else {
           db = await openMemoryStore();
         }
