@@ -75,6 +75,40 @@ async function* cursorRows<R>(
   await tx.query(`CLOSE ${name}`);
 }
 
+/**
+ * A section's records a chunk at a time, with the count written so far: on
+ * PostgreSQL the rows of a binary COPY of `copySql`, written out by
+ * `encoder`; on PGlite the records `lineSql` builds (its column `line`),
+ * through a cursor, one chunk a batch (the gzip stream and the digest take
+ * one write each, not one a line).
+ */
+async function* sectionRecords(
+  tx: Queryable,
+  section: string,
+  params: readonly unknown[],
+  batch: number,
+  source: { readonly encoder: RecordEncoder; readonly copySql: string; readonly lineSql: string },
+): AsyncGenerator<{ text: string | Buffer; written: number }> {
+  if (tx.copyTo !== undefined) {
+    const { encoder } = source;
+    for await (const chunk of tx.copyTo(
+      `COPY (${inlineParams(source.copySql, params)}) TO STDOUT (FORMAT binary)`,
+    ) as AsyncIterable<Buffer>) {
+      const text = encoder.push(chunk);
+      if (text !== undefined) yield { text, written: encoder.records };
+    }
+    if (!encoder.ended) throw new Error(`the COPY of the ${section} ended before its trailer`);
+    return;
+  }
+  let written = 0;
+  for await (const rows of cursorRows<{ line: string }>(tx, `dump_${section}`, source.lineSql, params, batch)) {
+    let text = "";
+    for (const r of rows) text += `${r.line}\n`;
+    written += rows.length;
+    yield { text, written };
+  }
+}
+
 /** The lines of a dump, header to trailer, read in `tx` (one read-only snapshot). */
 async function* dumpLines(
   tx: Queryable,
@@ -155,40 +189,25 @@ async function* dumpLines(
     params,
   );
   counts.version_current = Number(currentRows[0]!.n);
-  if (tx.copyTo !== undefined) {
-    // PostgreSQL: the stored values by binary COPY (the server formats nothing, nor derives the kind: a window
-    // over the whole history cost a quarter of its time), written out here chunk by chunk.
-    const encoder = new RecordEncoder(versionColumns(actor), incremental);
-    const copySql = `SELECT ${versionCopySql(actor, incremental)} FROM (${history}) h ORDER BY h.identifier, h.version`;
-    for await (const chunk of tx.copyTo(
-      `COPY (${inlineParams(copySql, params)}) TO STDOUT (FORMAT binary)`,
-    ) as AsyncIterable<Buffer>) {
-      const text = encoder.push(chunk);
-      if (text !== undefined) {
-        counts.version = encoder.records;
-        yield emit(text);
-        opts.onVersions?.(counts.version);
-      }
-    }
-    if (!encoder.ended) throw new Error("the COPY of the versions ended before its trailer");
-    if (encoder.current !== counts.version_current)
-      throw new Error(`the dump wrote ${encoder.current} current versions, the store holds ${counts.version_current}`);
-  } else {
-    // PGlite: the statement builds each record, its kind from a window over the history's key order.
-    const source = incremental
-      ? history
-      : `SELECT h.*, lag(h.is_deleted) OVER w AS prev_is_deleted, lag(h.created_at) OVER w AS prev_created_at
-           FROM resource_history h WINDOW w AS (PARTITION BY h.identifier ORDER BY h.version)`;
-    const sql = `SELECT ${versionLineSql(actor)} AS line FROM (${source}) h ORDER BY h.identifier, h.version`;
-    for await (const rows of cursorRows<{ line: string }>(tx, "dump_versions", sql, params, batch)) {
-      // One chunk a batch: the gzip stream and the digest take one write each, not one a line.
-      let chunk = "";
-      for (const r of rows) chunk += `${r.line}\n`;
-      counts.version! += rows.length;
-      yield emit(chunk);
-      opts.onVersions?.(counts.version!);
-    }
+  // PostgreSQL: the stored values by binary COPY (the server formats nothing, nor derives the kind: a window over
+  // the whole history cost a quarter of its time). PGlite: the statement builds each record, its kind from a
+  // window over the history's key order.
+  const encoder = new RecordEncoder(versionColumns(actor), incremental);
+  const source = incremental
+    ? history
+    : `SELECT h.*, lag(h.is_deleted) OVER w AS prev_is_deleted, lag(h.created_at) OVER w AS prev_created_at
+         FROM resource_history h WINDOW w AS (PARTITION BY h.identifier ORDER BY h.version)`;
+  for await (const { text, written } of sectionRecords(tx, "versions", params, batch, {
+    encoder,
+    copySql: `SELECT ${versionCopySql(actor, incremental)} FROM (${history}) h ORDER BY h.identifier, h.version`,
+    lineSql: `SELECT ${versionLineSql(actor)} AS line FROM (${source}) h ORDER BY h.identifier, h.version`,
+  })) {
+    counts.version = written;
+    yield emit(text);
+    opts.onVersions?.(written);
   }
+  if (tx.copyTo !== undefined && encoder.current !== counts.version_current)
+    throw new Error(`the dump wrote ${encoder.current} current versions, the store holds ${counts.version_current}`);
 
   // --- the registry: one section a table.
   for (const r of REGISTRY_SECTIONS) {
@@ -206,33 +225,13 @@ async function* dumpLines(
   // --- the log of counts: its rows in key order, values as the table holds them.
   yield emit(sectionLine("counts_log"));
   if (countsLog !== undefined) {
-    const params = incremental ? [opts.since] : [];
-    if (tx.copyTo !== undefined) {
-      // PostgreSQL: the stored values by binary COPY, each row written out here (as the versions are).
-      const encoder = new RecordEncoder(countsLogColumns, false);
-      for await (const chunk of tx.copyTo(
-        `COPY (${inlineParams(countsLogSql(incremental, "copy"), params)}) TO STDOUT (FORMAT binary)`,
-      ) as AsyncIterable<Buffer>) {
-        const text = encoder.push(chunk);
-        if (text !== undefined) {
-          counts.counts_log_row = encoder.records;
-          yield emit(text);
-        }
-      }
-      if (!encoder.ended) throw new Error("the COPY of the log of counts ended before its trailer");
-    } else {
-      for await (const rows of cursorRows<{ line: string }>(
-        tx,
-        "dump_counts_log",
-        countsLogSql(incremental, "line"),
-        params,
-        batch,
-      )) {
-        let chunk = "";
-        for (const r of rows) chunk += `${r.line}\n`;
-        counts.counts_log_row! += rows.length;
-        yield emit(chunk);
-      }
+    for await (const { text, written } of sectionRecords(tx, "counts_log", params, batch, {
+      encoder: new RecordEncoder(countsLogColumns, false),
+      copySql: countsLogSql(incremental, "copy"),
+      lineSql: countsLogSql(incremental, "line"),
+    })) {
+      counts.counts_log_row = written;
+      yield emit(text);
     }
   }
 
