@@ -1,21 +1,20 @@
 // Prometheus metrics at /metrics: calls by route and code with a latency
-// histogram (recorded by an interceptor, so REST, gRPC and Connect all
-// count), the PostgreSQL pool, the change feed's streams and history reads,
+// histogram (recorded at each call's end by the pipeline, so REST, gRPC and
+// Connect all count), the PostgreSQL pool, the change feed's streams and history reads,
 // and the process defaults. One registry per
 // app, so several apps in one process (tests) do not share counters.
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { EventFeed, PoolStats, ReadCounts } from "./store/index.js";
-import { onResponseEnd } from "./rpc/index.js";
 
 export interface Metrics {
   readonly registry: Registry;
-  /** Counts and times every call; put it outside the auth interceptor so refusals count too. */
-  readonly interceptor: Interceptor;
   readonly contentType: string;
   render(): Promise<string>;
-  /** Counts and times a call answered before the interceptors ran (refused at the front door). */
+  /**
+   * Counts and times a call: every call's end is written here once, by the
+   * pipeline's call interceptor or, for a call answered without it, by the
+   * pipeline (src/rpc/interceptors.ts, createCallEnd).
+   */
   record(route: string, code: string, seconds: number): void;
 }
 
@@ -26,10 +25,6 @@ export interface MetricsDeps {
   readonly readCounts?: (() => ReadCounts) | undefined;
   /** The change feed: its open streams, history reads and streams that left a tail (store/events.ts). */
   readonly feed?: Pick<EventFeed, "openStreams" | "stats"> | undefined;
-}
-
-function codeName(err: unknown): string {
-  return codeToString(err instanceof ConnectError ? err.code : Code.Unknown);
 }
 
 export function createMetrics(deps: MetricsDeps = {}): Metrics {
@@ -116,31 +111,8 @@ export function createMetrics(deps: MetricsDeps = {}): Metrics {
     });
   }
 
-  const interceptor: Interceptor = (next) => async (req) => {
-    const route = `/${req.service.typeName}/${req.method.name}`;
-    const end = duration.startTimer({ route });
-    const record = (code: string) => {
-      end({ code });
-      requests.inc({ route, code });
-    };
-    try {
-      return onResponseEnd(
-        await next(req),
-        () => record("ok"),
-        (err) => {
-          record(codeName(err));
-          return err;
-        },
-      );
-    } catch (err) {
-      record(codeName(err));
-      throw err;
-    }
-  };
-
   return {
     registry,
-    interceptor,
     contentType: registry.contentType,
     render: () => registry.metrics(),
     record(route, code, seconds) {

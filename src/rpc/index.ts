@@ -101,7 +101,6 @@ export {
   createReflectionServiceV1alpha,
   ServerReflectionV1alpha,
 } from "./reflection-service.js";
-export { onResponseEnd } from "./response-end.js";
 export { revisions, serviceName } from "./revisions.js";
 export { createAdminService } from "./admin-service.js";
 export { preEncoded, toEventMessage } from "./event-service.js";

@@ -1,8 +1,12 @@
-// Interceptors that run for every call, over every protocol (the REST
-// gateway calls through the same router). They give each call a request id,
-// log its outcome without payloads, and make sure no internal detail (stack,
-// SQL, file path) reaches a client.
+// The call interceptor, which runs for every call over every protocol (the
+// REST gateway calls through the same lane). It gives each call its request
+// id, makes sure no internal detail (stack, SQL, file path) reaches a client,
+// and writes the call's outcome once: its metrics and its log line, through
+// `createCallEnd`, the one writer of both, which a call answered without the
+// interceptors (refused at the front door, a cached constant document) ends
+// through too (pipeline.ts, `recordSkipped`).
 import { Code, createContextKey, type ConnectError, type Interceptor } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { internal, invalidArgument, withReason } from "../errors.js";
 import { malformedBodyReason, parsedBody } from "./body-marks.js";
 import { onResponseEnd } from "./response-end.js";
@@ -53,6 +57,34 @@ export function logCall(
   else log.info({ request_id: requestId, trace_id: traceId, rpc, code, duration_ms: durationMs }, "call");
 }
 
+/** Where a call's outcome is counted and timed (metrics.ts): by route (/package.Service/Method) and code (not_found). */
+export type RecordMetrics = (route: string, code: string, seconds: number) => void;
+
+/** The end of a call: what it was, how it ended (undefined: ok), and when it started (process.hrtime.bigint()). */
+export interface CallEnd {
+  readonly rpc: string;
+  readonly code: Code | undefined;
+  readonly started: bigint;
+  readonly requestId: string;
+  readonly record: CallRecord | undefined;
+  readonly traceId: string | undefined;
+}
+
+/**
+ * The one writer of a call's outcome: its metrics (the code as connect
+ * spells it, `not_found`) and its log line (`NotFound`), both timed from
+ * `started`. The call interceptor ends every call that reached it here, and
+ * the pipeline every call answered without it.
+ */
+export function createCallEnd(log: Logger, metrics: RecordMetrics): (end: CallEnd) => void {
+  return (end) => {
+    const seconds = Number(process.hrtime.bigint() - end.started) / 1e9;
+    const ok = end.code === undefined;
+    metrics(`/${end.rpc}`, ok ? "ok" : codeToString(end.code), seconds);
+    logCall(log, end.record, end.requestId, end.rpc, ok ? "ok" : Code[end.code], seconds * 1000, end.traceId);
+  };
+}
+
 /** Codes whose messages we wrote ourselves for the client. */
 function isClientFacing(err: ConnectError): boolean {
   return err.code !== Code.Internal && err.code !== Code.Unknown && err.code !== Code.DataLoss;
@@ -72,25 +104,24 @@ function sanitize(err: unknown, log: Logger, ctx: Record<string, unknown>): Conn
   return internal();
 }
 
-export function createCallInterceptor(log: Logger): Interceptor {
+export function createCallInterceptor(log: Logger, endCall: (end: CallEnd) => void): Interceptor {
   return (next) => async (req) => {
+    const started = process.hrtime.bigint();
     const arrival = req.contextValues.get(arrivalKey);
     const requestId = arrival?.requestId ?? requestIdOf(req.header.get(REQUEST_ID));
     // The interceptors inside (the audit) name the call by the same id.
     req.contextValues.set(requestIdKey, requestId);
-    const ctx = { request_id: requestId, rpc: `${req.service.typeName}/${req.method.name}` };
-    const started = process.hrtime.bigint();
-    const done = (code: string): void =>
-      logCall(
-        log,
-        arrival?.record,
-        requestId,
-        ctx.rpc,
+    const rpc = `${req.service.typeName}/${req.method.name}`;
+    const done = (code: Code | undefined): void =>
+      endCall({
+        rpc,
         code,
-        Number(process.hrtime.bigint() - started) / 1e6,
+        started,
+        requestId,
+        record: arrival?.record,
         // Set by the tracing interceptor (outside this one) when tracing is on.
-        req.contextValues.get(traceIdKey),
-      );
+        traceId: req.contextValues.get(traceIdKey),
+      });
     try {
       const undecoded = req.contextValues.get(malformedBodyReason);
       if (undecoded !== undefined) throw invalidArgument(undecoded.message, undecoded.reason);
@@ -100,17 +131,17 @@ export function createCallInterceptor(log: Logger): Interceptor {
       res.header.set(REQUEST_ID, requestId);
       return onResponseEnd(
         res,
-        () => done("ok"),
+        () => done(undefined),
         (err) => {
-          const safe = sanitize(err, log, ctx);
-          done(Code[safe.code]);
+          const safe = sanitize(err, log, { request_id: requestId, rpc });
+          done(safe.code);
           return safe;
         },
       );
     } catch (err) {
-      const safe = sanitize(err, log, ctx);
+      const safe = sanitize(err, log, { request_id: requestId, rpc });
       safe.metadata.set(REQUEST_ID, requestId);
-      done(Code[safe.code]);
+      done(safe.code);
       throw safe;
     }
   };

@@ -10,21 +10,22 @@
 // Outermost first:
 //   1. planned binary encoder  hands connect bytes, so every later
 //                              interceptor still sees the message
-//   2. metrics                 counts the codes clients see (after sanitising)
-//   3. tracing (slot)          docs/contract/20-tracing.md: a span around
+//   2. tracing (slot)          docs/contract/20-tracing.md: a span around
 //                              the whole call, so the call line and auth
 //                              run inside it
-//   4. call                    request id, one log line, sanitising: every
-//                              failure below becomes a catalogue error
-//   5. audit (slot)            docs/contract/19-audit-history.md: outside
+//   3. call                    request id, sanitising (every failure below
+//                              becomes a catalogue error), and the call's
+//                              end: its metrics (the codes clients see)
+//                              and its one log line, written together
+//   4. audit (slot)            docs/contract/19-audit-history.md: outside
 //                              auth, so a call auth refuses is audited too;
 //                              it reads the actor auth named once the call
 //                              is answered (also for a call refused for its
 //                              scope; docs/contract/19-audit-history.md)
-//   6. auth                    the caller's credentials and the method's
+//   5. auth                    the caller's credentials and the method's
 //                              scope; makes the caller (actor and grants,
 //                              src/access/) that handlers read with callerOf
-//   7. access (slot)           docs/contract/18-access.md: any check that
+//   6. access (slot)           docs/contract/18-access.md: any check that
 //                              needs the caller auth made, before the handler
 //                              (the grants themselves go down to the store
 //                              as a plain value)
@@ -32,10 +33,10 @@
 // an empty slot is not in the list at all.
 // A call answered before the interceptors could run (refused at the front
 // door, a cached constant document) still gets what they would have written:
-// its metrics and its log line (`recordSkipped`).
+// its metrics and its log line (`recordSkipped`), from the same writer the
+// call interceptor ends every call with (interceptors.ts, `createCallEnd`).
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, type ConnectError, type ConnectRouterOptions, type Interceptor } from "@connectrpc/connect";
-import { codeToString } from "@connectrpc/connect/protocol-connect";
+import type { ConnectError, ConnectRouterOptions, Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { Compression } from "@connectrpc/connect/protocol";
 import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
@@ -44,21 +45,21 @@ import { createAuthInterceptor, type Authenticator } from "../auth/index.js";
 import type { Logger } from "../log.js";
 import { createPlannedBinaryInterceptor } from "../protobuf/index.js";
 import type { Arrival } from "../http/arrival.js";
-import { createCallInterceptor, logCall } from "./interceptors.js";
+import { createCallEnd, createCallInterceptor, type RecordMetrics } from "./interceptors.js";
 import { sharedCompression } from "./shared-compression.js";
 
 export interface PipelineParts {
   readonly log: Logger;
   readonly auth: Authenticator;
-  /** The metrics (metrics.ts, made by the assembly with the registry it renders): its interceptor, and its count for skipped calls. */
-  readonly metrics: { readonly interceptor: Interceptor; record(route: string, code: string, seconds: number): void };
+  /** Where every call's outcome is counted and timed (metrics.ts, made by the assembly with the registry it renders). */
+  readonly metrics: { readonly record: RecordMetrics };
   /** MAX_BODY_BYTES: a larger request message is refused (resource_exhausted) on every path. */
   readonly maxBodyBytes: number;
-  /** Slot 3 (see the top of this file). */
+  /** Slot 2 (see the top of this file). */
   readonly tracing?: Interceptor;
-  /** Slot 7. */
+  /** Slot 6. */
   readonly access?: Interceptor;
-  /** Slot 5. */
+  /** Slot 4. */
   readonly audit?: Interceptor;
 }
 
@@ -97,11 +98,11 @@ export const ACCEPT_COMPRESSION: readonly Compression[] = [compressionGzip, comp
 
 export function createPipeline(parts: PipelineParts): Pipeline {
   const slot = (i: Interceptor | undefined): Interceptor[] => (i === undefined ? [] : [i]);
+  const endCall = createCallEnd(parts.log, (route, code, seconds) => parts.metrics.record(route, code, seconds));
   const interceptors: Interceptor[] = [
     createPlannedBinaryInterceptor([ReadResponseSchema, HistoryResponseSchema]),
-    parts.metrics.interceptor,
     ...slot(parts.tracing),
-    createCallInterceptor(parts.log),
+    createCallInterceptor(parts.log, endCall),
     ...slot(parts.audit),
     createAuthInterceptor(parts.auth),
     ...slot(parts.access),
@@ -123,11 +124,14 @@ export function createPipeline(parts: PipelineParts): Pipeline {
       jsonOptions,
     },
     recordSkipped(method, err, arrival, traceId) {
-      const seconds = Number(process.hrtime.bigint() - arrival.started) / 1e9;
-      const rpc = `${method.parent.typeName}/${method.name}`;
-      parts.metrics.record(`/${rpc}`, err === undefined ? "ok" : codeToString(err.code), seconds);
-      const code = err === undefined ? "ok" : Code[err.code];
-      logCall(parts.log, arrival.record, arrival.requestId, rpc, code, seconds * 1000, traceId);
+      endCall({
+        rpc: `${method.parent.typeName}/${method.name}`,
+        code: err?.code,
+        started: arrival.started,
+        requestId: arrival.requestId,
+        record: arrival.record,
+        traceId,
+      });
     },
   };
 }
