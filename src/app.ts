@@ -12,7 +12,6 @@ import { ConfigError, type Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { createRestHandler } from "./rest/index.js";
-import { buildRouteTable, findRoute } from "./rest/index.js";
 import { createFrontDoor } from "./http/front-door.js";
 import type { Arrival } from "./http/arrival.js";
 import { logRequest } from "./http/request-line.js";
@@ -286,29 +285,20 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
   });
   const rpc = guardedNodeAdapter({ routes, pipeline, lane, feedLane, fallback });
   // Paths as sent and credentials before any body is read (docs/contract/16-limits.md).
-  const rpcPaths = new Map<string, DescMethod>();
-  for (const svc of [...allServices, Health, ServerReflection, ServerReflectionV1alpha])
-    for (const m of svc.methods) rpcPaths.set(`/${svc.typeName}/${m.name}`, m);
-  const restTable = buildRouteTable(revisions);
   const frontDoor = createFrontDoor(
     {
       auth,
-      resolve: (verb, rawPath) => {
-        const rpc = rpcPaths.get(rawPath);
-        if (rpc !== undefined) return rpc;
-        const rest = findRoute(restTable, verb, rawPath);
-        return rest.kind === "found" ? rest.route.method : undefined;
-      },
+      // Once per request: an RPC path's method, else the REST route (which the gateway then uses as it is).
+      resolve: (verb, rawPath, req) => rpc.resolve(rawPath) ?? rest.resolve(verb, req),
       // A refusal before the body is still a call: one log line and the metrics, as the interceptors would
       // write, and its audit line when the operation is audited (docs/contract/19-audit-history.md).
-      onRefused: (method, err, req, arrival, status) => {
+      onRefused: ({ method, rpcPath }, err, req, arrival, status) => {
         if (method !== undefined && audit !== undefined) {
           auditRefused(audit, method, err, { requestId: arrival.requestId, address: peerOf(req) }).catch((e: unknown) =>
             log.error({ err: e }, "the audit line of a call refused by authentication could not be written"),
           );
         }
-        const rawPath = (req.url ?? "/").split("?", 1)[0] ?? "/";
-        if (method !== undefined && rpcPaths.has(rawPath)) return recordCall(method, err, arrival, req.headers);
+        if (method !== undefined && rpcPath) return recordCall(method, err, arrival, req.headers);
         // REST or a path no operation has: the HTTP fields too, as the line of a request the gateway answered.
         arrival.record = { closed: false };
         if (method !== undefined) recordCall(method, err, arrival, req.headers);

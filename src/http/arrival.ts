@@ -6,11 +6,15 @@
 // and the call's context values (the client's address, the door's
 // principal, the arrival itself) are made here once, so every path hands
 // its call the same ones, in process transports included.
+// The door also resolves, once, what the request reaches (its resolution:
+// the operation, and whatever the surface that serves it keeps of the
+// match, a REST route and its bindings), and no later step looks it up again.
 // Nothing of it is written into the request's headers or kept beside the
 // request in a map.
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { DescMethod } from "@bufbuild/protobuf";
 import { createContextKey, createContextValues, type ContextValues } from "@connectrpc/connect";
 import { authenticatedKey, type Principal } from "../auth/index.js";
 import { peerKey, peerOf } from "./peer.js";
@@ -42,6 +46,18 @@ export interface CallRecord {
   closed: boolean;
 }
 
+/**
+ * What a request reaches, resolved once by the front door: the operation
+ * (undefined for a path no operation has) and whether the path is an RPC
+ * path (/package.Service/Method) rather than a REST route. A surface keeps
+ * its own match in a resolution of its own kind (the REST gateway's carries
+ * the route and its bindings) and uses it instead of matching again.
+ */
+export interface Resolution {
+  readonly method: DescMethod | undefined;
+  readonly rpcPath: boolean;
+}
+
 export interface Arrival {
   /** The client's x-request-id when safe to echo, else a fresh one: the id of every line, answer and audit record of the request. */
   readonly requestId: string;
@@ -56,6 +72,8 @@ export interface Arrival {
   readonly values: ContextValues;
   /** Set by the fallback for a request whose one log line it writes (a call's outcome goes into it). */
   record: CallRecord | undefined;
+  /** Set by the front door (front-door.ts): what the request reaches; undefined until then, or when its path cannot be decoded. */
+  resolution: Resolution | undefined;
 }
 
 /** The arrival of a call, in its context values (unset for a call the process makes itself). */
@@ -71,6 +89,7 @@ export function arrive(req: Req): Arrival {
     started: process.hrtime.bigint(),
     values,
     record: undefined,
+    resolution: undefined,
   };
   values.set(arrivalKey, arrival);
   return arrival;

@@ -15,14 +15,20 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import http2 from "node:http2";
-import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorToJson } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Authenticator } from "../auth/index.js";
 import { declaredScope } from "../auth/index.js";
 import { notFound, unauthenticated } from "../errors.js";
-import { arrive, authenticatedAtDoor, REQUEST_ID, type Arrival, type ArrivedHandler } from "./arrival.js";
+import {
+  arrive,
+  authenticatedAtDoor,
+  REQUEST_ID,
+  type Arrival,
+  type ArrivedHandler,
+  type Resolution,
+} from "./arrival.js";
 import { restErrorOf } from "./error-status.js";
 
 type Req = IncomingMessage | http2.Http2ServerRequest;
@@ -31,20 +37,19 @@ type NodeHandler = (req: Req, res: Res) => void;
 
 export interface FrontDoorOptions {
   readonly auth: Authenticator;
-  /** The operation a request would reach (Connect/gRPC path or REST route), if any. */
-  readonly resolve: (verb: string, rawPath: string) => DescMethod | undefined;
+  /**
+   * What a request reaches (its Connect/gRPC path, or its REST route), kept
+   * on its arrival for every later step: the one lookup of its route. Throws
+   * for a path the route table cannot decode (a bad percent escape).
+   */
+  readonly resolve: (verb: string, rawPath: string, req: Req) => Resolution;
   /**
    * Told of every request refused here for its credentials, so it is logged
-   * (and a call counted) like one the interceptors refused: `method` is
-   * undefined for a path no operation has, `status` the HTTP status written.
+   * (and a call counted) like one the interceptors refused: the resolution's
+   * method is undefined for a path no operation has, `status` the HTTP status
+   * written.
    */
-  readonly onRefused?: (
-    method: DescMethod | undefined,
-    err: ConnectError,
-    req: Req,
-    arrival: Arrival,
-    status: number,
-  ) => void;
+  readonly onRefused?: (resolution: Resolution, err: ConnectError, req: Req, arrival: Arrival, status: number) => void;
 }
 
 const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
@@ -175,17 +180,19 @@ export function createFrontDoor(opts: FrontDoorOptions, next: ArrivedHandler): N
       );
       return;
     }
-    if (!opts.auth.enabled) return next(req, res, arrival);
     const verb = (req.method ?? "GET").toUpperCase();
-    let method: DescMethod | undefined;
     try {
-      method = opts.resolve(verb, rawPath);
+      arrival.resolution = opts.resolve(verb, rawPath, req);
     } catch (err) {
-      // A path the route table cannot even decode (a bad percent escape): refused here, never thrown out of the handler.
+      // A path the route table cannot even decode (a bad percent escape): with authentication on, refused here,
+      // before the body; without, the gateway answers it (its own match throws the same error).
+      if (!opts.auth.enabled) return next(req, res, arrival);
       const e = ConnectError.from(err);
       refuseBeforeBody(req, res, e, e.code === Code.InvalidArgument ? 400 : 404, arrival.requestId);
       return;
     }
+    if (!opts.auth.enabled) return next(req, res, arrival);
+    const method = arrival.resolution.method;
     if (method === undefined ? isOpenPath(verb, rawPath) : declaredScope(method) === "open")
       return next(req, res, arrival);
     const header = req.headers.authorization;
@@ -206,7 +213,7 @@ export function createFrontDoor(opts: FrontDoorOptions, next: ArrivedHandler): N
           arrival.requestId,
         );
         // Logged either way; only a refused call is counted as a call (an unknown path has no operation).
-        opts.onRefused?.(method, e, req, arrival, status);
+        opts.onRefused?.(arrival.resolution!, e, req, arrival, status);
       },
     );
   };

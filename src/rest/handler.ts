@@ -18,7 +18,7 @@ import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
 import { abortOnClose } from "../http/abort-on-close.js";
 import { hasBody } from "../http/read-body.js";
 import { webHeaders } from "../http/headers.js";
-import { arrive, type Arrival } from "../http/arrival.js";
+import { arrive, type Arrival, type Resolution } from "../http/arrival.js";
 import { authenticatedKey, type Authenticated } from "../auth/index.js";
 import { constantDocument, isConstantOperation, sendConstant } from "../http/constant-document.js";
 import type { ConstantDocument } from "../http/constant-document.js";
@@ -33,7 +33,7 @@ import type { UnaryLane } from "../rpc/index.js";
 import { decodeRestRequest } from "./request-decoder.js";
 import { fieldToRest, messageToRest } from "./response-encoder.js";
 import { buildRouteTable, findRoute } from "./routes.js";
-import type { Route } from "./routes.js";
+import type { Route, RouteMatch, RouteTable } from "./routes.js";
 import type { Revision } from "../schema/http-rules.js";
 import { writeJson, writeRestError } from "../http/error-status.js";
 
@@ -301,23 +301,70 @@ export function requestTarget(raw: string | undefined): RequestTarget | undefine
   }
 }
 
+/** A request target already answered from the constant cache: its route and its (empty) request message. */
+interface KnownTarget {
+  readonly route: Route;
+  readonly request: Message;
+}
+
 /**
- * Returns a handler that answers a REST request and resolves true, or
- * resolves false when no REST path matches. `arrival`: what the front door
- * made of the request (src/http/arrival.ts); made here when the gateway is
- * served without one.
+ * What the gateway resolved of a request, at the front door (arrival.ts):
+ * its target, parsed once, and its route with the path's bindings; or, for
+ * a target the constant cache has answered before, that answer's route.
  */
-export function createRestHandler(
-  opts: RestOptions,
-): (req: AnyRequest, res: AnyResponse, arrival?: Arrival) => Promise<boolean> {
+class RestResolution implements Resolution {
+  readonly rpcPath = false;
+  readonly method: DescMethod | undefined;
+  constructor(
+    readonly url: RequestTarget | undefined,
+    readonly match: RouteMatch | undefined,
+    readonly known: KnownTarget | undefined,
+  ) {
+    this.method = known?.route.method ?? (match?.kind === "found" ? match.route.method : undefined);
+  }
+}
+
+/** A REST request's resolution: from the constant cache, or its target parsed and matched against the table. */
+function resolveRest(
+  table: RouteTable,
+  constantTargets: ReadonlyMap<string, KnownTarget> | undefined,
+  verb: string,
+  rawUrl: string | undefined,
+): RestResolution {
+  const known = verb === "GET" ? constantTargets?.get(rawUrl ?? "") : undefined;
+  if (known !== undefined) return new RestResolution(undefined, undefined, known);
+  const url = requestTarget(rawUrl);
+  // The raw path, still percent-encoded: URL keeps the encoding as sent.
+  return new RestResolution(url, url === undefined ? undefined : findRoute(table, verb, url.pathname), undefined);
+}
+
+/** The REST gateway: answers a request, and resolves what one reaches (for the front door, which does it once). */
+export interface RestHandler {
+  /**
+   * Answers a REST request and resolves true, or resolves false when no REST
+   * path matches. `arrival`: what the front door made of the request
+   * (src/http/arrival.ts), with its resolution when the door made it through
+   * `resolve`; made here when the gateway is served without a door.
+   */
+  (req: AnyRequest, res: AnyResponse, arrival?: Arrival): Promise<boolean>;
+  /** What a request reaches on the REST surface: its route, matched once, which the handler then uses. */
+  resolve(verb: string, req: AnyRequest): Resolution;
+}
+
+export function createRestHandler(opts: RestOptions): RestHandler {
   const table = buildRouteTable(opts.revisions);
   const constants: ConstantCache = new Map();
   // Request targets (exactly as sent, no query) already answered from the
   // cache: the next GET of one skips the URL parse, route match and decode.
-  const constantTargets = new Map<string, { route: Route; request: Message }>();
-  return async (req, res, arrival = arrive(req)) => {
+  const constantTargets = new Map<string, KnownTarget>();
+  const cacheTargets = opts.authorize === undefined ? undefined : constantTargets;
+  const handler = async (req: AnyRequest, res: AnyResponse, arrival = arrive(req)): Promise<boolean> => {
     const verb = (req.method ?? "GET").toUpperCase();
-    const known = verb === "GET" && opts.authorize !== undefined ? constantTargets.get(req.url ?? "") : undefined;
+    const resolved =
+      arrival.resolution instanceof RestResolution
+        ? arrival.resolution
+        : resolveRest(table, cacheTargets, verb, req.url);
+    const { known, url, match } = resolved;
     if (known !== undefined) {
       try {
         // Awaited only when the credentials are checked asynchronously.
@@ -336,11 +383,8 @@ export function createRestHandler(
       }
       return true;
     }
-    const url = requestTarget(req.url);
-    if (url === undefined) return false;
-    // The raw path, still percent-encoded: URL keeps the encoding as sent.
+    if (url === undefined || match === undefined) return false;
     const rawPath = url.pathname;
-    const match = findRoute(table, verb, rawPath);
     if (match.kind === "none") {
       const underRevision = table.prefixes.some((p) => rawPath === p || rawPath.startsWith(`${p}/`));
       if (!underRevision) return false;
@@ -371,4 +415,7 @@ export function createRestHandler(
     }
     return true;
   };
+  return Object.assign(handler, {
+    resolve: (verb: string, req: AnyRequest): Resolution => resolveRest(table, cacheTargets, verb, req.url),
+  });
 }

@@ -52,7 +52,7 @@ import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/conne
 import { malformedBodyReason, notAMessage, parsedBody, type BodyRefusal } from "./body-marks.js";
 import { decodeJsonMessage, grpcEnvelope } from "./grpc-wire.js";
 import { decompress } from "../http/read-body.js";
-import type { Arrival } from "../http/arrival.js";
+import type { Arrival, Resolution } from "../http/arrival.js";
 import type { Pipeline } from "./pipeline.js";
 import { resetTransport, transportReset } from "./transport-reset.js";
 import type { FeedLane } from "./feed-lane.js";
@@ -355,37 +355,67 @@ export interface GuardedAdapterOptions {
   readonly fallback?: ArrivedHandler;
 }
 
+/** An RPC path's resolution (src/http/arrival.ts): its method, and the guarded handler that serves it. */
+class RpcResolution implements Resolution {
+  readonly rpcPath = true;
+  constructor(
+    readonly method: DescMethod,
+    readonly handler: UniversalHandler,
+  ) {}
+}
+
+/** The adapter: serves a request, and resolves a raw path to its method (for the front door, which does it once). */
+export interface RpcAdapter extends ArrivedHandler {
+  /** The method an RPC path (/package.Service/Method, as sent, without the query) names, if any service has it. */
+  resolve(rawPath: string): Resolution | undefined;
+}
+
 /**
  * connect-node's connectNodeAdapter, with every handler behind the guard.
  * (The adapter itself offers no hook between body and parse.) Each call's
  * context is its arrival's (src/http/arrival.ts), with `resetTransport` for
  * its own stream or connection.
  */
-export function guardedNodeAdapter(options: GuardedAdapterOptions): ArrivedHandler {
+export function guardedNodeAdapter(options: GuardedAdapterOptions): RpcAdapter {
   const router = createConnectRouter(options.pipeline.routerOptions);
   options.routes(router);
-  const paths = new Map<string, UniversalHandler>();
+  const paths = new Map<string, RpcResolution>();
   for (const h of router.handlers)
     paths.set(
       h.requestPath,
-      guardBinaryBodies(
-        h,
-        options.pipeline.readMaxBytes,
-        options.pipeline.jsonOptions,
-        options.pipeline.acceptCompression,
+      new RpcResolution(
+        h.method,
+        guardBinaryBodies(
+          h,
+          options.pipeline.readMaxBytes,
+          options.pipeline.jsonOptions,
+          options.pipeline.acceptCompression,
+        ),
       ),
     );
-  return (req, res, arrival) => {
-    const handler = paths.get(req.url?.split("?", 2)[0] ?? "");
-    if (handler === undefined) {
+  const serve = (
+    req: IncomingMessage | Http2ServerRequest,
+    res: ServerResponse | Http2ServerResponse,
+    arrival: Arrival,
+  ): void => {
+    // The front door's resolution when it made one (every request it passes on), else the path's own.
+    const door = arrival.resolution;
+    const resolved =
+      door === undefined
+        ? paths.get(req.url?.split("?", 2)[0] ?? "")
+        : door instanceof RpcResolution
+          ? door
+          : undefined;
+    if (resolved === undefined) {
       options.fallback?.(req, res, arrival);
       return;
     }
+    const { handler, method } = resolved;
     const values = arrival.values.set(resetTransport, transportReset(res));
     // The plain Connect unary case runs without connect's universal request and response.
-    if (options.lane?.serveConnect(req, res, values) === true) return;
+    if (options.lane?.serveConnect(req, res, values, method) === true) return;
     // So does the plain gRPC Watch, each message framed once for all its streams.
-    if (options.feedLane?.serveGrpc(req, res, values) === true) return;
+    if (options.feedLane?.serveGrpc(req, res, values, method) === true) return;
     const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
     handler(uReq)
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
@@ -397,4 +427,5 @@ export function guardedNodeAdapter(options: GuardedAdapterOptions): ArrivedHandl
         }
       });
   };
+  return Object.assign(serve, { resolve: (rawPath: string) => paths.get(rawPath) });
 }

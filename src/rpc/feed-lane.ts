@@ -28,7 +28,13 @@
 // headers and trailers.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { type DescMessage, type DescMethodServerStreaming, type DescService, type Message } from "@bufbuild/protobuf";
+import {
+  type DescMessage,
+  type DescMethod,
+  type DescMethodServerStreaming,
+  type DescService,
+  type Message,
+} from "@bufbuild/protobuf";
 import { type ConnectError, type ContextValues, type HandlerContext, type MethodImplSpec } from "@connectrpc/connect";
 import { createAsyncIterable, transformInvokeImplementation, type Compression } from "@connectrpc/connect/protocol";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
@@ -56,9 +62,10 @@ export interface FeedLane {
   /**
    * Answers a gRPC Watch when it is the plain case (see the top of this
    * file) and returns true; returns false, having touched nothing, when
-   * connect must answer it.
+   * connect must answer it. `method`: what the request's path names, as the
+   * front door resolved it (src/http/arrival.ts).
    */
-  serveGrpc(req: Req, res: Res, contextValues: ContextValues): boolean;
+  serveGrpc(req: Req, res: Res, contextValues: ContextValues, method: DescMethod): boolean;
 }
 
 export interface FeedLaneOptions {
@@ -179,9 +186,9 @@ export function createFeedLane(opts: FeedLaneOptions): FeedLane {
   }
 
   return {
-    serveGrpc(req, res, contextValues) {
+    serveGrpc(req, res, contextValues, method) {
       if (req.method !== "POST") return false;
-      const spec = specs.get((req.url ?? "").split("?", 1)[0] ?? "");
+      const spec = specs.get(method);
       if (spec === undefined) return false;
       if (!GRPC_PROTO_TYPE.test(req.headers["content-type"] ?? "")) return false;
       const negotiated = plainGrpcCompression(req, acceptCompression);

@@ -5,7 +5,14 @@
 // frame their answers alike.
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
-import { create, type DescMessage, type DescService, type Message, type MessageShape } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+  type Message,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -21,15 +28,15 @@ import { malformedBodyReason, notAMessage } from "./body-marks.js";
 
 /**
  * The methods of `kind` that the handler objects (by service type name)
- * implement, by request path (`/<service>/<method>`), each with connect's
- * spec of it: what a lane serves in connect's stead.
+ * implement, by method (as the front door resolves a request's path), each
+ * with connect's spec of it: what a lane serves in connect's stead.
  */
 export function implementedMethods<K extends MethodImplSpec["kind"]>(
   services: readonly DescService[],
   impls: ReadonlyMap<string, object>,
   kind: K,
-): Map<string, MethodImplSpec & { kind: K }> {
-  const out = new Map<string, MethodImplSpec & { kind: K }>();
+): Map<DescMethod, MethodImplSpec & { kind: K }> {
+  const out = new Map<DescMethod, MethodImplSpec & { kind: K }>();
   for (const service of services) {
     const impl = impls.get(service.typeName);
     if (impl === undefined) continue;
@@ -37,7 +44,7 @@ export function implementedMethods<K extends MethodImplSpec["kind"]>(
     for (const method of service.methods) {
       if (method.methodKind !== kind || typeof (impl as Record<string, unknown>)[method.localName] !== "function")
         continue;
-      out.set(`/${service.typeName}/${method.name}`, spec.methods[method.localName] as MethodImplSpec & { kind: K });
+      out.set(method, spec.methods[method.localName] as MethodImplSpec & { kind: K });
     }
   }
   return out;

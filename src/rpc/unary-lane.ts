@@ -28,6 +28,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import {
   create,
   type DescMessage,
+  type DescMethod,
   type DescMethodServerStreaming,
   type DescMethodUnary,
   type DescService,
@@ -106,9 +107,10 @@ export interface UnaryLane {
   /**
    * Answers a Connect unary request when it is the plain case (see the top of
    * this file) and returns true; returns false, having touched nothing, when
-   * connect must answer it.
+   * connect must answer it. `method`: what the request's path names, as the
+   * front door resolved it (src/http/arrival.ts).
    */
-  serveConnect(req: Req, res: Res, contextValues: ContextValues): boolean;
+  serveConnect(req: Req, res: Res, contextValues: ContextValues, method: DescMethod): boolean;
 }
 
 export interface UnaryLaneOptions {
@@ -154,9 +156,9 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     readonly spec: MethodImplSpec & { kind: "unary" };
     readonly serialization: MethodSerializationLookup<DescMessage, DescMessage>;
   }
-  const entries = new Map<string, Entry>();
-  for (const [path, spec] of implementedMethods(opts.services, opts.impls, "unary")) {
-    entries.set(path, {
+  const byMethod = new Map<DescMethod, Entry>();
+  for (const spec of implementedMethods(opts.services, opts.impls, "unary").values()) {
+    byMethod.set(spec.method, {
       spec,
       serialization: createMethodSerializationLookup(spec.method, undefined, jsonOptions, {
         readMaxBytes,
@@ -164,8 +166,6 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
       }),
     });
   }
-  const byMethod = new Map<DescMethodUnary, Entry>();
-  for (const e of entries.values()) byMethod.set(e.spec.method, e);
   const streams = new Map<DescMethodServerStreaming, MethodImplSpec & { kind: "server_streaming" }>();
   for (const spec of implementedMethods(opts.services, opts.impls, "server_streaming").values())
     streams.set(spec.method, spec);
@@ -322,9 +322,9 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
       }
       return { header: context.responseHeader, trailer: context.responseTrailer, message: rest() };
     },
-    serveConnect(req, res, contextValues) {
+    serveConnect(req, res, contextValues, method) {
       if (req.method !== "POST") return false;
-      const entry = entries.get((req.url ?? "").split("?", 1)[0] ?? "");
+      const entry = byMethod.get(method);
       if (entry === undefined) return false;
       const h = req.headers;
       const type = h["content-type"] ?? "";

@@ -2,7 +2,7 @@
 // handlers on a router transport that echo the request message they got
 // (as proto3 JSON in a response header), an HTTP server on port 0, fetch.
 import { createServer } from "node:http";
-import type { Server } from "node:http";
+import type { IncomingMessage, Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { create, toJsonString } from "@bufbuild/protobuf";
@@ -12,6 +12,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { codeFromString } from "@connectrpc/connect/protocol-connect";
 import { ACCEPT_COMPRESSION } from "../../src/rpc/index.js";
 import { createRestHandler, restStatus } from "../../src/rest/index.js";
+import { arrive } from "../../src/http/arrival.js";
 import type { Revision } from "../../src/rest/index.js";
 import { HttpBodySchema } from "../../gen/google/api/httpbody_pb.js";
 import type { CreateRequest, ReadRequest, UpdateRequest } from "../../gen/resourcestore/type/v1/resource_pb.js";
@@ -591,5 +592,68 @@ describe("streamed HttpBody", () => {
     expect(new TextDecoder().decode((await reader?.read())?.value)).toBe("PAR1");
     controller.abort();
     await vi.waitFor(() => expect(aborted).toContain("QueryParquet"), { timeout: 5000 });
+  });
+});
+
+// The route is matched once a request, at the front door (src/http/arrival.ts,
+// Resolution): the gateway answers by the resolution on the arrival and
+// matches nothing again. Shown by a door that resolves every request as if it
+// were another: the gateway then answers that other operation.
+describe("the front door's resolution", () => {
+  it("is what the gateway answers by: it does not match the request's path again", async () => {
+    const handler = createRestHandler({
+      revisions,
+      transport,
+      maxBodyBytes: MAX_BODY,
+      acceptCompression: ACCEPT_COMPRESSION,
+    });
+    let resolutions = 0;
+    const door = createServer((req, res) => {
+      const arrival = arrive(req);
+      if (req.headers["x-resolve-as"] !== undefined) {
+        resolutions += 1;
+        arrival.resolution = handler.resolve("POST", { url: String(req.headers["x-resolve-as"]) } as IncomingMessage);
+      }
+      void handler(req, res, arrival);
+    });
+    await new Promise<void>((resolve) => door.listen(0, "127.0.0.1", resolve));
+    const at = `http://127.0.0.1:${(door.address() as AddressInfo).port}`;
+    try {
+      const send = (extra: Record<string, string>) =>
+        fetch(`${at}/query`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...extra },
+          body: JSON.stringify({}),
+        });
+      const resolved = await send({ "x-resolve-as": "/v1/resources/read" });
+      expect(resolved.status).toBe(200);
+      expect(resolved.headers.get("x-echo-method")).toBe("resourcestore.v1.ResourceService.Read");
+      expect(resolutions).toBe(1);
+      // Without a door's resolution (the gateway served on its own), it matches the path itself.
+      const own = await send({});
+      expect(own.headers.get("x-echo-method")).toBe("resourcestore.v2.QueryService.Query");
+      // And a resolution the gateway did not make (an RPC path's) is not one it can answer by: it matches the path.
+      const arrivalOfOther = await new Promise<string | null>((resolve, reject) => {
+        const other = createServer((req, res) => {
+          const arrival = arrive(req);
+          arrival.resolution = { method: undefined, rpcPath: true };
+          void handler(req, res, arrival);
+        });
+        other.listen(0, "127.0.0.1", () => {
+          fetch(`http://127.0.0.1:${(other.address() as AddressInfo).port}/query`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: "{}",
+          })
+            .then((r) => resolve(r.headers.get("x-echo-method")))
+            .catch(reject)
+            .finally(() => other.close());
+        });
+      });
+      expect(arrivalOfOther).toBe("resourcestore.v2.QueryService.Query");
+    } finally {
+      door.closeAllConnections();
+      await new Promise<void>((resolve) => door.close(() => resolve()));
+    }
   });
 });
