@@ -2,6 +2,8 @@
 // REST gateway reads a byte of its body (docs/contract/16-limits.md):
 // - paths are matched as sent: a `.`/`..` segment (also percent-encoded) or
 //   a backslash is 404, so no later normalisation can route it elsewhere;
+// - every request is resolved here, once (its RPC method or REST route, kept
+//   on its arrival as its resolution), and answered by that resolution;
 // - with authentication on, every request must present valid credentials in
 //   its headers, except the open operations and the open paths (health,
 //   metrics, the OpenAPI document and the explorer: they describe the API

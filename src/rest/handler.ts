@@ -1,5 +1,6 @@
-// The REST gateway: match a route, build the request message, call the
-// method through the transport (so every interceptor runs), write REST JSON.
+// The REST gateway: resolve a request to its route (once, for the front
+// door, which keeps it on the arrival), build the request message, call the
+// method through the lane (so every interceptor runs), write REST JSON.
 import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { create } from "@bufbuild/protobuf";
