@@ -16,7 +16,7 @@ import { ConnectError } from "@connectrpc/connect";
 import type { Transport } from "@connectrpc/connect";
 import { createAsyncIterable, type Compression } from "@connectrpc/connect/protocol";
 import { notFound, unimplemented, unsupportedMediaType } from "../errors.js";
-import { abortOnClose } from "../http/abort-on-close.js";
+import { abortOnCloseLazily } from "../http/abort-on-close.js";
 import { hasBody } from "../http/read-body.js";
 import { webHeaders } from "../http/headers.js";
 import { arrive, type Arrival, type Resolution } from "../http/arrival.js";
@@ -177,7 +177,8 @@ async function serve(
   const cached = constants.get(route);
   if (cached !== undefined && opts.authorize !== undefined)
     return sendCachedConstant(opts, method, request, cached, req, res, arrival);
-  const signal = abortOnClose(res);
+  // Made only if the call asks for it (most unary calls never do).
+  const signal = abortOnCloseLazily(res);
   const header = webHeaders(req, isForwarded);
   const writeOpts = writeOptionsFor(method.input, request);
   // A call through the lane: in process, with the request's arrival for its context values.
@@ -199,7 +200,7 @@ async function serve(
       opts.lane === undefined
         ? await opts.transport.stream(
             streaming,
-            signal,
+            signal(),
             undefined,
             header,
             createAsyncIterable([request]),
@@ -234,7 +235,7 @@ async function serve(
   if (opts.lane === undefined) {
     const response = await opts.transport.unary(
       method as DescMethodUnary,
-      signal,
+      signal(),
       undefined,
       header,
       request,

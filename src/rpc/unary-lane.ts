@@ -32,14 +32,21 @@ import {
   type DescMethodServerStreaming,
   type DescMethodUnary,
   type DescService,
+  isMessage,
   type Message,
 } from "@bufbuild/protobuf";
 import { createContextValues } from "@connectrpc/connect";
-import type { ContextValues, HandlerContext, MethodImplSpec } from "@connectrpc/connect";
+import type {
+  ContextValues,
+  HandlerContext,
+  Interceptor,
+  MethodImplSpec,
+  UnaryRequest,
+  UnaryResponse,
+} from "@connectrpc/connect";
 import {
   createAsyncIterable,
   createMethodSerializationLookup,
-  invokeUnaryImplementation,
   transformInvokeImplementation,
   type Compression,
   type MethodSerializationLookup,
@@ -47,7 +54,7 @@ import {
 import { codeToHttpStatus, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { canceled, unimplemented } from "../errors.js";
-import { abortOnClose } from "../http/abort-on-close.js";
+import { abortOnCloseLazily } from "../http/abort-on-close.js";
 import { webHeaders } from "../http/headers.js";
 import { readBody } from "../http/read-body.js";
 import {
@@ -74,8 +81,12 @@ export interface UnaryCall<M = DescMethodUnary> {
   readonly message: Message;
   /** The request headers the interceptors and the handler see. */
   readonly header: Headers;
-  /** Aborted when the client goes away. */
-  readonly signal: AbortSignal;
+  /**
+   * Aborted when the client goes away; or a function that makes that signal
+   * when the call first asks for it (abortOnCloseLazily): a unary call's
+   * interceptors and handler then build none unless they read it.
+   */
+  readonly signal: AbortSignal | (() => AbortSignal);
   readonly protocolName: string;
   readonly requestMethod: string;
   readonly url: string;
@@ -128,24 +139,98 @@ export interface UnaryLaneOptions {
 const JSON_TYPE = /^application\/json(?:;\s*charset=utf-?8)?$/i;
 const PROTO_TYPE = /^application\/proto$/i;
 
-/** The handler context of a call run in the lane (no deadline: those calls go through connect). */
+/** The handler context of a call run in the lane (no deadline: those calls go through connect); its signal made when read. */
 function contextOf(
   call: UnaryCall<DescMethodUnary | DescMethodServerStreaming>,
   responseHeader?: Headers,
 ): HandlerContext {
+  const made = call.signal;
+  let signal = typeof made === "function" ? undefined : made;
   return {
     method: call.method,
     service: call.method.parent,
     requestMethod: call.requestMethod,
     protocolName: call.protocolName,
     url: call.url,
-    signal: call.signal,
+    get signal() {
+      return (signal ??= (made as () => AbortSignal)());
+    },
     timeoutMs: () => undefined,
     requestHeader: call.header,
     responseHeader: new Headers(responseHeader),
     responseTrailer: new Headers(),
     values: call.contextValues ?? createContextValues(),
   };
+}
+
+type UnaryFn = (req: UnaryRequest) => Promise<UnaryResponse>;
+type AnyFn = Parameters<Interceptor>[0];
+
+/** Puts what the interceptors answered with into the call's own headers (as connect's invoker does). */
+function copyHeaders(from: Headers, to: Headers): void {
+  if (from === to) return;
+  for (const key of [...to.keys()]) to.delete(key);
+  from.forEach((value, key) => to.set(key, value));
+}
+
+/**
+ * A unary call through the interceptors to its handler, as connect's
+ * invokeUnaryImplementation runs it (the same request and response shapes,
+ * the same interceptor order), except that the signal is read from the
+ * context only when an interceptor or the handler asks for it: neither is
+ * given a copy of the context that would read it.
+ */
+async function invokeUnary(
+  spec: MethodImplSpec & { kind: "unary" },
+  context: HandlerContext,
+  input: Message,
+  interceptors: readonly Interceptor[],
+): Promise<Message> {
+  const { method } = spec;
+  const handle: UnaryFn = async (req) => {
+    const ctx: HandlerContext = {
+      method,
+      service: req.service,
+      requestMethod: context.requestMethod,
+      protocolName: context.protocolName,
+      url: context.url,
+      get signal() {
+        return req.signal;
+      },
+      timeoutMs: context.timeoutMs,
+      requestHeader: req.header,
+      responseHeader: context.responseHeader,
+      responseTrailer: context.responseTrailer,
+      values: req.contextValues,
+    };
+    const out = (await spec.impl(req.message, ctx)) as Message;
+    return {
+      stream: false,
+      message: isMessage(out, method.output) ? out : create(method.output, out),
+      method,
+      service: method.parent,
+      header: context.responseHeader,
+      trailer: context.responseTrailer,
+    };
+  };
+  let next = handle;
+  for (let i = interceptors.length - 1; i >= 0; i--) next = interceptors[i]!(next as AnyFn) as UnaryFn;
+  const res = await next({
+    stream: false,
+    message: input,
+    method,
+    requestMethod: context.requestMethod,
+    url: context.url,
+    get signal() {
+      return context.signal;
+    },
+    header: context.requestHeader,
+    service: method.parent,
+    contextValues: context.values,
+  });
+  copyHeaders(res.header, context.responseHeader);
+  copyHeaders(res.trailer, context.responseTrailer);
+  return res.message;
 }
 
 export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
@@ -192,7 +277,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
     responseHeader?: Headers,
   ): Promise<{ message: Message; context: HandlerContext }> {
     const context = contextOf(call, responseHeader);
-    const message = await invokeUnaryImplementation(entry.spec, context, call.message, interceptors);
+    const message = await invokeUnary(entry.spec, context, call.message, interceptors);
     return { message, context };
   }
 
@@ -211,7 +296,7 @@ export function createUnaryLane(opts: UnaryLaneOptions): UnaryLane {
       method: entry.spec.method,
       message,
       header: webHeaders(req),
-      signal: abortOnClose(res, () => canceled("the client went away")),
+      signal: abortOnCloseLazily(res, () => canceled("the client went away")),
       protocolName,
       requestMethod: "POST",
       url: `http://${authority}${req.url ?? "/"}`,
