@@ -6,28 +6,22 @@
 // has its own database, statement names, metrics registry and caches, so
 // tests build the same app as many times as they like.
 import type { ConnectRouter } from "@connectrpc/connect";
-import { Code, type ConnectError, type Transport } from "@connectrpc/connect";
+import { Code, type Transport } from "@connectrpc/connect";
 import { checkScope, createAuthenticator, type Authenticator } from "./auth/index.js";
 import { ConfigError, type Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { createRestHandler } from "./rest/index.js";
 import { createFrontDoor } from "./http/front-door.js";
-import type { Arrival } from "./http/arrival.js";
 import { logRequest } from "./http/request-line.js";
-import type { IncomingHttpHeaders } from "node:http";
-import { peerOf } from "./http/peer.js";
-import type { DescMethod } from "@bufbuild/protobuf";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { createHttpFallback } from "./http-fallback.js";
 import { createOpsRoutes } from "./ops-routes.js";
 import {
-  auditRefused,
   auditSink,
   auditTargetProblem,
   type AuditSink,
-  createAuditInterceptor,
   createHealthService,
   createPipeline,
   createReflectionService,
@@ -233,25 +227,10 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     auth,
     metrics,
     maxBodyBytes: config.limits.maxBodyBytes,
-    ...(tracing !== undefined ? { tracing: tracing.interceptor } : {}),
-    ...(audit !== undefined ? { audit: createAuditInterceptor(audit) } : {}),
+    ...(tracing !== undefined ? { tracing } : {}),
+    ...(audit !== undefined ? { audit } : {}),
   });
   const routes = routesFor(impls, ready, pipeline);
-  // A call answered without the interceptors (refused at the front door, or a
-  // cached constant document): the log line and metrics they would write.
-  const recordCall = (
-    method: DescMethod,
-    err: ConnectError | undefined,
-    arrival: Arrival,
-    headers: IncomingHttpHeaders,
-  ) =>
-    pipeline.recordSkipped(
-      method,
-      err,
-      arrival,
-      // Its span too, when tracing is on: the trace id goes into its log line.
-      tracing?.recordCall(`${method.parent.typeName}/${method.name}`, err?.code, headers, arrival.started),
-    );
   // The handler objects by service type name, for the lanes.
   const implsByType = new Map(
     allServices.flatMap((s) => {
@@ -272,7 +251,7 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
     stallMs: config.defence.exportStallMs,
     // Constant documents, once cached, are answered after the auth interceptor's own check.
     authorize: (method, message, authorization, atDoor) => checkScope(auth, method, message, authorization, atDoor),
-    onConstant: (method, err, arrival, req) => recordCall(method, err, arrival, req.headers),
+    onConstant: (method, err, arrival, req) => pipeline.answeredWithout(method, err, arrival, req),
   });
   // Requests for no RPC path: REST, then /healthz, /readyz, /metrics, /openapi.json, else 404.
   const fallback = createHttpFallback({ log, rest, ops: createOpsRoutes({ metrics, ready }) });
@@ -290,18 +269,12 @@ export async function createApp(config: Config, log: Logger, opts: AppOptions = 
       auth,
       // Once per request: an RPC path's method, else the REST route (which the gateway then uses as it is).
       resolve: (verb, rawPath, req) => rpc.resolve(rawPath) ?? rest.resolve(verb, req),
-      // A refusal before the body is still a call: one log line and the metrics, as the interceptors would
-      // write, and its audit line when the operation is audited (docs/contract/19-audit-history.md).
+      // A refusal before the body is still a call: what the interceptors would have written (pipeline.ts);
+      // a REST request's or unknown path's line is the request's, with its HTTP fields.
       onRefused: ({ method, rpcPath }, err, req, arrival, status) => {
-        if (method !== undefined && audit !== undefined) {
-          auditRefused(audit, method, err, { requestId: arrival.requestId, address: peerOf(req) }).catch((e: unknown) =>
-            log.error({ err: e }, "the audit line of a call refused by authentication could not be written"),
-          );
-        }
-        if (method !== undefined && rpcPath) return recordCall(method, err, arrival, req.headers);
-        // REST or a path no operation has: the HTTP fields too, as the line of a request the gateway answered.
+        if (method !== undefined && rpcPath) return pipeline.answeredWithout(method, err, arrival, req);
         arrival.record = { closed: false };
-        if (method !== undefined) recordCall(method, err, arrival, req.headers);
+        if (method !== undefined) pipeline.answeredWithout(method, err, arrival, req);
         logRequest(log, arrival, { method: req.method, url: req.url, status, code: Code[err.code] });
       },
     },

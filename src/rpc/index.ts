@@ -87,10 +87,8 @@ export { sharedCompression } from "./shared-compression.js";
 export { createUnaryLane, type UnaryLane } from "./unary-lane.js";
 export { createHealthService } from "./health-service.js";
 export {
-  auditRefused,
   auditSink,
   auditTargetProblem,
-  createAuditInterceptor,
   isAudited,
   type AuditSink,
 } from "./audit.js";

@@ -32,9 +32,11 @@
 // A slot is filled by passing its interceptor in PipelineParts (app.ts);
 // an empty slot is not in the list at all.
 // A call answered before the interceptors could run (refused at the front
-// door, a cached constant document) still gets what they would have written:
-// its metrics and its log line (`recordSkipped`), from the same writer the
-// call interceptor ends every call with (interceptors.ts, `createCallEnd`).
+// door, a cached constant document) still gets what they would have written,
+// from the pipeline and nowhere else (`answeredWithout`): its span, its
+// audit line when it was a refusal of an audited operation, and its metrics
+// and log line, from the same writer the call interceptor ends every call
+// with (interceptors.ts, `createCallEnd`).
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { ConnectError, ConnectRouterOptions, Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
@@ -45,6 +47,9 @@ import { createAuthInterceptor, type Authenticator } from "../auth/index.js";
 import type { Logger } from "../log.js";
 import { createPlannedBinaryInterceptor } from "../protobuf/index.js";
 import type { Arrival } from "../http/arrival.js";
+import { peerOf } from "../http/peer.js";
+import type { Tracing } from "../tracing/index.js";
+import { auditRefused, createAuditInterceptor, type AuditSink } from "./audit.js";
 import { createCallEnd, createCallInterceptor, type RecordMetrics } from "./interceptors.js";
 import { sharedCompression } from "./shared-compression.js";
 
@@ -55,12 +60,12 @@ export interface PipelineParts {
   readonly metrics: { readonly record: RecordMetrics };
   /** MAX_BODY_BYTES: a larger request message is refused (resource_exhausted) on every path. */
   readonly maxBodyBytes: number;
-  /** Slot 2 (see the top of this file). */
-  readonly tracing?: Interceptor;
+  /** Slot 2 (see the top of this file): its interceptor, and the span of a call answered without it. */
+  readonly tracing?: Pick<Tracing, "interceptor" | "recordCall">;
   /** Slot 6. */
   readonly access?: Interceptor;
-  /** Slot 4. */
-  readonly audit?: Interceptor;
+  /** Slot 4: where the audit lines go (AUDIT_LOG, or a test's sink). */
+  readonly audit?: AuditSink;
 }
 
 export interface Pipeline {
@@ -86,12 +91,17 @@ export interface Pipeline {
   /** All of the above as connect's router options, for the paths connect serves. */
   readonly routerOptions: ConnectRouterOptions;
   /**
-   * A call answered without the interceptors: the metrics and the log line
-   * they would have written, timed from its arrival (on its request's log
-   * record when the request has one).
+   * A call answered without the interceptors (refused at the front door, a
+   * cached constant document): what they would have written, timed from its
+   * arrival: its span when tracing is on, its audit line when it is a
+   * refusal of an audited operation, its metrics, and its log line (on its
+   * request's log record when the request has one).
    */
-  recordSkipped(method: DescMethod, err: ConnectError | undefined, arrival: Arrival, traceId?: string): void;
+  answeredWithout(method: DescMethod, err: ConnectError | undefined, arrival: Arrival, req: SkippedRequest): void;
 }
+
+/** What the pipeline reads of a request whose call the interceptors did not see. */
+type SkippedRequest = Parameters<typeof peerOf>[0];
 
 /** The compressions the server offers, in connect's order of preference (the router's, and the unary lane's). */
 export const ACCEPT_COMPRESSION: readonly Compression[] = [compressionGzip, compressionBrotli];
@@ -101,9 +111,9 @@ export function createPipeline(parts: PipelineParts): Pipeline {
   const endCall = createCallEnd(parts.log, (route, code, seconds) => parts.metrics.record(route, code, seconds));
   const interceptors: Interceptor[] = [
     createPlannedBinaryInterceptor([ReadResponseSchema, HistoryResponseSchema]),
-    ...slot(parts.tracing),
+    ...slot(parts.tracing?.interceptor),
     createCallInterceptor(parts.log, endCall),
-    ...slot(parts.audit),
+    ...slot(parts.audit === undefined ? undefined : createAuditInterceptor(parts.audit)),
     createAuthInterceptor(parts.auth),
     ...slot(parts.access),
   ];
@@ -123,14 +133,25 @@ export function createPipeline(parts: PipelineParts): Pipeline {
       acceptCompression: [...ACCEPT_COMPRESSION],
       jsonOptions,
     },
-    recordSkipped(method, err, arrival, traceId) {
+    answeredWithout(method, err, arrival, req) {
+      const rpc = `${method.parent.typeName}/${method.name}`;
+      const { audit, tracing } = parts;
+      // A refusal (before the body, or of a cached document) is audited as the audit interceptor would.
+      if (err !== undefined && audit !== undefined)
+        auditRefused(audit, method, err, { requestId: arrival.requestId, address: peerOf(req) }).catch((e: unknown) =>
+          parts.log.error(
+            { err: e },
+            "the audit line of a call refused before its interceptors ran could not be written",
+          ),
+        );
       endCall({
-        rpc: `${method.parent.typeName}/${method.name}`,
+        rpc,
         code: err?.code,
         started: arrival.started,
         requestId: arrival.requestId,
         record: arrival.record,
-        traceId,
+        // Its span too, when tracing is on: the trace id goes into its log line.
+        traceId: tracing?.recordCall(rpc, err?.code, req.headers, arrival.started),
       });
     },
   };
