@@ -4,7 +4,7 @@
 // and writes the call's outcome once: its metrics and its log line, through
 // `createCallEnd`, the one writer of both, which a call answered without the
 // interceptors (refused at the front door, a cached constant document) ends
-// through too (pipeline.ts, `recordSkipped`).
+// through too (pipeline.ts, `answeredWithout`).
 import { Code, createContextKey, type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { internal, invalidArgument, withReason } from "../errors.js";
