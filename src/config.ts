@@ -64,13 +64,6 @@ export interface Config {
   readonly readReplicas: ReadReplicasConfig;
   readonly logLevel: LogLevel;
   /**
-   * LOG_FLUSH_MS: log lines to stdout are gathered and written at most this
-   * long after they were made (or once 8 KiB are waiting), in one write;
-   * 0 writes each line as it is made. Lines still waiting are written as the
-   * process exits (not after a SIGKILL).
-   */
-  readonly logFlushMs: number;
-  /**
    * The read audit (AUDIT_LOG, docs/contract/19-audit-history.md): "stdout",
    * or the path of a file the lines are appended to; unset = off.
    */
@@ -217,7 +210,6 @@ export const DEFAULTS = {
   DATABASE_READ_TIMEOUT_MS: 1000,
   DATABASE_READ_STAMP_TTL_MS: 100,
   LOG_LEVEL: "info" as LogLevel,
-  LOG_FLUSH_MS: 100,
   S3_BUCKET: "resources",
   S3_REGION: "us-east-1",
   PRESIGN_EXPIRES_SECONDS: 3600,
@@ -365,7 +357,6 @@ export function loadConfig(env: Env = process.env): Config {
     databasePoolSize: int(env, "DATABASE_POOL_SIZE", DEFAULTS.DATABASE_POOL_SIZE, 1, 1000),
     readReplicas: readReplicas(env),
     logLevel: logLevel as LogLevel,
-    logFlushMs: int(env, "LOG_FLUSH_MS", DEFAULTS.LOG_FLUSH_MS, 0, 10_000),
     auditLog: str(env, "AUDIT_LOG"),
     registryKeys: registryKeys(env),
     cursorSecret: str(env, "CURSOR_SECRET"),

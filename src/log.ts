@@ -75,23 +75,7 @@ function censorCredentials(obj: Record<string, unknown>): Record<string, unknown
   return out ?? obj;
 }
 
-/** Lines gathered before a write when LOG_FLUSH_MS is set: about 40 call lines. */
-const GATHER_BYTES = 8192;
-
-/**
- * Standard output, as LOG_FLUSH_MS asks: with 0, each line in its own write
- * as it is made; otherwise gathered, and written in one write once
- * GATHER_BYTES wait or `flushMs` has passed, and synchronously as the
- * process exits. A write per line cost a loaded service about a tenth of its
- * CPU a call (docs/benchmarks/load.md, "The log line's write").
- */
-export function stdoutDestination(flushMs: number): DestinationStream {
-  return flushMs === 0
-    ? pino.destination({ dest: 1, minLength: 0 })
-    : pino.destination({ dest: 1, minLength: GATHER_BYTES, periodicFlush: flushMs });
-}
-
-/** `destination` defaults to stdout, a line a write; main.ts passes stdoutDestination, tests a stream to read the log. */
+/** `destination` defaults to stdout; tests pass a stream to read the log. */
 export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
   const options = {
     level,

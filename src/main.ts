@@ -4,7 +4,7 @@ import { assertSafeBind, createAuthenticator } from "./auth/index.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { createApp } from "./app.js";
 import { assertCorsSafe } from "./cors.js";
-import { createLogger, stdoutDestination } from "./log.js";
+import { createLogger } from "./log.js";
 import { startServer } from "./server.js";
 import { receiverConfigFrom, type ReceiverConfig } from "./dicom/receiver-config.js";
 
@@ -27,7 +27,7 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const log = createLogger(config.logLevel, stdoutDestination(config.logFlushMs));
+  const log = createLogger(config.logLevel);
   warn = (message) =>
     log.warn(
       { error: message },

@@ -10,8 +10,6 @@ describe("config", () => {
     expect(c.dataDir).toBe("./data");
     expect(c.databaseUrl).toBeUndefined();
     expect(c.logLevel).toBe("info");
-    expect(c.logFlushMs).toBe(100);
-    expect(loadConfig({ LOG_FLUSH_MS: "0" }).logFlushMs).toBe(0);
     expect(c.limits.maxBatchItems).toBe(10_000);
     expect(c.limits.maxBodyBytes).toBe(64 * 1024 * 1024);
     expect(c.s3.presignExpiresSeconds).toBe(3600);
@@ -25,9 +23,6 @@ describe("config", () => {
     ["DATABASE_URL", "mysql://x"],
     ["DATABASE_URL", "not a url"],
     ["LOG_LEVEL", "loud"],
-    ["LOG_FLUSH_MS", "-1"],
-    ["LOG_FLUSH_MS", "soon"],
-    ["LOG_FLUSH_MS", "10001"],
     ["S3_FORCE_PATH_STYLE", "maybe"],
     ["S3_BUCKET", "Bad_Bucket"],
     ["MAX_BATCH_ITEMS", "0"],
