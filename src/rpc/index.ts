@@ -86,12 +86,7 @@ export { ACCEPT_COMPRESSION, createPipeline, type Pipeline } from "./pipeline.js
 export { sharedCompression } from "./shared-compression.js";
 export { createUnaryLane, type UnaryLane } from "./unary-lane.js";
 export { createHealthService } from "./health-service.js";
-export {
-  auditSink,
-  auditTargetProblem,
-  isAudited,
-  type AuditSink,
-} from "./audit.js";
+export { auditSink, auditTargetProblem, isAudited, type AuditSink } from "./audit.js";
 export { logCall } from "./interceptors.js";
 export { createLaneTransport } from "./lane-transport.js";
 export {
