@@ -12,11 +12,7 @@ import type { Http2ServerResponse } from "node:http2";
  * (docs/events.md, "A client that goes away").
  */
 export function abortOnClose(res: ServerResponse | Http2ServerResponse, reason?: () => unknown): AbortSignal {
-  const controller = new AbortController();
-  res.once("close", () => {
-    if (!res.writableEnded) controller.abort(reason?.());
-  });
-  return controller.signal;
+  return abortOnCloseLazily(res, reason)();
 }
 
 /**

@@ -29,8 +29,9 @@
 //                              needs the caller auth made, before the handler
 //                              (the grants themselves go down to the store
 //                              as a plain value)
-// A slot is filled by passing its interceptor in PipelineParts (app.ts);
-// an empty slot is not in the list at all.
+// A slot is filled by passing its part in PipelineParts (app.ts): the
+// access interceptor, the Tracing, the audit sink (the pipeline makes the
+// audit interceptor from it); an empty slot is not in the list at all.
 // A call answered before the interceptors could run (refused at the front
 // door, a cached constant document) still gets what they would have written,
 // from the pipeline and nowhere else (`answeredWithout`): its span, its
@@ -48,6 +49,7 @@ import type { Logger } from "../log.js";
 import { createPlannedBinaryInterceptor } from "../protobuf/index.js";
 import type { Arrival } from "../http/arrival.js";
 import { peerOf } from "../http/peer.js";
+import type { AnyRequest } from "../http/read-body.js";
 import type { Tracing } from "../tracing/index.js";
 import { auditRefused, createAuditInterceptor, type AuditSink } from "./audit.js";
 import { createCallEnd, createCallInterceptor, type RecordMetrics } from "./interceptors.js";
@@ -97,11 +99,8 @@ export interface Pipeline {
    * refusal of an audited operation, its metrics, and its log line (on its
    * request's log record when the request has one).
    */
-  answeredWithout(method: DescMethod, err: ConnectError | undefined, arrival: Arrival, req: SkippedRequest): void;
+  answeredWithout(method: DescMethod, err: ConnectError | undefined, arrival: Arrival, req: AnyRequest): void;
 }
-
-/** What the pipeline reads of a request whose call the interceptors did not see. */
-type SkippedRequest = Parameters<typeof peerOf>[0];
 
 /** The compressions the server offers, in connect's order of preference (the router's, and the unary lane's). */
 export const ACCEPT_COMPRESSION: readonly Compression[] = [compressionGzip, compressionBrotli];
