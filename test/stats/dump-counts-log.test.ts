@@ -37,6 +37,21 @@ describeFreshStores("a dump's log of counts", (fresh) => {
     expect(await answers(copy, points)).toEqual(expected);
     expect(await readsHistory(copy, points)).toBe(true);
   };
+  /** `copy` restored from `bytes` takes the log: its rows are the source's, and every point answers from it, as on the source. */
+  const restoresWithLog = async (
+    copy: Db,
+    bytes: Buffer,
+    source: Db,
+    points: readonly string[],
+    expected: unknown[],
+  ) => {
+    const summary = await restore(copy, bytes);
+    expect(summary.countsLog).toBe(true);
+    expect(await logRows(copy)).toEqual(await logRows(source));
+    expect(await answers(copy, points)).toEqual(expected);
+    expect(await readsHistory(copy, points)).toBe(false);
+    return summary;
+  };
 
   it("is restored with the versions: every earlier point answers from the log, as on the source", async () => {
     const source = await fresh();
@@ -49,11 +64,7 @@ describeFreshStores("a dump's log of counts", (fresh) => {
     expect(header.counts_log).toEqual({ since: null });
 
     const copy = await fresh();
-    const summary = await restore(copy, bytes);
-    expect(summary.countsLog).toBe(true);
-    expect(await logRows(copy)).toEqual(await logRows(source));
-    expect(await answers(copy, points)).toEqual(expected);
-    expect(await readsHistory(copy, points)).toBe(false);
+    await restoresWithLog(copy, bytes, source, points, expected);
     // The copy's dump carries the same log again.
     const again = await fresh();
     expect((await restore(again, await dumpToBuffer(copy, {}))).countsLog).toBe(true);
@@ -78,12 +89,8 @@ describeFreshStores("a dump's log of counts", (fresh) => {
     });
     const expected = await answers(source, points);
     const increment = await dumpToBuffer(source, { since: until });
-    const summary = await restore(copy, increment);
+    const summary = await restoresWithLog(copy, increment, source, points, expected);
     expect(summary.since).toBe(until);
-    expect(summary.countsLog).toBe(true);
-    expect(await logRows(copy)).toEqual(await logRows(source));
-    expect(await answers(copy, points)).toEqual(expected);
-    expect(await readsHistory(copy, points)).toBe(false);
   });
 
   it("is not taken when it disagrees with the versions: the log starts again and the history answers", async () => {
