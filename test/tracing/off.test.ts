@@ -1,7 +1,7 @@
 // Tracing off (docs/tracing.md): without OTEL_EXPORTER_OTLP_ENDPOINT the service
 // loads no OpenTelemetry SDK module, registers nothing, and its log lines
 // have no trace id. This file imports nothing of OpenTelemetry before it
-// checks; vitest runs each test file in a process of its own. The SDK's
+// checks; it runs in a process of its own (vitest.config.ts, ISOLATED). The SDK's
 // packages are CommonJS: whatever loaded them, an import included, left them
 // in the require cache. The API package alone is loaded by prom-client (for
 // its exemplars) whatever we do: it stays the no-op it is until an SDK
