@@ -25,6 +25,9 @@ async function testFiles(dir: string): Promise<string[]> {
     .sort();
 }
 
+/** Every test file, read once for the checks below. */
+const allFiles = testFiles("test");
+
 /** This file, which names the patterns it looks for. */
 const SELF = relative(process.cwd(), fileURLToPath(import.meta.url));
 
@@ -33,7 +36,7 @@ const touchesShared = (text: string): boolean => SHARED_STATE.some((re) => re.te
 
 describe("test files that touch process-wide state run isolated", () => {
   it("every such file is in vitest.config.ts's ISOLATED list", async () => {
-    const files = await testFiles("test");
+    const files = await allFiles;
     const touching: string[] = [];
     for (const file of files) if (file !== SELF && touchesShared(await readFile(file, "utf8"))) touching.push(file);
     expect(touching.length).toBeGreaterThan(0);
@@ -41,7 +44,7 @@ describe("test files that touch process-wide state run isolated", () => {
   });
 
   it("every file the list names exists (a renamed one would run shared)", async () => {
-    const files = await testFiles("test");
+    const files = await allFiles;
     expect(ISOLATED.filter((f) => !files.includes(f))).toEqual([]);
   });
 
